@@ -1,0 +1,295 @@
+"""Anthropic Messages API codec and request rendering.
+
+``decode_request`` / ``encode_request`` round-trip a request body losslessly:
+fields ctxwise has no model for are kept in ``extra`` (blocks, messages) or
+``Transcript.params`` (request level). ``decode_response`` / ``encode_response``
+do the same for a response (``"type": "message"``).
+
+``render_request`` turns an :class:`~ctxwise.assembly.Assembly` into a request:
+stable sections first as system blocks with a ``cache_control`` breakpoint
+after the last one, the other sections next, and the live task last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.messages import (
+    ContentBlock,
+    MediaBlock,
+    Message,
+    OpaqueBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+)
+
+if TYPE_CHECKING:
+    from ctxwise.assembly import Assembly
+
+__all__ = [
+    "decode_block",
+    "decode_messages",
+    "decode_request",
+    "decode_response",
+    "encode_block",
+    "encode_messages",
+    "encode_request",
+    "encode_response",
+    "render_request",
+]
+
+_SOURCE = "anthropic"
+
+
+def _obj(value: Any, what: str, source: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise FormatError(source, f"{what} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _rest(d: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in known}
+
+
+def decode_block(raw: Any, source: str = _SOURCE) -> ContentBlock:
+    """One content block from its JSON form."""
+    d = _obj(raw, "a content block", source)
+    kind = d.get("type")
+    try:
+        if kind == "text":
+            return TextBlock(str(d["text"]), _rest(d, {"type", "text"}))
+        if kind == "tool_use":
+            return ToolUseBlock(
+                str(d["id"]),
+                str(d["name"]),
+                dict(d["input"]),
+                _rest(d, {"type", "id", "name", "input"}),
+            )
+        if kind == "tool_result":
+            content = d.get("content", "")
+            decoded: str | tuple[ContentBlock, ...]
+            if isinstance(content, str):
+                decoded = content
+            elif isinstance(content, list):
+                decoded = tuple(decode_block(b, source) for b in content)
+            else:
+                raise FormatError(source, "tool_result content must be a string or a list")
+            extra = _rest(d, {"type", "tool_use_id", "content", "is_error"})
+            if "content" not in d:
+                extra["_no_content"] = True
+            is_error = d.get("is_error")
+            return ToolResultBlock(
+                str(d["tool_use_id"]), decoded, None if is_error is None else bool(is_error), extra
+            )
+        if kind == "thinking":
+            return ThinkingBlock(
+                str(d["thinking"]),
+                d.get("signature"),
+                False,
+                _rest(d, {"type", "thinking", "signature"}),
+            )
+        if kind == "redacted_thinking":
+            return ThinkingBlock(str(d["data"]), None, True, _rest(d, {"type", "data"}))
+        if kind in ("image", "document"):
+            return MediaBlock(kind, dict(d["source"]), _rest(d, {"type", "source"}))
+    except KeyError as exc:
+        raise FormatError(source, f"{kind} block is missing {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise FormatError(source, f"malformed {kind} block: {exc}") from None
+    if not isinstance(kind, str):
+        raise FormatError(source, "content block has no 'type'")
+    return OpaqueBlock(kind, dict(d))
+
+
+def encode_block(block: ContentBlock) -> dict[str, Any]:
+    """One content block in its JSON form."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text, **block.extra}
+    if isinstance(block, ToolUseBlock):
+        return {
+            "type": "tool_use",
+            "id": block.id,
+            "name": block.name,
+            "input": dict(block.input),
+            **block.extra,
+        }
+    if isinstance(block, ToolResultBlock):
+        extra = dict(block.extra)
+        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
+        if not extra.pop("_no_content", False) or block.content:
+            out["content"] = (
+                block.content
+                if isinstance(block.content, str)
+                else [encode_block(b) for b in block.content]
+            )
+        if block.is_error is not None:
+            out["is_error"] = block.is_error
+        out.update(extra)
+        return out
+    if isinstance(block, ThinkingBlock):
+        if block.redacted:
+            return {"type": "redacted_thinking", "data": block.thinking, **block.extra}
+        out = {"type": "thinking", "thinking": block.thinking}
+        if block.signature is not None:
+            out["signature"] = block.signature
+        out.update(block.extra)
+        return out
+    if isinstance(block, MediaBlock):
+        return {"type": block.media, "source": dict(block.source), **block.extra}
+    return dict(block.data)
+
+
+def _decode_message(raw: Any, index: int, source: str) -> Message:
+    d = _obj(raw, f"message {index}", source)
+    role = d.get("role")
+    if role not in ("user", "assistant"):
+        raise FormatError(
+            source, f"message {index}: role must be 'user' or 'assistant', got {role!r}"
+        )
+    content = d.get("content")
+    extra = _rest(d, {"role", "content"})
+    if isinstance(content, str):
+        return Message(role, (TextBlock(content),), plain=True, extra=extra)
+    if not isinstance(content, list):
+        raise FormatError(source, f"message {index}: content must be a string or a list of blocks")
+    return Message(role, tuple(decode_block(b, source) for b in content), extra=extra)
+
+
+def _encode_message(msg: Message) -> dict[str, Any]:
+    if msg.role == "system":
+        raise UsageError("system messages can only open an Anthropic request")
+    if (
+        msg.plain
+        and len(msg.content) == 1
+        and isinstance(msg.content[0], TextBlock)
+        and not msg.content[0].extra
+    ):
+        content: Any = msg.content[0].text
+    else:
+        content = [encode_block(b) for b in msg.content]
+    return {"role": msg.role, "content": content, **msg.extra}
+
+
+def _decode_system(system: Any, source: str) -> Message:
+    if isinstance(system, str):
+        return Message("system", (TextBlock(system),), plain=True)
+    if isinstance(system, list):
+        return Message("system", tuple(decode_block(b, source) for b in system))
+    raise FormatError(source, "system must be a string or a list of text blocks")
+
+
+def decode_messages(
+    messages: Sequence[Any], system: Any = None, *, source: str = _SOURCE
+) -> Transcript:
+    """A transcript from a ``messages`` list (and an optional top-level ``system``)."""
+    if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+        raise FormatError(source, "messages must be a list")
+    out: list[Message] = []
+    if system is not None:
+        out.append(_decode_system(system, source))
+    out.extend(_decode_message(m, i, source) for i, m in enumerate(messages))
+    return Transcript(tuple(out), source=source)
+
+
+def encode_messages(transcript: Transcript) -> tuple[Any, list[dict[str, Any]]]:
+    """``(system, messages)`` for a request; ``system`` is ``None`` when there is none.
+
+    Leading system messages become the top-level ``system``; a system message
+    after the first conversation message is a :class:`~ctxwise.errors.UsageError`.
+    """
+    msgs = list(transcript.messages)
+    system_msgs: list[Message] = []
+    while msgs and msgs[0].role == "system":
+        system_msgs.append(msgs.pop(0))
+    system: Any = None
+    if len(system_msgs) == 1 and system_msgs[0].plain and len(system_msgs[0].content) == 1:
+        only = system_msgs[0].content[0]
+        system = only.text if isinstance(only, TextBlock) else [encode_block(only)]
+    elif system_msgs:
+        system = [encode_block(b) for m in system_msgs for b in m.content]
+    return system, [_encode_message(m) for m in msgs]
+
+
+def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
+    """A transcript from a Messages API request body."""
+    d = _obj(payload, "an Anthropic request", source)
+    if "messages" not in d:
+        raise FormatError(source, "an Anthropic request needs 'messages'")
+    t = decode_messages(d["messages"], d.get("system"), source=source)
+    return Transcript(t.messages, _rest(d, {"messages", "system"}), source=source)
+
+
+def encode_request(transcript: Transcript) -> dict[str, Any]:
+    """A Messages API request body (``transcript.params`` supply model, max_tokens, …)."""
+    system, messages = encode_messages(transcript)
+    out: dict[str, Any] = dict(transcript.params)
+    if system is not None:
+        out["system"] = system
+    out["messages"] = messages
+    return out
+
+
+def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
+    """The assistant message of a Messages API response (``"type": "message"``)."""
+    d = _obj(payload, "an Anthropic response", source)
+    if d.get("type") != "message" or d.get("role") != "assistant":
+        raise FormatError(source, "an Anthropic response has type 'message' and role 'assistant'")
+    content = d.get("content")
+    if not isinstance(content, list):
+        raise FormatError(source, "response content must be a list of blocks")
+    return Message(
+        "assistant",
+        tuple(decode_block(b, source) for b in content),
+        id=d.get("id"),
+        extra=_rest(d, {"type", "role", "content", "id"}),
+    )
+
+
+def encode_response(message: Message) -> dict[str, Any]:
+    """A Messages API response body for an assistant message."""
+    if message.role != "assistant":
+        raise UsageError("only assistant messages encode as a response")
+    out: dict[str, Any] = {"type": "message", "role": "assistant"}
+    if message.id is not None:
+        out["id"] = message.id
+    out["content"] = [encode_block(b) for b in message.content]
+    out.update(message.extra)
+    return out
+
+
+def render_request(
+    assembly: Assembly,
+    task: str,
+    *,
+    model: str,
+    max_tokens: int = 1024,
+    cache_ttl: Literal["5m", "1h"] | None = None,
+) -> dict[str, Any]:
+    """A Messages API request for an assembled window.
+
+    Stable sections (in window order) become ``system`` text blocks and the last
+    one carries ``cache_control``, so every request that shares them hits the
+    provider's prompt cache. Other sections follow as text blocks of the user
+    message, and ``task`` is the last block.
+    """
+    if not task.strip():
+        raise UsageError("task must not be empty: it is what the model is asked to do")
+    stable = [s for s in assembly.sections if s.stable]
+    live = [s for s in assembly.sections if not s.stable]
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    if stable:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": s.content} for s in stable]
+        breakpoint_: dict[str, Any] = {"type": "ephemeral"}
+        if cache_ttl is not None:
+            breakpoint_["ttl"] = cache_ttl
+        blocks[-1]["cache_control"] = breakpoint_
+        body["system"] = blocks
+    user = [{"type": "text", "text": s.content} for s in live if s.content]
+    user.append({"type": "text", "text": task})
+    body["messages"] = [{"role": "user", "content": user}]
+    return body

