@@ -13,7 +13,6 @@ exist so a round trip through ctxwise loses nothing.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -189,7 +188,8 @@ class Transcript:
     """An ordered conversation plus what a codec needs to write it back.
 
     ``params`` holds request-level fields other than the messages (model,
-    max_tokens, tools, …). ``compactions`` lists the compaction boundaries a
+    max_tokens, tools, …) in the shape of ``params_format`` (the codec that read
+    them; other codecs ignore them). ``compactions`` lists the compaction boundaries a
     source recorded (Claude Code's ``compact_boundary`` events).
     """
 
@@ -197,6 +197,7 @@ class Transcript:
     params: Mapping[str, Any] = field(default_factory=dict)
     compactions: tuple[CompactBoundary, ...] = ()
     source: str | None = None
+    params_format: str | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -209,7 +210,7 @@ class Transcript:
         if not self.compactions:
             return self
         start = self.compactions[-1].index
-        return Transcript(self.messages[start:], self.params, (), self.source)
+        return Transcript(self.messages[start:], self.params, (), self.source, self.params_format)
 
     def tool_names(self) -> dict[str, str]:
         """tool_use id → tool name, for every tool_use in the transcript."""
@@ -252,51 +253,48 @@ def block_text(block: ContentBlock) -> str:
 
 def _pairing_problems(messages: Sequence[Message], placement: Placement) -> list[PairingProblem]:
     problems: list[PairingProblem] = []
-    issued: dict[str, int] = {}  # tool_use id -> message index
-    answered: Counter[str] = Counter()
-    # For placement: the assistant message each result must follow.
+    seen: dict[str, int] = {}  # tool_use id -> message index of its first use
+    pending: dict[str, int] = {}  # unanswered tool_use id -> message index
     last_assistant = -1
     for i, msg in enumerate(messages):
         if msg.role == "assistant":
             last_assistant = i
         for b in msg.content:
             if isinstance(b, ToolUseBlock):
-                if b.id in issued:
+                if b.id in seen:
                     problems.append(
                         PairingProblem(
                             ProblemKind.DUPLICATE_ID,
                             b.id,
                             i,
-                            f"tool_use id issued again (first in message {issued[b.id]})",
+                            f"tool_use id issued again (first in message {seen[b.id]})",
                         )
                     )
                 else:
-                    issued[b.id] = i
+                    seen[b.id] = i
+                pending[b.id] = i
             elif isinstance(b, ToolResultBlock):
                 tid = b.tool_use_id
-                answered[tid] += 1
-                if tid not in issued:
-                    problems.append(
-                        PairingProblem(
-                            ProblemKind.ORPHAN_RESULT, tid, i, "no earlier tool_use has this id"
-                        )
-                    )
-                    continue
-                if answered[tid] > 1:
+                if tid in pending:
+                    why = _misplaced(messages, pending.pop(tid), i, last_assistant, placement)
+                    if why:
+                        problems.append(PairingProblem(ProblemKind.MISPLACED_RESULT, tid, i, why))
+                elif tid in seen:
                     problems.append(
                         PairingProblem(
                             ProblemKind.DUPLICATE_ID, tid, i, "tool_use answered more than once"
                         )
                     )
-                    continue
-                why = _misplaced(messages, issued[tid], i, last_assistant, placement)
-                if why:
-                    problems.append(PairingProblem(ProblemKind.MISPLACED_RESULT, tid, i, why))
-    for tid, at in issued.items():
-        if answered[tid] == 0:
-            problems.append(
-                PairingProblem(ProblemKind.UNANSWERED_USE, tid, at, "no tool_result answers it")
-            )
+                else:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.ORPHAN_RESULT, tid, i, "no earlier tool_use has this id"
+                        )
+                    )
+    for tid, at in pending.items():
+        problems.append(
+            PairingProblem(ProblemKind.UNANSWERED_USE, tid, at, "no tool_result answers it")
+        )
     problems.sort(key=lambda p: p.message_index)
     return problems
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwise.errors import FormatError, UsageError
+from ctxwise.formats._extra import keep, own
 from ctxwise.messages import (
     ContentBlock,
     MediaBlock,
@@ -52,8 +53,15 @@ def _obj(value: Any, what: str, source: str) -> Mapping[str, Any]:
     return value
 
 
+_NS = "anthropic"
+
+
 def _rest(d: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in known}
+    return keep(_NS, d, known)
+
+
+def _own(extra: Mapping[str, Any]) -> dict[str, Any]:
+    return own(_NS, extra)
 
 
 def decode_block(raw: Any, source: str = _SOURCE) -> ContentBlock:
@@ -81,7 +89,7 @@ def decode_block(raw: Any, source: str = _SOURCE) -> ContentBlock:
                 raise FormatError(source, "tool_result content must be a string or a list")
             extra = _rest(d, {"type", "tool_use_id", "content", "is_error"})
             if "content" not in d:
-                extra["_no_content"] = True
+                extra[f"{_NS}._no_content"] = True
             is_error = d.get("is_error")
             return ToolResultBlock(
                 str(d["tool_use_id"]), decoded, None if is_error is None else bool(is_error), extra
@@ -109,17 +117,17 @@ def decode_block(raw: Any, source: str = _SOURCE) -> ContentBlock:
 def encode_block(block: ContentBlock) -> dict[str, Any]:
     """One content block in its JSON form."""
     if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text, **block.extra}
+        return {"type": "text", "text": block.text, **_own(block.extra)}
     if isinstance(block, ToolUseBlock):
         return {
             "type": "tool_use",
             "id": block.id,
             "name": block.name,
             "input": dict(block.input),
-            **block.extra,
+            **_own(block.extra),
         }
     if isinstance(block, ToolResultBlock):
-        extra = dict(block.extra)
+        extra = _own(block.extra)
         out: dict[str, Any] = {"type": "tool_result", "tool_use_id": block.tool_use_id}
         if not extra.pop("_no_content", False) or block.content:
             out["content"] = (
@@ -133,14 +141,14 @@ def encode_block(block: ContentBlock) -> dict[str, Any]:
         return out
     if isinstance(block, ThinkingBlock):
         if block.redacted:
-            return {"type": "redacted_thinking", "data": block.thinking, **block.extra}
+            return {"type": "redacted_thinking", "data": block.thinking, **_own(block.extra)}
         out = {"type": "thinking", "thinking": block.thinking}
         if block.signature is not None:
             out["signature"] = block.signature
-        out.update(block.extra)
+        out.update(_own(block.extra))
         return out
     if isinstance(block, MediaBlock):
-        return {"type": block.media, "source": dict(block.source), **block.extra}
+        return {"type": block.media, "source": dict(block.source), **_own(block.extra)}
     return dict(block.data)
 
 
@@ -163,16 +171,12 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
 def _encode_message(msg: Message) -> dict[str, Any]:
     if msg.role == "system":
         raise UsageError("system messages can only open an Anthropic request")
-    if (
-        msg.plain
-        and len(msg.content) == 1
-        and isinstance(msg.content[0], TextBlock)
-        and not msg.content[0].extra
-    ):
-        content: Any = msg.content[0].text
+    only = msg.content[0] if len(msg.content) == 1 else None
+    if msg.plain and isinstance(only, TextBlock) and not _own(only.extra):
+        content: Any = only.text
     else:
         content = [encode_block(b) for b in msg.content]
-    return {"role": msg.role, "content": content, **msg.extra}
+    return {"role": msg.role, "content": content, **_own(msg.extra)}
 
 
 def _decode_system(system: Any, source: str) -> Message:
@@ -221,13 +225,14 @@ def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
     if "messages" not in d:
         raise FormatError(source, "an Anthropic request needs 'messages'")
     t = decode_messages(d["messages"], d.get("system"), source=source)
-    return Transcript(t.messages, _rest(d, {"messages", "system"}), source=source)
+    params = {k: v for k, v in d.items() if k not in ("messages", "system")}
+    return Transcript(t.messages, params, source=source, params_format=_NS)
 
 
 def encode_request(transcript: Transcript) -> dict[str, Any]:
     """A Messages API request body (``transcript.params`` supply model, max_tokens, …)."""
     system, messages = encode_messages(transcript)
-    out: dict[str, Any] = dict(transcript.params)
+    out: dict[str, Any] = dict(transcript.params) if transcript.params_format == _NS else {}
     if system is not None:
         out["system"] = system
     out["messages"] = messages
@@ -258,7 +263,7 @@ def encode_response(message: Message) -> dict[str, Any]:
     if message.id is not None:
         out["id"] = message.id
     out["content"] = [encode_block(b) for b in message.content]
-    out.update(message.extra)
+    out.update(_own(message.extra))
     return out
 
 

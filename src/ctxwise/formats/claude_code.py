@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwise.errors import FormatError
+from ctxwise.formats._extra import keep
 from ctxwise.formats.anthropic import decode_block
 from ctxwise.messages import (
     CompactBoundary,
@@ -122,7 +123,7 @@ def read_claude_code_lines(
                     blocks,
                     id=mid,
                     timestamp=event.get("timestamp"),
-                    extra={k: v for k, v in raw.items() if k not in ("role", "content", "id")},
+                    extra=keep("claude_code", raw, {"role", "content", "id"}),
                 )
             )
             open_assistant = len(out) - 1

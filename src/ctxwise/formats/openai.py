@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxwise.errors import FormatError, UsageError
+from ctxwise.formats._extra import keep, own
 from ctxwise.messages import (
     ContentBlock,
     MediaBlock,
@@ -48,8 +49,19 @@ __all__ = [
 _SOURCE = "openai"
 
 
+_NS = "openai"
+
+
 def _rest(d: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k not in known}
+    return keep(_NS, d, known)
+
+
+def _own(extra: Mapping[str, Any]) -> dict[str, Any]:
+    return own(_NS, extra)
+
+
+def _mark(name: str) -> str:
+    return f"{_NS}.{name}"
 
 
 def _decode_part(raw: Any, source: str) -> ContentBlock:
@@ -62,7 +74,7 @@ def _decode_part(raw: Any, source: str) -> ContentBlock:
         image = dict(raw["image_url"])
         source_ = {"type": "url", "url": image.pop("url", "")}
         return MediaBlock(
-            "image", source_, {"image_url": image, **_rest(raw, {"type", "image_url"})}
+            "image", source_, {_mark("image_url"): image, **_rest(raw, {"type", "image_url"})}
         )
     if not isinstance(kind, str):
         raise FormatError(source, "a content part has no 'type'")
@@ -71,14 +83,21 @@ def _decode_part(raw: Any, source: str) -> ContentBlock:
 
 def _encode_part(block: ContentBlock) -> dict[str, Any]:
     if isinstance(block, TextBlock):
-        return {"type": "text", "text": block.text, **block.extra}
+        return {"type": "text", "text": block.text, **_own(block.extra)}
     if isinstance(block, MediaBlock) and block.media == "image":
-        extra = dict(block.extra)
+        extra = _own(block.extra)
         image = dict(extra.pop("image_url", {}))
         url = block.source.get("url")
         if url is None and block.source.get("type") == "base64":
             url = f"data:{block.source.get('media_type')};base64,{block.source.get('data')}"
         return {"type": "image_url", "image_url": {"url": url, **image}, **extra}
+    if isinstance(block, MediaBlock) and block.source.get("type") == "base64":
+        # a base64 document (PDF) is a Chat Completions "file" part
+        data = f"data:{block.source.get('media_type')};base64,{block.source.get('data')}"
+        file: dict[str, Any] = {"file_data": data}
+        if "title" in own("anthropic", block.extra):
+            file["filename"] = own("anthropic", block.extra)["title"]
+        return {"type": "file", "file": file}
     if isinstance(block, OpaqueBlock):
         return dict(block.data)
     raise UsageError(f"{type(block).__name__} cannot be a Chat Completions content part")
@@ -100,9 +119,9 @@ def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
     fn = raw["function"]
     args = fn.get("arguments", "")
     extra: dict[str, Any] = _rest(raw, {"id", "function"})
-    fn_extra = _rest(fn, {"name", "arguments"})
+    fn_extra = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
     if fn_extra:
-        extra["_function_extra"] = fn_extra
+        extra[_mark("_function_extra")] = fn_extra
     parsed: Any
     try:
         parsed = json.loads(args) if isinstance(args, str) and args.strip() else {}
@@ -110,14 +129,14 @@ def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
         parsed = None
     if not isinstance(parsed, dict):
         parsed = {}
-    extra["_arguments"] = args
+    extra[_mark("_arguments")] = args
     if "id" not in raw or "name" not in fn:
         raise FormatError(source, f"message {index}: a tool call needs 'id' and 'function.name'")
     return ToolUseBlock(str(raw["id"]), str(fn["name"]), parsed, extra)
 
 
 def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
-    extra = dict(block.extra)
+    extra = _own(block.extra)
     raw = extra.pop("_arguments", None)
     fn_extra = extra.pop("_function_extra", {})
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
@@ -143,7 +162,7 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
         blocks, plain = _decode_content(raw.get("content"), index, source)
         extra = _rest(raw, {"role", "content"})
         if role == "developer":
-            extra["_role"] = "developer"
+            extra[_mark("_role")] = "developer"
         return Message("system", blocks, plain=plain, extra=extra)
     if role == "user":
         blocks, plain = _decode_content(raw.get("content"), index, source)
@@ -151,7 +170,7 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
     if role == "assistant":
         extra = _rest(raw, {"role", "content", "tool_calls"})
         if "content" not in raw:
-            extra["_no_content"] = True
+            extra[_mark("_no_content")] = True
         blocks, plain = _decode_content(raw.get("content"), index, source)
         calls = raw.get("tool_calls")
         if calls is not None:
@@ -159,7 +178,7 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
                 raise FormatError(source, f"message {index}: tool_calls must be a list")
             blocks = blocks + tuple(_decode_tool_call(c, index, source) for c in calls)
             if not calls:
-                extra["_empty_tool_calls"] = True
+                extra[_mark("_empty_tool_calls")] = True
         return Message("assistant", blocks, plain=plain, extra=extra)
     if role == "tool":
         if "tool_call_id" not in raw:
@@ -175,13 +194,13 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
         block = ToolResultBlock(
             str(raw["tool_call_id"]), result, None, _rest(raw, {"role", "tool_call_id", "content"})
         )
-        return Message("user", (block,), extra={"_role": "tool"})
+        return Message("user", (block,), extra={_mark("_role"): "tool"})
     raise FormatError(source, f"message {index}: unknown role {role!r}")
 
 
 def _text_content(blocks: Sequence[ContentBlock], plain: bool) -> Any:
     parts = [b for b in blocks if not isinstance(b, ToolUseBlock | ThinkingBlock | ToolResultBlock)]
-    if plain and len(parts) == 1 and isinstance(parts[0], TextBlock) and not parts[0].extra:
+    if plain and len(parts) == 1 and isinstance(parts[0], TextBlock) and not _own(parts[0].extra):
         return parts[0].text
     if not parts:
         return None
@@ -189,7 +208,7 @@ def _text_content(blocks: Sequence[ContentBlock], plain: bool) -> Any:
 
 
 def _encode_message(msg: Message) -> list[dict[str, Any]]:
-    extra = dict(msg.extra)
+    extra = _own(msg.extra)
     role_hint = extra.pop("_role", None)
     if msg.role == "system":
         return [
@@ -219,7 +238,12 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
             r.content if isinstance(r.content, str) else [_encode_part(b) for b in r.content]
         )
         out_msgs.append(
-            {"role": "tool", "tool_call_id": r.tool_use_id, "content": content_value, **r.extra}
+            {
+                "role": "tool",
+                "tool_call_id": r.tool_use_id,
+                "content": content_value,
+                **_own(r.extra),
+            }
         )
     others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
     if others or not results:
@@ -249,12 +273,14 @@ def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
     if not isinstance(payload, Mapping) or "messages" not in payload:
         raise FormatError(source, "a Chat Completions request is an object with 'messages'")
     t = decode_messages(payload["messages"], source=source)
-    return Transcript(t.messages, _rest(payload, {"messages"}), source=source)
+    params = {k: v for k, v in payload.items() if k != "messages"}
+    return Transcript(t.messages, params, source=source, params_format=_NS)
 
 
 def encode_request(transcript: Transcript) -> dict[str, Any]:
     """A Chat Completions request body (``transcript.params`` supply model, tools, …)."""
-    return {**transcript.params, "messages": encode_messages(transcript)}
+    params = dict(transcript.params) if transcript.params_format == _NS else {}
+    return {**params, "messages": encode_messages(transcript)}
 
 
 def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
@@ -271,8 +297,8 @@ def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
     choice = choices[0]
     msg = _decode_message(choice.get("message"), 0, source)
     extra = dict(msg.extra)
-    extra["_response"] = _rest(payload, {"choices", "id"})
-    extra["_choice"] = _rest(choice, {"message"})
+    extra[_mark("_response")] = {k: v for k, v in payload.items() if k not in ("choices", "id")}
+    extra[_mark("_choice")] = {k: v for k, v in choice.items() if k != "message"}
     return Message(msg.role, msg.content, plain=msg.plain, id=payload.get("id"), extra=extra)
 
 
@@ -281,8 +307,8 @@ def encode_response(message: Message) -> dict[str, Any]:
     if message.role != "assistant":
         raise UsageError("only assistant messages encode as a response")
     extra = dict(message.extra)
-    response = dict(extra.pop("_response", {"object": "chat.completion"}))
-    choice = dict(extra.pop("_choice", {"index": 0}))
+    response = dict(extra.pop(_mark("_response"), {"object": "chat.completion"}))
+    choice = dict(extra.pop(_mark("_choice"), {"index": 0}))
     body = _encode_message(Message("assistant", message.content, plain=message.plain, extra=extra))[
         0
     ]

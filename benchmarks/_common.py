@@ -1,0 +1,187 @@
+"""Helpers shared by the benchmark scripts: data paths, real texts, timing, output.
+
+Nothing here downloads anything. The shared data folder is
+``$CTXWISE_DATA`` or, by default, ``<repo root>/../shared/data``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import ctxwise
+from ctxwise.messages import (
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+    block_text,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("CTXWISE_DATA", REPO_ROOT.parent / "shared" / "data"))
+TRANSCRIPTS = DATA_DIR / "transcripts"
+CLAUDE_CODE_DIR = TRANSCRIPTS / "claude_code"
+TAU_BENCH_FILE = TRANSCRIPTS / "tau_bench" / "gpt-4o-airline.json"
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+_console = Console() if sys.stdout.isatty() else Console(width=200)
+
+
+# --------------------------------------------------------------------------- data
+
+
+def require(path: Path) -> Path:
+    """``path``, or exit with a clear message when the shared data is missing."""
+    if not path.exists():
+        sys.exit(f"benchmark data not found: {path} (set CTXWISE_DATA to the shared data folder)")
+    return path
+
+
+def claude_code_files() -> list[Path]:
+    """Every Claude Code transcript: top-level ``*.jsonl`` and ``*/subagents/*.jsonl``."""
+    base = require(CLAUDE_CODE_DIR)
+    return sorted([*base.glob("*.jsonl"), *base.glob("*/subagents/*.jsonl")])
+
+
+def long_sessions() -> list[Path]:
+    """The long Claude Code sessions: top-level files that have a session folder
+    (``<session>.jsonl`` next to ``<session>/subagents/``)."""
+    return [p for p in claude_code_files() if p.parent == CLAUDE_CODE_DIR and p.with_suffix("").is_dir()]
+
+
+def claude_code_transcripts() -> list[Transcript]:
+    return [ctxwise.read_transcript(p) for p in claude_code_files()]
+
+
+def tau_bench_transcripts() -> list[Transcript]:
+    return ctxwise.read_transcripts(require(TAU_BENCH_FILE))
+
+
+def block_kind(role: str, block: object) -> str:
+    """``prose`` (user/assistant text), ``tool_result``, ``tool_use`` or ``other``
+    (system prompts, thinking, media, opaque blocks)."""
+    if isinstance(block, TextBlock) and role in ("user", "assistant"):
+        return "prose"
+    if isinstance(block, ToolResultBlock):
+        return "tool_result"
+    if isinstance(block, ToolUseBlock):
+        return "tool_use"
+    return "other"
+
+
+def iter_blocks(transcripts: Sequence[Transcript]) -> Iterator[tuple[str, str]]:
+    """``(kind, text)`` for every content block, in transcript order."""
+    for t in transcripts:
+        for msg in t.messages:
+            for block in msg.content:
+                yield block_kind(msg.role, block), block_text(block)
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0–100) with linear interpolation between ranks."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def time_ns(fn: Callable[[], object]) -> int:
+    """Wall time of one call of ``fn`` in nanoseconds."""
+    start = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - start
+
+
+def summarize_ns(samples: Sequence[int]) -> dict[str, float]:
+    """p50 / p99 / min / mean of nanosecond samples, in milliseconds."""
+    ms = [s / 1e6 for s in samples]
+    return {
+        "n": len(ms),
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+        "min_ms": min(ms),
+        "mean_ms": sum(ms) / len(ms),
+    }
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else math.nan
+
+
+# --------------------------------------------------------------------------- output
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    versions = {}
+    for pkg in ("ctxwise", "quicktok-v1", "tiktoken"):
+        try:
+            versions[pkg] = version(pkg)
+        except PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "packages": versions,
+        "data_dir": str(DATA_DIR),
+    }
+
+
+def write_results(name: str, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (plus the environment) to ``benchmarks/results/<name>.json``."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    doc = {"benchmark": name, "environment": environment(), **payload}
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    _console.print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return path
+
+
+def print_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    labels: int = 1,
+    caption: str = "",
+) -> None:
+    """A table: the first ``labels`` columns left-aligned, the others (numbers) right."""
+    table = Table(title=title, title_justify="left", caption=caption or None, caption_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify="left" if i < labels else "right")
+    for row in rows:
+        table.add_row(*(str(v) for v in row))
+    _console.print(table)
+
+
+def say(text: str) -> None:
+    _console.print(text, highlight=False)
+
+
+def fmt_ms(x: float) -> str:
+    return f"{x:.3f}" if x < 10 else f"{x:.1f}"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{x:+.1%}"

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Deterministic property tests: the same examples on every run and machine.
+settings.register_profile(
+    "ctxwise", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile("ctxwise")
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("CTXWISE_DATA", ROOT.parent / "shared" / "data"))
+TRANSCRIPTS = DATA / "transcripts"
+
+
+def claude_code_files() -> list[Path]:
+    base = TRANSCRIPTS / "claude_code"
+    return sorted([*base.glob("*.jsonl"), *base.glob("*/subagents/*.jsonl")])
+
+
+def long_sessions() -> list[Path]:
+    return [
+        p
+        for p in claude_code_files()
+        if p.parent.name == "claude_code" and p.stat().st_size > 1_000_000
+    ]
+
+
+TAU = TRANSCRIPTS / "tau_bench" / "gpt-4o-airline.json"
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not TRANSCRIPTS.is_dir():
+        pytest.skip(f"shared data not found at {DATA} (set CTXWISE_DATA)")
+    return DATA

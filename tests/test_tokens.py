@@ -1,0 +1,235 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests._http import mock_client, response
+
+from ctxwise import (
+    AnthropicCounter,
+    BudgetError,
+    CharCounter,
+    Message,
+    MissingDependencyError,
+    ProviderError,
+    TiktokenCounter,
+    TokenizerUnavailableError,
+    ToolUseBlock,
+    UsageError,
+    WordCounter,
+    get_counter,
+    truncate_to_tokens,
+)
+
+MARKER = " […]"
+texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+wordy = st.lists(
+    st.text(alphabet="abcdefghij klmnop\n\t-.,", min_size=1, max_size=12), max_size=60
+).map(" ".join)
+
+
+class TestCharCounter:
+    def test_empty_is_zero(self) -> None:
+        assert CharCounter().count("") == 0
+
+    @pytest.mark.parametrize(
+        ("n", "expected"), [(1, 1), (4, 1), (5, 2), (8, 2), (9, 3), (400, 100)]
+    )
+    def test_ceil_len_over_four(self, n: int, expected: int) -> None:
+        assert CharCounter().count("x" * n) == expected
+
+    @given(texts, texts)
+    def test_monotonic_in_appended_text(self, a: str, b: str) -> None:
+        c = CharCounter()
+        assert c.count(a) <= c.count(a + b)
+
+    @given(texts, st.floats(min_value=0, max_value=1))
+    def test_margin_never_counts_less(self, text: str, margin: float) -> None:
+        assert CharCounter(margin).count(text) >= CharCounter().count(text)
+
+    def test_margin_value(self) -> None:
+        assert CharCounter(0.1).count("x" * 40) == 11
+
+    @pytest.mark.parametrize("bad", [-0.1, float("nan"), 5.0])
+    def test_bad_margin(self, bad: float) -> None:
+        with pytest.raises(UsageError):
+            CharCounter(bad)
+
+    def test_count_messages_adds_overhead_per_message(self) -> None:
+        c = CharCounter()
+        msgs = [Message.text_message("user", "x" * 8), Message.text_message("assistant", "y" * 4)]
+        assert c.count_messages(msgs) == 2 + 1 + 2 * 4
+        assert c.count_messages([]) == 0
+
+    def test_tool_use_counts_name_and_json_input(self) -> None:
+        block = ToolUseBlock("t1", "search", {"q": "refund"})
+        msg = Message("assistant", (block,))
+        assert (
+            CharCounter().count_messages([msg]) == CharCounter().count('search {"q":"refund"}') + 4
+        )
+
+
+class TestWordCounter:
+    @pytest.mark.parametrize(
+        ("text", "expected"), [("", 0), ("one", 1), ("a b", 3), ("a b c d e", 6)]
+    )
+    def test_words_times_1_3(self, text: str, expected: int) -> None:
+        assert WordCounter().count(text) == expected
+
+    @given(wordy, wordy)
+    def test_monotonic(self, a: str, b: str) -> None:
+        assert WordCounter().count(a) <= WordCounter().count(a + " " + b)
+
+
+class TestTruncate:
+    @given(wordy, st.integers(min_value=0, max_value=80))
+    def test_fits_whole_words_and_marker_only_when_cut(self, text: str, limit: int) -> None:
+        for counter in (CharCounter(), WordCounter()):
+            out = truncate_to_tokens(text, limit, counter)
+            assert counter.count(out) <= limit
+            if counter.count(text) <= limit:
+                assert out == text
+                continue
+            if out == "":
+                continue
+            assert out.endswith(MARKER)
+            kept = out[: -len(MARKER)]
+            assert text.startswith(kept)
+            # cut on a word boundary: the kept part ends a word, the next char is space
+            assert kept and not kept[-1].isspace()
+            assert text[len(kept)].isspace()
+
+    def test_example(self) -> None:
+        text = "The refund policy allows returns within 30 days of delivery."
+        out = truncate_to_tokens(text, 8, CharCounter())
+        assert out == "The refund policy allows […]"  # 28 chars = 7 tokens; one more word is 9
+
+    def test_keeps_as_many_words_as_fit(self) -> None:
+        text = " ".join(f"w{i}" for i in range(100))
+        out = truncate_to_tokens(text, 20, CharCounter())
+        words = out[: -len(MARKER)].split()
+        longer = " ".join(text.split()[: len(words) + 1]) + MARKER
+        assert CharCounter().count(longer) > 20
+
+    def test_negative_limit(self) -> None:
+        with pytest.raises(BudgetError):
+            truncate_to_tokens("abc", -1, CharCounter())
+
+    def test_nothing_fits(self) -> None:
+        assert truncate_to_tokens("supercalifragilistic word", 2, CharCounter()) == ""
+
+
+def test_get_counter() -> None:
+    assert get_counter("char").name == "char"
+    assert get_counter("word").name == "word"
+    with pytest.raises(UsageError, match="unknown counter"):
+        get_counter("bpe")
+
+
+class TestTiktokenCounter:
+    def test_quicktok_is_exact_and_offline(self) -> None:
+        pytest.importorskip("quicktok")
+        c = TiktokenCounter("o200k_base")
+        assert c.backend == "quicktok"
+        assert c.count("hello world") == 2
+        assert c.count("") == 0
+        assert TiktokenCounter("cl100k_base").count("hello world") == 2
+
+    def test_unknown_encoding(self) -> None:
+        with pytest.raises(UsageError, match="unknown encoding"):
+            TiktokenCounter("p50k")
+
+    def test_tiktoken_without_cached_file_says_how(self, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        pytest.importorskip("tiktoken")
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+        with pytest.raises(TokenizerUnavailableError, match="TIKTOKEN_CACHE_DIR") as info:
+            TiktokenCounter("cl100k_base", backend="tiktoken")
+        assert info.value.encoding == "cl100k_base"
+
+    def test_tiktoken_with_provided_file_matches_quicktok(self, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+        """A user who places the encoding file in TIKTOKEN_CACHE_DIR gets plain tiktoken,
+        offline; built here from quicktok's vocabulary, whose hash tiktoken verifies."""
+        pytest.importorskip("tiktoken")
+        quicktok = pytest.importorskip("quicktok")
+        enc = quicktok.get_encoding("cl100k_base")
+        lines = []
+        for i in range(enc.n_vocab):
+            try:
+                if enc.is_special_token(i):
+                    continue
+                token = enc.decode_single_token_bytes(i)
+            except KeyError:  # ids between the ranks and the special tokens are unused
+                continue
+            lines.append(base64.b64encode(token) + b" " + str(i).encode())
+        url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+        (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_bytes(b"\n".join(lines) + b"\n")
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+        slow = TiktokenCounter("cl100k_base", backend="tiktoken")
+        fast = TiktokenCounter("cl100k_base", backend="quicktok")
+        assert slow.backend == "tiktoken"
+        for text in [
+            "hello world",
+            "def f(x):\n    return x ** 2",
+            "Grüße aus Köln — 東京",
+            "   ",
+            "a" * 300,
+        ]:
+            assert slow.count(text) == fast.count(text)
+
+    def test_cache_by_content(self) -> None:
+        pytest.importorskip("quicktok")
+        c = TiktokenCounter()
+        c.count("same text")
+        c.count("same text")
+        assert c._cache.hits == 1
+
+
+def _anthropic_client(handler):  # type: ignore[no-untyped-def]
+    anthropic = pytest.importorskip("anthropic")
+    return anthropic.Anthropic(
+        api_key="test-key", max_retries=0, http_client=mock_client("anthropic", handler)
+    )
+
+
+class TestAnthropicCounter:
+    def test_counts_and_caches_by_content(self) -> None:
+        seen: list[dict] = []  # type: ignore[type-arg]
+
+        def handler(request):  # type: ignore[no-untyped-def]
+            assert request.url.path == "/v1/messages/count_tokens"
+            body = json.loads(request.content)
+            seen.append(body)
+            words = sum(len(re.findall(r"\S+", json.dumps(m["content"]))) for m in body["messages"])
+            return response("anthropic", 200, {"input_tokens": 7 + words})
+
+        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-4-5")
+        assert counter.count("hello there") == 9
+        assert counter.count("hello there") == 9
+        assert len(seen) == 1
+        assert seen[0]["model"] == "claude-sonnet-4-5"
+        msgs = [Message.text_message("system", "be brief"), Message.text_message("user", "hi")]
+        counter.count_messages(msgs)
+        assert seen[1]["system"] == "be brief"
+        assert seen[1]["messages"] == [{"role": "user", "content": "hi"}]
+
+    def test_api_error_is_provider_error(self) -> None:
+        def handler(request):  # type: ignore[no-untyped-def]
+            error = {"type": "overloaded_error", "message": "Overloaded"}
+            return response("anthropic", 529, {"type": "error", "error": error})
+
+        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-4-5")
+        with pytest.raises(ProviderError) as info:
+            counter.count("hi")
+        assert info.value.status == 529
+
+
+def test_missing_dependency_error_names_the_extra() -> None:
+    err = MissingDependencyError("tiktoken", "tiktoken", "exact token counting")
+    assert "pip install 'ctxwise[tiktoken]'" in str(err)
+    assert isinstance(err, ImportError)
