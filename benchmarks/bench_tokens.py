@@ -93,22 +93,25 @@ def part_a(texts: list[tuple[str, str, str]]) -> tuple[dict[str, Any], list[int]
     exact_counter = TiktokenCounter("o200k_base", backend="quicktok")
     exact = [exact_counter.count(t) for _, _, t in texts]
     assert all(e > 0 for e in exact), "a block of 20+ characters counted 0 tokens"
-    by_kind: dict[str, list[int]] = defaultdict(list)
-    for i, (_, kind, _) in enumerate(texts):
-        by_kind[kind].append(i)
-        by_kind["all"].append(i)
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)  # (source, kind) -> indexes
+    for i, (source, kind, _) in enumerate(texts):
+        for src in ("all", source):
+            groups[src, kind].append(i)
+            groups[src, "all"].append(i)
 
-    results: dict[str, Any] = {"exact_counter": repr(exact_counter), "counters": {}}
-    rows = []
-    for counter in (CharCounter(), CharCounter(safety_margin=0.1)):
+    counters = (CharCounter(), CharCounter(safety_margin=0.1))
+    stats: dict[str, dict[str, dict[str, Any]]] = {}  # counter -> "source/kind" -> stats
+    for counter in counters:
         approx = [counter.count(t) for _, _, t in texts]
-        per_kind = {}
+        stats[counter.name] = {
+            f"{src}/{kind}": error_stats([approx[i] for i in idx], [exact[i] for i in idx])
+            for (src, kind), idx in groups.items()
+        }
+
+    rows = []
+    for counter in counters:
         for kind in KINDS:
-            idx = by_kind.get(kind, [])
-            if not idx:
-                continue
-            st = error_stats([approx[i] for i in idx], [exact[i] for i in idx])
-            per_kind[kind] = st
+            st = stats[counter.name][f"all/{kind}"]
             rows.append(
                 [
                     counter.name,
@@ -124,7 +127,6 @@ def part_a(texts: list[tuple[str, str, str]]) -> tuple[dict[str, Any], list[int]
                     f"{st['share_not_undercounting']:.1%}",
                 ]
             )
-        results["counters"][counter.name] = per_kind
     print_table(
         "(a) CharCounter vs exact o200k_base: relative error (char - exact) / exact per block",
         [
@@ -145,7 +147,39 @@ def part_a(texts: list[tuple[str, str, str]]) -> tuple[dict[str, Any], list[int]
         caption="prose = user/assistant text; other = system prompts and thinking; "
         f"blocks of ≥ {MIN_CHARS} chars",
     )
-    return results, exact
+
+    rows = []
+    for source in ("claude_code", "tau_bench"):
+        for kind in KINDS:
+            key = f"{source}/{kind}"
+            if key not in stats[counters[0].name]:
+                continue
+            row: list[object] = [source, kind, f"{stats[counters[0].name][key]['blocks']:,}"]
+            for counter in counters:
+                st = stats[counter.name][key]
+                row += [
+                    fmt_pct(st["median"]),
+                    f"{st['sum_ratio']:.3f}",
+                    f"{st['share_not_undercounting']:.1%}",
+                ]
+            rows.append(row)
+    print_table(
+        "(a) the same by source: median signed error, Σchar/Σexact, share with char ≥ exact",
+        [
+            "source",
+            "kind",
+            "blocks",
+            "char median",
+            "char Σ ratio",
+            "char ≥ exact",
+            "char+0.1 median",
+            "char+0.1 Σ ratio",
+            "char+0.1 ≥ exact",
+        ],
+        rows,
+        labels=2,
+    )
+    return {"exact_counter": repr(exact_counter), "counters": stats}, exact
 
 
 # --------------------------------------------------------------------------- (b)
@@ -282,6 +316,7 @@ def part_b(texts: list[str], exact: list[int]) -> dict[str, Any]:
             ["texts with different counts", f"{count_mismatches}"],
             ["tiktoken Encoding build", f"{info['tiktoken_encoding_build_ms']:.0f} ms"],
         ],
+        labels=2,
     )
     print_table(
         f"(b) counting all {len(texts):,} texts ({mb:.2f} MB), {TIMING_PASSES} interleaved passes",

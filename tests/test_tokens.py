@@ -9,8 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests._http import mock_client, response
-
 from ctxwise import (
     AnthropicCounter,
     BudgetError,
@@ -26,6 +24,7 @@ from ctxwise import (
     get_counter,
     truncate_to_tokens,
 )
+from tests._http import mock_client, response
 
 MARKER = " […]"
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)

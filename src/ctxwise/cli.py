@@ -266,7 +266,8 @@ def demo_cmd(
         console.print(_window_bar(a))
         console.print(
             f"window {window:,} of {a.budget.tokens:,} tokens · "
-            f"kitchen sink {s.kitchen_sink_tokens:,} · kept {len(a.included)}, truncated {len(a.truncated)}, dropped {len(a.dropped)}\n"
+            f"kitchen sink {s.kitchen_sink_tokens:,} · kept {len(a.included)}, "
+            f"truncated {len(a.truncated)}, dropped {len(a.dropped)}\n"
         )
     total_window = sum(s.assembly.tokens + s.assembly.budget.reserve for s in steps)
     total_sink = sum(s.kitchen_sink_tokens for s in steps)

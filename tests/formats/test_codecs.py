@@ -299,13 +299,12 @@ def _event(kind: str, content: object, **extra: object) -> str:
 
 class TestClaudeCode:
     def test_interleaved_stream_is_rebuilt_as_api_messages(self) -> None:
-        use = lambda i: {
-            "type": "tool_use",
-            "id": f"t{i}",
-            "name": "Read",
-            "input": {"file": str(i)},
-        }  # noqa: E731
-        res = lambda i: {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"file {i}"}  # noqa: E731
+        def use(i: int) -> dict[str, object]:
+            return {"type": "tool_use", "id": f"t{i}", "name": "Read", "input": {"file": str(i)}}
+
+        def res(i: int) -> dict[str, object]:
+            return {"type": "tool_result", "tool_use_id": f"t{i}", "content": f"file {i}"}
+
         lines = [
             json.dumps({"type": "file-history-snapshot", "snapshot": {}}),
             _event("user", "read both files"),
