@@ -58,7 +58,9 @@ def claude_code_files() -> list[Path]:
 def long_sessions() -> list[Path]:
     """The long Claude Code sessions: top-level files that have a session folder
     (``<session>.jsonl`` next to ``<session>/subagents/``)."""
-    return [p for p in claude_code_files() if p.parent == CLAUDE_CODE_DIR and p.with_suffix("").is_dir()]
+    return [
+        p for p in claude_code_files() if p.parent == CLAUDE_CODE_DIR and p.with_suffix("").is_dir()
+    ]
 
 
 def claude_code_transcripts() -> list[Transcript]:
@@ -163,13 +165,18 @@ def print_table(
     columns: Sequence[str],
     rows: Sequence[Sequence[object]],
     *,
-    labels: int = 1,
+    align: str = "",
     caption: str = "",
 ) -> None:
-    """A table: the first ``labels`` columns left-aligned, the others (numbers) right."""
-    table = Table(title=title, title_justify="left", caption=caption or None, caption_justify="left")
-    for i, col in enumerate(columns):
-        table.add_column(col, justify="left" if i < labels else "right")
+    """A table. ``align`` has one letter per column, ``l`` or ``r``; by default the
+    first column is left-aligned and the others (numbers) right-aligned."""
+    align = align or "l" + "r" * (len(columns) - 1)
+    assert len(align) == len(columns), "one alignment letter per column"
+    table = Table(
+        title=title, title_justify="left", caption=caption or None, caption_justify="left"
+    )
+    for col, a in zip(columns, align, strict=True):
+        table.add_column(col, justify="left" if a == "l" else "right")
     for row in rows:
         table.add_row(*(str(v) for v in row))
     _console.print(table)

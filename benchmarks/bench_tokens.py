@@ -46,7 +46,6 @@ from _common import (
     time_ns,
     write_results,
 )
-
 from ctxwise import CharCounter, TiktokenCounter
 
 MIN_CHARS = 20
@@ -143,7 +142,7 @@ def part_a(texts: list[tuple[str, str, str]]) -> tuple[dict[str, Any], list[int]
             "char ≥ exact",
         ],
         rows,
-        labels=2,
+        align="llr" + "r" * 8,
         caption="prose = user/assistant text; other = system prompts and thinking; "
         f"blocks of ≥ {MIN_CHARS} chars",
     )
@@ -177,7 +176,7 @@ def part_a(texts: list[tuple[str, str, str]]) -> tuple[dict[str, Any], list[int]
             "char+0.1 ≥ exact",
         ],
         rows,
-        labels=2,
+        align="llr" + "r" * 6,
     )
     return {"exact_counter": repr(exact_counter), "counters": stats}, exact
 
@@ -270,9 +269,7 @@ def part_b(texts: list[str], exact: list[int]) -> dict[str, Any]:
     methods = {
         "tiktoken len(encode_ordinary)": lambda: [len(tenc.encode_ordinary(t)) for t in texts],
         "quicktok count": lambda: [qenc.count(t) for t in texts],
-        "quicktok len(encode)": lambda: [
-            len(qenc.encode(t, disallowed_special=())) for t in texts
-        ],
+        "quicktok len(encode)": lambda: [len(qenc.encode(t, disallowed_special=())) for t in texts],
         "CharCounter().count": lambda: [char.count(t) for t in texts],
     }
     for fn in methods.values():  # warm-up pass
@@ -316,7 +313,7 @@ def part_b(texts: list[str], exact: list[int]) -> dict[str, Any]:
             ["texts with different counts", f"{count_mismatches}"],
             ["tiktoken Encoding build", f"{info['tiktoken_encoding_build_ms']:.0f} ms"],
         ],
-        labels=2,
+        align="ll",
     )
     print_table(
         f"(b) counting all {len(texts):,} texts ({mb:.2f} MB), {TIMING_PASSES} interleaved passes",
@@ -355,6 +352,7 @@ def main() -> None:
             "targets",
             ["target", "met?"],
             [[t, "yes" if ok else "NO"] for t, ok in targets],
+            align="ll",
         )
     write_results(
         "bench_tokens",

@@ -7,7 +7,7 @@ under a token budget with a report of every decision.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from ctxwise.assembly import (
     Assembly,
@@ -47,7 +47,6 @@ from ctxwise.messages import (
     ToolUseBlock,
     Transcript,
 )
-from ctxwise.spec import AssemblySpec, load_spec
 from ctxwise.tokens import (
     AnthropicCounter,
     CharCounter,
@@ -58,10 +57,25 @@ from ctxwise.tokens import (
     truncate_to_tokens,
 )
 
-try:
-    __version__ = version("ctxwise")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+from ctxwise._version import __version__
+
+if TYPE_CHECKING:
+    from ctxwise.spec import AssemblySpec, load_spec
+
+# The spec loader pulls in pydantic and yaml; load it on first use so that
+# `import ctxwise` (and every CLI command but `assemble`) starts fast.
+_LAZY = {"AssemblySpec": "ctxwise.spec", "load_spec": "ctxwise.spec"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ctxwise' has no attribute {name!r}")
+
 
 __all__ = [
     "AnthropicCounter",

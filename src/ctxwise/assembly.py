@@ -265,7 +265,7 @@ def assemble(
 
     reports = tuple(decisions[i] for i in range(len(sections)))
     kept = [
-        replace(r.section, content=r.content)
+        r.section if r.status is SectionStatus.INCLUDED else replace(r.section, content=r.content)
         for r in reports
         if r.status is not SectionStatus.DROPPED
     ]

@@ -26,9 +26,7 @@ from ctxwise import (
     UsageError,
     assemble,
     composition,
-    detect_format,
     get_counter,
-    load_spec,
     read_transcripts,
 )
 from ctxwise.formats import FORMATS
@@ -133,6 +131,8 @@ def assemble_cmd(
     def run() -> Assembly:
         if budget is not None and budget <= 0:
             raise BudgetError(budget, "must be greater than 0")
+        from ctxwise.spec import load_spec
+
         spec_obj, sections = load_spec(spec)
         ctr = get_counter(counter or spec_obj.counter)
         b = spec_obj.to_budget(budget)
@@ -175,13 +175,13 @@ def inspect_cmd(
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         if top < 0:
             raise UsageError("--top must be 0 or more")
-        fmt = detect_format(transcript) if format == "auto" else format
-        items = read_transcripts(transcript, fmt)  # type: ignore[arg-type]
+        items = read_transcripts(transcript, format)  # type: ignore[arg-type]
         if not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
             )
         t = items[index].live_window() if live else items[index]
+        fmt = t.format or format
         placement: Placement = "openai" if fmt == "openai" else "anthropic"
         return composition(t, get_counter(counter), top=top, placement=placement), fmt
 

@@ -188,8 +188,8 @@ class Transcript:
     """An ordered conversation plus what a codec needs to write it back.
 
     ``params`` holds request-level fields other than the messages (model,
-    max_tokens, tools, …) in the shape of ``params_format`` (the codec that read
-    them; other codecs ignore them). ``compactions`` lists the compaction boundaries a
+    max_tokens, tools, …) in the shape of ``format``, the format the transcript
+    was read from (other codecs ignore them). ``compactions`` lists the compaction boundaries a
     source recorded (Claude Code's ``compact_boundary`` events).
     """
 
@@ -197,7 +197,7 @@ class Transcript:
     params: Mapping[str, Any] = field(default_factory=dict)
     compactions: tuple[CompactBoundary, ...] = ()
     source: str | None = None
-    params_format: str | None = None
+    format: str | None = None
 
     def __len__(self) -> int:
         return len(self.messages)
@@ -210,7 +210,7 @@ class Transcript:
         if not self.compactions:
             return self
         start = self.compactions[-1].index
-        return Transcript(self.messages[start:], self.params, (), self.source, self.params_format)
+        return Transcript(self.messages[start:], self.params, (), self.source, self.format)
 
     def tool_names(self) -> dict[str, str]:
         """tool_use id → tool name, for every tool_use in the transcript."""

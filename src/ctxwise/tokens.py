@@ -101,9 +101,13 @@ class _TextCounter:
 class CharCounter(_TextCounter):
     """``ceil(len(text) × (1 + safety_margin) / 4)``: the default, free and offline.
 
-    On technical English it undercounts real BPE tokenizers by about 10% (more on
-    code and non-Latin text); ``safety_margin=0.1`` makes it err on the safe
-    side. ``benchmarks/bench_tokens.py`` measures the error on real transcripts.
+    Measured against exact o200k_base counts on the shared transcripts
+    (``benchmarks/bench_tokens.py``, 6,607 blocks): overall it undercounts by
+    about 8% (Σchar/Σexact = 0.92), but the error depends on the content. It
+    overcounts English prose (median +14%) and undercounts JSON and code tool
+    output (median −29%, down to −32% on JSON API results). ``safety_margin=0.1``
+    brings the overall ratio to 1.02; for budgets that must hold on tool-heavy
+    windows use an exact counter, or a larger margin.
     """
 
     def __init__(self, safety_margin: float = 0.0) -> None:
@@ -361,7 +365,7 @@ def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
     raise UsageError(f"unknown counter {name!r}; choose char, word or tiktoken")
 
 
-_WORD_END = re.compile(r"\S+")
+_WORD = re.compile(r"\S+")
 
 
 def truncate_to_tokens(
@@ -376,29 +380,48 @@ def truncate_to_tokens(
     The text comes back unchanged when it already fits. The marker appears only
     when something was cut. When not even one word fits with the marker, the
     result is ``""``. Trailing whitespace before the marker is removed.
+
+    The search gallops up from one word (1, 2, 4, … words, then bisects), so a
+    small limit costs a few short counts however long the text is.
     """
     if max_tokens < 0:
         raise BudgetError(max_tokens, "max_tokens must be 0 or more")
     if counter.count(text) <= max_tokens:
         return text
-    ends = [m.end() for m in _WORD_END.finditer(text)]
-    if not ends or counter.count(marker) > max_tokens:
+    if counter.count(marker) > max_tokens:
         return ""
+    words = _WORD.finditer(text)
+    ends: list[int] = []
 
-    def candidate(k: int) -> str:
-        return text[: ends[k - 1]] + marker
+    def end_of(k: int) -> int | None:
+        """End offset of word ``k`` (1-based), or None past the last word."""
+        while len(ends) < k:
+            m = next(words, None)
+            if m is None:
+                return None
+            ends.append(m.end())
+        return ends[k - 1]
 
-    # Largest k in [1, len(ends)-1] whose candidate fits. All words cannot be
-    # kept (the full text did not fit), so the search stops one short.
-    lo, hi = 0, len(ends) - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if counter.count(candidate(mid)) <= max_tokens:
+    def fits(k: int) -> bool:
+        end = end_of(k)
+        # keeping every word is the whole text, which did not fit
+        return (
+            end is not None
+            and end_of(k + 1) is not None
+            and (counter.count(text[:end] + marker) <= max_tokens)
+        )
+
+    if not fits(1):
+        return ""
+    lo, hi = 1, 2  # fits(lo) holds; gallop until fits(hi) fails
+    while fits(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # bisect in (lo, hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
             lo = mid
         else:
-            hi = mid - 1
-    # Exact tokenizers can be non-monotonic by a token at a merge boundary:
-    # walk down until the candidate really fits.
-    while lo > 0 and counter.count(candidate(lo)) > max_tokens:
-        lo -= 1
-    return candidate(lo) if lo > 0 else ""
+            hi = mid
+    end = end_of(lo)
+    assert end is not None
+    return text[:end] + marker

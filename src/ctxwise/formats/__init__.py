@@ -77,15 +77,18 @@ def detect_format(
 ) -> Literal["anthropic", "openai", "claude-code"]:
     """The format of a transcript file, from its content (and extension as a hint)."""
     p = Path(path)
-    body = _read_text(p) if text is None else text
+    return _detect(p, _read_text(p) if text is None else text)[0]
+
+
+def _detect(p: Path, body: str) -> tuple[Literal["anthropic", "openai", "claude-code"], Any]:
+    """The format, and the parsed JSON document when the file is JSON (not JSONL)."""
     stripped = body.lstrip()
     if not stripped:
         raise UnknownFormatError(str(p), "empty file")
     first_line = stripped.split("\n", 1)[0]
-    if p.suffix == ".jsonl" or (
-        "\n" in stripped.rstrip() and first_line.startswith("{") and _is_json(first_line)
-    ):
-        return "claude-code"
+    multi_line = "\n" in stripped.rstrip()
+    if p.suffix == ".jsonl" or (multi_line and first_line.startswith("{") and _is_json(first_line)):
+        return "claude-code", None
     try:
         doc = json.loads(body)
     except json.JSONDecodeError as exc:
@@ -94,15 +97,15 @@ def detect_format(
         ) from None
     if isinstance(doc, Mapping):
         if doc.get("object") == "chat.completion" or "traj" in doc:
-            return "openai"
+            return "openai", doc
         if doc.get("type") == "message" or "system" in doc or "max_tokens" in doc:
-            return "anthropic"
+            return "anthropic", doc
         if isinstance(doc.get("messages"), list):
-            return _messages_format(doc["messages"])
+            return _messages_format(doc["messages"]), doc
     if isinstance(doc, list):
         if doc and all(isinstance(x, Mapping) and "traj" in x for x in doc):
-            return "openai"
-        return _messages_format(doc)
+            return "openai", doc
+        return _messages_format(doc), doc
     raise UnknownFormatError(
         str(p), "no known transcript shape (request, response, messages list, JSONL)"
     )
@@ -117,21 +120,29 @@ def _is_json(line: str) -> bool:
 
 
 def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Transcript]:
-    """Every transcript in a file (one, except for trajectory collections)."""
+    """Every transcript in a file (one, except for trajectory collections).
+
+    Each transcript's ``format`` says which format it was read as.
+    """
     if format not in FORMATS:
         raise UnknownFormatError(
             str(path), f"unknown format {format!r}; choose one of {', '.join(FORMATS)}"
         )
     p = Path(path)
     text = _read_text(p)
-    fmt = detect_format(p, text) if format == "auto" else format
     source = str(p)
+    doc: Any = None
+    if format == "auto":
+        fmt, doc = _detect(p, text)
+    else:
+        fmt = format
     if fmt == "claude-code":
         return [claude_code.read_claude_code(text, source=source)]
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FormatError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    if doc is None:
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
     if fmt == "openai":
         return _read_openai(doc, source)
     return [_read_anthropic(doc, source)]
@@ -156,7 +167,8 @@ def _read_openai(doc: Any, source: str) -> list[Transcript]:
         if "traj" in doc:
             return [openai.decode_messages(doc["traj"], source=source)]
         if doc.get("object") == "chat.completion":
-            return [Transcript((openai.decode_response(doc, source=source),), source=source)]
+            msg = openai.decode_response(doc, source=source)
+            return [Transcript((msg,), source=source, format="openai")]
         return [openai.decode_request(doc, source=source)]
     if isinstance(doc, list):
         return [openai.decode_messages(doc, source=source)]
@@ -166,7 +178,8 @@ def _read_openai(doc: Any, source: str) -> list[Transcript]:
 def _read_anthropic(doc: Any, source: str) -> Transcript:
     if isinstance(doc, Mapping):
         if doc.get("type") == "message":
-            return Transcript((anthropic.decode_response(doc, source=source),), source=source)
+            msg = anthropic.decode_response(doc, source=source)
+            return Transcript((msg,), source=source, format="anthropic")
         return anthropic.decode_request(doc, source=source)
     if isinstance(doc, list):
         return anthropic.decode_messages(doc, source=source)

@@ -197,7 +197,7 @@ def decode_messages(
     if system is not None:
         out.append(_decode_system(system, source))
     out.extend(_decode_message(m, i, source) for i, m in enumerate(messages))
-    return Transcript(tuple(out), source=source)
+    return Transcript(tuple(out), source=source, format=_NS)
 
 
 def encode_messages(transcript: Transcript) -> tuple[Any, list[dict[str, Any]]]:
@@ -226,13 +226,13 @@ def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
         raise FormatError(source, "an Anthropic request needs 'messages'")
     t = decode_messages(d["messages"], d.get("system"), source=source)
     params = {k: v for k, v in d.items() if k not in ("messages", "system")}
-    return Transcript(t.messages, params, source=source, params_format=_NS)
+    return Transcript(t.messages, params, source=source, format=_NS)
 
 
 def encode_request(transcript: Transcript) -> dict[str, Any]:
     """A Messages API request body (``transcript.params`` supply model, max_tokens, …)."""
     system, messages = encode_messages(transcript)
-    out: dict[str, Any] = dict(transcript.params) if transcript.params_format == _NS else {}
+    out: dict[str, Any] = dict(transcript.params) if transcript.format == _NS else {}
     if system is not None:
         out["system"] = system
     out["messages"] = messages

@@ -153,7 +153,10 @@ def read_claude_code_lines(
             open_results = len(out) - 1
         else:
             open_assistant = open_results = None
-    return Transcript(tuple(out), compactions=tuple(boundaries), source=source), report
+    return (
+        Transcript(tuple(out), compactions=tuple(boundaries), source=source, format="claude-code"),
+        report,
+    )
 
 
 def _blocks(content: Any, source: str, lineno: int) -> tuple[ContentBlock, ...]:

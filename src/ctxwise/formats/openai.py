@@ -258,9 +258,8 @@ def decode_messages(messages: Sequence[Any], *, source: str = _SOURCE) -> Transc
     """A transcript from a Chat Completions ``messages`` list."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise FormatError(source, "messages must be a list")
-    return Transcript(
-        tuple(_decode_message(m, i, source) for i, m in enumerate(messages)), source=source
-    )
+    msgs = tuple(_decode_message(m, i, source) for i, m in enumerate(messages))
+    return Transcript(msgs, source=source, format=_NS)
 
 
 def encode_messages(transcript: Transcript) -> list[dict[str, Any]]:
@@ -274,12 +273,12 @@ def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
         raise FormatError(source, "a Chat Completions request is an object with 'messages'")
     t = decode_messages(payload["messages"], source=source)
     params = {k: v for k, v in payload.items() if k != "messages"}
-    return Transcript(t.messages, params, source=source, params_format=_NS)
+    return Transcript(t.messages, params, source=source, format=_NS)
 
 
 def encode_request(transcript: Transcript) -> dict[str, Any]:
     """A Chat Completions request body (``transcript.params`` supply model, tools, …)."""
-    params = dict(transcript.params) if transcript.params_format == _NS else {}
+    params = dict(transcript.params) if transcript.format == _NS else {}
     return {**params, "messages": encode_messages(transcript)}
 
 
