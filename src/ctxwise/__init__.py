@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ctxwise._version import __version__
 from ctxwise.assembly import (
     Assembly,
     Budget,
@@ -56,8 +57,6 @@ from ctxwise.tokens import (
     get_counter,
     truncate_to_tokens,
 )
-
-from ctxwise._version import __version__
 
 if TYPE_CHECKING:
     from ctxwise.spec import AssemblySpec, load_spec
