@@ -254,13 +254,13 @@ def assemble(
             if cut:
                 m = count(cut)
                 decisions[i] = SectionReport(
-                    s, SectionStatus.TRUNCATED, m, n, cut, f"cut to the {left} tokens left"
+                    s, SectionStatus.TRUNCATED, m, n, cut, f"cut to fit {left} left"
                 )
                 used += m
                 continue
-            reason = f"only {left} tokens left, no word fits"
+            reason = f"{left} left: no word fits"
         else:
-            reason = f"only {left} tokens left" + ("" if s.truncatable else ", not truncatable")
+            reason = f"{left} left" + ("" if s.truncatable else ": not truncatable")
         decisions[i] = SectionReport(s, SectionStatus.DROPPED, 0, n, "", reason)
 
     reports = tuple(decisions[i] for i in range(len(sections)))

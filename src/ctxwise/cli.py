@@ -82,7 +82,7 @@ def _assembly_table(result: Assembly, title: str) -> Table:
     table = Table(title=title, title_justify="left")
     for col, justify in (
         ("section", "left"),
-        ("priority", "right"),
+        ("prio", "right"),
         ("flags", "left"),
         ("tokens", "right"),
         ("asked", "right"),
@@ -94,9 +94,7 @@ def _assembly_table(result: Assembly, title: str) -> Table:
     for r in result.reports:
         s = r.section
         flags = ",".join(
-            f
-            for f, on in (("pinned", s.pinned), ("stable", s.stable), ("trunc", s.truncatable))
-            if on
+            f for f, on in (("pin", s.pinned), ("stable", s.stable), ("cut", s.truncatable)) if on
         )
         table.add_row(
             s.name,
