@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -71,15 +72,19 @@ class TokenCounter(Protocol):
     def count_messages(self, messages: Sequence[Message]) -> int: ...
 
 
-class _TextCounter:
+class _TextCounter(ABC):
     """Shared ``count_messages`` for counters that count text locally."""
 
     message_overhead: int = 4
     request_overhead: int = 0
     media_tokens: int = MEDIA_TOKENS
 
-    def count(self, text: str) -> int:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def count(self, text: str) -> int: ...
 
     def count_block_text(self, message: Message) -> int:
         total = 0
