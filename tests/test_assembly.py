@@ -230,3 +230,26 @@ class TestRender:
         a = assemble(list(self.sections), 1000)
         with pytest.raises(UsageError):
             anthropic.render_request(a, "  ", model="m")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Budget(10, reserve="5"),  # type: ignore[arg-type]
+        lambda: Budget(10, reserve=2.5),  # type: ignore[arg-type]
+        lambda: Budget(True),
+        lambda: Section("a", "x", priority=10**400),
+        lambda: Section("a", "x", priority=float("inf")),
+        lambda: CharCounter("0.1"),  # type: ignore[arg-type]
+    ],
+)
+def test_bad_values_raise_library_errors(make) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UsageError):
+        make()
+
+
+def test_empty_stable_sections_get_no_system_block() -> None:
+    a = assemble([Section("s", "real", stable=True), Section("blank", "  ", stable=True)], 100)
+    body = anthropic.render_request(a, "task", model="m")
+    assert [b["text"] for b in body["system"]] == ["real"]
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}

@@ -82,7 +82,21 @@ def _bad_inputs(tmp: Path) -> list[tuple[str, list[str | Path]]]:
     )
     binary = tmp / "blob.json"
     binary.write_bytes(bytes(range(256)))
+    deep = tmp / "deep.json"
+    deep.write_text("[" * 100_000)
+    surrogate_spec = tmp / "blobfile.yaml"
+    surrogate_spec.write_text("budget: 10\nsections: [{name: a, file: blob.json}]\n")
+    bool_budget = tmp / "bool.yaml"
+    bool_budget.write_text("budget: true\nsections: [{name: a, content: x}]\n")
+    inf = tmp / "inf.jsonl"
+    inf.write_text(
+        '{"type": "user", "message": {"role": "user", "content": "hi"}}\n{"type": "assis'
+    )
     return [
+        ("deeply nested JSON", ["inspect", deep]),
+        ("section file is binary", ["assemble", surrogate_spec]),
+        ("boolean budget", ["assemble", bool_budget]),
+        ("directory", ["inspect", tmp]),
         ("malformed spec", ["assemble", malformed]),
         ("budget 0", ["assemble", EXAMPLE, "--budget", "0"]),
         ("budget below 0", ["assemble", EXAMPLE, "--budget", "-5"]),
@@ -115,6 +129,23 @@ def test_truncated_line_error_names_the_line(tmp_path: Path) -> None:
     cases = dict(_bad_inputs(tmp_path))
     out = ctxwise(*cases["truncated JSONL line"])
     assert "cut.jsonl:2" in out.stderr
+
+
+def test_lone_surrogates_print_escaped(tmp_path: Path) -> None:
+    path = tmp_path / "surrogate.json"
+    path.write_text(json.dumps([{"role": "user", "content": "cut emoji \ud83d here"}]))
+    for args in ([path, "--json"], [path]):
+        out = ctxwise("inspect", *args)
+        assert out.returncode == 0, out.stderr
+    assert "cut emoji \ufffd here" in ctxwise("inspect", path, "--json").stdout
+
+
+def test_markup_in_names_is_shown_literally(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("budget: 50\nsections: [{name: '[/red] x', content: hello}]\n")
+    out = ctxwise("assemble", spec)
+    assert out.returncode == 0, out.stderr
+    assert "[/red] x" in out.stdout
 
 
 def test_demo() -> None:

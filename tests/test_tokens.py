@@ -95,7 +95,7 @@ class TestTruncate:
             if counter.count(text) <= limit:
                 assert out == text
                 continue
-            if out == "":
+            if out in ("", text.rstrip()):
                 continue
             assert out.endswith(MARKER)
             kept = out[: -len(MARKER)]
@@ -119,6 +119,17 @@ class TestTruncate:
     def test_negative_limit(self) -> None:
         with pytest.raises(BudgetError):
             truncate_to_tokens("abc", -1, CharCounter())
+
+    def test_trailing_whitespace_is_not_content(self) -> None:
+        assert truncate_to_tokens("hello world" + " " * 100, 10, CharCounter()) == "hello world"
+        assert (
+            truncate_to_tokens("hello world again" + " " * 100, 4, CharCounter())
+            == "hello world […]"
+        )
+
+    def test_lone_surrogate_counts(self) -> None:
+        pytest.importorskip("quicktok")
+        assert TiktokenCounter().count("emoji cut \ud83d here") > 0
 
     def test_nothing_fits(self) -> None:
         assert truncate_to_tokens("supercalifragilistic word", 2, CharCounter()) == ""

@@ -36,6 +36,15 @@ __all__ = [
 Order: TypeAlias = Literal["given", "recall"]
 
 
+def _finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 @dataclass(frozen=True, slots=True)
 class Section:
     """A named piece of context competing for the window.
@@ -57,11 +66,7 @@ class Section:
             raise UsageError("a section needs a non-empty name")
         if not isinstance(self.content, str):
             raise UsageError(f"section {self.name!r}: content must be a string")
-        if (
-            isinstance(self.priority, bool)
-            or not isinstance(self.priority, int | float)
-            or math.isnan(self.priority)
-        ):
+        if not _finite_number(self.priority):
             raise UsageError(f"section {self.name!r}: priority must be a number")
 
 
@@ -78,6 +83,8 @@ class Budget:
             raise BudgetError(self.tokens, "must be an integer")
         if self.tokens <= 0:
             raise BudgetError(self.tokens, "must be greater than 0")
+        if isinstance(self.reserve, bool) or not isinstance(self.reserve, int):
+            raise BudgetError(self.tokens, f"reserve must be an integer, got {self.reserve!r}")
         if not (0 <= self.reserve < self.tokens):
             raise BudgetError(
                 self.tokens, f"reserve {self.reserve} must be between 0 and the budget"

@@ -7,6 +7,7 @@ code 2; nothing is printed on stdout in that case.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -60,6 +62,24 @@ def _print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def _write(buf: io.StringIO) -> None:
+    sys.stdout.write(buf.getvalue())
+
+
+def _buffered_console() -> tuple[Console, io.StringIO]:
+    """A console that renders into memory, so a failure never leaves half a report."""
+    probe = Console()
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=probe.width,
+        force_terminal=probe.is_terminal,
+        color_system=probe.color_system,  # type: ignore[arg-type]
+        no_color=probe.no_color,
+    )
+    return console, buf
+
+
 def _bar(parts: Sequence[tuple[str, int]], total: int, width: int = 60) -> Text:
     """A one-line bar of ``parts`` over ``total`` tokens, with a legend."""
     bar = Text()
@@ -79,7 +99,7 @@ def _bar(parts: Sequence[tuple[str, int]], total: int, width: int = 60) -> Text:
 
 
 def _assembly_table(result: Assembly, title: str) -> Table:
-    table = Table(title=title, title_justify="left")
+    table = Table(title=escape(title), title_justify="left")
     for col, justify in (
         ("section", "left"),
         ("prio", "right"),
@@ -97,13 +117,13 @@ def _assembly_table(result: Assembly, title: str) -> Table:
             f for f, on in (("pin", s.pinned), ("stable", s.stable), ("cut", s.truncatable)) if on
         )
         table.add_row(
-            s.name,
+            Text(s.name),
             f"{s.priority:g}",
             flags,
             f"{r.tokens:,}",
             f"{r.original_tokens:,}",
             Text(r.status.value, style=style[r.status.value]),
-            r.reason,
+            Text(r.reason),
         )
     return table
 
@@ -140,7 +160,7 @@ def assemble_cmd(
     if as_json:
         _print_json(result.to_dict())
         return
-    console = Console()
+    console, buf = _buffered_console()
     console.print(
         _assembly_table(
             result,
@@ -148,6 +168,7 @@ def assemble_cmd(
         )
     )
     console.print(_window_bar(result))
+    _write(buf)
 
 
 @app.command("inspect")
@@ -187,9 +208,9 @@ def inspect_cmd(
     if as_json:
         _print_json({"source": str(transcript), "format": fmt, **comp.to_dict()})
         return
-    console = Console()
+    console, buf = _buffered_console()
     console.print(
-        f"[bold]{transcript}[/bold] ({fmt}): {comp.messages:,} messages, "
+        f"[bold]{escape(str(transcript))}[/bold] ({fmt}): {comp.messages:,} messages, "
         f"{comp.total_tokens:,} tokens ({comp.counter}), {comp.compactions} compaction(s)"
     )
     kinds = sorted(((k, v) for k, v in comp.by_kind.items() if v), key=lambda kv: -kv[1])
@@ -206,7 +227,7 @@ def inspect_cmd(
         tools.add_column("tool")
         tools.add_column("tokens", justify="right")
         for name, v in list(comp.by_tool.items())[:15]:
-            tools.add_row(name, f"{v:,}")
+            tools.add_row(Text(name), f"{v:,}")
         console.print(tools)
     if comp.largest:
         big = Table(title=f"{len(comp.largest)} largest items", title_justify="left")
@@ -216,17 +237,22 @@ def inspect_cmd(
             )
         for it in comp.largest:
             big.add_row(
-                str(it.message_index), it.kind, it.tool or "", f"{it.tokens:,}", Text(it.preview)
+                str(it.message_index),
+                it.kind,
+                Text(it.tool or ""),
+                f"{it.tokens:,}",
+                Text(it.preview),
             )
         console.print(big)
     if comp.problems:
         console.print(f"[red]{len(comp.problems)} pairing problem(s):[/red]")
         for p in comp.problems:
             console.print(
-                f"  message {p.message_index}: {p.kind.value} {p.tool_use_id} — {p.detail}"
+                Text(f"  message {p.message_index}: {p.kind.value} {p.tool_use_id} — {p.detail}")
             )
     else:
         console.print("[green]no tool pairing problems[/green]")
+    _write(buf)
 
 
 @app.command("demo")
@@ -255,7 +281,7 @@ def demo_cmd(
             ]
         )
         return
-    console = Console()
+    console, buf = _buffered_console()
     console.rule("[bold]ctxwise demo[/bold]: a coding agent fixes a rounding bug in five turns")
     for s in steps:
         a = s.assembly
@@ -281,10 +307,16 @@ def demo_cmd(
         f"rendered Anthropic request: {len(system)} stable system block(s), cache breakpoint after "
         f"block {cached[-1] + 1 if cached else '-'}, task last in the user message"
     )
+    _write(buf)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: run the app, mapping usage errors to one line and exit code 2."""
+    # Transcripts can hold lone surrogates (a truncated emoji); print them escaped
+    # rather than fail half-way through a report.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = list(argv) if argv is not None else sys.argv[1:]
     if not args:
         args = ["--help"]

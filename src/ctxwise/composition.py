@@ -87,7 +87,9 @@ class Composition:
 
 def _preview(text: str, width: int = 80) -> str:
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    flat = flat if len(flat) <= width else flat[: width - 1] + "…"
+    # lone surrogates (a cut emoji) cannot be printed or encoded: show U+FFFD
+    return flat.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def composition(

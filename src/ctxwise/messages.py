@@ -302,11 +302,18 @@ def _pairing_problems(messages: Sequence[Message], placement: Placement) -> list
 def _misplaced(
     messages: Sequence[Message], use_at: int, result_at: int, last_assistant: int, rule: Placement
 ) -> str:
+    use_role = messages[use_at].role
+    msg = messages[result_at]
+    if use_role != "assistant":
+        return f"its tool_use is in a {use_role} message, not an assistant message"
+    if result_at == use_at:
+        return "result is in the same message as its call"
+    if msg.role != "user":
+        return f"a tool_result belongs in a user message, not a {msg.role} message"
     if use_at != last_assistant:
         return f"an assistant message (index {last_assistant}) comes between call and result"
     if rule == "loose":
         return ""
-    msg = messages[result_at]
     if rule == "anthropic":
         if result_at != use_at + 1:
             return "result is not in the message directly after its call"

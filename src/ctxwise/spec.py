@@ -51,8 +51,8 @@ class SectionSpec(BaseModel):
 class AssemblySpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    budget: int | None = Field(default=None, gt=0)
-    reserve: int = Field(default=0, ge=0)
+    budget: int | None = Field(default=None, gt=0, strict=True)
+    reserve: int = Field(default=0, ge=0, strict=True)
     counter: Literal["char", "word", "tiktoken"] = "char"
     order: Literal["given", "recall"] = "given"
     sections: list[SectionSpec] = Field(min_length=1)
@@ -69,13 +69,7 @@ class AssemblySpec(BaseModel):
         out = []
         for s in self.sections:
             if s.file is not None:
-                path = (base / s.file).resolve()
-                try:
-                    content = path.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise SpecError(
-                        str(base), f"section {s.name!r}: cannot read {s.file}: {exc}"
-                    ) from None
+                content = _read_section_file(base, s.name, s.file)
             else:
                 assert s.content is not None
                 content = s.content
@@ -87,6 +81,20 @@ class AssemblySpec(BaseModel):
         if tokens is None:
             raise SpecError("spec", "no budget: set 'budget' in the spec or pass --budget")
         return Budget(tokens, self.reserve)
+
+
+def _read_section_file(base: Path, name: str, file: str) -> str:
+    where = f"section {name!r}: {file}"
+    try:
+        raw = (base / file).read_bytes()
+    except (OSError, ValueError) as exc:
+        raise SpecError(str(base), f"{where}: cannot read: {exc}") from None
+    if b"\x00" in raw[:8192]:
+        raise SpecError(str(base), f"{where}: binary file (contains NUL bytes)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(str(base), f"{where}: not UTF-8 text (byte {exc.start})") from None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -103,6 +111,8 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
         raw = p.read_bytes()
     except OSError as exc:
         raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise SpecError(repr(str(p)), f"invalid path: {exc}") from None
     if b"\x00" in raw[:8192]:
         raise SpecError(str(p), "binary file (contains NUL bytes), not a YAML or JSON spec")
     try:
@@ -114,6 +124,8 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except json.JSONDecodeError as exc:
         raise SpecError(str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise SpecError(str(p), "nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark is not None else ""

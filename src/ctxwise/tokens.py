@@ -116,7 +116,11 @@ class CharCounter(_TextCounter):
     """
 
     def __init__(self, safety_margin: float = 0.0) -> None:
-        if not (0.0 <= safety_margin <= 4.0) or math.isnan(safety_margin):
+        if (
+            isinstance(safety_margin, bool)
+            or not isinstance(safety_margin, int | float)
+            or not (0.0 <= safety_margin <= 4.0)
+        ):
             raise UsageError(f"safety_margin must be between 0 and 4, got {safety_margin!r}")
         self.safety_margin = safety_margin
         self._factor = (1.0 + safety_margin) / 4.0
@@ -225,7 +229,12 @@ class TiktokenCounter(_TextCounter):
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        n = self._encode_len(text)
+        try:
+            n = self._encode_len(text)
+        except (TypeError, UnicodeEncodeError):
+            # lone surrogates (a truncated emoji in JSON) are not UTF-8: count
+            # them as U+FFFD, as tiktoken does
+            n = self._encode_len(text.encode("utf-16", "surrogatepass").decode("utf-16", "replace"))
         self._cache.put(key, n)
         return n
 
@@ -393,6 +402,9 @@ def truncate_to_tokens(
         raise BudgetError(max_tokens, "max_tokens must be 0 or more")
     if counter.count(text) <= max_tokens:
         return text
+    stripped = text.rstrip()
+    if stripped != text and counter.count(stripped) <= max_tokens:
+        return stripped  # only trailing whitespace had to go: no content was cut
     if counter.count(marker) > max_tokens:
         return ""
     words = _WORD.finditer(text)

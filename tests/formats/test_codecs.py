@@ -424,3 +424,158 @@ class TestPairing:
         assert text_first.problems() == []
         assert [p.kind.value for p in text_first.problems("anthropic")] == ["misplaced_result"]
         assert [p.kind.value for p in text_first.problems("openai")] == ["misplaced_result"]
+
+
+class TestPairingEdges:
+    def test_result_in_the_calling_message_or_wrong_role(self) -> None:
+        same = Transcript(
+            (Message("assistant", (ToolUseBlock("a", "f", {}), ToolResultBlock("a"))),)
+        )
+        for rule in ("loose", "anthropic", "openai"):
+            assert [p.kind.value for p in same.problems(rule)] == ["misplaced_result"]  # type: ignore[arg-type]
+        in_system = Transcript(
+            (
+                Message("assistant", (ToolUseBlock("a", "f", {}),)),
+                Message("system", (ToolResultBlock("a"),)),
+            )
+        )
+        problems = in_system.problems("anthropic")
+        assert [p.kind.value for p in problems] == ["misplaced_result"]
+        assert "user message" in problems[0].detail
+        use_in_user = Transcript(
+            (
+                Message("user", (ToolUseBlock("a", "f", {}),)),
+                Message("user", (ToolResultBlock("a"),)),
+            )
+        )
+        assert "not an assistant message" in use_in_user.problems()[0].detail
+
+
+class TestReviewRegressions:
+    def test_response_fields_do_not_leak_into_requests(self) -> None:
+        for codec, response in ((anthropic, ANTHROPIC_RESPONSE), (openai, OPENAI_RESPONSE)):
+            msg = codec.decode_response(response)
+            t = Transcript((Message.text_message("user", "hi"), msg))
+            wire = json.dumps(codec.encode_request(t))
+            for field in ("usage", "stop_reason", "finish_reason", "_response", "refusal", "model"):
+                assert f'"{field}"' not in wire, (codec.__name__, field)
+            assert codec.encode_response(msg) == response
+
+    def test_openai_nulls_and_empty_lists_survive(self) -> None:
+        raw = [
+            {"role": "system", "content": None},
+            {"role": "user", "content": []},
+            {"role": "assistant", "content": "y", "tool_calls": None},
+            {
+                "role": "assistant",
+                "content": [],
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "[1, 2]"},
+                    },
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "g", "arguments": "null"},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "x"},
+            {"role": "tool", "tool_call_id": "c2", "content": "y"},
+            {"role": "assistant"},
+        ]
+        assert openai.encode_messages(openai.decode_messages(raw)) == raw
+
+    def test_anthropic_explicit_nulls_survive(self) -> None:
+        body = {
+            "system": None,
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "t", "signature": None},
+                        {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "a", "is_error": None}],
+                },
+            ],
+        }
+        assert anthropic.encode_request(anthropic.decode_request(body)) == body
+
+    @pytest.mark.parametrize(
+        "block",
+        [
+            {"type": "text", "text": None},
+            {"type": "tool_result", "tool_use_id": "a", "is_error": "false"},
+            {"type": "tool_use", "id": "a", "name": "f", "input": [["a", 1]]},
+            {"type": "image", "source": "x"},
+        ],
+    )
+    def test_malformed_blocks_are_format_errors(self, block: dict) -> None:  # type: ignore[type-arg]
+        with pytest.raises(FormatError):
+            anthropic.decode_block(block)
+
+    def test_openai_dict_arguments_are_a_format_error(self) -> None:
+        raw = [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": {"a": 1}},
+                    }
+                ],
+            }
+        ]
+        with pytest.raises(FormatError, match="JSON string"):
+            openai.decode_messages(raw)
+
+    def test_openai_request_with_max_tokens_is_detected_as_openai(self, tmp_path: Path) -> None:
+        p = tmp_path / "req.json"
+        p.write_text(
+            json.dumps(
+                {"model": "gpt-4o", "max_tokens": 100, "messages": OPENAI_REQUEST["messages"]}
+            )
+        )
+        assert detect_format(p) == "openai"
+
+    def test_claude_code_edge_events(self) -> None:
+        raw_line = json.dumps(
+            {"type": "user", "message": {"role": "user", "content": "a\u2028b"}}, ensure_ascii=False
+        )
+        assert "\u2028" in raw_line
+        t = claude_code.read_claude_code(raw_line + "\n")
+        assert t.messages[0].text == "a\u2028b"
+        boundary = json.dumps(
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "compactMetadata": {"preTokens": 1e400},
+            }
+        )
+        assert (
+            claude_code.read_claude_code(boundary.replace("Infinity", "1e400"))
+            .compactions[0]
+            .pre_tokens
+            is None
+        )
+        # assistant events without message ids, directly consecutive: one message
+        lines = [
+            _event("user", "go"),
+            _event("assistant", [{"type": "tool_use", "id": "t1", "name": "R", "input": {}}]),
+            _event("assistant", [{"type": "tool_use", "id": "t2", "name": "R", "input": {}}]),
+            _event("user", [{"type": "tool_result", "tool_use_id": "t1", "content": "1"}]),
+            _event("user", [{"type": "tool_result", "tool_use_id": "t2", "content": "2"}]),
+            _event("assistant", "side", isSidechain=True),
+        ]
+        t, report = claude_code.read_claude_code_lines(lines)
+        assert [m.role for m in t.messages] == ["user", "assistant", "user"]
+        assert t.problems("anthropic") == []
+        assert report.skipped["sidechain"] == 1

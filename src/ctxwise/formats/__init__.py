@@ -47,6 +47,8 @@ def _read_text(path: Path) -> str:
         raise FormatError(str(path), "is a directory, not a transcript file") from None
     except OSError as exc:
         raise FormatError(str(path), f"cannot read: {exc.strerror}") from None
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        raise FormatError(repr(str(path)), f"invalid path: {exc}") from None
     if b"\x00" in data[:8192]:
         raise FormatError(str(path), "binary file (contains NUL bytes), not a JSON transcript")
     try:
@@ -95,10 +97,12 @@ def _detect(p: Path, body: str) -> tuple[Literal["anthropic", "openai", "claude-
         raise UnknownFormatError(
             str(p), f"not JSON or JSONL ({exc.msg} at line {exc.lineno})"
         ) from None
+    except RecursionError:
+        raise FormatError(str(p), "JSON nested too deeply") from None
     if isinstance(doc, Mapping):
         if doc.get("object") == "chat.completion" or "traj" in doc:
             return "openai", doc
-        if doc.get("type") == "message" or "system" in doc or "max_tokens" in doc:
+        if doc.get("type") == "message" or "system" in doc:
             return "anthropic", doc
         if isinstance(doc.get("messages"), list):
             return _messages_format(doc["messages"]), doc
@@ -143,6 +147,8 @@ def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Tran
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FormatError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+        except RecursionError:
+            raise FormatError(source, "JSON nested too deeply") from None
     if fmt == "openai":
         return _read_openai(doc, source)
     return [_read_anthropic(doc, source)]

@@ -54,6 +54,7 @@ def _obj(value: Any, what: str, source: str) -> Mapping[str, Any]:
 
 
 _NS = "anthropic"
+_RESPONSE_NS = "anthropic-response"
 
 
 def _rest(d: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
@@ -64,53 +65,65 @@ def _own(extra: Mapping[str, Any]) -> dict[str, Any]:
     return own(_NS, extra)
 
 
+def _field(d: Mapping[str, Any], key: str, kind: Any, what: str, source: str) -> Any:
+    if key not in d:
+        raise FormatError(source, f"{what} block is missing {key!r}")
+    value = d[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise FormatError(source, f"{what} block: {key!r} has the wrong type")
+    return value
+
+
 def decode_block(raw: Any, source: str = _SOURCE) -> ContentBlock:
-    """One content block from its JSON form."""
+    """One content block from its JSON form; a malformed known block is a FormatError."""
     d = _obj(raw, "a content block", source)
     kind = d.get("type")
-    try:
-        if kind == "text":
-            return TextBlock(str(d["text"]), _rest(d, {"type", "text"}))
-        if kind == "tool_use":
-            return ToolUseBlock(
-                str(d["id"]),
-                str(d["name"]),
-                dict(d["input"]),
-                _rest(d, {"type", "id", "name", "input"}),
-            )
-        if kind == "tool_result":
-            content = d.get("content", "")
-            decoded: str | tuple[ContentBlock, ...]
-            if isinstance(content, str):
-                decoded = content
-            elif isinstance(content, list):
-                decoded = tuple(decode_block(b, source) for b in content)
-            else:
-                raise FormatError(source, "tool_result content must be a string or a list")
-            extra = _rest(d, {"type", "tool_use_id", "content", "is_error"})
-            if "content" not in d:
-                extra[f"{_NS}._no_content"] = True
-            is_error = d.get("is_error")
-            return ToolResultBlock(
-                str(d["tool_use_id"]), decoded, None if is_error is None else bool(is_error), extra
-            )
-        if kind == "thinking":
-            return ThinkingBlock(
-                str(d["thinking"]),
-                d.get("signature"),
-                False,
-                _rest(d, {"type", "thinking", "signature"}),
-            )
-        if kind == "redacted_thinking":
-            return ThinkingBlock(str(d["data"]), None, True, _rest(d, {"type", "data"}))
-        if kind in ("image", "document"):
-            return MediaBlock(kind, dict(d["source"]), _rest(d, {"type", "source"}))
-    except KeyError as exc:
-        raise FormatError(source, f"{kind} block is missing {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
-        raise FormatError(source, f"malformed {kind} block: {exc}") from None
     if not isinstance(kind, str):
         raise FormatError(source, "content block has no 'type'")
+    if kind == "text":
+        return TextBlock(_field(d, "text", str, kind, source), _rest(d, {"type", "text"}))
+    if kind == "tool_use":
+        return ToolUseBlock(
+            _field(d, "id", str, kind, source),
+            _field(d, "name", str, kind, source),
+            dict(_field(d, "input", Mapping, kind, source)),
+            _rest(d, {"type", "id", "name", "input"}),
+        )
+    if kind == "tool_result":
+        content = d.get("content", "")
+        decoded: str | tuple[ContentBlock, ...]
+        if isinstance(content, str):
+            decoded = content
+        elif isinstance(content, list):
+            decoded = tuple(decode_block(b, source) for b in content)
+        else:
+            raise FormatError(source, "tool_result content must be a string or a list")
+        extra = _rest(d, {"type", "tool_use_id", "content", "is_error"})
+        if "content" not in d:
+            extra[f"{_NS}._no_content"] = True
+        is_error = d.get("is_error")
+        if "is_error" in d and is_error is None:
+            extra[f"{_NS}._null_is_error"] = True
+        elif is_error is not None and not isinstance(is_error, bool):
+            raise FormatError(source, "tool_result block: 'is_error' must be true or false")
+        return ToolResultBlock(
+            _field(d, "tool_use_id", str, kind, source), decoded, is_error, extra
+        )
+    if kind == "thinking":
+        signature = d.get("signature")
+        if signature is not None and not isinstance(signature, str):
+            raise FormatError(source, "thinking block: 'signature' must be a string")
+        extra = _rest(d, {"type", "thinking", "signature"})
+        if "signature" in d and signature is None:
+            extra[f"{_NS}._null_signature"] = True
+        return ThinkingBlock(_field(d, "thinking", str, kind, source), signature, False, extra)
+    if kind == "redacted_thinking":
+        data = _field(d, "data", str, kind, source)
+        return ThinkingBlock(data, None, True, _rest(d, {"type", "data"}))
+    if kind == "image" or kind == "document":
+        media: Literal["image", "document"] = "image" if kind == "image" else "document"
+        source_ = dict(_field(d, "source", Mapping, kind, source))
+        return MediaBlock(media, source_, _rest(d, {"type", "source"}))
     return OpaqueBlock(kind, dict(d))
 
 
@@ -137,15 +150,20 @@ def encode_block(block: ContentBlock) -> dict[str, Any]:
             )
         if block.is_error is not None:
             out["is_error"] = block.is_error
+        elif extra.pop("_null_is_error", False):
+            out["is_error"] = None
         out.update(extra)
         return out
     if isinstance(block, ThinkingBlock):
         if block.redacted:
             return {"type": "redacted_thinking", "data": block.thinking, **_own(block.extra)}
+        extra = _own(block.extra)
         out = {"type": "thinking", "thinking": block.thinking}
         if block.signature is not None:
             out["signature"] = block.signature
-        out.update(_own(block.extra))
+        elif extra.pop("_null_signature", False):
+            out["signature"] = None
+        out.update(extra)
         return out
     if isinstance(block, MediaBlock):
         return {"type": block.media, "source": dict(block.source), **_own(block.extra)}
@@ -225,7 +243,10 @@ def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:
     if "messages" not in d:
         raise FormatError(source, "an Anthropic request needs 'messages'")
     t = decode_messages(d["messages"], d.get("system"), source=source)
-    params = {k: v for k, v in d.items() if k not in ("messages", "system")}
+    # an explicit "system": null stays a param, so it is written back as it came
+    params = {
+        k: v for k, v in d.items() if k != "messages" and not (k == "system" and v is not None)
+    }
     return Transcript(t.messages, params, source=source, format=_NS)
 
 
@@ -247,11 +268,13 @@ def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
     content = d.get("content")
     if not isinstance(content, list):
         raise FormatError(source, "response content must be a list of blocks")
+    # Response-only fields (model, stop_reason, usage, …) live in their own
+    # namespace: the message can join the next request without carrying them.
     return Message(
         "assistant",
         tuple(decode_block(b, source) for b in content),
         id=d.get("id"),
-        extra=_rest(d, {"type", "role", "content", "id"}),
+        extra=keep(_RESPONSE_NS, d, {"type", "role", "content", "id"}),
     )
 
 
@@ -263,7 +286,7 @@ def encode_response(message: Message) -> dict[str, Any]:
     if message.id is not None:
         out["id"] = message.id
     out["content"] = [encode_block(b) for b in message.content]
-    out.update(_own(message.extra))
+    out.update(own(_RESPONSE_NS, message.extra))
     return out
 
 
@@ -284,7 +307,7 @@ def render_request(
     """
     if not task.strip():
         raise UsageError("task must not be empty: it is what the model is asked to do")
-    stable = [s for s in assembly.sections if s.stable]
+    stable = [s for s in assembly.sections if s.stable and s.content.strip()]
     live = [s for s in assembly.sections if not s.stable]
     body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
     if stable:
@@ -294,7 +317,7 @@ def render_request(
             breakpoint_["ttl"] = cache_ttl
         blocks[-1]["cache_control"] = breakpoint_
         body["system"] = blocks
-    user = [{"type": "text", "text": s.content} for s in live if s.content]
+    user = [{"type": "text", "text": s.content} for s in live if s.content.strip()]
     user.append({"type": "text", "text": task})
     body["messages"] = [{"role": "user", "content": user}]
     return body

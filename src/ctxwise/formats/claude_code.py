@@ -21,6 +21,7 @@ durations, local command echoes), which the model never sees.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -52,13 +53,17 @@ class ClaudeCodeReadReport:
 
 def read_claude_code(text: str, *, source: str = "claude-code") -> Transcript:
     """A transcript from the full text of a Claude Code JSONL file."""
-    transcript, _ = read_claude_code_lines(text.splitlines(), source=source)
+    # JSONL lines end in "\n" only: str.splitlines would also split on U+2028,
+    # U+2029 and U+0085, which JSON strings may hold raw.
+    transcript, _ = read_claude_code_lines(text.split("\n"), source=source)
     return transcript
 
 
 def _parse_line(line: str, lineno: int, source: str) -> Mapping[str, Any]:
     try:
         event = json.loads(line)
+    except RecursionError:
+        raise FormatError(source, "JSON nested too deeply", line=lineno) from None
     except json.JSONDecodeError as exc:
         raise FormatError(
             source, f"invalid JSON ({exc.msg}); the line may be truncated", line=lineno
@@ -77,21 +82,32 @@ def read_claude_code_lines(
     boundaries: list[CompactBoundary] = []
     open_assistant: int | None = None  # index in out of the assistant message being built
     open_results: int | None = None  # index in out of the user message collecting its results
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        event = _parse_line(line, lineno, source)
+    events = [
+        (lineno, _parse_line(line, lineno, source))
+        for lineno, line in enumerate(lines, start=1)
+        if line.strip()
+    ]
+    # Older Claude Code versions wrote subagent (sidechain) events into the main
+    # session file; they are not part of the main conversation. A subagent's own
+    # file holds sidechain events only, and those are its conversation.
+    has_main = any(
+        e.get("type") in ("user", "assistant") and not e.get("isSidechain") for _, e in events
+    )
+    for lineno, event in events:
         report.events += 1
         etype = event.get("type")
+        if has_main and event.get("isSidechain") and etype in ("user", "assistant"):
+            report.skipped["sidechain"] += 1
+            continue
         if etype == "system" and event.get("subtype") == "compact_boundary":
             meta = event.get("compactMetadata") or {}
             pre = meta.get("preTokens") if isinstance(meta, Mapping) else None
             boundaries.append(
                 CompactBoundary(
                     index=len(out),
-                    trigger=meta.get("trigger") if isinstance(meta, Mapping) else None,
-                    pre_tokens=int(pre) if isinstance(pre, int | float) else None,
-                    timestamp=event.get("timestamp"),
+                    trigger=_text(meta.get("trigger")) if isinstance(meta, Mapping) else None,
+                    pre_tokens=_count(pre),
+                    timestamp=_text(event.get("timestamp")),
                 )
             )
             open_assistant = open_results = None
@@ -106,8 +122,15 @@ def read_claude_code_lines(
             raise FormatError(source, f"{etype} event without a message", line=lineno)
         blocks = _blocks(raw["content"], source, lineno)
         if etype == "assistant":
-            mid = raw.get("id")
-            if open_assistant is not None and mid is not None and out[open_assistant].id == mid:
+            mid = _text(raw.get("id"))
+            same_stream = (
+                mid is not None and mid == out[open_assistant].id
+                if open_assistant is not None
+                else False
+            )
+            # without ids, only directly consecutive assistant events are one message
+            no_ids = mid is None and open_assistant == len(out) - 1 and out[-1].id is None
+            if open_assistant is not None and (same_stream or no_ids):
                 prev = out[open_assistant]
                 out[open_assistant] = Message(
                     "assistant",
@@ -122,7 +145,7 @@ def read_claude_code_lines(
                     "assistant",
                     blocks,
                     id=mid,
-                    timestamp=event.get("timestamp"),
+                    timestamp=_text(event.get("timestamp")),
                     extra=keep("claude_code", raw, {"role", "content", "id"}),
                 )
             )
@@ -145,8 +168,8 @@ def read_claude_code_lines(
                 blocks,
                 kind=kind,
                 plain=plain,
-                id=event.get("uuid"),
-                timestamp=event.get("timestamp"),
+                id=_text(event.get("uuid")),
+                timestamp=_text(event.get("timestamp")),
             )
         )
         if is_results and open_assistant is not None:
@@ -157,6 +180,18 @@ def read_claude_code_lines(
         Transcript(tuple(out), compactions=tuple(boundaries), source=source, format="claude-code"),
         report,
     )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return int(value)
 
 
 def _blocks(content: Any, source: str, lineno: int) -> tuple[ContentBlock, ...]:

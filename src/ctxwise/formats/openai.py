@@ -50,6 +50,7 @@ _SOURCE = "openai"
 
 
 _NS = "openai"
+_RESPONSE_NS = "openai-response"
 
 
 def _rest(d: Mapping[str, Any], known: set[str]) -> dict[str, Any]:
@@ -113,26 +114,44 @@ def _decode_content(content: Any, index: int, source: str) -> tuple[tuple[Conten
     raise FormatError(source, f"message {index}: content must be a string, a list or null")
 
 
+_ABSENT = object()
+
+
+def _content_form(raw: Mapping[str, Any], extra: dict[str, Any]) -> None:
+    """Record a content that holds no part (absent, null or []), to write it back as is."""
+    if "content" not in raw:
+        extra[_mark("_content")] = "absent"
+    elif raw["content"] is None:
+        extra[_mark("_content")] = "null"
+    elif raw["content"] == []:
+        extra[_mark("_content")] = "empty_list"
+
+
+def _no_parts(form: Any, default: Any) -> Any:
+    return {"absent": _ABSENT, "null": None, "empty_list": []}.get(form, default)
+
+
 def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("function"), Mapping):
         raise FormatError(source, f"message {index}: a tool call needs a 'function' object")
     fn = raw["function"]
+    if not isinstance(raw.get("id"), str) or not isinstance(fn.get("name"), str):
+        raise FormatError(source, f"message {index}: a tool call needs 'id' and 'function.name'")
     args = fn.get("arguments", "")
+    if not isinstance(args, str):
+        raise FormatError(source, f"message {index}: tool call arguments must be a JSON string")
     extra: dict[str, Any] = _rest(raw, {"id", "function"})
     fn_extra = {k: v for k, v in fn.items() if k not in ("name", "arguments")}
     if fn_extra:
         extra[_mark("_function_extra")] = fn_extra
-    parsed: Any
     try:
-        parsed = json.loads(args) if isinstance(args, str) and args.strip() else {}
-    except json.JSONDecodeError:
+        parsed: Any = json.loads(args) if args.strip() else {}
+    except (json.JSONDecodeError, RecursionError):
         parsed = None
-    if not isinstance(parsed, dict):
-        parsed = {}
+    # Models sometimes emit invalid or non-object arguments: input is then {} and
+    # the raw string is kept so it is written back exactly.
     extra[_mark("_arguments")] = args
-    if "id" not in raw or "name" not in fn:
-        raise FormatError(source, f"message {index}: a tool call needs 'id' and 'function.name'")
-    return ToolUseBlock(str(raw["id"]), str(fn["name"]), parsed, extra)
+    return ToolUseBlock(raw["id"], fn["name"], parsed if isinstance(parsed, dict) else {}, extra)
 
 
 def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
@@ -142,10 +161,10 @@ def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
     if isinstance(raw, str):
         try:
-            same = json.loads(raw) == dict(block.input) if raw.strip() else not block.input
-        except json.JSONDecodeError:
-            same = not block.input
-        if same:
+            parsed: Any = json.loads(raw) if raw.strip() else {}
+        except (json.JSONDecodeError, RecursionError):
+            parsed = None
+        if parsed == dict(block.input) or (not isinstance(parsed, dict) and not block.input):
             arguments = raw
     return {
         "id": block.id,
@@ -158,19 +177,16 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
     if not isinstance(raw, Mapping):
         raise FormatError(source, f"message {index} must be a JSON object")
     role = raw.get("role")
-    if role in ("system", "developer"):
+    if role in ("system", "developer", "user"):
         blocks, plain = _decode_content(raw.get("content"), index, source)
         extra = _rest(raw, {"role", "content"})
+        _content_form(raw, extra)
         if role == "developer":
             extra[_mark("_role")] = "developer"
-        return Message("system", blocks, plain=plain, extra=extra)
-    if role == "user":
-        blocks, plain = _decode_content(raw.get("content"), index, source)
-        return Message("user", blocks, plain=plain, extra=_rest(raw, {"role", "content"}))
+        return Message("user" if role == "user" else "system", blocks, plain=plain, extra=extra)
     if role == "assistant":
         extra = _rest(raw, {"role", "content", "tool_calls"})
-        if "content" not in raw:
-            extra[_mark("_no_content")] = True
+        _content_form(raw, extra)
         blocks, plain = _decode_content(raw.get("content"), index, source)
         calls = raw.get("tool_calls")
         if calls is not None:
@@ -179,6 +195,8 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
             blocks = blocks + tuple(_decode_tool_call(c, index, source) for c in calls)
             if not calls:
                 extra[_mark("_empty_tool_calls")] = True
+        elif "tool_calls" in raw:
+            extra[_mark("_null_tool_calls")] = True
         return Message("assistant", blocks, plain=plain, extra=extra)
     if role == "tool":
         if "tool_call_id" not in raw:
@@ -198,36 +216,39 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
     raise FormatError(source, f"message {index}: unknown role {role!r}")
 
 
-def _text_content(blocks: Sequence[ContentBlock], plain: bool) -> Any:
+def _text_content(blocks: Sequence[ContentBlock], plain: bool, form: Any, default: Any) -> Any:
     parts = [b for b in blocks if not isinstance(b, ToolUseBlock | ThinkingBlock | ToolResultBlock)]
+    if not parts:
+        return _no_parts(form, default)
     if plain and len(parts) == 1 and isinstance(parts[0], TextBlock) and not _own(parts[0].extra):
         return parts[0].text
-    if not parts:
-        return None
     return [_encode_part(b) for b in parts]
+
+
+def _with_content(out: dict[str, Any], content: Any) -> dict[str, Any]:
+    if content is not _ABSENT:
+        out["content"] = content
+    return out
 
 
 def _encode_message(msg: Message) -> list[dict[str, Any]]:
     extra = _own(msg.extra)
     role_hint = extra.pop("_role", None)
+    form = extra.pop("_content", None)
     if msg.role == "system":
-        return [
-            {
-                "role": role_hint or "system",
-                "content": _text_content(msg.content, msg.plain) or "",
-                **extra,
-            }
-        ]
+        content = _text_content(msg.content, msg.plain, form, "")
+        return [{**_with_content({"role": role_hint or "system"}, content), **extra}]
     if msg.role == "assistant":
-        no_content = extra.pop("_no_content", False)
         empty_calls = extra.pop("_empty_tool_calls", False)
-        out: dict[str, Any] = {"role": "assistant"}
-        content = _text_content(msg.content, msg.plain)
-        if not (no_content and content is None):
-            out["content"] = content
+        null_calls = extra.pop("_null_tool_calls", False)
+        out = _with_content(
+            {"role": "assistant"}, _text_content(msg.content, msg.plain, form, None)
+        )
         calls = [_encode_tool_call(b) for b in msg.content if isinstance(b, ToolUseBlock)]
         if calls or empty_calls:
             out["tool_calls"] = calls
+        elif null_calls:
+            out["tool_calls"] = None
         out.update(extra)
         return [out]
     # user: tool results become tool messages, the rest one user message
@@ -247,10 +268,8 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
         )
     others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
     if others or not results:
-        content = _text_content(others, msg.plain)
-        out_msgs.append(
-            {"role": "user", "content": content if content is not None else "", **extra}
-        )
+        content = _text_content(others, msg.plain, form, "")
+        out_msgs.append({**_with_content({"role": "user"}, content), **extra})
     return out_msgs
 
 
@@ -285,8 +304,9 @@ def encode_request(transcript: Transcript) -> dict[str, Any]:
 def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
     """The first choice's message of a ``chat.completion`` response.
 
-    Response-level fields (id, model, usage, finish_reason, …) are kept in ``extra``
-    so :func:`encode_response` writes the same body back.
+    Response-only fields (id, model, usage, finish_reason, refusal, …) are kept
+    in their own namespace, so :func:`encode_response` writes the same body back
+    while the message can join the next request without them.
     """
     if not isinstance(payload, Mapping) or payload.get("object") != "chat.completion":
         raise FormatError(source, "a Chat Completions response has object 'chat.completion'")
@@ -294,10 +314,17 @@ def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
     if not isinstance(choices, list) or len(choices) != 1 or not isinstance(choices[0], Mapping):
         raise FormatError(source, "expected exactly one choice in the response")
     choice = choices[0]
-    msg = _decode_message(choice.get("message"), 0, source)
-    extra = dict(msg.extra)
-    extra[_mark("_response")] = {k: v for k, v in payload.items() if k not in ("choices", "id")}
-    extra[_mark("_choice")] = {k: v for k, v in choice.items() if k != "message"}
+    raw = choice.get("message")
+    msg = _decode_message(raw, 0, source)
+    if msg.role != "assistant" or not isinstance(raw, Mapping):
+        raise FormatError(source, "a response's message must have role 'assistant'")
+    markers = {k: v for k, v in msg.extra.items() if k.startswith(_mark("_"))}
+    response = {
+        "response": {k: v for k, v in payload.items() if k not in ("choices", "id")},
+        "choice": {k: v for k, v in choice.items() if k != "message"},
+        "message": {k: v for k, v in raw.items() if k not in ("role", "content", "tool_calls")},
+    }
+    extra = {**markers, **{f"{_RESPONSE_NS}.{k}": v for k, v in response.items()}}
     return Message(msg.role, msg.content, plain=msg.plain, id=payload.get("id"), extra=extra)
 
 
@@ -305,17 +332,14 @@ def encode_response(message: Message) -> dict[str, Any]:
     """A ``chat.completion`` response body for an assistant message."""
     if message.role != "assistant":
         raise UsageError("only assistant messages encode as a response")
-    extra = dict(message.extra)
-    response = dict(extra.pop(_mark("_response"), {"object": "chat.completion"}))
-    choice = dict(extra.pop(_mark("_choice"), {"index": 0}))
-    body = _encode_message(Message("assistant", message.content, plain=message.plain, extra=extra))[
-        0
-    ]
+    parts = own(_RESPONSE_NS, message.extra)
+    body = _encode_message(message)[0]
+    body.update(parts.get("message", {}))
     out: dict[str, Any] = {}
     if message.id is not None:
         out["id"] = message.id
-    out.update(response)
-    out["choices"] = [{**choice, "message": body}]
+    out.update(parts.get("response", {"object": "chat.completion"}))
+    out["choices"] = [{**parts.get("choice", {"index": 0}), "message": body}]
     return out
 
 
