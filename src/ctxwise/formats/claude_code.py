@@ -153,8 +153,10 @@ def read_claude_code_lines(
             open_results = None
             continue
         # user event
-        is_results = bool(blocks) and all(isinstance(b, ToolResultBlock) for b in blocks)
-        if is_results and open_results is not None:
+        # an event that answers the open tool calls (results, possibly with a note
+        # after them) belongs to the one user message the API saw
+        answers = bool(blocks) and isinstance(blocks[0], ToolResultBlock)
+        if answers and open_results is not None:
             prev = out[open_results]
             out[open_results] = Message(
                 "user", prev.content + blocks, id=prev.id, timestamp=prev.timestamp
@@ -172,7 +174,7 @@ def read_claude_code_lines(
                 timestamp=_text(event.get("timestamp")),
             )
         )
-        if is_results and open_assistant is not None:
+        if answers and open_assistant is not None:
             open_results = len(out) - 1
         else:
             open_assistant = open_results = None
