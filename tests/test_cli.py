@@ -155,8 +155,11 @@ def test_demo() -> None:
         "turn 5" in out.stdout and "kitchen sink" in out.stdout and "cache breakpoint" in out.stdout
     )
     data = json.loads(ctxwise("demo", "--json").stdout)
-    assert len(data) == 5
-    assert all(t["window_tokens"] <= t["budget"] for t in data)
+    assert len(data["session"]) == 5
+    assert all(t["window_tokens"] <= t["budget"] for t in data["session"])
+    routed = [t["trace"]["total_tokens"] for t in data["routing"]]
+    assert routed == [541, 695, 0, 541, 695]
+    assert "52% smaller" in out.stdout
 
 
 def test_help_and_no_args() -> None:

@@ -8,14 +8,12 @@ code 2; nothing is printed on stdout in that case.
 from __future__ import annotations
 
 import io
-import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -24,12 +22,22 @@ from ctxwise import (
     Assembly,
     Budget,
     BudgetError,
-    CtxwiseError,
     UsageError,
     assemble,
     composition,
     get_counter,
     read_transcripts,
+)
+from ctxwise._cli_demo import demo_cmd
+from ctxwise._cli_routing import data_app, eval_app, route_cmd, router_app
+from ctxwise._cli_util import (
+    _assembly_table,
+    _bar,
+    _buffered_console,
+    _guard,
+    _print_json,
+    _window_bar,
+    _write,
 )
 from ctxwise.formats import FORMATS
 from ctxwise.messages import Placement
@@ -41,98 +49,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-_PALETTE = ("cyan", "magenta", "green", "yellow", "blue", "red", "bright_cyan", "bright_magenta")
-T = TypeVar("T")
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"ctxwise: error: {message}", err=True)
-    return typer.Exit(2)
-
-
-def _guard(fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except CtxwiseError as exc:
-        raise _fail(str(exc)) from None
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
-
-
-def _write(buf: io.StringIO) -> None:
-    sys.stdout.write(buf.getvalue())
-
-
-def _buffered_console() -> tuple[Console, io.StringIO]:
-    """A console that renders into memory, so a failure never leaves half a report."""
-    probe = Console()
-    buf = io.StringIO()
-    console = Console(
-        file=buf,
-        width=probe.width,
-        force_terminal=probe.is_terminal,
-        color_system=probe.color_system,  # type: ignore[arg-type]
-        no_color=probe.no_color,
-    )
-    return console, buf
-
-
-def _bar(parts: Sequence[tuple[str, int]], total: int, width: int = 60) -> Text:
-    """A one-line bar of ``parts`` over ``total`` tokens, with a legend."""
-    bar = Text()
-    used = 0
-    shown = [(label, n) for label, n in parts if n > 0]
-    for i, (_label, n) in enumerate(shown):
-        cells = max(1, round(width * n / total)) if total else 0
-        cells = min(cells, width - used)
-        bar.append("█" * cells, style=_PALETTE[i % len(_PALETTE)])
-        used += cells
-    bar.append("░" * max(0, width - used), style="dim")
-    legend = Text("\n")
-    for i, (label, n) in enumerate(shown):
-        legend.append("■ ", style=_PALETTE[i % len(_PALETTE)])
-        legend.append(f"{label} {n:,}  ")
-    return bar + legend
-
-
-def _assembly_table(result: Assembly, title: str) -> Table:
-    table = Table(title=escape(title), title_justify="left")
-    for col, justify in (
-        ("section", "left"),
-        ("prio", "right"),
-        ("flags", "left"),
-        ("tokens", "right"),
-        ("asked", "right"),
-        ("status", "left"),
-        ("why", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    style = {"included": "green", "truncated": "yellow", "dropped": "red"}
-    for r in result.reports:
-        s = r.section
-        flags = ",".join(
-            f for f, on in (("pin", s.pinned), ("stable", s.stable), ("cut", s.truncatable)) if on
-        )
-        table.add_row(
-            Text(s.name),
-            f"{s.priority:g}",
-            flags,
-            f"{r.tokens:,}",
-            f"{r.original_tokens:,}",
-            Text(r.status.value, style=style[r.status.value]),
-            Text(r.reason),
-        )
-    return table
-
-
-def _window_bar(result: Assembly) -> Text:
-    parts = [(s.name, result.report(s.name).tokens) for s in result.sections]
-    if result.budget.reserve:
-        parts.append(("reserved", result.budget.reserve))
-    return _bar(parts, result.budget.tokens)
 
 
 @app.command("assemble")
@@ -255,59 +171,11 @@ def inspect_cmd(
     _write(buf)
 
 
-@app.command("demo")
-def demo_cmd(
-    budget: Annotated[int, typer.Option(help="Token budget for every turn's window.")] = 700,
-    counter: Annotated[str, typer.Option(help="char | word | tiktoken.")] = "char",
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print every turn's report as JSON.")
-    ] = False,
-) -> None:
-    """Replay a scripted agent session and show, per turn, what entered the window."""
-    from ctxwise.demo import run_demo
-
-    steps = _guard(lambda: run_demo(budget, get_counter(counter)))
-    if as_json:
-        _print_json(
-            [
-                {
-                    "turn": s.turn,
-                    "task": s.task,
-                    "kitchen_sink_tokens": s.kitchen_sink_tokens,
-                    "window_tokens": s.assembly.tokens + s.assembly.budget.reserve,
-                    **s.assembly.to_dict(),
-                }
-                for s in steps
-            ]
-        )
-        return
-    console, buf = _buffered_console()
-    console.rule("[bold]ctxwise demo[/bold]: a coding agent fixes a rounding bug in five turns")
-    for s in steps:
-        a = s.assembly
-        window = a.tokens + a.budget.reserve
-        console.print(_assembly_table(a, f"turn {s.turn}: {s.task}"))
-        console.print(_window_bar(a))
-        console.print(
-            f"window {window:,} of {a.budget.tokens:,} tokens · "
-            f"kitchen sink {s.kitchen_sink_tokens:,} · kept {len(a.included)}, "
-            f"truncated {len(a.truncated)}, dropped {len(a.dropped)}\n"
-        )
-    total_window = sum(s.assembly.tokens + s.assembly.budget.reserve for s in steps)
-    total_sink = sum(s.kitchen_sink_tokens for s in steps)
-    saved = 1 - total_window / total_sink if total_sink else 0.0
-    console.print(
-        f"[bold]session[/bold]: {total_window:,} tokens sent vs {total_sink:,} "
-        f"for the kitchen sink ({saved:.0%} smaller)"
-    )
-    last = steps[-1].request
-    system = last.get("system", [])
-    cached = [i for i, b in enumerate(system) if "cache_control" in b]
-    console.print(
-        f"rendered Anthropic request: {len(system)} stable system block(s), cache breakpoint after "
-        f"block {cached[-1] + 1 if cached else '-'}, task last in the user message"
-    )
-    _write(buf)
+app.command("demo")(demo_cmd)
+app.command("route")(route_cmd)
+app.add_typer(router_app, name="router")
+app.add_typer(eval_app, name="eval")
+app.add_typer(data_app, name="data")
 
 
 def main(argv: Sequence[str] | None = None) -> None:

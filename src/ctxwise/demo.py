@@ -24,9 +24,20 @@ from ctxwise.messages import (
     Transcript,
     block_text,
 )
-from ctxwise.tokens import CharCounter, TokenCounter
+from ctxwise.orchestrator import Pipeline
+from ctxwise.routing import KeywordClassifier
+from ctxwise.sources import StaticSource
+from ctxwise.tokens import CharCounter, TokenCounter, WordCounter
 
-__all__ = ["DemoStep", "DemoTurn", "demo_script", "demo_transcript", "run_demo"]
+__all__ = [
+    "ROUTING_QUERIES",
+    "DemoStep",
+    "DemoTurn",
+    "demo_script",
+    "demo_transcript",
+    "routing_pipeline",
+    "run_demo",
+]
 
 SYSTEM = (
     "You are a careful coding agent working in the repository `shop`. Read before you edit, "
@@ -230,3 +241,78 @@ def demo_transcript() -> Transcript:
     for i, turn in enumerate(demo_script()):
         messages.extend(_turn_messages(turn, i))
     return Transcript(tuple(messages), source="ctxwise-demo")
+
+
+# -- the reference routing scenario ------------------------------------------
+
+ROUTING_SOURCES = {
+    "retrieval": (
+        "Retrieved docs: The refund policy allows returns within 30 days. "
+        "Shipping is free over fifty dollars. Support hours are 9 to 5. ",
+        12,
+    ),
+    "memory": (
+        "Long-term memory: user prefers terse answers, is on the Pro plan, lives in Berlin, "
+        "asked about invoices twice before. ",
+        8,
+    ),
+    "tools": (
+        "Tool definitions: search(query) read_file(path) write_file(path,text) run_tests() "
+        "git_diff() open_pr(title,body) list_dir(path). ",
+        14,
+    ),
+    "code": (
+        "Code context: def process(order): validate(order); charge(order.card); return "
+        "Receipt(order.id)  # plus 200 lines of the surrounding module. ",
+        16,
+    ),
+}
+ROUTING_RULES = (
+    (
+        "coding",
+        (
+            "bug",
+            "stack",
+            "trace",
+            "function",
+            "code",
+            "test",
+            "error",
+            "deploy",
+            "refactor",
+            "import",
+            "exception",
+            "fix",
+        ),
+    ),
+    (
+        "factual",
+        ("what", "when", "how", "policy", "refund", "hours", "price", "where", "who", "does", "is"),
+    ),
+    (
+        "chitchat",
+        ("hi", "hey", "hello", "thanks", "thank", "lol", "cool", "nice", "ok", "okay", "bye"),
+    ),
+)
+ROUTES = {"coding": ["code", "tools", "memory"], "factual": ["retrieval", "memory"], "chitchat": []}
+ROUTING_QUERIES = (
+    "What is your refund policy?",
+    "Fix this stack trace in the deploy function",
+    "hey thanks, that was nice",
+    "When are your support hours?",
+    "There is a bug in the test, the import throws an exception",
+)
+
+
+def routing_pipeline(sources: Sequence[Any] | None = None) -> Pipeline:
+    """The reference scenario: four sources, a keyword classifier, a routes table,
+    tokens = round(words × 1.3), budget 4,000. ``sources`` replaces the built-in
+    ones (tests pass counting wrappers)."""
+    counter = WordCounter()
+    if sources is None:
+        sources = [
+            StaticSource(name, text * repeat, counter=counter)
+            for name, (text, repeat) in ROUTING_SOURCES.items()
+        ]
+    router = KeywordClassifier(ROUTING_RULES, default="factual")
+    return Pipeline(router, sources, ROUTES, 4000, counter)

@@ -1,0 +1,152 @@
+"""CLI commands for routing: ``route``, ``router build``, ``eval routing``, ``data``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
+from ctxwise.errors import UsageError
+from ctxwise.routing import SCORERS, EmbeddingScorer, IntentRouter, Scorer, make_scorer
+from ctxwise.routing.decision import RouteDecision
+
+router_app = typer.Typer(help="Build intent routers.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate components on labeled data.", no_args_is_help=True)
+data_app = typer.Typer(help="Convert public datasets to ctxwise's formats.", no_args_is_help=True)
+
+ScorerOpt = Annotated[str, typer.Option(help=f"Scorer: {', '.join(SCORERS)}.")]
+EmbedderOpt = Annotated[str, typer.Option(help="Embedder for --scorer embedding: hashing, minilm.")]
+HeadOpt = Annotated[str, typer.Option(help="Embedding head: nearest or linear.")]
+
+
+def _scorer(name: str, embedder: str, head: str) -> Scorer:
+    if name == "embedding":
+        return EmbeddingScorer(embedder, head=head)
+    return make_scorer(name)
+
+
+def route_cmd(
+    router: Annotated[Path, typer.Argument(help="A router file saved by ctxwise.")],
+    query: Annotated[str, typer.Option("--query", "-q", help="The query to route.")],
+    explain: Annotated[bool, typer.Option(help="Show every intent's score.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
+    top: Annotated[int, typer.Option(help="How many scores to show.")] = 10,
+) -> None:
+    """Route one query with a saved router and show the scores."""
+
+    def run() -> RouteDecision:
+        if top < 1:
+            raise UsageError("--top must be 1 or more")
+        return IntentRouter.load(router).route(query)
+
+    decision = _guard(run)
+    if as_json:
+        _print_json(decision.to_dict(top_scores=None if explain else top))
+        return
+    console, buf = _buffered_console()
+    style = "green" if decision.label else "yellow"
+    console.print(Text(f"{decision.reason.value}: ", style=style) + Text(decision.explain()))
+    table = Table(title="scores", title_justify="left")
+    table.add_column("intent")
+    table.add_column("score", justify="right")
+    table.add_column("threshold", justify="right")
+    ranked = sorted(decision.scores.items(), key=lambda kv: -kv[1])
+    for name, score in ranked if explain else ranked[:top]:
+        table.add_row(
+            Text(name), f"{score:.4f}", f"{decision.threshold:.4f}" if name == decision.top else ""
+        )
+    console.print(table)
+    _write(buf)
+
+
+@router_app.command("build")
+def build_cmd(
+    train: Annotated[
+        Path, typer.Option(help='JSONL of {"text", "label"}; label "oos" = out of scope.')
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write the router (JSON).")],
+    fit_on: Annotated[Path | None, typer.Option(help="Labeled JSONL to calibrate on.")] = None,
+    scorer: ScorerOpt = "lexical",
+    embedder: EmbedderOpt = "hashing",
+    head: HeadOpt = "nearest",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
+) -> None:
+    """Train a router on labeled examples, calibrate it, and save it."""
+    from ctxwise.routing.evaluation import load_labeled
+
+    def run() -> dict[str, Any]:
+        examples = load_labeled(train)
+        fit_rows = load_labeled(fit_on) if fit_on is not None else None
+        r = IntentRouter.from_labeled(examples, _scorer(scorer, embedder, head))
+        report: dict[str, Any] = {"intents": len(r.intents), "scorer": r.scorer.name}
+        if fit_rows is not None:
+            report.update(r.fit(fit_rows).to_dict())
+        r.save(out)
+        report["out"] = str(out)
+        return report
+
+    report = _guard(run)
+    if as_json:
+        _print_json(report)
+        return
+    typer.echo(
+        f"wrote {report['out']}: {report['intents']} intents, scorer {report['scorer']}"
+        + (
+            f", threshold {report['threshold']:.4f}, margin {report['margin']}"
+            if "threshold" in report
+            else ""
+        )
+    )
+
+
+@eval_app.command("routing")
+def eval_routing_cmd(
+    train: Annotated[Path, typer.Option(help='Training JSONL of {"text", "label"}.')],
+    test: Annotated[Path, typer.Option(help="Test JSONL.")],
+    fit_on: Annotated[Path | None, typer.Option(help="Calibration JSONL (with oos rows).")] = None,
+    scorer: ScorerOpt = "lexical",
+    embedder: EmbedderOpt = "hashing",
+    head: HeadOpt = "nearest",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Train on --train, calibrate on --fit-on, measure on --test."""
+    from ctxwise.routing.evaluation import evaluate, load_labeled
+
+    def run() -> dict[str, Any]:
+        rows = load_labeled(train)
+        test_rows = load_labeled(test)
+        fit_rows = load_labeled(fit_on) if fit_on is not None else None
+        return evaluate(
+            rows, test_rows, scorer=_scorer(scorer, embedder, head), fit_on=fit_rows
+        ).to_dict()
+
+    result = _guard(run)
+    if as_json:
+        _print_json(result)
+        return
+    console, buf = _buffered_console()
+    table = Table(title=f"routing: {result['scorer']}", title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in result.items():
+        table.add_row(key, str(value))
+    console.print(table)
+    _write(buf)
+
+
+@data_app.command("clinc150")
+def clinc150_cmd(
+    data_full: Annotated[Path, typer.Argument(help="CLINC150 data_full.json.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder for train/fit/test JSONL.")],
+) -> None:
+    """Write CLINC150 as train (train+oos_train), fit (val+oos_val), test (test+oos_test)."""
+    from ctxwise.routing.evaluation import clinc150_splits
+
+    counts = _guard(lambda: clinc150_splits(data_full, out_dir))
+    typer.echo(
+        ", ".join(f"{name}.jsonl: {n:,} rows" for name, n in counts.items()) + f" → {out_dir}"
+    )

