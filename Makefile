@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,tiktoken,anthropic,openai
+EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph
 
 .PHONY: demo test lint typecheck bench clean
 

@@ -145,10 +145,23 @@ class Pipeline:
                 sections.append(section)
         return sections, owner
 
-    def _assemble(
-        self, chosen: Sequence[str], query: str, state: Mapping[str, Any]
+    def choose(self, decision: RouteDecision) -> tuple[tuple[str, ...], str | None]:
+        """The sources for a decision, and why the fallback set was used (or None)."""
+        if decision.label is None:
+            return self.fallback, f"router refused ({decision.reason.value})"
+        if decision.label not in self.routes:
+            return self.fallback, f"no route for label {decision.label!r}"
+        return self.routes[decision.label], None
+
+    def assemble_sources(
+        self, chosen: Sequence[str], query: str, state: Mapping[str, Any] | None = None
     ) -> tuple[Assembly, dict[str, int]]:
-        sections, owner = self._gather(chosen, query, state)
+        """Call the ``chosen`` sources (only those), assemble with the base sections,
+        and count the window's tokens per source."""
+        unknown = [n for n in chosen if n not in self.sources]
+        if unknown:
+            raise UsageError(f"unknown source(s): {', '.join(unknown)}")
+        sections, owner = self._gather(chosen, query, state or {})
         assembly = assemble(sections, self.budget, self.counter, order=self.order)
         by_source = dict.fromkeys(chosen, 0)
         for report in assembly.reports:
@@ -159,27 +172,19 @@ class Pipeline:
 
     def kitchen_sink(self, query: str, state: Mapping[str, Any] | None = None) -> Assembly:
         """The baseline: every source, the same assembler and budget."""
-        return self._assemble(tuple(self.sources), query, state or {})[0]
+        return self.assemble_sources(tuple(self.sources), query, state)[0]
 
     def turn(
         self, query: str, state: Mapping[str, Any] | None = None, *, baseline: bool = False
     ) -> TurnResult:
         st: Mapping[str, Any] = state or {}
         decision = self.router.route(query)
-        fallback: str | None = None
-        if decision.label is None:
-            chosen = self.fallback
-            fallback = f"router refused ({decision.reason.value})"
-        elif decision.label not in self.routes:
-            chosen = self.fallback
-            fallback = f"no route for label {decision.label!r}"
-        else:
-            chosen = self.routes[decision.label]
-        assembly, by_source = self._assemble(chosen, query, st)
+        chosen, fallback = self.choose(decision)
+        assembly, by_source = self.assemble_sources(chosen, query, st)
         sink: Assembly | None = None
         sink_by: dict[str, int] = {}
         if baseline:
-            sink, sink_by = self._assemble(tuple(self.sources), query, st)
+            sink, sink_by = self.assemble_sources(tuple(self.sources), query, st)
         trace = Trace(
             reason=decision.reason.value,
             label=decision.label,

@@ -1,0 +1,1 @@
+"""Integrations with agent frameworks and tools (each behind its own extra)."""
