@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install 'ctxwise[langgraph]'")
+pytest.importorskip(
+    "langgraph", reason="needs the langgraph extra: pip install 'ctxwise[langgraph]'"
+)
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs langgraph-checkpoint-sqlite")
 
 from ctxwise.demo import ROUTING_QUERIES, routing_pipeline  # noqa: E402

@@ -113,6 +113,10 @@ class IntentRouter:
         router.add_negatives(negatives)
         return router
 
+    def prepare(self) -> None:
+        """Fit the scorer now (it is otherwise fitted on the first route)."""
+        self._ensure_fitted()
+
     def _ensure_fitted(self) -> None:
         if not self._fitted and self._intents:
             self.scorer.fit(self.intents, self._negatives)
