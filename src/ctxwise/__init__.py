@@ -59,11 +59,37 @@ from ctxwise.tokens import (
 )
 
 if TYPE_CHECKING:
+    from ctxwise.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+    from ctxwise.orchestrator import Pipeline, Trace, TurnResult
+    from ctxwise.routing import (
+        Intent,
+        IntentRouter,
+        KeywordClassifier,
+        RouteDecision,
+        RouteReason,
+    )
+    from ctxwise.sources import Source, StaticSource
     from ctxwise.spec import AssemblySpec, load_spec
 
-# The spec loader pulls in pydantic and yaml; load it on first use so that
-# `import ctxwise` (and every CLI command but `assemble`) starts fast.
-_LAZY = {"AssemblySpec": "ctxwise.spec", "load_spec": "ctxwise.spec"}
+# Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
+# routing) load on first use, so `import ctxwise` and the CLI start fast.
+_LAZY = {
+    "AssemblySpec": "ctxwise.spec",
+    "load_spec": "ctxwise.spec",
+    "Embedder": "ctxwise.embeddings",
+    "HashingEmbedder": "ctxwise.embeddings",
+    "SentenceTransformerEmbedder": "ctxwise.embeddings",
+    "Intent": "ctxwise.routing",
+    "IntentRouter": "ctxwise.routing",
+    "KeywordClassifier": "ctxwise.routing",
+    "RouteDecision": "ctxwise.routing",
+    "RouteReason": "ctxwise.routing",
+    "Pipeline": "ctxwise.orchestrator",
+    "Trace": "ctxwise.orchestrator",
+    "TurnResult": "ctxwise.orchestrator",
+    "Source": "ctxwise.sources",
+    "StaticSource": "ctxwise.sources",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -89,19 +115,30 @@ __all__ = [
     "CompositionItem",
     "ContentBlock",
     "CtxwiseError",
+    "Embedder",
     "FormatError",
+    "HashingEmbedder",
+    "Intent",
+    "IntentRouter",
+    "KeywordClassifier",
     "MediaBlock",
     "Message",
     "MissingDependencyError",
     "OpaqueBlock",
     "PairingProblem",
     "PinnedOverflowError",
+    "Pipeline",
     "ProblemKind",
     "ProviderError",
+    "RouteDecision",
+    "RouteReason",
     "Section",
     "SectionReport",
     "SectionStatus",
+    "SentenceTransformerEmbedder",
+    "Source",
     "SpecError",
+    "StaticSource",
     "TextBlock",
     "ThinkingBlock",
     "TiktokenCounter",
@@ -109,7 +146,9 @@ __all__ = [
     "TokenizerUnavailableError",
     "ToolResultBlock",
     "ToolUseBlock",
+    "Trace",
     "Transcript",
+    "TurnResult",
     "UnknownFormatError",
     "UsageError",
     "WordCounter",

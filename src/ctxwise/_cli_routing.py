@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -11,21 +11,34 @@ from rich.text import Text
 
 from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
 from ctxwise.errors import UsageError
-from ctxwise.routing import SCORERS, EmbeddingScorer, IntentRouter, Scorer, make_scorer
-from ctxwise.routing.decision import RouteDecision
+
+if TYPE_CHECKING:
+    from ctxwise.routing import Scorer
+    from ctxwise.routing.decision import RouteDecision
+
+SCORERS = ("bow", "lexical", "embedding", "hybrid")  # ctxwise.routing.SCORERS, without numpy
 
 router_app = typer.Typer(help="Build intent routers.", no_args_is_help=True)
 eval_app = typer.Typer(help="Evaluate components on labeled data.", no_args_is_help=True)
 data_app = typer.Typer(help="Convert public datasets to ctxwise's formats.", no_args_is_help=True)
 
 ScorerOpt = Annotated[str, typer.Option(help=f"Scorer: {', '.join(SCORERS)}.")]
-EmbedderOpt = Annotated[str, typer.Option(help="Embedder for --scorer embedding: hashing, minilm.")]
+EmbedderOpt = Annotated[
+    str | None,
+    typer.Option(help="Embedder for embedding/hybrid: hashing, hashing:DIM, minilm, st:DIR."),
+]
 HeadOpt = Annotated[str, typer.Option(help="Embedding head: nearest or linear.")]
 
 
-def _scorer(name: str, embedder: str, head: str) -> Scorer:
+def _scorer(name: str, embedder: str | None, head: str) -> Scorer:
+    from ctxwise.routing import EmbeddingScorer, HybridScorer, make_scorer
+
     if name == "embedding":
-        return EmbeddingScorer(embedder, head=head)
+        return EmbeddingScorer(embedder or "hashing", head=head)
+    if name == "hybrid":
+        return HybridScorer(embedder or "minilm")
+    if embedder is not None:
+        raise UsageError(f"--embedder applies to the embedding and hybrid scorers, not {name}")
     return make_scorer(name)
 
 
@@ -39,6 +52,8 @@ def route_cmd(
     """Route one query with a saved router and show the scores."""
 
     def run() -> RouteDecision:
+        from ctxwise.routing import IntentRouter
+
         if top < 1:
             raise UsageError("--top must be 1 or more")
         return IntentRouter.load(router).route(query)
@@ -71,7 +86,7 @@ def build_cmd(
     out: Annotated[Path, typer.Option(help="Where to write the router (JSON).")],
     fit_on: Annotated[Path | None, typer.Option(help="Labeled JSONL to calibrate on.")] = None,
     scorer: ScorerOpt = "lexical",
-    embedder: EmbedderOpt = "hashing",
+    embedder: EmbedderOpt = None,
     head: HeadOpt = "nearest",
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
@@ -79,6 +94,8 @@ def build_cmd(
     from ctxwise.routing.evaluation import load_labeled
 
     def run() -> dict[str, Any]:
+        from ctxwise.routing import IntentRouter
+
         examples = load_labeled(train)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
         r = IntentRouter.from_labeled(examples, _scorer(scorer, embedder, head))
@@ -109,7 +126,7 @@ def eval_routing_cmd(
     test: Annotated[Path, typer.Option(help="Test JSONL.")],
     fit_on: Annotated[Path | None, typer.Option(help="Calibration JSONL (with oos rows).")] = None,
     scorer: ScorerOpt = "lexical",
-    embedder: EmbedderOpt = "hashing",
+    embedder: EmbedderOpt = None,
     head: HeadOpt = "nearest",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:

@@ -266,7 +266,7 @@ class HybridScorer(LexicalScorer):
         self,
         embedder: Embedder | str = "minilm",
         c: float = 0.5,
-        embedding_weight: float = 1.0,
+        embedding_weight: float = 2.0,
         char_ngrams: bool = True,
     ) -> None:
         super().__init__(c=c, char_ngrams=char_ngrams)
