@@ -16,8 +16,8 @@ pytest.importorskip(
 )
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs langgraph-checkpoint-sqlite")
 
-from ctxwise.demo import ROUTING_QUERIES, routing_pipeline  # noqa: E402
-from ctxwise.integrations.langgraph import build_graph  # noqa: E402
+from ctxwise.demo import ROUTING_QUERIES, routing_pipeline
+from ctxwise.integrations.langgraph import build_graph
 
 SCRIPT = textwrap.dedent(
     """
