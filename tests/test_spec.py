@@ -32,7 +32,7 @@ def test_yaml_spec_with_file_section(tmp_path: Path) -> None:
         ("budget: 10\nsections: [{name: a, content: x}, {name: a, content: y}]\n", "duplicate"),
         ("sections: [{name: a, content: x\n", "invalid YAML"),
         ("- just a list\n", "mapping"),
-        ("budget: 10\nsections: [{name: a, file: nope.txt}]\n", "cannot read"),
+        ("budget: 10\nsections: [{name: a, file: nope.txt}]\n", "nope.txt: no such file"),
     ],
 )
 def test_bad_specs(tmp_path: Path, text: str, match: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ctxwise._io import read_text_file
 from ctxwise.assembly import Budget, Section
 from ctxwise.errors import SpecError
 
@@ -84,17 +85,10 @@ class AssemblySpec(BaseModel):
 
 
 def _read_section_file(base: Path, name: str, file: str) -> str:
-    where = f"section {name!r}: {file}"
-    try:
-        raw = (base / file).read_bytes()
-    except (OSError, ValueError) as exc:
-        raise SpecError(str(base), f"{where}: cannot read: {exc}") from None
-    if b"\x00" in raw[:8192]:
-        raise SpecError(str(base), f"{where}: binary file (contains NUL bytes)")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(base), f"{where}: not UTF-8 text (byte {exc.start})") from None
+    def error(source: str, detail: str) -> SpecError:
+        return SpecError(str(base), f"section {name!r}: {file}: {detail}")
+
+    return read_text_file(base / file, "a text file", error)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -107,18 +101,7 @@ def _first_error(exc: ValidationError) -> str:
 def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
     """Read and validate a spec file; sections come back with file contents loaded."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise SpecError(str(p), f"cannot read: {exc.strerror}") from None
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        raise SpecError(repr(str(p)), f"invalid path: {exc}") from None
-    if b"\x00" in raw[:8192]:
-        raise SpecError(str(p), "binary file (contains NUL bytes), not a YAML or JSON spec")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(str(p), f"not UTF-8 text (byte {exc.start})") from None
+    text = read_text_file(p, "a YAML or JSON spec", SpecError)
     data: Any
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)

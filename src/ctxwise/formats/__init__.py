@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from ctxwise._io import read_text_file
 from ctxwise.errors import FormatError, UnknownFormatError
 from ctxwise.formats import anthropic, claude_code, openai
 from ctxwise.messages import Transcript
@@ -39,22 +40,7 @@ _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking",
 
 
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise FormatError(str(path), "no such file") from None
-    except IsADirectoryError:
-        raise FormatError(str(path), "is a directory, not a transcript file") from None
-    except OSError as exc:
-        raise FormatError(str(path), f"cannot read: {exc.strerror}") from None
-    except ValueError as exc:  # e.g. a NUL byte in the path
-        raise FormatError(repr(str(path)), f"invalid path: {exc}") from None
-    if b"\x00" in data[:8192]:
-        raise FormatError(str(path), "binary file (contains NUL bytes), not a JSON transcript")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(str(path), f"not UTF-8 text (byte {exc.start})") from None
+    return read_text_file(path, "a transcript file", FormatError)
 
 
 def _messages_format(messages: Sequence[Any]) -> Literal["anthropic", "openai"]:

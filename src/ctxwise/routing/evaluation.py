@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxwise._io import read_text_file
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.routing.calibration import OUT_OF_SCOPE, routing_metrics
 from ctxwise.routing.router import IntentRouter
@@ -29,18 +30,7 @@ Labeled = list[tuple[str, str]]
 def load_labeled(path: str | Path) -> Labeled:
     """``(text, label)`` pairs from a JSONL file."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise FormatError(str(p), "no such file") from None
-    except (OSError, ValueError) as exc:
-        raise FormatError(str(p), f"cannot read: {exc}") from None
-    if b"\x00" in raw[:8192]:
-        raise FormatError(str(p), "binary file (contains NUL bytes), not JSONL")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(str(p), f"not UTF-8 text (byte {exc.start})") from None
+    text = read_text_file(p, "a JSONL file", FormatError)
     out: Labeled = []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
