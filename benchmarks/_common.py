@@ -34,6 +34,7 @@ DATA_DIR = Path(os.environ.get("CTXWISE_DATA", REPO_ROOT.parent / "shared" / "da
 TRANSCRIPTS = DATA_DIR / "transcripts"
 CLAUDE_CODE_DIR = TRANSCRIPTS / "claude_code"
 TAU_BENCH_FILE = TRANSCRIPTS / "tau_bench" / "gpt-4o-airline.json"
+CLINC150_FILE = DATA_DIR / "clinc150" / "data_full.json"
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 _console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -131,10 +132,11 @@ def ratio(a: float, b: float) -> float:
 # --------------------------------------------------------------------------- output
 
 
-def environment() -> dict[str, Any]:
-    """What the numbers were measured on."""
+def environment(packages: Sequence[str] = ()) -> dict[str, Any]:
+    """What the numbers were measured on (versions of ctxwise, the token counters
+    and ``packages``)."""
     versions = {}
-    for pkg in ("ctxwise", "quicktok-v1", "tiktoken"):
+    for pkg in ("ctxwise", "quicktok-v1", "tiktoken", *packages):
         try:
             versions[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -150,11 +152,12 @@ def environment() -> dict[str, Any]:
     }
 
 
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` (plus the environment) to ``benchmarks/results/<name>.json``."""
+def write_results(name: str, payload: dict[str, Any], packages: Sequence[str] = ()) -> Path:
+    """Write ``payload`` (plus the environment, with the versions of ``packages``)
+    to ``benchmarks/results/<name>.json``."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    doc = {"benchmark": name, "environment": environment(), **payload}
+    doc = {"benchmark": name, "environment": environment(packages), **payload}
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     _console.print(f"wrote {path.relative_to(REPO_ROOT)}")
     return path

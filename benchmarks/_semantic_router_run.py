@@ -19,10 +19,12 @@ What it does, with semantic-router's documented defaults:
    ``method="platt"``), then ``router.confidence_threshold = 0.5`` as the README's
    calibration example does ("act only when it's more likely right than wrong").
 
-Batch predictions go through the same path as semantic-router's own
-``router.evaluate`` (``_scores_many``: one encoder call for the batch, then
-``_choose`` per query); latency is ``router(query)`` one query at a time, and its
-answers are checked against the batch ones.
+The test set is scored once, through the path of semantic-router's own
+``router.evaluate`` (``_scores_many``: one encoder call for the batch, then an index
+query per vector; it has no public batch-predict call), and each operating point
+picks from those scores with the router's own ``_choose`` (raw scores do not depend
+on calibration). Latency is ``router(query)`` one query at a time; those answers are
+checked against the batch ones.
 """
 
 from __future__ import annotations
@@ -82,12 +84,14 @@ def main() -> None:
     router = IndexedRouter(encoder=encoder, routes=routes)
     build_s = time.perf_counter() - t0
 
+    # raw scores do not depend on calibration, so the test set is scored once and
+    # both operating points choose from the same scores
+    t0 = time.perf_counter()
+    scored = run(router._scores_many(queries))
+    test_scoring_s = time.perf_counter() - t0
+
     def route_all() -> dict[str, Any]:
-        # the path of router.evaluate(): one batched embed, then the router's own choice
-        t0 = time.perf_counter()
-        scored = run(router._scores_many(queries))
         choices = [router._choose(s, 1, None) for s in scored]
-        batch_s = time.perf_counter() - t0
         router(latency_queries[0])  # warm-up
         latencies, single = [], []
         for q in latency_queries:
@@ -98,7 +102,6 @@ def main() -> None:
         return {
             "predicted": [c.name for c in choices],
             "confidence": [c.confidence for c in choices],
-            "batch_seconds": batch_s,
             "latency_ns": latencies,
             "single_query_disagreements": sum(
                 a != c.name for a, c in zip(single, choices, strict=False)
@@ -142,6 +145,7 @@ def main() -> None:
         },
         "encoder_load_seconds": load_s,
         "build_seconds": build_s,
+        "test_scoring_seconds": test_scoring_s,
         "uncalibrated": {"threshold": None, **uncalibrated},
         "calibrated": {
             "threshold": CALIBRATED_THRESHOLD,

@@ -14,7 +14,6 @@ Every embedder returns L2-normalised float32 rows, so a dot product is a cosine.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -130,8 +129,7 @@ class SentenceTransformerEmbedder:
         if not path.is_dir():
             raise UsageError(f"model path {path} is not a directory holding a model")
         # load from disk only: never reach a model hub
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        self._model: Any = SentenceTransformer(str(path), device="cpu")
+        self._model: Any = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         self.model_path = path
         self.batch_size = batch_size
         get_dim = getattr(self._model, "get_embedding_dimension", None) or (

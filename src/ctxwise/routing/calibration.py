@@ -222,7 +222,7 @@ def calibrate(
             value = _objective_value(
                 gold_idx, _decide(top_two, np.full(k, t), margin), objective, oos_share
             )
-            # ties prefer the lower threshold, then the smaller margin (fewer refusals)
+            # on ties the first found wins: the smaller margin, then the lower threshold
             if value > best[0] + 1e-12:
                 best = (value, float(t), margin)
     value, threshold, margin = best

