@@ -167,3 +167,45 @@ def clinc150_cmd(
     typer.echo(
         ", ".join(f"{name}.jsonl: {n:,} rows" for name, n in counts.items()) + f" → {out_dir}"
     )
+
+
+@eval_app.command("memory")
+def eval_memory_cmd(
+    data: Annotated[
+        Path, typer.Option(help="Conversations with evidence (generic JSON or LoCoMo).")
+    ],
+    k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,5,10",
+    embedder: Annotated[
+        str, typer.Option(help="hashing, hashing:DIM, minilm, st:DIR.")
+    ] = "hashing",
+    format: Annotated[str, typer.Option("--format", help="auto, generic or locomo.")] = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Remember every turn, recall for every question: recall@k, hybrid and baselines."""
+    from ctxwise.embeddings import get_embedder
+    from ctxwise.memory.evaluation import evaluate_recall, load_conversations
+
+    def run() -> dict[str, Any]:
+        try:
+            ks = [int(x) for x in k.split(",") if x.strip()]
+        except ValueError:
+            raise UsageError(f"--k must be comma-separated integers, got {k!r}") from None
+        return evaluate_recall(
+            load_conversations(data, format), ks, embedder=get_embedder(embedder)
+        )
+
+    result = _guard(run)
+    if as_json:
+        _print_json(result)
+        return
+    console, buf = _buffered_console()
+    table = Table(title=f"recall on {data.name} ({result['n']} questions)", title_justify="left")
+    table.add_column("method")
+    for key in result["recall_at"]:
+        table.add_column(f"recall@{key}", justify="right")
+    rows = [("hybrid", result), *[(m, b) for m, b in result["baselines"].items()]]
+    for name, values in rows:
+        table.add_row(name, *[f"{v:.3f}" for v in values["recall_at"].values()])
+    console.print(table)
+    console.print(f"hybrid recall p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms")
+    _write(buf)

@@ -1,0 +1,184 @@
+"""Recall evaluation on conversations with evidence-labelled questions.
+
+Generic format (JSON)::
+
+    {"conversations": [
+        {"id": "conv-1",
+         "turns": [{"id": "D1:1", "speaker": "Ann", "text": "...", "date": "8 May 2023"}, ...],
+         "questions": [{"question": "...", "evidence": ["D1:1"], "category": "1"}, ...]}
+    ]}
+
+Every turn is remembered (text ``"speaker: text"``; speaker, date and session in
+the metadata; id = the turn id) in the conversation's own namespace; every
+question is a recall query; recall@k is the fraction of a question's evidence
+turns in the top k ("any": at least one, "all": every one), per category and
+overall, for hybrid recall and, in the same run, for lexical-only and vector-only.
+
+:func:`locomo_to_generic` converts LoCoMo (categories 1–4; evidence strings are
+parsed for every ``D<s>:<t>`` and ids that name no turn are dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ctxwise._io import read_text_file
+from ctxwise.embeddings import Embedder
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.memory.longterm import LongTermMemory, RecallMode
+from ctxwise.memory.sqlite import SQLiteStore
+from ctxwise.memory.store import NewItem, Store
+
+__all__ = ["evaluate_recall", "load_conversations", "locomo_to_generic"]
+
+_EVIDENCE = re.compile(r"D\d+:\d+")
+
+
+def locomo_to_generic(data: Any, categories: Sequence[int] = (1, 2, 3, 4)) -> dict[str, Any]:
+    """LoCoMo samples → the generic format."""
+    if not isinstance(data, list) or not all(isinstance(s, Mapping) for s in data):
+        raise FormatError("locomo", "LoCoMo data is a list of samples")
+    conversations = []
+    for sample in data:
+        conv = sample.get("conversation")
+        if not isinstance(conv, Mapping):
+            raise FormatError("locomo", "a sample has no 'conversation'")
+        turns = []
+        sessions = sorted(
+            (int(m.group(1)), key)
+            for key in conv
+            if (m := re.fullmatch(r"session_(\d+)", key)) and isinstance(conv[key], list)
+        )
+        for number, key in sessions:
+            date = conv.get(f"session_{number}_date_time")
+            for turn in conv[key]:
+                turns.append(
+                    {
+                        "id": turn["dia_id"],
+                        "speaker": turn.get("speaker", ""),
+                        "text": turn.get("text", ""),
+                        "date": date,
+                        "session": number,
+                    }
+                )
+        ids = {t["id"] for t in turns}
+        questions = []
+        for qa in sample.get("qa", []):
+            if qa.get("category") not in categories:
+                continue
+            evidence = [
+                e for raw in qa.get("evidence", []) for e in _EVIDENCE.findall(str(raw)) if e in ids
+            ]
+            if not evidence:
+                continue
+            questions.append(
+                {
+                    "question": qa["question"],
+                    "evidence": sorted(set(evidence)),
+                    "category": str(qa["category"]),
+                }
+            )
+        conversations.append(
+            {"id": str(sample.get("sample_id")), "turns": turns, "questions": questions}
+        )
+    return {"conversations": conversations}
+
+
+def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]:
+    """Read a generic or LoCoMo file (``format``: auto, generic, locomo)."""
+    text = read_text_file(path, "a JSON file", FormatError)
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise FormatError(str(path), f"invalid JSON: {exc}") from None
+    if format == "auto":
+        format = "generic" if isinstance(data, Mapping) and "conversations" in data else "locomo"
+    if format == "locomo":
+        return locomo_to_generic(data)
+    if format != "generic":
+        raise UsageError(f"unknown format {format!r}; choose auto, generic or locomo")
+    if not isinstance(data, Mapping) or not isinstance(data.get("conversations"), list):
+        raise FormatError(str(path), "the generic format is {'conversations': [...]}")
+    return dict(data)
+
+
+def _percent(values: list[float]) -> float:
+    return round(float(np.mean(values)), 4) if values else 0.0
+
+
+def evaluate_recall(
+    data: Mapping[str, Any],
+    ks: Sequence[int] = (1, 5, 10),
+    *,
+    embedder: Embedder | None = None,
+    store_factory: Callable[[], Store] = lambda: SQLiteStore(":memory:"),
+    clock: Callable[[], int] = time.perf_counter_ns,
+) -> dict[str, Any]:
+    """Recall@k for hybrid recall, with lexical-only and vector-only baselines."""
+    ks = sorted(set(ks))
+    if not ks or ks[0] < 1:
+        raise UsageError("k values must be positive integers")
+    store = store_factory()
+    modes: tuple[RecallMode, ...] = ("hybrid", "lexical", "vector")
+    results: dict[str, list[tuple[str, dict[int, tuple[float, bool, bool]]]]] = {
+        m: [] for m in modes
+    }
+    latencies: list[float] = []
+    try:
+        for conv in data["conversations"]:
+            memory = LongTermMemory(store, ("eval", str(conv["id"])), embedder)
+            memory.remember_many(
+                NewItem(
+                    f"{t['speaker']}: {t['text']}" if t.get("speaker") else t["text"],
+                    {
+                        "speaker": t.get("speaker"),
+                        "date": t.get("date"),
+                        "session": t.get("session"),
+                    },
+                    str(t["id"]),
+                )
+                for t in conv["turns"]
+                if str(t.get("text", "")).strip()
+            )
+            for q in conv["questions"]:
+                evidence = set(q["evidence"])
+                for mode in modes:
+                    t0 = clock()
+                    hits = memory.recall(q["question"], k=ks[-1], mode=mode)
+                    if mode == "hybrid":
+                        latencies.append((clock() - t0) / 1e6)
+                    ids = [h.item.id for h in hits]
+                    per_k = {}
+                    for k in ks:
+                        found = evidence & set(ids[:k])
+                        per_k[k] = (len(found) / len(evidence), bool(found), found == evidence)
+                    results[mode].append((str(q.get("category", "")), per_k))
+    finally:
+        store.close()
+
+    def summary(rows: list[tuple[str, dict[int, tuple[float, bool, bool]]]]) -> dict[str, Any]:
+        return {
+            "n": len(rows),
+            "recall_at": {str(k): _percent([r[1][k][0] for r in rows]) for k in ks},
+            "any_at": {str(k): _percent([float(r[1][k][1]) for r in rows]) for k in ks},
+            "all_at": {str(k): _percent([float(r[1][k][2]) for r in rows]) for k in ks},
+        }
+
+    hybrid = results["hybrid"]
+    categories = sorted({c for c, _ in hybrid})
+    return {
+        **summary(hybrid),
+        "by_category": {c: summary([r for r in hybrid if r[0] == c]) for c in categories},
+        "baselines": {m: summary(results[m]) for m in ("lexical", "vector")},
+        "p50_ms": round(float(np.percentile(latencies, 50)), 4) if latencies else 0.0,
+        "p99_ms": round(float(np.percentile(latencies, 99)), 4) if latencies else 0.0,
+        "conversations": len(data["conversations"]),
+        "embedder": (embedder.name if embedder is not None else "hashing:1024"),
+    }

@@ -1,0 +1,306 @@
+"""The store contract: a small ABC every memory backend implements.
+
+A store keeps :class:`MemoryItem` rows in namespaces (tenant / user / session, a
+tuple of non-empty strings). Every method takes the namespace, and no call returns
+another namespace's rows. Backends implement the abstract methods; search fusion,
+recency and neighbour expansion live above the store, in
+:class:`ctxwise.memory.LongTermMemory`, so every backend behaves the same.
+
+Backends: :class:`InMemoryStore` (the reference, shipped), ``SQLiteStore`` (the
+embedded default, one file), ``PostgresStore`` (extra ``postgres``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxwise.errors import CtxwiseError, UsageError
+
+__all__ = [
+    "MAX_TEXT_CHARS",
+    "InMemoryStore",
+    "MemoryItem",
+    "Namespace",
+    "NamespaceNotFoundError",
+    "NewItem",
+    "Store",
+    "StoreError",
+    "check_namespace",
+    "fts_tokens",
+]
+
+Namespace: TypeAlias = tuple[str, ...]
+Vector: TypeAlias = npt.NDArray[np.float32]
+MAX_TEXT_CHARS = 1_000_000
+
+
+class StoreError(CtxwiseError):
+    """A store failed at run time (unreachable, corrupt, newer schema)."""
+
+
+class NamespaceNotFoundError(UsageError):
+    """A read named a namespace that holds nothing."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        super().__init__(
+            f"unknown namespace {'/'.join(namespace)!r}: nothing was ever stored there"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NewItem:
+    """An item to store. ``id`` is optional (the store assigns one); ``vector`` is
+    the embedding of the indexed text (unit length), or ``None`` for lexical-only items."""
+
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    vector: Vector | None = None
+    created_at: float | None = None
+    index_text: str | None = None
+    """What lexical search indexes, when it differs from ``text`` (e.g. the text
+    with the turn before it); recall returns ``text``."""
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """A stored item. ``seq`` is its insertion order within the namespace."""
+
+    id: str
+    namespace: Namespace
+    text: str
+    metadata: Mapping[str, Any]
+    seq: int
+    created_at: float | None = None
+
+
+def check_namespace(namespace: Sequence[str]) -> Namespace:
+    """A valid namespace tuple, or a :class:`UsageError`."""
+    if isinstance(namespace, str) or not namespace:
+        raise UsageError("a namespace is a non-empty tuple of strings, e.g. ('acme', 'user-7')")
+    ns = tuple(namespace)
+    for part in ns:
+        if not isinstance(part, str) or not part or "\x00" in part or "/" in part:
+            raise UsageError(f"bad namespace part {part!r}: non-empty strings without '/' only")
+    return ns
+
+
+def check_text(text: str) -> str:
+    if not isinstance(text, str):
+        raise UsageError(f"memory text must be a string, got {type(text).__name__}")
+    if not text.strip():
+        raise UsageError("empty text: there is nothing to remember")
+    if len(text) > MAX_TEXT_CHARS:
+        raise UsageError(
+            f"text of {len(text):,} characters exceeds {MAX_TEXT_CHARS:,}; split it into turns"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("text is not valid Unicode (lone surrogates)") from None
+    return text
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def fts_tokens(text: str) -> list[str]:
+    """Lower-case word tokens, as the lexical indexes see them."""
+    return _WORD.findall(text.lower())
+
+
+def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:
+    return not filters or all(metadata.get(k) == v for k, v in filters.items())
+
+
+class Store(ABC):
+    """The contract. Implement the abstract methods; the rest builds on them."""
+
+    @abstractmethod
+    def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
+        """Store items atomically (all or none); return their ids in order.
+        An existing id in the namespace is replaced."""
+
+    @abstractmethod
+    def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
+        """Items by id (missing ids are left out), in the order asked."""
+
+    @abstractmethod
+    def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
+        """Delete items; return how many existed."""
+
+    @abstractmethod
+    def lexical_search(
+        self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
+    ) -> list[tuple[MemoryItem, float]]:
+        """Best ``k`` items by a BM25-style lexical score, best first."""
+
+    @abstractmethod
+    def vector_search(
+        self,
+        namespace: Sequence[str],
+        vector: Vector,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[tuple[MemoryItem, float]]:
+        """Best ``k`` items by cosine similarity, best first."""
+
+    @abstractmethod
+    def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
+        """Items by insertion order (for neighbour expansion)."""
+
+    @abstractmethod
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace holding at least one item."""
+
+    @abstractmethod
+    def count(self, namespace: Sequence[str]) -> int:
+        """Items in a namespace (0 if unknown)."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release resources; the store is unusable afterwards."""
+
+    # convenience, built on the contract -----------------------------------------
+
+    def put(self, namespace: Sequence[str], item: NewItem) -> str:
+        return self.put_many(namespace, [item])[0]
+
+    def get(self, namespace: Sequence[str], id: str) -> MemoryItem | None:
+        found = self.get_many(namespace, [id])
+        return found[0] if found else None
+
+    def require(self, namespace: Sequence[str]) -> Namespace:
+        """The checked namespace; :class:`NamespaceNotFoundError` if it is empty."""
+        ns = check_namespace(namespace)
+        if self.count(ns) == 0:
+            raise NamespaceNotFoundError(ns)
+        return ns
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError(f"k must be a positive integer, got {k!r}")
+    return k
+
+
+class InMemoryStore(Store):
+    """The reference store: plain Python and numpy, nothing persisted.
+
+    Lexical scoring is Okapi BM25 (k1 = 1.2, b = 0.75) over :func:`fts_tokens`.
+    """
+
+    def __init__(self) -> None:
+        self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, Counter[str]]]] = {}
+        self._seq: dict[Namespace, int] = {}
+        self._clock = 0
+
+    def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
+        ns = check_namespace(namespace)
+        prepared = []
+        for item in items:
+            check_text(item.text)
+            prepared.append(item)
+        rows = self._rows.setdefault(ns, {})
+        ids = []
+        for item in prepared:
+            seq = self._seq.get(ns, 0)
+            self._seq[ns] = seq + 1
+            item_id = item.id or f"m{seq}"
+            stored = MemoryItem(item_id, ns, item.text, dict(item.metadata), seq, item.created_at)
+            vec = None if item.vector is None else np.asarray(item.vector, dtype=np.float32)
+            indexed = item.index_text if item.index_text is not None else item.text
+            rows[item_id] = (stored, vec, Counter(fts_tokens(indexed)))
+            ids.append(item_id)
+        return ids
+
+    def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
+        rows = self._rows.get(check_namespace(namespace), {})
+        return [rows[i][0] for i in ids if i in rows]
+
+    def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
+        rows = self._rows.get(check_namespace(namespace), {})
+        n = sum(1 for i in ids if rows.pop(i, None) is not None)
+        return n
+
+    def lexical_search(
+        self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
+    ) -> list[tuple[MemoryItem, float]]:
+        rows = self._rows.get(check_namespace(namespace), {})
+        _check_k(k)
+        terms = set(fts_tokens(query))
+        if not rows or not terms:
+            return []
+        n = len(rows)
+        avg = sum(sum(c.values()) for _, _, c in rows.values()) / n
+        df = Counter(t for _, _, c in rows.values() for t in terms if t in c)
+        scored = []
+        for item, _, counts in rows.values():
+            if not matches(item.metadata, filters):
+                continue
+            length = sum(counts.values())
+            score = 0.0
+            for t in terms:
+                tf = counts.get(t, 0)
+                if tf:
+                    idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / avg))
+            if score > 0:
+                scored.append((item, score))
+        scored.sort(key=lambda p: (-p[1], p[0].seq))
+        return scored[:k]
+
+    def vector_search(
+        self,
+        namespace: Sequence[str],
+        vector: Vector,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[tuple[MemoryItem, float]]:
+        rows = self._rows.get(check_namespace(namespace), {})
+        _check_k(k)
+        q = np.asarray(vector, dtype=np.float32)
+        scored = [
+            (item, float(vec @ q))
+            for item, vec, _ in rows.values()
+            if vec is not None and matches(item.metadata, filters)
+        ]
+        scored.sort(key=lambda p: (-p[1], p[0].seq))
+        return scored[:k]
+
+    def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
+        rows = self._rows.get(check_namespace(namespace), {})
+        wanted = set(seqs)
+        return sorted((it for it, _, _ in rows.values() if it.seq in wanted), key=lambda it: it.seq)
+
+    def namespaces(self) -> list[Namespace]:
+        return sorted(ns for ns, rows in self._rows.items() if rows)
+
+    def count(self, namespace: Sequence[str]) -> int:
+        return len(self._rows.get(check_namespace(namespace), {}))
+
+
+def batched(items: Iterable[NewItem], size: int) -> Iterable[list[NewItem]]:
+    batch: list[NewItem] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

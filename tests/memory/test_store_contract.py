@@ -1,0 +1,170 @@
+"""The store contract, against every backend."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxwise import UsageError
+from ctxwise.embeddings import HashingEmbedder
+from ctxwise.memory import LongTermMemory, NamespaceNotFoundError, NewItem, Store
+from tests.memory.conftest import DIM
+
+EMB = HashingEmbedder(DIM)
+A = ("acme", "user-1")
+B = ("acme", "user-2")
+
+
+def item(text: str, id: str | None = None, **meta: object) -> NewItem:
+    return NewItem(text, meta, id, EMB.embed([text])[0])
+
+
+def test_put_get_delete_and_order(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    ids = store.put_many(A, [item("first", "a"), item("second"), item("third", "c")])
+    assert ids[0] == "a" and ids[2] == "c" and len(set(ids)) == 3
+    got = store.get_many(A, ["c", "a", "missing"])
+    assert [g.text for g in got] == ["third", "first"]
+    assert [g.seq for g in store.by_seq(A, [0, 1, 2])] == [0, 1, 2]
+    assert store.count(A) == 3 and store.delete(A, ["a", "zzz"]) == 1 and store.count(A) == 2
+    store.put(A, item("replaced", "c"))
+    assert store.get(A, "c").text == "replaced"  # type: ignore[union-attr]
+    assert store.count(A) == 2
+
+
+def test_namespaces_isolate(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    store.put_many(A, [item("refund order 8812", "x", kind="fact")])
+    store.put_many(B, [item("refund order 8812", "x", kind="fact"), item("other", "y")])
+    assert store.count(A) == 1 and store.count(B) == 2
+    for hits in (
+        store.lexical_search(A, "refund 8812", 10),
+        store.vector_search(A, EMB.embed(["refund order 8812"])[0], 10),
+        store.get_many(A, ["x", "y"]),
+    ):
+        rows = [h[0] if isinstance(h, tuple) else h for h in hits]
+        assert rows and all(r.namespace == A for r in rows)
+    assert sorted(store.namespaces()) == sorted([A, B])
+    assert store.delete(A, ["y"]) == 0 and store.count(B) == 2
+
+
+def test_search_ranks_and_filters(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    store.put_many(
+        A,
+        [
+            item("the parcel with tracking JD0148 shipped on May 2", "t", kind="fact"),
+            item("customer prefers terse answers", "p", kind="pref"),
+            item("refund policy allows returns within 30 days", "r", kind="fact"),
+        ],
+    )
+    lex = store.lexical_search(A, "when did the parcel ship", 2)
+    assert lex[0][0].id == "t" and lex[0][1] >= lex[-1][1]
+    vec = store.vector_search(A, EMB.embed(["terse answers please"])[0], 3)
+    assert vec[0][0].id == "p" and vec[0][1] == pytest.approx(max(s for _, s in vec))
+    only_facts = store.lexical_search(A, "terse parcel refund", 10, {"kind": "fact"})
+    assert {h[0].id for h in only_facts} == {"t", "r"}
+    assert {
+        h[0].id for h in store.vector_search(A, EMB.embed(["terse"])[0], 10, {"kind": "pref"})
+    } == {"p"}
+    assert store.lexical_search(A, "!!!", 5) == []
+
+
+def test_writes_are_atomic(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    store.put_many(A, [item("kept")])
+    with pytest.raises(UsageError):
+        store.put_many(A, [item("fine"), NewItem("   ")])
+    assert store.count(A) == 1
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [NewItem(""), NewItem("x" * 10_000_001), NewItem("lone \ud800 surrogate")],
+    ids=["empty", "10MB", "invalid-utf8"],
+)
+def test_bad_text(make_store: Callable[[], Store], bad: NewItem) -> None:
+    store = make_store()
+    with pytest.raises(UsageError):
+        store.put_many(A, [bad])
+    assert store.count(A) == 0
+
+
+def test_bad_namespaces(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    for ns in [(), ("a/b",), ("",), "acme"]:
+        with pytest.raises(UsageError):
+            store.count(ns)  # type: ignore[arg-type]
+    memory = LongTermMemory(store, ("nobody",), EMB)
+    with pytest.raises(NamespaceNotFoundError):
+        memory.recall("anything")
+
+
+def test_a_second_handle_sees_committed_items(make_store: Callable[[], Store]) -> None:
+    first = make_store()
+    first.put_many(A, [item("visible to every handle", "v")])
+    second = make_store()
+    assert second.get(A, "v") is not None
+    assert second.vector_search(A, EMB.embed(["visible handle"])[0], 1)[0][0].id == "v"
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.text(alphabet="abc de", min_size=1, max_size=12).filter(str.strip),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_recall_never_crosses_namespaces_or_exceeds_k(
+    make_store: Callable[[], Store], texts: list[str]
+) -> None:
+    store = make_store()
+    ns = ("prop", hashlib.sha256("|".join(texts).encode()).hexdigest()[:12])  # fresh per example
+    other = ("prop-other", ns[1])
+    memory = LongTermMemory(store, ns, EMB)
+    LongTermMemory(store, other, EMB).remember_many(NewItem(t) for t in texts)
+    memory.remember_many(NewItem(t) for t in texts)
+    for mode in ("hybrid", "lexical", "vector"):
+        hits = memory.recall(texts[0], k=3, mode=mode)  # type: ignore[arg-type]
+        assert len(hits) <= 3 and all(h.item.namespace == ns for h in hits)
+
+
+def test_hybrid_recall_dedupes_and_expands_neighbours(make_store: Callable[[], Store]) -> None:
+    memory = LongTermMemory(make_store(), A, EMB, context=0)
+    memory.remember_many(
+        NewItem(t)
+        for t in [
+            "hello there",
+            "my order 8812 never arrived",
+            "sorry to hear that",
+            "My order 8812 never arrived",
+        ]
+    )
+    hits = memory.recall("order 8812", k=3)
+    texts = [h.item.text.lower() for h in hits]
+    assert texts.count("my order 8812 never arrived") == 1
+    expanded = memory.recall("order 8812", k=1, neighbours=1)
+    assert [h.via for h in expanded] == ["hit", "neighbour", "neighbour"]
+    assert {h.item.text for h in expanded[1:]} == {"hello there", "sorry to hear that"}
+
+
+def test_recency_needs_a_clock_and_prefers_new(make_store: Callable[[], Store]) -> None:
+    now = [1000.0]
+    memory = LongTermMemory(make_store(), A, EMB, clock=lambda: now[0], context=0)
+    memory.remember("the plan is Pro", created_at=0.0)
+    memory.remember("the plan is Basic", created_at=990.0)
+    newest = memory.recall("what is the plan", k=1, recency_half_life=60.0)[0]
+    assert newest.item.text == "the plan is Basic"
+    with pytest.raises(UsageError, match="clock"):
+        LongTermMemory(memory.store, A, EMB).recall("plan", recency_half_life=60.0)
+
+
+def test_vectors_are_float32_unit() -> None:
+    v = EMB.embed(["abc"])[0]
+    assert v.dtype == np.float32 and float(np.linalg.norm(v)) == pytest.approx(1.0)
