@@ -1,13 +1,14 @@
 """Long-term memory: remember text, recall it by similarity.
 
-Each item is indexed with the ``context`` items remembered just before it (default
+Each item is indexed for lexical search with the ``context`` items remembered just before it (default
 one: in a conversation, the turn it answers), which lets a question about an
 exchange find the turn that holds the answer; recall returns the item's own text.
 The context comes from what this instance remembered, in order.
 
 Recall is hybrid by default: a lexical (BM25/FTS) ranking and a vector ranking
-are fused with reciprocal rank fusion (``1 / (60 + rank)`` summed over the
-rankings). Optional: recency weighting (a half-life in seconds, against an
+are fused with weighted reciprocal rank fusion (``weight / (60 + rank)`` summed
+over the rankings; default weights 1.0 lexical, 0.3 vector, chosen on LoCoMo dev
+where the lexical ranking is the stronger one). Optional: recency weighting (a half-life in seconds, against an
 injected clock), neighbour expansion (a hit brings its adjacent items), and
 de-duplication of identical texts. The same logic runs over every store.
 """
@@ -63,7 +64,7 @@ class LongTermMemory:
         embedder: Embedder | None = None,
         *,
         clock: Callable[[], float] | None = None,
-        weights: tuple[float, float] = (1.0, 1.0),
+        weights: tuple[float, float] = (1.0, 0.3),
         context: int = 1,
     ) -> None:
         if isinstance(context, bool) or not isinstance(context, int) or context < 0:
@@ -105,7 +106,9 @@ class LongTermMemory:
                 else:
                     indexed.append(it.text)
                 self._tail.append(it.text)
-            vectors = self.embedder.embed(indexed)
+            # vectors embed the item's own text: on LoCoMo, embedding the context
+            # too blurs what a turn says (MiniLM recall@10 0.446 vs 0.508 alone)
+            vectors = self.embedder.embed([it.text for it in batch])
             ready = [
                 NewItem(
                     it.text,
