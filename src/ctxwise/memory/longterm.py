@@ -1,16 +1,18 @@
 """Long-term memory: remember text, recall it by similarity.
 
-Each item is indexed for lexical search with the ``context`` items remembered just before it (default
-one: in a conversation, the turn it answers), which lets a question about an
-exchange find the turn that holds the answer; recall returns the item's own text.
-The context comes from what this instance remembered, in order.
+Each item is indexed for lexical search together with the ``context`` items
+remembered just before it (default one: in a conversation, the turn it answers),
+which lets a question about an exchange find the turn that holds the answer;
+vectors embed the item's own text, and recall returns it. The context comes from
+what this instance remembered, in order.
 
 Recall is hybrid by default: a lexical (BM25/FTS) ranking and a vector ranking
 are fused with weighted reciprocal rank fusion (``weight / (60 + rank)`` summed
-over the rankings; default weights 1.0 lexical, 0.3 vector, chosen on LoCoMo dev
-where the lexical ranking is the stronger one). Optional: recency weighting (a half-life in seconds, against an
-injected clock), neighbour expansion (a hit brings its adjacent items), and
-de-duplication of identical texts. The same logic runs over every store.
+over the rankings; default weights 1.0 lexical and 0.3 vector, chosen on LoCoMo
+dev, where the lexical ranking is the stronger one). Optional: recency weighting
+(a half-life in seconds, against an injected clock), neighbour expansion (a hit
+brings its adjacent items), and de-duplication of identical texts. The same
+logic runs over every store.
 """
 
 from __future__ import annotations
