@@ -11,6 +11,7 @@ from ctxwise.memory.store import (
     Store,
     StoreError,
 )
+from ctxwise.memory.tiered import Pinned, TieredMemory
 
 __all__ = [
     "InMemoryStore",
@@ -19,9 +20,11 @@ __all__ = [
     "Namespace",
     "NamespaceNotFoundError",
     "NewItem",
+    "Pinned",
     "RecallMode",
     "Recalled",
     "SQLiteStore",
     "Store",
     "StoreError",
+    "TieredMemory",
 ]

@@ -1,0 +1,143 @@
+"""Tiered memory: working turns, a rolling summary, long-term recall, pinned facts.
+
+- **Working tier**: the last turns verbatim, bounded by tokens and by turns.
+  Eviction takes whole exchanges: a tool call leaves together with its results,
+  so a tool_use is never separated from its tool_result.
+- **Session tier**: evicted turns are folded into a rolling summary by the
+  injected :class:`~ctxwise.summarize.Summarizer`, and kept verbatim in the
+  archive (and in the long-term store, when there is one): nothing evicted is
+  silently lost.
+- **Long-term tier**: :class:`~ctxwise.memory.LongTermMemory` recall.
+- **Pinned**: case facts and standing rules (anything with ``section()``), in every
+  window, never summarized.
+
+:meth:`TieredMemory.sections` gives the assembler its sections: recent turns
+highest, then recalled items, then the summary; case facts and rules pinned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ctxwise.assembly import Section
+from ctxwise.errors import UsageError
+from ctxwise.memory.longterm import LongTermMemory
+from ctxwise.memory.store import NamespaceNotFoundError, NewItem
+from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns
+from ctxwise.tokens import CharCounter, TokenCounter
+
+__all__ = ["Pinned", "TieredMemory"]
+
+
+@runtime_checkable
+class Pinned(Protocol):
+    """Something rendered as a pinned section every turn (case facts, rules)."""
+
+    def section(self) -> Section: ...
+
+
+class TieredMemory:
+    def __init__(
+        self,
+        *,
+        counter: TokenCounter | None = None,
+        working_tokens: int = 2000,
+        working_turns: int = 20,
+        summarizer: Summarizer | None = None,
+        summary_tokens: int = 400,
+        longterm: LongTermMemory | None = None,
+        recall_k: int = 5,
+        pinned: Sequence[Pinned] = (),
+    ) -> None:
+        for name, value in (
+            ("working_tokens", working_tokens),
+            ("working_turns", working_turns),
+            ("summary_tokens", summary_tokens),
+            ("recall_k", recall_k),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        self.counter = counter if counter is not None else CharCounter()
+        self.working_tokens = working_tokens
+        self.working_turns = working_turns
+        self.summarizer: Summarizer = (
+            summarizer if summarizer is not None else ExtractiveSummarizer(self.counter)
+        )
+        self.summary_tokens = summary_tokens
+        self.longterm = longterm
+        self.recall_k = recall_k
+        self.pinned = list(pinned)
+        self.working: list[Message] = []
+        self.summary = ""
+        self.archive: list[Message] = []
+
+    def _tokens(self, messages: Sequence[Message]) -> int:
+        return self.counter.count_messages(messages)
+
+    def _exchange_end(self, start: int) -> int:
+        """Index after the exchange that starts at ``start``: a message and the
+        messages holding the results of its tool calls."""
+        pending = {b.id for b in self.working[start].content if isinstance(b, ToolUseBlock)}
+        end = start + 1
+        while pending and end < len(self.working):
+            answered = {
+                b.tool_use_id for b in self.working[end].content if isinstance(b, ToolResultBlock)
+            }
+            if not answered & pending:
+                break
+            pending -= answered
+            end += 1
+        return end
+
+    def add(self, message: Message) -> list[Message]:
+        """Append a turn; evict the oldest exchanges past the bounds. Returns what
+        was evicted (now in the summary and the archive)."""
+        if not isinstance(message, Message):
+            raise UsageError(f"add() takes a Message, got {type(message).__name__}")
+        self.working.append(message)
+        evicted: list[Message] = []
+        # keep the newest exchange even if it alone exceeds the bounds
+        while len(self.working) > 1 and (
+            len(self.working) > self.working_turns
+            or self._tokens(self.working) > self.working_tokens
+        ):
+            end = self._exchange_end(0)
+            if end >= len(self.working):
+                break  # the only exchange left is still open (tool call awaiting results)
+            evicted.extend(self.working[:end])
+            del self.working[:end]
+        if evicted:
+            self.archive.extend(evicted)
+            self.summary = self.summarizer.summarize(self.summary, evicted, self.summary_tokens)
+            if self.longterm is not None:
+                self.longterm.remember_many(
+                    NewItem(line, {"tier": "archive"})
+                    for line in render_turns(evicted).splitlines()
+                    if line.strip()
+                )
+        return evicted
+
+    def sections(self, query: str | None = None) -> list[Section]:
+        """Sections for the assembler (pinned facts and rules first)."""
+        out = [p.section() for p in self.pinned]
+        if self.working:
+            out.append(Section("recent turns", render_turns(self.working), 80, truncatable=True))
+        if self.longterm is not None and query:
+            try:
+                hits = self.longterm.recall(query, k=self.recall_k)
+            except NamespaceNotFoundError:
+                hits = []  # nothing remembered yet
+            if hits:
+                text = "\n".join(h.item.text for h in hits)
+                out.append(
+                    Section("recalled", "Recalled from memory:\n" + text, 60, truncatable=True)
+                )
+        if self.summary:
+            out.append(
+                Section(
+                    "summary", "Summary of earlier turns:\n" + self.summary, 40, truncatable=True
+                )
+            )
+        return out
