@@ -79,6 +79,11 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
+# A query term in more than this share of all rows (and more than MIN_COMMON rows)
+# is left out of the lexical query: it adds almost nothing to BM25 (its idf is
+# near zero) and makes FTS5 score most of the table.
+COMMON_SHARE = 0.05
+MIN_COMMON = 2000
 
 _COLUMNS = "rowid, ns, id, seq, text, metadata, created_at"
 
@@ -276,6 +281,10 @@ class SQLiteStore(Store):
         terms = sorted(set(fts_tokens(query)))
         if not terms:
             return []
+        with self._lock:
+            terms = self._selective(terms)
+        if not terms:
+            return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         where, params = _filter_sql(filters)
         sql = (
@@ -287,6 +296,29 @@ class SQLiteStore(Store):
         with self._lock:
             rows = self._conn.execute(sql, (match, key, *params, k)).fetchall()
         return [(_row(r), -float(r[7])) for r in rows]
+
+    def _selective(self, terms: list[str]) -> list[str]:
+        """Drop terms common enough to be near-stopwords (keep at least the two rarest).
+
+        A term's frequency is counted by FTS5 itself (so with its own stemming),
+        stopping at the limit, which bounds the cost of the check.
+        """
+        total = self._conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
+        limit = max(MIN_COMMON, int(total * COMMON_SHARE))
+        if total <= limit:
+            return terms
+        df = {}
+        for t in terms:
+            df[t] = self._conn.execute(
+                "SELECT count(*) FROM"
+                " (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
+                ('"' + t.replace('"', '""') + '"', limit + 1),
+            ).fetchone()[0]
+        present = [t for t in terms if df[t] > 0]  # absent terms cannot match
+        kept = [t for t in present if df[t] <= limit]
+        if len(kept) < 2:
+            kept = sorted(present, key=lambda t: df[t])[:2]
+        return sorted(kept)
 
     def _matrix(self, key: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         version = self._conn.execute("PRAGMA data_version").fetchone()[0]
