@@ -87,9 +87,8 @@ def main() -> None:
             size_mb = sum(p.stat().st_size for p in Path(tmp).glob(f"m{size}.db*")) / 1e6
             result["file_mb"] = round(size_mb, 1)
             rows.append(result)
-            say(
-                f"sqlite {size:,}: {result['items_per_second']:,} items/s, p50 {result['p50_ms']:.2f} ms"
-            )
+            rate, p50 = result["items_per_second"], result["p50_ms"]
+            say(f"sqlite {size:,}: {rate:,} items/s, p50 {p50:.2f} ms")
             path.unlink()
         dsn = os.environ.get("CTXWISE_PG_DSN")
         if dsn:
