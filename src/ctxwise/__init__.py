@@ -60,6 +60,7 @@ from ctxwise.tokens import (
 
 if TYPE_CHECKING:
     from ctxwise.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+    from ctxwise.memory import InMemoryStore, LongTermMemory, SQLiteStore, Store, TieredMemory
     from ctxwise.orchestrator import Pipeline, Trace, TurnResult
     from ctxwise.routing import (
         Intent,
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     )
     from ctxwise.sources import Source, StaticSource
     from ctxwise.spec import AssemblySpec, load_spec
+    from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) load on first use, so `import ctxwise` and the CLI start fast.
@@ -88,6 +90,13 @@ _LAZY = {
     "Trace": "ctxwise.orchestrator",
     "TurnResult": "ctxwise.orchestrator",
     "Source": "ctxwise.sources",
+    "InMemoryStore": "ctxwise.memory",
+    "LongTermMemory": "ctxwise.memory",
+    "SQLiteStore": "ctxwise.memory",
+    "Store": "ctxwise.memory",
+    "TieredMemory": "ctxwise.memory",
+    "ExtractiveSummarizer": "ctxwise.summarize",
+    "Summarizer": "ctxwise.summarize",
     "StaticSource": "ctxwise.sources",
 }
 
@@ -116,11 +125,14 @@ __all__ = [
     "ContentBlock",
     "CtxwiseError",
     "Embedder",
+    "ExtractiveSummarizer",
     "FormatError",
     "HashingEmbedder",
+    "InMemoryStore",
     "Intent",
     "IntentRouter",
     "KeywordClassifier",
+    "LongTermMemory",
     "MediaBlock",
     "Message",
     "MissingDependencyError",
@@ -132,6 +144,7 @@ __all__ = [
     "ProviderError",
     "RouteDecision",
     "RouteReason",
+    "SQLiteStore",
     "Section",
     "SectionReport",
     "SectionStatus",
@@ -139,8 +152,11 @@ __all__ = [
     "Source",
     "SpecError",
     "StaticSource",
+    "Store",
+    "Summarizer",
     "TextBlock",
     "ThinkingBlock",
+    "TieredMemory",
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableError",
