@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph
+EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph,postgres
 
 .PHONY: demo test lint typecheck bench bench-routing bench-env clean
 
@@ -22,8 +22,8 @@ demo: $(BIN)/.installed-demo
 	$(BIN)/ctxwise demo
 
 lint: $(BIN)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 
 typecheck: $(BIN)/.installed-dev
 	$(BIN)/mypy

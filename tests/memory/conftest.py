@@ -1,7 +1,7 @@
 """One contract suite for every store backend: memory, sqlite, postgres.
 
 The PostgreSQL backend runs against the server named by ``CTXWISE_PG_DSN`` (which
-``.ci/run`` starts on loopback); without it those cases skip, saying so.
+``.ci/run`` starts on a local unix socket); without it those cases skip, saying so.
 """
 
 from __future__ import annotations
@@ -43,7 +43,10 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Calla
             pytest.skip(
                 "no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)"
             )
-        postgres = pytest.importorskip("ctxwise.memory.postgres")
+        pytest.importorskip("psycopg", reason="needs the postgres extra")
+        pytest.importorskip("pgvector", reason="needs the postgres extra")
+        from ctxwise.memory import postgres
+
         schema = f"t_{uuid.uuid4().hex[:12]}"
 
         def factory() -> Store:

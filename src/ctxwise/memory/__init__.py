@@ -1,4 +1,10 @@
-"""Memory: stores behind one contract, and long-term recall over them."""
+"""Memory: stores behind one contract, and long-term recall over them.
+
+``PostgresStore`` lives in :mod:`ctxwise.memory.postgres` (extra ``postgres``) and is
+loaded on first use, so importing this package never needs psycopg.
+"""
+
+from typing import Any
 
 from ctxwise.memory.longterm import LongTermMemory, Recalled, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
@@ -28,3 +34,11 @@ __all__ = [
     "StoreError",
     "TieredMemory",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from ctxwise.memory.postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module 'ctxwise.memory' has no attribute {name!r}")

@@ -1,0 +1,720 @@
+"""The PostgreSQL store (extra ``postgres``): psycopg 3 and pgvector.
+
+One schema per store (``ctxwise`` by default) holds three tables:
+
+``items``
+    one row per item, keyed by ``(ns, id)``, where ``ns`` is the namespace joined by
+    ``/`` (namespace parts never contain ``/``). ``tsv`` is a generated ``tsvector``
+    (the ``simple`` configuration: lower-cased words, no stemming, no stop words) with a
+    GIN index; ``metadata`` is ``jsonb`` with a GIN index for containment filters;
+    ``embedding`` is a pgvector ``vector(dim)``, NULL for lexical-only items.
+``counters``
+    one row per namespace: the next ``seq``, the number of items and of tokens. Every
+    write locks its namespace's row first, so concurrent writers never share a ``seq``
+    and never deadlock, and BM25's collection statistics cost one row read.
+``migrations``
+    the name and time of every schema migration applied, in order (as in simonw/llm).
+    A schema that records a migration this code does not know was written by a newer
+    ctxwise, and is refused.
+
+Lexical search is Okapi BM25 (k1 = 1.2, b = 0.75, as :class:`InMemoryStore`) computed
+in SQL over the lexemes PostgreSQL's parser finds in the query, an item matching any of
+them; collection statistics come from ``counters``, document frequencies are counted per
+query. Two limits of PostgreSQL's text search apply: a term's frequency in one item
+counts at most 256 occurrences, and an item whose index would exceed the 1 MB
+``tsvector`` limit is indexed from the longest prefix of its text (halving) that fits.
+The parser also differs from :func:`fts_tokens` at the edges: ``foo-bar`` is indexed as
+``foo-bar``, ``foo`` and ``bar``; ``foo_bar`` as ``foo`` and ``bar``; an e-mail address or
+URL whole. Vector search is exact cosine similarity (``1 - (embedding <=> query)``)
+within the namespace: no approximate index, so results never miss an item.
+
+Texts and metadata may hold NUL characters, which PostgreSQL's ``text`` and ``jsonb``
+cannot: such an item keeps its exact text and metadata in a ``bytea`` column, and the
+indexed columns hold a copy with NUL replaced (by a space in text, by U+FFFD in
+metadata).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.memory.store import (
+    MemoryItem,
+    Namespace,
+    NewItem,
+    Store,
+    StoreError,
+    Vector,
+    check_namespace,
+    check_text,
+    fts_tokens,
+)
+
+try:
+    import psycopg
+    from pgvector.psycopg.vector import register_vector_info
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.types import TypeInfo
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    missing = "pgvector" if (e.name or "").startswith("pgvector") else "psycopg"
+    raise MissingDependencyError(missing, "postgres", "the PostgreSQL store") from None
+
+__all__ = ["MIGRATIONS", "PostgresStore"]
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_MAX_DIM = 16_000  # pgvector's limit for the vector type
+_INT64 = (-(2**63), 2**63 - 1)
+_FTS_FAST_BYTES = 100_000  # below this, a text's tsvector fits in 1 MB: no subtransaction
+
+# Ordered, named, applied once each and recorded in <schema>.migrations. Append only:
+# never edit or reorder a migration that has shipped. Placeholders: {schema} (the
+# schema), {vector} (the vector type with its dimension), {fast} (_FTS_FAST_BYTES).
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "m001_items",
+        (
+            # PostgreSQL's tsvector holds at most 1 MB: a text whose index would not fit
+            # is indexed from the longest prefix (halving) that does.
+            """CREATE FUNCTION {schema}.fts(t text) RETURNS tsvector
+            LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+            DECLARE
+                n integer := length(t);
+            BEGIN
+                IF octet_length(t) <= {fast} THEN
+                    RETURN to_tsvector('pg_catalog.simple', t);
+                END IF;
+                LOOP
+                    BEGIN
+                        RETURN to_tsvector('pg_catalog.simple', left(t, n));
+                    EXCEPTION WHEN program_limit_exceeded THEN
+                        n := n / 2;
+                    END;
+                END LOOP;
+            END $$""",
+            """CREATE TABLE {schema}.items (
+                ns text COLLATE "C" NOT NULL,
+                id text COLLATE "C" NOT NULL,
+                seq bigint NOT NULL,
+                text text NOT NULL,
+                raw bytea,
+                metadata jsonb NOT NULL,
+                created_at double precision,
+                ntok integer NOT NULL,
+                embedding {vector},
+                tsv tsvector GENERATED ALWAYS AS ({schema}.fts(text)) STORED,
+                PRIMARY KEY (ns, id),
+                UNIQUE (ns, seq)
+            )""",
+            "CREATE INDEX items_tsv ON {schema}.items USING gin (tsv)",
+            """CREATE TABLE {schema}.counters (
+                ns text COLLATE "C" PRIMARY KEY,
+                next_seq bigint NOT NULL,
+                n_items bigint NOT NULL,
+                n_tokens bigint NOT NULL
+            )""",
+        ),
+    ),
+    (
+        "m002_metadata_index",
+        ("CREATE INDEX items_metadata ON {schema}.items USING gin (metadata jsonb_path_ops)",),
+    ),
+)
+
+_COLUMNS = "i.id, i.seq, i.text, i.raw, i.metadata, i.created_at"
+
+_LEXICAL = """
+WITH terms AS MATERIALIZED (
+    SELECT t.lexeme AS lex,
+           '''' || replace(replace(t.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS quoted
+    FROM unnest(to_tsvector('pg_catalog.simple', %(query)s)) AS t
+), st AS MATERIALIZED (
+    SELECT c.n_items::float8 AS n,
+           greatest(c.n_tokens::float8 / c.n_items, 1e-9) AS avgdl
+    FROM {schema}.counters c WHERE c.ns = %(ns)s AND c.n_items > 0
+), idf AS MATERIALIZED (
+    SELECT terms.lex, ln(1 + (st.n - d.df + 0.5) / (d.df + 0.5)) AS w
+    FROM terms CROSS JOIN st
+    CROSS JOIN LATERAL (
+        SELECT count(*)::float8 AS df FROM {schema}.items j
+        WHERE j.ns = %(ns)s AND j.tsv @@ terms.quoted::tsquery
+    ) AS d
+    WHERE d.df > 0
+), tf AS MATERIALIZED (
+    SELECT i.seq, i.ntok, x.lexeme AS lex, cardinality(x.positions)::float8 AS tf
+    FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
+    WHERE i.ns = %(ns)s
+      AND i.tsv @@ (SELECT string_agg(terms.quoted, ' | ')::tsquery FROM terms)
+      AND x.lexeme = ANY(ARRAY(SELECT idf.lex FROM idf)) {filters}
+), hits AS (
+    SELECT tf.seq,
+           sum(idf.w * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.ntok / st.avgdl))) AS score
+    FROM tf JOIN idf ON idf.lex = tf.lex CROSS JOIN st
+    GROUP BY tf.seq
+    ORDER BY score DESC, tf.seq
+    LIMIT %(k)s
+)
+SELECT {columns}, hits.score
+FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
+ORDER BY hits.score DESC, hits.seq
+"""
+
+_VECTOR = """
+SELECT {columns},
+       1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score
+FROM {schema}.items i
+WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
+ORDER BY score DESC, i.seq LIMIT %(k)s
+"""
+
+
+def _ns_key(ns: Namespace) -> str:
+    return "/".join(ns)
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def _connect_message(e: BaseException) -> str:
+    """'cannot connect to PostgreSQL at "host", port N: reason' from libpq's text."""
+    first = _one_line(e)
+    where = ""
+    m = re.search(r"connection to server (.*?) failed: ", first)
+    if m:
+        where = " " + m.group(1)
+    reason = re.sub(r"^.*failed: ", "", first).replace("FATAL:", "").strip()
+    hint = " (is the server running?)" if "refused" in reason or "No such file" in reason else ""
+    return f"cannot connect to PostgreSQL{where}: {reason}{hint}"
+
+
+def _check_k(k: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError(f"k must be a positive integer, got {k!r}")
+    return k
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _without_nul(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {_without_nul(k): _without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_nul(v) for v in value]
+    return value
+
+
+def _json(value: Any, what: str) -> Any:
+    """``value`` as plain JSON data (the shape it comes back in), or a UsageError."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} must be JSON-serializable (no NaN or infinity): {e}") from None
+
+
+def _jsonb(value: Any, what: str) -> str:
+    """JSON text PostgreSQL's jsonb accepts (no NUL, valid Unicode)."""
+    text = json.dumps(_without_nul(value), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} is not valid Unicode (lone surrogates)") from None
+    return text
+
+
+class PostgresStore(Store):
+    """A :class:`Store` in a PostgreSQL schema, with pgvector for embeddings.
+
+    ``conninfo`` is a libpq connection string or URI. ``dim`` is the embedding
+    dimension (fixed when the schema is made; a store opened with another ``dim`` is
+    refused). ``create=True`` creates the ``vector`` extension if it is missing (which
+    needs a role allowed to) and the schema, and applies pending migrations;
+    ``create=False`` only opens an existing, up-to-date schema. A server that is down,
+    refuses the login, or holds a schema from a newer ctxwise raises
+    :class:`StoreError`. One store holds one connection; its methods may be called from
+    several threads (they take turns). :meth:`drop` deletes the schema and its data.
+    """
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        dim: int,
+        schema: str = "ctxwise",
+        create: bool = True,
+        connect_timeout: int = 10,
+    ) -> None:
+        if not isinstance(conninfo, str):
+            raise UsageError("conninfo must be a libpq connection string or postgresql:// URI")
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= _MAX_DIM:
+            raise UsageError(f"dim must be an integer from 1 to {_MAX_DIM:,}, got {dim!r}")
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+            raise UsageError(
+                f"bad schema name {schema!r}: lower-case letters, digits and '_' "
+                "(not first a digit), at most 63"
+            )
+        try:
+            params = conninfo_to_dict(conninfo)
+        except psycopg.ProgrammingError as e:
+            raise UsageError(f"bad PostgreSQL connection string: {_one_line(e)}") from None
+        extra: dict[str, Any] = {}
+        if "connect_timeout" not in params:
+            extra["connect_timeout"] = connect_timeout
+        if "application_name" not in params:
+            extra["application_name"] = "ctxwise"
+        self.dim = dim
+        self.schema = schema
+        self._lock = threading.RLock()
+        try:
+            self._conn: psycopg.Connection[Any] | None = psycopg.connect(
+                conninfo, autocommit=True, **extra
+            )
+        except psycopg.Error as e:
+            raise StoreError(_connect_message(e)) from None
+        try:
+            with self._db():
+                self._ext = self._vector_extension(create)
+                self._migrate(create)
+                self._check_dim()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"PostgresStore(schema={self.schema!r}, dim={self.dim})"
+
+    # connection and schema ---------------------------------------------------------
+
+    @contextmanager
+    def _db(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            if self._conn is None:
+                raise StoreError("the PostgreSQL store is closed")
+            try:
+                yield self._conn
+            except psycopg.errors.ProgramLimitExceeded as e:
+                raise UsageError(f"PostgreSQL cannot store this: {_one_line(e)}") from e
+            except psycopg.Error as e:
+                raise StoreError(f"PostgreSQL: {_one_line(e)}") from e
+
+    def _sql(self, template: str, **parts: sql.Composable) -> sql.Composed:
+        return sql.SQL(template).format(schema=sql.Identifier(self.schema), **parts)
+
+    def _vector_extension(self, create: bool) -> str:
+        """The schema pgvector lives in (created if missing and ``create``)."""
+        assert self._conn is not None
+        conn = self._conn
+        query = (
+            "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+            " WHERE e.extname = 'vector'"
+        )
+        row = conn.execute(query).fetchone()
+        if row is None:
+            if not create:
+                raise StoreError(
+                    "the pgvector extension is not installed in this database "
+                    "(open with create=True, or run CREATE EXTENSION vector)"
+                )
+            try:
+                with conn.transaction():
+                    conn.execute(
+                        "SELECT pg_advisory_xact_lock(hashtextextended('ctxwise:vector', 0))"
+                    )
+                    if conn.execute(query).fetchone() is None:
+                        current = conn.execute("SELECT current_schema()").fetchone()
+                        # never inside the store's own schema, which drop() removes
+                        into = (
+                            sql.SQL(" SCHEMA public")
+                            if current is None or current[0] in (None, self.schema)
+                            else sql.SQL("")
+                        )
+                        conn.execute(
+                            sql.SQL("CREATE EXTENSION IF NOT EXISTS vector{}").format(into)
+                        )
+            except psycopg.errors.InsufficientPrivilege:
+                raise StoreError(
+                    "the pgvector extension is not installed in this database and this role "
+                    "may not create it: run CREATE EXTENSION vector as a superuser"
+                ) from None
+            except (psycopg.errors.UndefinedFile, psycopg.errors.FeatureNotSupported) as e:
+                raise StoreError(
+                    f"this PostgreSQL server has no pgvector: {_one_line(e)}"
+                ) from None
+            row = conn.execute(query).fetchone()
+            assert row is not None
+        ext: str = row[0]
+        register_vector_info(conn, TypeInfo.fetch(conn, sql.Identifier(ext, "vector")))
+        return ext
+
+    def _applied(self) -> list[str] | None:
+        """Recorded migration names, or None when the schema has no migrations table."""
+        assert self._conn is not None
+        table = f"{self.schema}.migrations"
+        row = self._conn.execute("SELECT to_regclass(%s)", [table]).fetchone()
+        if row is None or row[0] is None:
+            return None
+        rows = self._conn.execute(self._sql("SELECT name FROM {schema}.migrations")).fetchall()
+        return [r[0] for r in rows]
+
+    def _check_known(self, applied: Sequence[str]) -> None:
+        known = {name for name, _ in MIGRATIONS}
+        unknown = sorted(set(applied) - known)
+        if unknown:
+            raise StoreError(
+                f"schema {self.schema!r} was migrated by a newer ctxwise "
+                f"(unknown migrations: {', '.join(unknown)}); upgrade ctxwise to open it"
+            )
+
+    def _migrate(self, create: bool) -> None:
+        assert self._conn is not None
+        conn = self._conn
+        applied = self._applied()
+        if applied is not None:
+            self._check_known(applied)
+            if len(applied) == len(MIGRATIONS):
+                return
+        if not create:
+            state = "does not exist" if applied is None else "needs migrating"
+            raise StoreError(
+                f"ctxwise schema {self.schema!r} {state} in this database (open with create=True)"
+            )
+        vector = sql.SQL("{}({})").format(
+            sql.Identifier(self._ext, "vector"), sql.SQL(str(self.dim))
+        )
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"ctxwise:schema:{self.schema}"],
+            )
+            conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            conn.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {schema}.migrations ("
+                    " name text PRIMARY KEY,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+            )
+            done = set(self._applied() or [])
+            self._check_known(list(done))
+            for name, statements in MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in statements:
+                    conn.execute(
+                        self._sql(statement, vector=vector, fast=sql.SQL(str(_FTS_FAST_BYTES)))
+                    )
+                conn.execute(
+                    self._sql("INSERT INTO {schema}.migrations (name) VALUES (%s)"), [name]
+                )
+
+    def _check_dim(self) -> None:
+        assert self._conn is not None
+        row = self._conn.execute(
+            "SELECT atttypmod FROM pg_attribute"
+            " WHERE attrelid = to_regclass(%s) AND attname = 'embedding'",
+            [f"{self.schema}.items"],
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"schema {self.schema!r} has no items table with embeddings")
+        if row[0] != self.dim:
+            raise StoreError(
+                f"schema {self.schema!r} holds {row[0]}-dimensional vectors, not {self.dim}: "
+                "open it with that dim, or use another schema"
+            )
+
+    def migrations(self) -> list[tuple[str, str]]:
+        """Applied migrations as (name, ISO time), in the order they were applied."""
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql("SELECT name, applied_at FROM {schema}.migrations ORDER BY applied_at")
+            ).fetchall()
+        order = {name: i for i, (name, _) in enumerate(MIGRATIONS)}
+        rows.sort(key=lambda r: order.get(r[0], len(order)))
+        return [(name, at.isoformat()) for name, at in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def drop(self) -> None:
+        """Delete the store's schema with all its data, then close the store."""
+        with self._db() as conn:
+            if self._ext == self.schema:
+                raise StoreError(
+                    f"pgvector lives in schema {self.schema!r}: dropping it would remove the "
+                    "extension from the whole database; drop it by hand"
+                )
+            conn.execute(self._sql("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        self.close()
+
+    # validation ---------------------------------------------------------------------
+
+    def _vector(self, vector: Any, what: str) -> Vector:
+        try:
+            v = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"{what} is not a vector of numbers: {e}") from None
+        if v.shape != (self.dim,):
+            raise UsageError(
+                f"{what} has shape {v.shape}; this store holds {self.dim}-dimensional vectors"
+            )
+        if not np.isfinite(v).all():
+            raise UsageError(f"{what} holds NaN or infinite values")
+        return v
+
+    def _row(self, item: NewItem) -> tuple[str | None, list[Any]]:
+        """The id asked for and the column values (id and seq filled in later)."""
+        text = check_text(item.text)
+        if item.id is not None and not isinstance(item.id, str):
+            raise UsageError(f"an item id is a string, got {type(item.id).__name__}")
+        if item.id and "\x00" in item.id:
+            raise UsageError("an item id cannot contain NUL characters")
+        if not isinstance(item.metadata, Mapping):
+            raise UsageError(f"metadata is a mapping, got {type(item.metadata).__name__}")
+        metadata = _json(dict(item.metadata), "metadata")
+        metadata_text = _jsonb(metadata, "metadata")
+        raw = None
+        if "\x00" in text or _has_nul(metadata):
+            raw = json.dumps({"text": text, "metadata": metadata}).encode("utf-8")
+            text = text.replace("\x00", " ")
+        created_at = item.created_at
+        if created_at is not None:
+            if isinstance(created_at, bool) or not isinstance(created_at, int | float):
+                raise UsageError(f"created_at is a number (epoch seconds), got {created_at!r}")
+            created_at = float(created_at)
+        vector = None if item.vector is None else self._vector(item.vector, "an item's vector")
+        ntok = len(fts_tokens(item.text))
+        return item.id or None, [text, raw, metadata_text, created_at, ntok, vector]
+
+    def _filters(self, filters: Mapping[str, Any] | None) -> tuple[sql.Composable, dict[str, Any]]:
+        """SQL for ``matches(metadata, filters)``: jsonb containment for scalars,
+        equality for lists and objects, absent-or-null for None. Named parameters."""
+        if not filters:
+            return sql.SQL(""), {}
+        if not isinstance(filters, Mapping):
+            raise UsageError(f"filters are a mapping, got {type(filters).__name__}")
+        parts: list[sql.Composable] = []
+        params: dict[str, Any] = {}
+
+        def param(value: Any) -> sql.Placeholder:
+            name = f"f{len(params)}"
+            params[name] = value
+            return sql.Placeholder(name)
+
+        contained: dict[str, Any] = {}
+        for key, value in filters.items():
+            if not isinstance(key, str):
+                raise UsageError(f"filter keys are strings, got {key!r}")
+            key = key.replace("\x00", "\ufffd")
+            if value is None:
+                parts.append(
+                    sql.SQL("coalesce(i.metadata -> {}, 'null') = 'null'").format(param(key))
+                )
+            elif isinstance(value, str | int | float | bool):
+                contained[key] = _json(value, "a filter value")
+            else:
+                text = _jsonb(_json(value, "a filter value"), "a filter value")
+                parts.append(
+                    sql.SQL("i.metadata -> {} = {}::jsonb").format(param(key), param(text))
+                )
+        if contained:
+            text = _jsonb(contained, "a filter value")
+            parts.append(sql.SQL("i.metadata @> {}::jsonb").format(param(text)))
+        return sql.SQL(" AND ") + sql.SQL(" AND ").join(parts), params
+
+    def _item(self, ns: Namespace, row: Sequence[Any]) -> MemoryItem:
+        item_id, seq, text, raw, metadata, created_at = row[:6]
+        if raw is not None:
+            exact = json.loads(bytes(raw).decode("utf-8"))
+            text, metadata = exact["text"], exact["metadata"]
+        return MemoryItem(item_id, ns, text, metadata, seq, created_at)
+
+    # the contract -------------------------------------------------------------------
+
+    def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
+        ns = check_namespace(namespace)
+        key = _ns_key(ns)
+        rows = [self._row(item) for item in items]
+        if not rows:
+            return []
+        with self._db() as conn, conn.transaction():
+            # locks the namespace's counter row until commit: writers take turns here
+            end = conn.execute(
+                self._sql(
+                    "INSERT INTO {schema}.counters AS c (ns, next_seq, n_items, n_tokens)"
+                    " VALUES (%s, %s, 0, 0) ON CONFLICT (ns)"
+                    " DO UPDATE SET next_seq = c.next_seq + excluded.next_seq"
+                    " RETURNING c.next_seq"
+                ),
+                [key, len(rows)],
+            ).fetchone()
+            assert end is not None
+            base = end[0] - len(rows)
+            ids = [asked or f"m{base + i}" for i, (asked, _) in enumerate(rows)]
+            last = {item_id: i for i, item_id in enumerate(ids)}  # a repeated id: last wins
+            removed = conn.execute(
+                self._sql(
+                    "DELETE FROM {schema}.items WHERE ns = %s AND id = ANY(%s) RETURNING ntok"
+                ),
+                [key, list(last)],
+            ).fetchall()
+            kept = sorted(last.values())
+            with conn.cursor() as cur:
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {schema}.items"
+                        " (ns, id, seq, text, raw, metadata, created_at, ntok, embedding)"
+                        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+                    ),
+                    [[key, ids[i], base + i, *rows[i][1]] for i in kept],
+                )
+            tokens = sum(rows[i][1][4] for i in kept) - sum(r[0] for r in removed)
+            conn.execute(
+                self._sql(
+                    "UPDATE {schema}.counters SET n_items = n_items + %s,"
+                    " n_tokens = n_tokens + %s WHERE ns = %s"
+                ),
+                [len(kept) - len(removed), tokens, key],
+            )
+        return ids
+
+    def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
+        ns = check_namespace(namespace)
+        wanted = [i for i in ids if isinstance(i, str) and "\x00" not in i]
+        if not wanted:
+            return []
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM {{schema}}.items i WHERE i.ns = %s AND i.id = ANY(%s)"
+                ),
+                [_ns_key(ns), list(set(wanted))],
+            ).fetchall()
+        found = {row[0]: self._item(ns, row) for row in rows}
+        return [found[i] for i in ids if i in found]
+
+    def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
+        key = _ns_key(check_namespace(namespace))
+        wanted = list({i for i in ids if isinstance(i, str) and "\x00" not in i})
+        if not wanted:
+            return 0
+        with self._db() as conn, conn.transaction():
+            locked = conn.execute(
+                self._sql("SELECT 1 FROM {schema}.counters WHERE ns = %s FOR UPDATE"), [key]
+            ).fetchone()
+            if locked is None:
+                return 0
+            removed = conn.execute(
+                self._sql(
+                    "DELETE FROM {schema}.items WHERE ns = %s AND id = ANY(%s) RETURNING ntok"
+                ),
+                [key, wanted],
+            ).fetchall()
+            if removed:
+                conn.execute(
+                    self._sql(
+                        "UPDATE {schema}.counters SET n_items = n_items - %s,"
+                        " n_tokens = n_tokens - %s WHERE ns = %s"
+                    ),
+                    [len(removed), sum(r[0] for r in removed), key],
+                )
+        return len(removed)
+
+    def lexical_search(
+        self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
+    ) -> list[tuple[MemoryItem, float]]:
+        ns = check_namespace(namespace)
+        _check_k(k)
+        if not isinstance(query, str):
+            raise UsageError(f"a query is a string, got {type(query).__name__}")
+        where, params = self._filters(filters)
+        query = query.replace("\x00", " ")
+        if not query.strip():
+            return []
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError("the query is not valid Unicode (lone surrogates)") from None
+        statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
+        with self._db() as conn:
+            rows = conn.execute(
+                statement, {"query": query, "ns": _ns_key(ns), "k": k, **params}
+            ).fetchall()
+        return [(self._item(ns, row), float(row[6])) for row in rows]
+
+    def vector_search(
+        self,
+        namespace: Sequence[str],
+        vector: Vector,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[tuple[MemoryItem, float]]:
+        ns = check_namespace(namespace)
+        _check_k(k)
+        q = self._vector(vector, "the query vector")
+        where, params = self._filters(filters)
+        statement = self._sql(
+            _VECTOR, columns=sql.SQL(_COLUMNS), ext=sql.Identifier(self._ext), filters=where
+        )
+        with self._db() as conn:
+            rows = conn.execute(statement, {"q": q, "ns": _ns_key(ns), "k": k, **params}).fetchall()
+        return [(self._item(ns, row), float(row[6])) for row in rows]
+
+    def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
+        ns = check_namespace(namespace)
+        wanted = set()
+        for s in seqs:
+            try:
+                n = operator.index(s)
+            except TypeError:
+                raise UsageError(f"a seq is an integer, got {s!r}") from None
+            if _INT64[0] <= n <= _INT64[1]:
+                wanted.add(n)
+        if not wanted:
+            return []
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM {{schema}}.items i"
+                    " WHERE i.ns = %s AND i.seq = ANY(%s::bigint[]) ORDER BY i.seq"
+                ),
+                [_ns_key(ns), sorted(wanted)],
+            ).fetchall()
+        return [self._item(ns, row) for row in rows]
+
+    def namespaces(self) -> list[Namespace]:
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql("SELECT ns FROM {schema}.counters WHERE n_items > 0")
+            ).fetchall()
+        return sorted(tuple(row[0].split("/")) for row in rows)
+
+    def count(self, namespace: Sequence[str]) -> int:
+        key = _ns_key(check_namespace(namespace))
+        with self._db() as conn:
+            row = conn.execute(
+                self._sql("SELECT n_items FROM {schema}.counters WHERE ns = %s"), [key]
+            ).fetchone()
+        return 0 if row is None else int(row[0])
