@@ -6,6 +6,15 @@ loaded on first use, so importing this package never needs psycopg.
 
 from typing import Any
 
+from ctxwise.memory.facts import (
+    CaseFacts,
+    Extraction,
+    Extractor,
+    Fact,
+    FactExtractor,
+    Rule,
+    Rules,
+)
 from ctxwise.memory.longterm import LongTermMemory, Recalled, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import (
@@ -20,6 +29,11 @@ from ctxwise.memory.store import (
 from ctxwise.memory.tiered import Pinned, TieredMemory
 
 __all__ = [
+    "CaseFacts",
+    "Extraction",
+    "Extractor",
+    "Fact",
+    "FactExtractor",
     "InMemoryStore",
     "LongTermMemory",
     "MemoryItem",
@@ -29,6 +43,8 @@ __all__ = [
     "Pinned",
     "RecallMode",
     "Recalled",
+    "Rule",
+    "Rules",
     "SQLiteStore",
     "Store",
     "StoreError",

@@ -1,0 +1,1114 @@
+"""Case facts and standing rules: the small, exact state pinned in every window.
+
+A support conversation turns on a few transactional facts (the order number, the
+reservation, the customer's user id, an amount, a date, a status) and on standing
+instructions the customer gave ("never call me before 9am"). Summaries blur both,
+so they are kept apart, updated in place, and pinned every turn, never summarized.
+
+:class:`FactExtractor` pulls facts from text with rules (offline, deterministic).
+Every :class:`Extraction` has a ``key`` from a small vocabulary, a normalized
+``value`` and the ``start``/``end`` span of the text it came from:
+
+- ``order_id``: "order W2378156", "order number 8812", "#W2378156" → ``W2378156``
+  (the ``#`` is dropped; a ``#`` with no "order" cue needs a letter prefix and 4+
+  digits). Years after a bare "order", dates and phone numbers are not order ids.
+- ``reservation_id``: 6 uppercase letters/digits introduced as a reservation,
+  booking, confirmation, record locator or PNR ("reservation ID is ZFA04Y",
+  "reservations XEHM4B and UDMOP1", numbered lists after "reservation IDs:"). An
+  all-letter code needs an id noun ("ID", "number", "code", "#", ":") or to follow
+  the cue directly, and shouted text ("MY RESERVATION PLEASE …") gives none.
+- ``user_id``: a login-style id (lowercase, with ``_``/``.``/``-`` and digits, like
+  ``mia_li_3668``) after "user id", "username", "customer id/number", "account id",
+  "member id", "my id", "profile", "user"; or a ``name_name_1234`` id after "I'm",
+  "it's", "here it is", "this is". After an explicit cue ("user id", "username", …)
+  an all-digit id (4+) or a digitless handle ("john.smith") also counts. Uppercase
+  codes, payment-method ids (``credit_card_…``) and e-mail addresses never do.
+- ``amount``: "$250", "250 USD", "EUR 49.00", "€12.50", "£3", "30 dollars" →
+  ``USD 250.00`` (ISO code, two decimals). A number with no currency (a phone
+  number, a card's last four, a weight) is never an amount.
+- ``date``: "2024-05-20", "May 20, 2024", "20 May 2024", "3rd of Sept. 2024",
+  "2024/05/20" → ``2024-05-20``; "13/05/2024" and "05/13/2024" → ISO because only
+  one reading is a date, "05/06/2024" stays verbatim; "May 20" (no year) →
+  ``May 20``. Dates of birth, impossible dates and bare years are skipped.
+- ``status``: delivered, pending, cancelled (or canceled → cancelled), shipped,
+  processed, refunded — within 80 characters of an order, reservation, booking,
+  package, parcel, shipment, refund, return or exchange, in a statement: not in a
+  question, not negated ("not", "never", "n't"), not wished for or future ("want",
+  "would like", "please", "can/will be …"), not conditional ("if", "once", "when").
+- ``tracking_number``: after "tracking number/id/code/#", 8–40 letters and digits
+  with a digit; or any UPS ``1Z…`` number.
+- ``flight_number``: after "flight(s)" or right before "flight": an airline code
+  and 1–4 digits ("HAT136"; "UA 123" → ``UA123``).
+- ``email``: an e-mail address.
+
+Tool results that are JSON (text starting with ``{`` or ``[``) are read by their
+field names only (``user_id``, ``reservation_id``, ``order_id``, ``tracking_id`` /
+``tracking_number``, ``status`` when the payload names an order or reservation)
+plus e-mail addresses: flight search results are full of dates and prices that are
+options, not facts of the case.
+
+Text over :data:`MAX_TEXT_CHARS` characters, empty keys and empty values raise
+:class:`~ctxwise.errors.UsageError`.
+
+:class:`CaseFacts` folds extractions in with one rule: **list kinds accumulate,
+scalar kinds take the latest value**. Reservation ids and flight numbers are
+stored as ``reservation_ids`` / ``flight_numbers``: distinct values joined with
+``", "`` in first-seen order (:data:`LIST_KEYS`). Every other key holds the value
+mentioned last.
+
+:class:`Rules` keeps standing instructions verbatim; :meth:`Rules.capture` finds them
+in conversation text by pattern (see its docstring for the exact patterns).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any, Protocol
+
+from ctxwise.assembly import Section
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, block_text
+
+__all__ = [
+    "KINDS",
+    "LIST_KEYS",
+    "MAX_TEXT_CHARS",
+    "CaseFacts",
+    "Extraction",
+    "Extractor",
+    "Fact",
+    "FactExtractor",
+    "Rule",
+    "Rules",
+]
+
+MAX_TEXT_CHARS = 1_000_000
+"""The longest text extraction, rule capture or a fact value accepts."""
+
+KINDS: tuple[str, ...] = (
+    "order_id",
+    "reservation_id",
+    "user_id",
+    "amount",
+    "date",
+    "status",
+    "tracking_number",
+    "flight_number",
+    "email",
+)
+"""The keys :class:`FactExtractor` emits."""
+
+LIST_KEYS: Mapping[str, str] = {
+    "reservation_id": "reservation_ids",
+    "flight_number": "flight_numbers",
+}
+"""Extraction keys that accumulate in :class:`CaseFacts`, and the key they accumulate under."""
+
+_LIST_SEP = ", "
+_FORMAT_VERSION = 1
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+def _check_text(text: object, what: str) -> str:
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be a string, got {type(text).__name__}")
+    if len(text) > MAX_TEXT_CHARS:
+        raise UsageError(f"{what} is {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}")
+    return text
+
+
+def _check_optional(value: object, what: str) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{what} must be a non-empty string or None, got {value!r}")
+
+
+# --------------------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One case fact: ``key`` → ``value``, where it was stated and when."""
+
+    key: str
+    value: str
+    source: str | None = None
+    at: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, str) or not self.key.strip():
+            raise UsageError(f"a fact needs a non-empty key, got {self.key!r}")
+        if "\n" in self.key or "\r" in self.key:
+            raise UsageError(f"a fact key must be one line, got {self.key!r}")
+        if not isinstance(self.value, str) or not self.value.strip():
+            raise UsageError(f"fact {self.key!r} needs a non-empty value, got {self.value!r}")
+        _check_text(self.value, f"fact {self.key!r}")
+        _check_optional(self.source, f"fact {self.key!r}: source")
+        _check_optional(self.at, f"fact {self.key!r}: at")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "value": self.value, "source": self.source, "at": self.at}
+
+
+@dataclass(frozen=True, slots=True)
+class Extraction:
+    """A fact found in text: ``key``, normalized ``value``, and ``text[start:end]``."""
+
+    key: str
+    value: str
+    start: int
+    end: int
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return (self.start, self.end)
+
+
+class Extractor(Protocol):
+    """Anything that finds facts in text (:class:`FactExtractor` is the built-in one)."""
+
+    def extract(self, text: str) -> Sequence[Extraction]: ...
+
+
+# --------------------------------------------------------------------------- extraction
+
+_I = re.IGNORECASE
+_WS = re.compile(r"\s+")
+_APOS = "['’]"
+
+# A chain of tokens after a cue: connectors are skipped, values are taken.
+_PUNCT_CONNECTOR = r"\*\*|[:#(\[\"'`*“”‘’=\-–—>]"
+_LIST_SEPARATOR = re.compile(
+    r"(?:\*\*|->|[,;/&(\[\"'`*“”‘’\-–—•)\]→]|\band\b|\bor\b|\bplus\b|\bthen\b|"
+    r"\d{1,2}[.)](?=\s))",
+    _I,
+)
+_ID_NOUNS = frozenset({"id", "ids", "number", "numbers", "no", "no.", "num", "code", "codes"})
+
+
+def _connector(words: str, punct: str = "") -> re.Pattern[str]:
+    return re.compile(
+        rf"(?:{_PUNCT_CONNECTOR}|[{punct}?]|\d{{1,2}}[.)](?=\s)|\b(?:{words})\b\.?)", _I
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Hit:
+    start: int
+    end: int
+    noun: bool  # an id noun ("ID", "number", "#", ":", …) came between the cue and the value
+    bare: bool  # only punctuation came between the cue and the value
+
+
+def _follow(
+    text: str,
+    pos: int,
+    value: re.Pattern[str],
+    connector: re.Pattern[str],
+    *,
+    max_connectors: int = 6,
+    max_gap: int = 60,
+    max_items: int = 20,
+) -> list[_Hit]:
+    """Values after ``pos``: the first through at most ``max_connectors`` connector
+    tokens, then more as a list, each after at least one list separator."""
+    hits: list[_Hit] = []
+    i = gap_start = pos
+    steps, noun, bare, listing, separated = 0, False, True, False, False
+    n = len(text)
+    while i < n and len(hits) < max_items and steps <= max_connectors and i - gap_start <= max_gap:
+        ws = _WS.match(text, i)
+        if ws:
+            i = ws.end()
+            continue
+        if listing:
+            m = value.match(text, i) if separated else None
+            if m is None:
+                sep = _LIST_SEPARATOR.match(text, i)
+                if sep is None:
+                    break
+                separated, steps, i = True, steps + 1, sep.end()
+                continue
+        else:
+            sep = connector.match(text, i)
+            if sep is not None:
+                tok = sep.group().lower().rstrip(".")
+                if tok in _ID_NOUNS or tok in {"#", ":"}:
+                    noun = True
+                if tok[:1].isalpha():
+                    bare = False
+                steps, i = steps + 1, sep.end()
+                continue
+            m = value.match(text, i)
+            if m is None:
+                break
+        group = m.lastindex or 0
+        hits.append(_Hit(m.start(group), m.end(group), noun, bare))
+        i = gap_start = m.end()
+        steps, listing, separated = 0, True, False
+    return hits
+
+
+def _digit(s: str) -> bool:
+    return any(c.isdigit() for c in s)
+
+
+def _alpha(s: str) -> bool:
+    return any(c.isalpha() for c in s)
+
+
+# reservation ids --------------------------------------------------------------
+
+_RES_CUE = re.compile(
+    r"\b(reservations?|bookings?|confirmations?|record\s+locators?|locators?|PNRs?)\b", _I
+)
+_BEFORE_FLIGHT = re.compile(r"\W{0,3}\s*flights?\b", _I)
+_RES_VALUE = re.compile(r"([A-Z0-9]{6})(?![A-Za-z0-9_@])")
+_RES_CONNECT = _connector(
+    r"ids?|numbers?|nos?|nums?|codes?|is|are|was|were|with|the|of|it['’]s|its|it|being|"
+    r"under|your|my|you|have|has|here|they|that|profile|following|listed|reference|ref"
+)
+_CAPS_STOP = _words(
+    """PLEASE CANCEL THANKS URGENT REFUND UPDATE CHANGE BEFORE ALWAYS AGENT HUMAN
+    STATUS NUMBER FLIGHT TICKET CHARGE PAYPAL STRIPE CREDIT ASAP ACTIVE CLOSED
+    BOOKED TODAY FRIDAY MONDAY SUNDAY ECONOMY RETURN NOTICE DOUBLE SINGLE"""
+)
+
+
+def _reservations(text: str) -> Iterator[Extraction]:
+    for cue in _RES_CUE.finditer(text):
+        shouting = cue.group(1).isupper() and len(cue.group(1)) > 3
+        listing = False
+        for hit in _follow(text, cue.end(), _RES_VALUE, _RES_CONNECT):
+            token = text[hit.start : hit.end]
+            if not _alpha(token):
+                continue
+            if not _digit(token) and (
+                shouting or token in _CAPS_STOP or not (hit.noun or hit.bare or listing)
+            ):
+                break
+            if _BEFORE_FLIGHT.match(text, hit.end):  # "booking the HAT102 flight"
+                break
+            listing = True
+            yield Extraction("reservation_id", token, hit.start, hit.end)
+
+
+# user ids ------------------------------------------------------------------------
+
+_PAYMENT_PREFIX = re.compile(
+    r"^(?:credit_card|debit_card|gift_card|certificate|paypal|bank_account|card|voucher)_", _I
+)
+_USER_CUE = re.compile(
+    r"\b(?:(?P<explicit>user\s*-?\s*(?:id|name)|customer\s+(?:id|number)|"
+    r"account\s+(?:id|name|number)|member(?:ship)?\s+(?:id|number)|(?:user\s+)?profile\s+id|"
+    r"(?:my|your)\s+id)|user|login|customer|account|(?:user\s+)?profile)\b",
+    _I,
+)
+_USER_VALUE = re.compile(r"([A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?=[A-Za-z0-9]))*)(?![\w@-]|\.\w)")
+_USER_CONNECT = _connector(
+    r"ids?|names?|is|was|it['’]s|it|which|should|would|be|under|as|my|your|the|of|with|"
+    r"registered|number",
+    punct=",",
+)
+_SELF_CUE = re.compile(
+    rf"\b(?:I{_APOS}m|I\s+am|this\s+is|it{_APOS}s|it\s+is|here\s+it\s+is|that{_APOS}s)\b", _I
+)
+_SELF_VALUE = re.compile(r"[\"'`“‘]?([a-z][a-z0-9]*(?:[._][a-z0-9]+)+)(?![\w@-]|\.\w)")
+
+
+def _user_id_shaped(token: str, *, explicit: bool) -> bool:
+    """A login-style id: lowercase letters with ``_``/``.``/``-`` and digits ("mia_li_3668").
+
+    After an explicit cue ("user id", "username", …) the digits may be missing
+    ("john.smith") or the id may be all digits ("884213"). All-uppercase codes
+    ("ZFA04Y") are booking codes, not user ids; payment-method ids are not either.
+    """
+    if len(token) < 3 or _PAYMENT_PREFIX.match(token):
+        return False
+    digit = any(c.isdigit() for c in token)
+    lower = any(c.islower() for c in token)
+    joined = any(c in "_.-" for c in token)
+    if explicit:
+        return (lower and (digit or joined)) or (token.isdigit() and len(token) >= 4)
+    return lower and digit and joined
+
+
+def _user_ids(text: str) -> Iterator[Extraction]:
+    for cue in _USER_CUE.finditer(text):
+        hits = _follow(text, cue.end(), _USER_VALUE, _USER_CONNECT, max_connectors=5, max_items=1)
+        if hits:
+            token = text[hits[0].start : hits[0].end]
+            if _user_id_shaped(token, explicit=cue.group("explicit") is not None):
+                yield Extraction("user_id", token, hits[0].start, hits[0].end)
+    for cue in _SELF_CUE.finditer(text):
+        m = _SELF_VALUE.match(text, _skip_space(text, cue.end(), extra=":"))
+        if m and _user_id_shaped(m.group(1), explicit=False):
+            yield Extraction("user_id", m.group(1), m.start(1), m.end(1))
+
+
+def _skip_space(text: str, i: int, *, extra: str = "") -> int:
+    while i < len(text) and (text[i].isspace() or text[i] in extra):
+        i += 1
+    return i
+
+
+# order ids -----------------------------------------------------------------------
+
+_ORDER_CUE = re.compile(r"\borders?\b", _I)
+_ORDER_VALUE = re.compile(r"#?([A-Za-z]{0,3}\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?![\w@-]|\.\w)")
+_ORDER_CONNECT = _connector(r"ids?|numbers?|nos?|nums?|is|was|the|with|reference|ref|code")
+_ORDER_HASH = re.compile(r"(?<![\w#])#([A-Z]{1,3}\d{4,})(?![\w-])")
+_DATE_LIKE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{3}-\d{3}-\d{4}$")
+_YEAR = re.compile(r"^(?:19|20)\d\d$")
+
+
+def _orders(text: str) -> Iterator[Extraction]:
+    for cue in _ORDER_CUE.finditer(text):
+        for hit in _follow(text, cue.end(), _ORDER_VALUE, _ORDER_CONNECT):
+            token = text[hit.start : hit.end]
+            if len(token) < 4 or _DATE_LIKE.match(token):
+                break
+            if _YEAR.match(token) and not hit.noun:
+                break
+            yield Extraction("order_id", token, hit.start, hit.end)
+    for m in _ORDER_HASH.finditer(text):
+        yield Extraction("order_id", m.group(1), m.start(1), m.end(1))
+
+
+# tracking numbers ----------------------------------------------------------------
+
+_TRACK_CUE = re.compile(r"\btracking\b", _I)
+_TRACK_VALUE = re.compile(r"([A-Za-z0-9]{8,40})(?![\w@-]|\.\w)")
+_TRACK_CONNECT = _connector(r"ids?|numbers?|nos?|nums?|codes?|is|are|was|the|your|my")
+_UPS = re.compile(r"(?<![\w])(1Z[0-9A-Z]{16})(?![\w])")
+
+
+def _tracking(text: str) -> Iterator[Extraction]:
+    for cue in _TRACK_CUE.finditer(text):
+        for hit in _follow(text, cue.end(), _TRACK_VALUE, _TRACK_CONNECT):
+            token = text[hit.start : hit.end]
+            if _digit(token):
+                yield Extraction("tracking_number", token, hit.start, hit.end)
+    for m in _UPS.finditer(text):
+        yield Extraction("tracking_number", m.group(1), m.start(1), m.end(1))
+
+
+# flight numbers ------------------------------------------------------------------
+
+_FLIGHT_CUE = re.compile(r"\bflights?\b", _I)
+_FLIGHT_VALUE = re.compile(r"((?:[A-Z]{2,3}|[A-Z]\d|\d[A-Z]) ?\d{1,4})(?![\w@]|\.\d)")
+_FLIGHT_BEFORE = re.compile(
+    r"(?<![\w@])((?:[A-Z]{2,3}|[A-Z]\d|\d[A-Z])\d{1,4})(?:\*\*)?\s+(?i:flights?)\b"
+)
+_FLIGHT_CONNECT = _connector(r"numbers?|nos?|nums?|is|are|was|were|the")
+
+
+def _flights(text: str) -> Iterator[Extraction]:
+    for cue in _FLIGHT_CUE.finditer(text):
+        for hit in _follow(text, cue.end(), _FLIGHT_VALUE, _FLIGHT_CONNECT, max_connectors=3):
+            token = text[hit.start : hit.end]
+            yield Extraction("flight_number", token.replace(" ", ""), hit.start, hit.end)
+    for m in _FLIGHT_BEFORE.finditer(text):  # "the HAT102 flight"
+        yield Extraction("flight_number", m.group(1), m.start(1), m.end(1))
+
+
+# amounts --------------------------------------------------------------------------
+
+_NUM = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)(?!\d|[.,]\d)"
+_CODES = "USD|EUR|GBP|CAD|AUD|NZD|CHF|SEK|NOK|DKK|INR|SGD|HKD|MXN|BRL|ZAR"
+_SYMBOLS = {"$": "USD", "us$": "USD", "€": "EUR", "£": "GBP"}
+_WORDS = {"dollar": "USD", "dollars": "USD", "euro": "EUR", "euros": "EUR"}
+_AMOUNTS = (
+    re.compile(rf"(?<![\w$€£])(?P<code>US\$|\$|€|£) ?{_NUM}"),
+    re.compile(rf"(?<![\w.,$€£]){_NUM} ?(?P<code>{_CODES}|€|(?i:dollars?|euros?))(?![\w])"),
+    re.compile(rf"(?<![\w])(?P<code>{_CODES}) ?{_NUM}"),
+)
+
+
+def _amounts(text: str) -> Iterator[Extraction]:
+    for pattern in _AMOUNTS:
+        for m in pattern.finditer(text):
+            raw = m.group("code")
+            code = _SYMBOLS.get(raw.lower()) or _WORDS.get(raw.lower()) or raw
+            number = Decimal(m.group("num").replace(",", "")).quantize(Decimal("0.01"))
+            yield Extraction("amount", f"{code} {number}", m.start(), m.end())
+
+
+# dates ----------------------------------------------------------------------------
+
+_MONTH_TABLE = (
+    ("January", "Jan"),
+    ("February", "Feb"),
+    ("March", "Mar"),
+    ("April", "Apr"),
+    ("May",),
+    ("June", "Jun"),
+    ("July", "Jul"),
+    ("August", "Aug"),
+    ("September", "Sep", "Sept"),
+    ("October", "Oct"),
+    ("November", "Nov"),
+    ("December", "Dec"),
+)
+_MONTHS = {name: i + 1 for i, names in enumerate(_MONTH_TABLE) for name in names}
+_MONTH_NAMES = tuple(names[0] for names in _MONTH_TABLE)
+_MON = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR_PART = r"(?:,?\s+(?P<year>(?:19|20)\d\d))?"
+_DATES = (
+    re.compile(
+        r"(?<![\w./-])(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2})(?![/-]|\.\d)(?=T\d|\W|$)"
+    ),
+    re.compile(r"(?<![\w./-])(?P<year>\d{4})/(?P<month>\d{1,2})/(?P<day>\d{1,2})(?![\w/-])"),
+    re.compile(rf"\b(?P<mon>{_MON})\.?\s+{_DAY}{_YEAR_PART}(?![\w:])"),
+    re.compile(rf"(?<![\w.]){_DAY}\s+(?:of\s+)?(?P<mon>{_MON})\b\.?{_YEAR_PART}(?![\w:])"),
+    re.compile(r"(?<![\w./-])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<year>\d{4})(?![\w/-])"),
+)
+_BIRTH = re.compile(r"\b(?:birth|born|dob|birthday|b-day)\b", _I)
+
+
+def _valid(year: int, month: int, day: int) -> bool:
+    try:
+        date(year, month, day)
+    except ValueError:
+        return False
+    return True
+
+
+def _date_value(m: re.Match[str]) -> str | None:
+    groups = m.groupdict()
+    year = int(groups["year"]) if groups.get("year") else None
+    if groups.get("a"):  # d/m/y or m/d/y
+        a, b = int(groups["a"]), int(groups["b"])
+        if year is None:
+            return None
+        options = {(m_, d_) for m_, d_ in ((a, b), (b, a)) if _valid(year, m_, d_)}
+        if len(options) == 1:
+            month, day = options.pop()
+            return f"{year:04d}-{month:02d}-{day:02d}"
+        return m.group() if options else None
+    month = _MONTHS[groups["mon"]] if groups.get("mon") else int(groups["month"])
+    day = int(groups["day"])
+    if year is None:
+        return f"{_MONTH_NAMES[month - 1]} {day}" if _valid(2000, month, day) else None
+    return f"{year:04d}-{month:02d}-{day:02d}" if _valid(year, month, day) else None
+
+
+def _dates(text: str) -> Iterator[Extraction]:
+    for pattern in _DATES:
+        for m in pattern.finditer(text):
+            if _BIRTH.search(text, max(0, m.start() - 30), m.start()):
+                continue
+            value = _date_value(m)
+            if value:
+                yield Extraction("date", value, m.start(), m.end())
+
+
+# statuses -------------------------------------------------------------------------
+
+_STATUS = re.compile(r"\b(delivered|pending|cancell?ed|shipped|processed|refunded)\b", _I)
+_STATUS_SUBJECT = re.compile(
+    r"\b(?:orders?|reservations?|bookings?|packages?|parcels?|shipments?|refunds?|returns?|"
+    r"exchanges?)\b|#[A-Z]{1,3}\d{4,}",
+    _I,
+)
+_STATUS_NEAR_BLOCK = re.compile(  # within 25 characters before the status word
+    rf"\b(?:not|never|be|want|wants|wanted|like|need|needs|please|should|get|got|can|could|"
+    rf"will|would|may|might|must)\b|n{_APOS}t\b|{_APOS}(?:d|ll)\b",
+    _I,
+)
+_STATUS_SENTENCE_BLOCK = re.compile(r"\b(?:if|whether|unless|once|until|when)\b", _I)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_STATUS_VALUES = {"canceled": "cancelled"}
+_STATUS_WORDS = frozenset(
+    {"delivered", "pending", "cancelled", "canceled", "shipped", "processed", "refunded"}
+)
+
+
+_SENTENCE_SPAN = 400  # a "sentence" is looked for at most this far either side
+
+
+def _sentence_bounds(text: str, pos: int) -> tuple[int, int]:
+    lo = max(0, pos - _SENTENCE_SPAN)
+    start = lo
+    for m in _SENTENCE_END.finditer(text, lo, pos):
+        start = m.end()
+    end_m = _SENTENCE_END.search(text, pos, pos + _SENTENCE_SPAN)
+    return start, (end_m.end() if end_m else min(len(text), pos + _SENTENCE_SPAN))
+
+
+def _statuses(text: str) -> Iterator[Extraction]:
+    for m in _STATUS.finditer(text):
+        start, end = _sentence_bounds(text, m.start())
+        sentence = text[start:end]
+        if sentence.rstrip().endswith("?"):
+            continue
+        if _STATUS_NEAR_BLOCK.search(text, max(start, m.start() - 25), m.start()):
+            continue
+        if _STATUS_SENTENCE_BLOCK.search(text, start, m.start()):
+            continue
+        lo, hi = max(start, m.start() - 80), min(end, m.end() + 80)
+        if not _STATUS_SUBJECT.search(text, lo, hi):
+            continue
+        word = m.group(1).lower()
+        yield Extraction("status", _STATUS_VALUES.get(word, word), m.start(1), m.end(1))
+
+
+# e-mail and JSON fields -----------------------------------------------------------
+
+_EMAIL = re.compile(
+    r"(?<![\w.+-])([A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,})(?![\w-])"
+)
+
+
+def _emails(text: str) -> Iterator[Extraction]:
+    for m in _EMAIL.finditer(text):
+        yield Extraction("email", m.group(1), m.start(1), m.end(1))
+
+
+_JSON_FIELD = re.compile(
+    r"[\"'](?P<field>user_id|customer_id|reservation_id|order_id|tracking_ids?|"
+    r"tracking_numbers?|status)[\"']\s*:\s*\[?\s*[\"'](?P<value>[^\"'\n]{1,100})[\"']"
+)
+_JSON_KEYS = {
+    "user_id": "user_id",
+    "customer_id": "user_id",
+    "reservation_id": "reservation_id",
+    "order_id": "order_id",
+    "tracking_id": "tracking_number",
+    "tracking_ids": "tracking_number",
+    "tracking_number": "tracking_number",
+    "tracking_numbers": "tracking_number",
+    "status": "status",
+}
+_JSON_NAMES_CASE = re.compile(r"[\"'](?:order_id|reservation_id)[\"']\s*:")
+
+
+def _json_fields(text: str) -> Iterator[Extraction]:
+    names_case = bool(_JSON_NAMES_CASE.search(text))
+    for m in _JSON_FIELD.finditer(text):
+        key = _JSON_KEYS[m.group("field")]
+        value = m.group("value").strip()
+        if not value:
+            continue
+        if key == "status":
+            if not names_case or value.lower() not in _STATUS_WORDS:
+                continue
+            value = _STATUS_VALUES.get(value.lower(), value.lower())
+        elif key == "order_id":
+            value = value.lstrip("#")
+        yield Extraction(key, value, m.start("value"), m.end("value"))
+
+
+_RULES: dict[str, Callable[[str], Iterator[Extraction]]] = {
+    "email": _emails,
+    "user_id": _user_ids,
+    "order_id": _orders,
+    "reservation_id": _reservations,
+    "tracking_number": _tracking,
+    "flight_number": _flights,
+    "amount": _amounts,
+    "date": _dates,
+    "status": _statuses,
+}
+_PRIORITY = {kind: i for i, kind in enumerate(_RULES)}
+_STRUCTURED_KINDS = frozenset({"email"})
+
+
+class FactExtractor:
+    """Rule-based extraction of transactional facts from support text (see the module doc).
+
+    ``kinds`` limits the extractor to some of :data:`KINDS`. :meth:`extract` returns
+    extractions in text order; where two rules claim overlapping text, the longer
+    (then the earlier-listed kind) wins.
+    """
+
+    def __init__(self, kinds: Iterable[str] | None = None) -> None:
+        chosen = tuple(KINDS if kinds is None else kinds)
+        unknown = sorted(set(chosen) - set(KINDS))
+        if unknown:
+            raise UsageError(f"unknown fact kinds {unknown}; known: {', '.join(KINDS)}")
+        if not chosen:
+            raise UsageError("a FactExtractor needs at least one kind")
+        self.kinds: tuple[str, ...] = tuple(k for k in _RULES if k in chosen)
+
+    def __repr__(self) -> str:
+        return f"FactExtractor(kinds={list(self.kinds)!r})"
+
+    def extract(self, text: str) -> list[Extraction]:
+        text = _check_text(text, "text")
+        structured = text.lstrip()[:1] in ("{", "[")
+        found: list[Extraction] = [e for e in _json_fields(text) if e.key in self.kinds]
+        for kind in self.kinds:
+            if structured and kind not in _STRUCTURED_KINDS:
+                continue
+            found.extend(_RULES[kind](text))
+        found.sort(key=lambda e: (e.start, -(e.end - e.start), _PRIORITY[e.key]))
+        kept: list[Extraction] = []
+        for e in found:
+            if kept and e.start < kept[-1].end:
+                continue
+            kept.append(e)
+        return kept
+
+
+_DEFAULT_EXTRACTOR = FactExtractor()
+
+
+# --------------------------------------------------------------------------- case facts
+
+
+def _format_error(detail: str) -> FormatError:
+    return FormatError("case facts", detail)
+
+
+def _check_version(data: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise FormatError(what, f"expected a mapping, got {type(data).__name__}")
+    version = data.get("version")
+    if version != _FORMAT_VERSION or isinstance(version, bool):
+        raise FormatError(what, f"unsupported version {version!r} (expected {_FORMAT_VERSION})")
+    return data
+
+
+class CaseFacts:
+    """Structured case state: key → :class:`Fact`, updated in place, in first-seen order.
+
+    Pin it every turn with :meth:`section`. Feed it text with :meth:`update_from_text`
+    or messages with :meth:`update_from_messages`; list kinds accumulate and scalar
+    kinds take the latest value (:data:`LIST_KEYS`).
+    """
+
+    def __init__(self, facts: Iterable[Fact] = ()) -> None:
+        self._facts: dict[str, Fact] = {}
+        for fact in facts:
+            if not isinstance(fact, Fact):
+                raise UsageError(f"CaseFacts takes Fact values, got {type(fact).__name__}")
+            self._facts[fact.key] = fact
+
+    def __repr__(self) -> str:
+        return f"CaseFacts({list(self._facts.values())!r})"
+
+    def set(
+        self, key: str, value: str, *, source: str | None = None, at: str | None = None
+    ) -> bool:
+        """Set ``key`` to ``value``; True if the value changed (or the key is new).
+
+        A changed value replaces the fact in place (the key keeps its position) with
+        the new ``source`` and ``at``. Restating the same value changes nothing and
+        keeps where and when it was first stated.
+        """
+        fact = Fact(key, value, source, at)
+        old = self._facts.get(key)
+        if old is not None and old.value == value:
+            return False
+        self._facts[key] = fact
+        return True
+
+    def get(self, key: str) -> Fact | None:
+        return self._facts.get(key)
+
+    def values(self, key: str) -> list[str]:
+        """The values under ``key``: a list key split into its items, else zero or one value."""
+        fact = self._facts.get(key)
+        if fact is None:
+            return []
+        if key in LIST_KEYS.values():
+            return fact.value.split(_LIST_SEP)
+        return [fact.value]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._facts
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(list(self._facts.values()))
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def remove(self, key: str) -> bool:
+        """Forget ``key``; True if it was there."""
+        return self._facts.pop(key, None) is not None
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``{"version": 1, "facts": [{key, value, source, at}, …]}``."""
+        return {"version": _FORMAT_VERSION, "facts": [f.to_dict() for f in self._facts.values()]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CaseFacts:
+        """Read :meth:`to_dict` output; anything else raises :class:`FormatError`."""
+        data = _check_version(data, "case facts")
+        items = data.get("facts")
+        if not isinstance(items, list):
+            raise _format_error("'facts' must be a list")
+        facts: list[Fact] = []
+        seen: set[str] = set()
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping):
+                raise _format_error(f"fact {i} is not a mapping")
+            try:
+                fact = Fact(item["key"], item["value"], item.get("source"), item.get("at"))
+            except KeyError as exc:
+                raise _format_error(f"fact {i} has no {exc.args[0]!r}") from None
+            except UsageError as exc:
+                raise _format_error(f"fact {i}: {exc}") from None
+            if fact.key in seen:
+                raise _format_error(f"fact {i}: key {fact.key!r} appears twice")
+            seen.add(fact.key)
+            facts.append(fact)
+        return cls(facts)
+
+    # ------------------------------------------------------------------ rendering
+
+    def render(self) -> str:
+        """``Case facts:`` and one ``- key: value (source, at)`` line a fact; "" when empty."""
+        if not self._facts:
+            return ""
+        lines = ["Case facts:"]
+        for f in self._facts.values():
+            where = ", ".join(x for x in (f.source, f.at) if x)
+            value = " ".join(f.value.split())
+            lines.append(f"- {f.key}: {value}" + (f" ({where})" if where else ""))
+        return "\n".join(lines)
+
+    def section(self, name: str = "case facts", priority: float = 95) -> Section:
+        """The facts as a pinned section: in every window, whole, never summarized."""
+        return Section(name, self.render(), priority=priority, pinned=True)
+
+    # ------------------------------------------------------------------ updates
+
+    def update_from_text(
+        self,
+        text: str,
+        *,
+        source: str | None = None,
+        at: str | None = None,
+        extractor: Extractor | None = None,
+    ) -> list[Fact]:
+        """Extract facts from ``text`` and set them; return the facts that changed.
+
+        Each changed key appears once, with its final value, in the order it first
+        changed.
+        """
+        text = _check_text(text, "text")
+        _check_optional(source, "source")
+        _check_optional(at, "at")
+        before = {k: f.value for k, f in self._facts.items()}
+        found = (extractor or _DEFAULT_EXTRACTOR).extract(text)
+        return self._changed(before, self._apply(found, source, at))
+
+    def update_from_messages(
+        self,
+        messages: Sequence[Message],
+        *,
+        offset: int = 0,
+        at: str | None = None,
+        extractor: Extractor | None = None,
+    ) -> list[Fact]:
+        """Scan user and assistant text and tool results; return the facts that changed.
+
+        The source of a fact is ``f"message {offset + i}"`` for ``messages[i]``; pass
+        ``offset`` when feeding a conversation in increments. ``at`` is the message's
+        own ``timestamp`` when it has one, else the ``at`` given. System messages,
+        thinking and tool calls are not scanned.
+        """
+        _check_optional(at, "at")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise UsageError(f"offset must be a non-negative integer, got {offset!r}")
+        chosen = extractor or _DEFAULT_EXTRACTOR
+        before = {k: f.value for k, f in self._facts.items()}
+        touched: list[str] = []
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, Message):
+                raise UsageError(f"messages[{i}] is not a Message: {type(msg).__name__}")
+            if msg.role == "system":
+                continue
+            when = msg.timestamp or at
+            for block in msg.content:
+                if isinstance(block, TextBlock):
+                    text = block.text
+                elif isinstance(block, ToolResultBlock):
+                    text = block_text(block)
+                else:
+                    continue
+                if not text.strip():
+                    continue
+                found = chosen.extract(_check_text(text, f"messages[{i}]"))
+                touched += self._apply(found, f"message {offset + i}", when)
+        return self._changed(before, touched)
+
+    def _apply(self, found: Sequence[Extraction], source: str | None, at: str | None) -> list[str]:
+        """Set what ``found`` says; the keys that were set, in order."""
+        touched: list[str] = []
+        for e in found:
+            key = LIST_KEYS.get(e.key)
+            if key is None:
+                key, value = e.key, e.value
+            else:
+                items = self.values(key)
+                if e.value in items:
+                    continue
+                value = _LIST_SEP.join([*items, e.value])
+            if self.set(key, value, source=source, at=at):
+                touched.append(key)
+        return touched
+
+    def _changed(self, before: Mapping[str, str], touched: Sequence[str]) -> list[Fact]:
+        """Facts whose value differs from ``before``, once each, in first-touched order."""
+        keys = dict.fromkeys(touched)
+        return [
+            self._facts[k]
+            for k in keys
+            if k in self._facts and before.get(k) != self._facts[k].value
+        ]
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A standing instruction, verbatim, and where it was stated."""
+
+    text: str
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise UsageError(f"a rule needs non-empty text, got {self.text!r}")
+        _check_text(self.text, "rule")
+        _check_optional(self.source, "rule source")
+
+
+def _normalize_rule(text: str) -> str:
+    text = text.replace("’", "'").replace("‘", "'").replace("“", '"').replace("”", '"')
+    return " ".join(text.casefold().split()).rstrip(" .!;")
+
+
+_LEAD = (
+    r"(?:(?:yes|yeah|yep|no|nope|ok|okay|sure|thanks|thank you|great|alright|all right|also|"
+    r"and|but|so|oh|well|hi|hello|hey|btw|by the way|one more thing|just|please|kindly|plus)"
+    r"\b[\s,!:.\-–—]*){0,6}"
+)
+_ALWAYS_NEVER_STOP = _words(
+    """the a an my your our their his her its it this that these those so such too more
+    been being was were is are be have has had do does did mind again ever before after
+    happy glad welcome late busy sure good nice great ready available here there same
+    once when what how worked works work heard seen got received gotten arrived"""
+)
+_DONT_STOP = _words(
+    """worry worried bother mind hesitate apologize apologise rush panic know think remember
+    understand have see care recall get got want need like seem believe feel see mean
+    you we they i he she it this that"""
+)
+_TEMPORARY = re.compile(
+    r"\b(?:yet|for now|right now|at the moment|just now|today|tonight|this time)\b", _I
+)
+_DIRECTIVE = (
+    r"(?:(?:make|be)\s+sure\s+(?:to\s+|that\s+(?:you\s+)?|you\s+)?|remember\s+to\s+|"
+    rf"I\s+(?:want|need|would\s+like|{_APOS}d\s+like)\s+you\s+to\s+|"
+    r"you\s+(?:must|should|need\s+to|have\s+to)\s+)?"
+)
+_ALWAYS_NEVER = re.compile(
+    rf"{_LEAD}{_DIRECTIVE}(?P<word>always|never)\s+(?P<verb>[A-Za-z]+)(?P<rest>[^.!?]*)", _I
+)
+_DONT = re.compile(
+    rf"{_LEAD}(?:do\s+not|don{_APOS}t)\s+(?P<ever>ever\s+)?(?P<verb>[A-Za-z]+)(?P<rest>.*)",
+    _I | re.S,
+)
+_STOP = re.compile(rf"{_LEAD}stop\s+[a-z]+ing\b", _I)
+_REMEMBER = re.compile(
+    rf"{_LEAD}(?:remember|keep\s+in\s+mind|note|bear\s+in\s+mind)(?:\s*,|\s+that)?\s+"
+    rf"(?:I\b|I{_APOS}m\b|my\b)",
+    _I,
+)
+_SCOPE_START = re.compile(
+    rf"{_LEAD}(?:going\s+forward|in\s+(?:the\s+)?future|from\s+here\s+on(?:\s+out)?)\b", _I
+)
+_SCOPE_ANYWHERE = re.compile(
+    r"\bfrom\s+now\s+on\b|\bfor\s+the\s+rest\s+of\s+(?:this|the|our)\s+"
+    r"(?:conversation|chat|call|session)\b",
+    _I,
+)
+_ASK = re.compile(
+    rf"{_LEAD}(?:can|could|would|will)\s+you\s+(?:please\s+)?"
+    r"(?:always\b|never\b|from\s+now\s+on\b|stop\s+[a-z]+ing\b)",
+    _I,
+)
+_SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[“‘]?[A-Z0-9])|\n+")
+_ABBREVIATION = re.compile(r"\b(?:Mr|Mrs|Ms|Dr|Prof|St|Jr|Sr|vs|etc|e\.g|i\.e|No|Nr)\.$", _I)
+
+
+def _sentences(text: str) -> Iterator[str]:
+    """Split on sentence ends and line breaks, not after "Dr.", "e.g." and the like."""
+    start = 0
+    for m in _SENTENCE.finditer(text):
+        if "\n" not in m.group() and _ABBREVIATION.search(
+            text, max(start, m.start() - 6), m.start()
+        ):
+            continue
+        yield text[start : m.start()]
+        start = m.end()
+    yield text[start:]
+
+
+_CLAUSE = re.compile(r"(?:[,;:]|\s[-–—])\s*(?=(?:and|also|but|so|please|plus|oh)\b)", _I)
+
+
+_MAX_CLAUSES = 50  # clause starts examined in one sentence
+_CLAUSE_CHARS = 300  # how much of a clause the patterns look at
+
+
+def _is_rule_clause(clause: str) -> bool:
+    m = _ALWAYS_NEVER.match(clause)
+    if m:
+        verb = m.group("verb").lower()
+        words_after = 1 + len(m.group("rest").split())
+        return verb not in _ALWAYS_NEVER_STOP and words_after >= 2
+    m = _DONT.match(clause)
+    if m:
+        if m.group("ever"):
+            return True
+        verb = m.group("verb").lower()
+        return verb not in _DONT_STOP and not _TEMPORARY.search(m.group("rest"))
+    return bool(_STOP.match(clause) or _REMEMBER.match(clause) or _SCOPE_START.match(clause))
+
+
+def _is_rule(sentence: str) -> bool:
+    s = sentence.strip()
+    if not s:
+        return False
+    if s.rstrip("\"')").endswith("?"):
+        return bool(_ASK.match(s))
+    if _SCOPE_ANYWHERE.search(s):
+        return True
+    starts = [0, *(m.end() for m in itertools.islice(_CLAUSE.finditer(s), _MAX_CLAUSES))]
+    return any(_is_rule_clause(s[i : i + _CLAUSE_CHARS]) for i in starts)
+
+
+class Rules:
+    """Standing instructions, kept verbatim and pinned in every window.
+
+    :meth:`capture` recognises a rule stated mid-conversation. A sentence is a rule
+    when it (after leading "yes,", "thanks,", "also", "please", … and also at a
+    clause starting "and"/"also"/"but"/"so"/"please"):
+
+    - starts "always …" / "never …" + a verb and at least one more word, optionally
+      after "make sure to", "be sure to", "remember to", "I want/need you to", "you
+      must/should": "Never call me before 9am", "Please make sure to always CC my wife";
+    - starts "don't ever …" / "do not ever …";
+    - starts "don't …" / "do not …" + a verb that is not "worry", "bother", "mind",
+      "know", "have", … and nothing temporary ("yet", "for now", "right now",
+      "today", "this time");
+    - starts "stop …ing": "Stop sending me promotional emails";
+    - starts "remember (that) I/my …", "keep in mind (that) I/my …", "note that I/my …";
+    - starts "going forward", "in (the) future", "from here on";
+    - contains "from now on" or "for the rest of this conversation".
+
+    A question is a rule only as "can/could/would/will you (please) always / never /
+    from now on / stop …ing". Statements about the past ("I never received my
+    order"), complaints ("you never listen"), "never mind", "don't worry" and
+    one-off requests ("don't cancel it yet", "can you not charge it today?") are not.
+    """
+
+    def __init__(self, rules: Iterable[Rule | str] = ()) -> None:
+        self._rules: list[Rule] = []
+        self._seen: set[str] = set()
+        for rule in rules:
+            if isinstance(rule, Rule):
+                self.add(rule.text, source=rule.source)
+            else:
+                self.add(rule)
+
+    def __repr__(self) -> str:
+        return f"Rules({self._rules!r})"
+
+    def add(self, text: str, *, source: str | None = None) -> bool:
+        """Keep ``text`` as a rule; False if the same rule (ignoring case, spacing and
+        trailing punctuation) is already kept."""
+        rule = Rule(text.strip() if isinstance(text, str) else text, source)
+        norm = _normalize_rule(rule.text)
+        if norm in self._seen:
+            return False
+        self._seen.add(norm)
+        self._rules.append(rule)
+        return True
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(list(self._rules))
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __contains__(self, text: object) -> bool:
+        return isinstance(text, str) and _normalize_rule(text) in self._seen
+
+    def capture(self, text: str, *, source: str | None = None) -> list[str]:
+        """Find rules stated in ``text`` (see the class doc), keep them verbatim, and
+        return the ones that were new."""
+        text = _check_text(text, "text")
+        _check_optional(source, "source")
+        added: list[str] = []
+        for sentence in _sentences(text):
+            sentence = sentence.strip()
+            if _is_rule(sentence) and self.add(sentence, source=source):
+                added.append(sentence)
+        return added
+
+    def capture_messages(self, messages: Sequence[Message], *, offset: int = 0) -> list[str]:
+        """:meth:`capture` over the text of the user messages (tool results are not
+        the user speaking); the source is ``f"message {offset + i}"``."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise UsageError(f"offset must be a non-negative integer, got {offset!r}")
+        added: list[str] = []
+        for i, msg in enumerate(messages):
+            if not isinstance(msg, Message):
+                raise UsageError(f"messages[{i}] is not a Message: {type(msg).__name__}")
+            if msg.role == "user" and msg.kind == "message" and msg.text.strip():
+                added += self.capture(msg.text, source=f"message {offset + i}")
+        return added
+
+    def render(self) -> str:
+        """``Rules:`` and one ``- rule`` line each; "" when there are none."""
+        if not self._rules:
+            return ""
+        return "\n".join(["Rules:", *(f"- {' '.join(r.text.split())}" for r in self._rules)])
+
+    def section(self, name: str = "rules", priority: float = 100) -> Section:
+        """The rules as a pinned section: in every window, whole, never summarized."""
+        return Section(name, self.render(), priority=priority, pinned=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: ``{"version": 1, "rules": [{text, source}, …]}``."""
+        return {
+            "version": _FORMAT_VERSION,
+            "rules": [{"text": r.text, "source": r.source} for r in self._rules],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Rules:
+        """Read :meth:`to_dict` output; anything else raises :class:`FormatError`."""
+        data = _check_version(data, "rules")
+        items = data.get("rules")
+        if not isinstance(items, list):
+            raise FormatError("rules", "'rules' must be a list")
+        out = cls()
+        for i, item in enumerate(items):
+            if not isinstance(item, Mapping) or "text" not in item:
+                raise FormatError("rules", f"rule {i} is not a mapping with 'text'")
+            try:
+                out.add(item["text"], source=item.get("source"))
+            except UsageError as exc:
+                raise FormatError("rules", f"rule {i}: {exc}") from None
+        return out
