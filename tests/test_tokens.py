@@ -218,11 +218,11 @@ class TestAnthropicCounter:
             words = sum(len(re.findall(r"\S+", json.dumps(m["content"]))) for m in body["messages"])
             return response("anthropic", 200, {"input_tokens": 7 + words})
 
-        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-4-5")
+        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-5-5")
         assert counter.count("hello there") == 9
         assert counter.count("hello there") == 9
         assert len(seen) == 1
-        assert seen[0]["model"] == "claude-sonnet-4-5"
+        assert seen[0]["model"] == "claude-sonnet-5-5"
         msgs = [Message.text_message("system", "be brief"), Message.text_message("user", "hi")]
         counter.count_messages(msgs)
         assert seen[1]["system"] == "be brief"
@@ -233,7 +233,7 @@ class TestAnthropicCounter:
             error = {"type": "overloaded_error", "message": "Overloaded"}
             return response("anthropic", 529, {"type": "error", "error": error})
 
-        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-4-5")
+        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-5-5")
         with pytest.raises(ProviderError) as info:
             counter.count("hi")
         assert info.value.status == 529

@@ -229,7 +229,7 @@ def run_demo(budget: int = 700, counter: TokenCounter | None = None) -> list[Dem
         assembly = assemble(sections, Budget(budget, reserve=task_tokens), ctr)
         sink = sum(ctr.count(s.content) for s in sections) + task_tokens
         request = anthropic_format.render_request(
-            assembly, turn.user, model="claude-sonnet-4-5", max_tokens=1024
+            assembly, turn.user, model="claude-sonnet-5-5", max_tokens=1024
         )
         steps.append(DemoStep(i + 1, turn.user, assembly, sink, request))
     return steps

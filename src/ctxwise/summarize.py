@@ -11,13 +11,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ctxwise.errors import UsageError
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock, block_text
-from ctxwise.tokens import CharCounter, TokenCounter
+from ctxwise.tokens import CharCounter, TokenCounter, truncate_to_tokens
 
-__all__ = ["ExtractiveSummarizer", "Summarizer", "render_turns"]
+if TYPE_CHECKING:
+    from ctxwise.providers.chat import ChatModel
+
+__all__ = [
+    "DEFAULT_INSTRUCTIONS",
+    "ExtractiveSummarizer",
+    "LLMSummarizer",
+    "Summarizer",
+    "render_turns",
+]
 
 
 @runtime_checkable
@@ -133,3 +142,61 @@ class ExtractiveSummarizer:
                 seen.add(c.text)
                 out.append(c.text)
         return "\n".join(out)
+
+
+DEFAULT_INSTRUCTIONS = """\
+You maintain the running summary of a conversation between a user and an assistant
+that has run out of room. You get the summary so far and the turns that are leaving
+the window; write the new summary, which replaces both. Do not call tools and do
+not answer the user: only summarize.
+
+The summary must keep:
+- the difficulties met and how each was handled;
+- the options raised, tried or set aside, and why;
+- everything asked for, decided, agreed or ruled out, stated exactly;
+- where things stand now, and what is still open;
+- hard-to-reconstruct details exactly as written: names, numbers, amounts, dates,
+  ids, file paths, links and exact wording;
+- the user's own words, as close to verbatim as possible.
+
+Drop greetings, thanks and filler. Write plain text, oldest first, and stay
+within {budget} tokens."""
+
+
+class LLMSummarizer:
+    """A summarizer that asks a model (any :class:`~ctxwise.providers.ChatModel`).
+
+    ``instructions`` replace :data:`DEFAULT_INSTRUCTIONS` (``{budget}`` is filled
+    in). The answer is cut to the budget on a word boundary if the model runs over.
+    """
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        instructions: str = DEFAULT_INSTRUCTIONS,
+        counter: TokenCounter | None = None,
+    ) -> None:
+        if not instructions.strip():
+            raise UsageError("summarizer instructions must not be empty")
+        self.model = model
+        self.instructions = instructions
+        self.counter = counter if counter is not None else CharCounter()
+
+    def prompt(self, previous: str, turns: Sequence[Message], budget: int) -> tuple[str, str]:
+        """The (system, user) pair sent to the model."""
+        system = self.instructions.replace("{budget}", str(budget))
+        user = (
+            "Summary so far:\n"
+            + (previous.strip() or "(none)")
+            + "\n\nTurns leaving the window:\n"
+            + (render_turns(turns) or "(none)")
+        )
+        return system, user
+
+    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str:
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
+        system, user = self.prompt(previous, turns, budget)
+        text = self.model.complete(system, user, max_tokens=budget).strip()
+        return truncate_to_tokens(text, budget, self.counter)

@@ -1,0 +1,102 @@
+"""Chat completion adapters: one prompt in, text out, no tools offered."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
+
+if TYPE_CHECKING:
+    import anthropic
+    import openai
+
+__all__ = ["AnthropicChat", "ChatModel", "OpenAIChat"]
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A model that answers one user message under a system prompt."""
+
+    @property
+    def name(self) -> str: ...
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str: ...
+
+
+def _check(max_tokens: int) -> None:
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+
+
+class AnthropicChat:
+    """The Messages API through the official ``anthropic`` SDK."""
+
+    def __init__(self, client: anthropic.Anthropic, model: str) -> None:
+        try:
+            import anthropic as _sdk  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(
+                "anthropic", "anthropic", "the Anthropic adapter"
+            ) from None
+        self.client = client
+        self.model = model
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        import anthropic as sdk
+
+        _check(max_tokens)
+        try:
+            response: Any = self.client.messages.create(
+                model=self.model,
+                max_tokens=max_tokens,
+                system=system,
+                messages=[{"role": "user", "content": user}],
+            )
+        except sdk.APIStatusError as exc:
+            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
+        except sdk.APIError as exc:
+            raise ProviderError("anthropic", str(exc)) from exc
+        text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
+        if not text.strip():
+            raise ProviderError("anthropic", f"empty answer (stop_reason {response.stop_reason!r})")
+        return text
+
+
+class OpenAIChat:
+    """Chat Completions through the official ``openai`` SDK."""
+
+    def __init__(self, client: openai.OpenAI, model: str) -> None:
+        try:
+            import openai as _sdk  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError("openai", "openai", "the OpenAI adapter") from None
+        self.client = client
+        self.model = model
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    def complete(self, system: str, user: str, max_tokens: int) -> str:
+        import openai as sdk
+
+        _check(max_tokens)
+        try:
+            response: Any = self.client.chat.completions.create(
+                model=self.model,
+                max_completion_tokens=max_tokens,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            )
+        except sdk.APIStatusError as exc:
+            raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
+        except sdk.APIError as exc:
+            raise ProviderError("openai", str(exc)) from exc
+        text = response.choices[0].message.content or ""
+        if not text.strip():
+            reason = response.choices[0].finish_reason
+            raise ProviderError("openai", f"empty answer (finish_reason {reason!r})")
+        return str(text)
