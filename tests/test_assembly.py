@@ -193,7 +193,7 @@ class TestRender:
     def test_anthropic_request_has_breakpoint_after_last_stable(self) -> None:
         a = assemble(list(self.sections), 1000)
         body = anthropic.render_request(
-            a, "Can I return my order?", model="claude-sonnet-4-5", cache_ttl="1h"
+            a, "Can I return my order?", model="claude-sonnet-5-5", cache_ttl="1h"
         )
         system = body["system"]
         assert [b["text"] for b in system] == [

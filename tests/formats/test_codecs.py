@@ -24,7 +24,7 @@ from ctxwise import (
 from ctxwise.formats import anthropic, claude_code, openai
 
 ANTHROPIC_REQUEST = {
-    "model": "claude-sonnet-4-5",
+    "model": "claude-sonnet-5-5",
     "max_tokens": 1024,
     "system": [
         {"type": "text", "text": "You are a support agent."},
@@ -102,7 +102,7 @@ ANTHROPIC_RESPONSE = {
     "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
     "type": "message",
     "role": "assistant",
-    "model": "claude-sonnet-4-5",
+    "model": "claude-sonnet-5-5",
     "content": [
         {"type": "text", "text": "I'll look that up."},
         {"type": "tool_use", "id": "toolu_01B", "name": "get_order", "input": {"id": "8812"}},
