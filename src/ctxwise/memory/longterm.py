@@ -31,6 +31,7 @@ from ctxwise.memory.store import (
     NewItem,
     Store,
     batched,
+    check_k,
     check_namespace,
     check_text,
 )
@@ -141,8 +142,7 @@ class LongTermMemory:
         """The ``k`` best items for ``query`` (then their neighbours, when asked)."""
         if not isinstance(query, str) or not query.strip():
             raise UsageError("empty query: there is nothing to recall")
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UsageError(f"k must be a positive integer, got {k!r}")
+        check_k(k)
         if mode not in ("hybrid", "lexical", "vector"):
             raise UsageError(f"unknown recall mode {mode!r}; choose hybrid, lexical or vector")
         self.store.require(self.namespace)

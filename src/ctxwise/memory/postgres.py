@@ -54,6 +54,7 @@ from ctxwise.memory.store import (
     Store,
     StoreError,
     Vector,
+    check_k,
     check_namespace,
     check_text,
     fts_tokens,
@@ -196,12 +197,6 @@ def _connect_message(e: BaseException) -> str:
     reason = re.sub(r"^.*failed: ", "", first).replace("FATAL:", "").strip()
     hint = " (is the server running?)" if "refused" in reason or "No such file" in reason else ""
     return f"cannot connect to PostgreSQL{where}: {reason}{hint}"
-
-
-def _check_k(k: int) -> int:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise UsageError(f"k must be a positive integer, got {k!r}")
-    return k
 
 
 def _has_nul(value: Any) -> bool:
@@ -646,7 +641,7 @@ class PostgresStore(Store):
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
         ns = check_namespace(namespace)
-        _check_k(k)
+        check_k(k)
         if not isinstance(query, str):
             raise UsageError(f"a query is a string, got {type(query).__name__}")
         where, params = self._filters(filters)
@@ -672,7 +667,7 @@ class PostgresStore(Store):
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
         ns = check_namespace(namespace)
-        _check_k(k)
+        check_k(k)
         q = self._vector(vector, "the query vector")
         where, params = self._filters(filters)
         statement = self._sql(

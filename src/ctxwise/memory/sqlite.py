@@ -33,6 +33,7 @@ from ctxwise.memory.store import (
     Store,
     StoreError,
     Vector,
+    check_k,
     check_namespace,
     check_text,
     fts_tokens,
@@ -276,8 +277,7 @@ class SQLiteStore(Store):
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
         key = _key(check_namespace(namespace))
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UsageError(f"k must be a positive integer, got {k!r}")
+        check_k(k)
         terms = sorted(set(fts_tokens(query)))
         if not terms:
             return []
@@ -347,8 +347,7 @@ class SQLiteStore(Store):
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
         key = _key(check_namespace(namespace))
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UsageError(f"k must be a positive integer, got {k!r}")
+        check_k(k)
         q = np.asarray(vector, dtype=np.float32)
         with self._lock:
             rowids, matrix = self._matrix(key)

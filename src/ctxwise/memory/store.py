@@ -34,6 +34,7 @@ __all__ = [
     "NewItem",
     "Store",
     "StoreError",
+    "check_k",
     "check_namespace",
     "fts_tokens",
 ]
@@ -193,7 +194,8 @@ class Store(ABC):
         self.close()
 
 
-def _check_k(k: int) -> int:
+def check_k(k: int) -> int:
+    """``k`` if it is a positive integer, else a :class:`UsageError`."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UsageError(f"k must be a positive integer, got {k!r}")
     return k
@@ -242,7 +244,7 @@ class InMemoryStore(Store):
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
         rows = self._rows.get(check_namespace(namespace), {})
-        _check_k(k)
+        check_k(k)
         terms = set(fts_tokens(query))
         if not rows or not terms:
             return []
@@ -273,7 +275,7 @@ class InMemoryStore(Store):
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
         rows = self._rows.get(check_namespace(namespace), {})
-        _check_k(k)
+        check_k(k)
         q = np.asarray(vector, dtype=np.float32)
         scored = [
             (item, float(vec @ q))
