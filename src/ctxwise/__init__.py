@@ -60,7 +60,15 @@ from ctxwise.tokens import (
 
 if TYPE_CHECKING:
     from ctxwise.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
-    from ctxwise.memory import InMemoryStore, LongTermMemory, SQLiteStore, Store, TieredMemory
+    from ctxwise.memory import (
+        CaseFacts,
+        InMemoryStore,
+        LongTermMemory,
+        Rules,
+        SQLiteStore,
+        Store,
+        TieredMemory,
+    )
     from ctxwise.orchestrator import Pipeline, Trace, TurnResult
     from ctxwise.routing import (
         Intent,
@@ -72,6 +80,7 @@ if TYPE_CHECKING:
     from ctxwise.sources import Source, StaticSource
     from ctxwise.spec import AssemblySpec, load_spec
     from ctxwise.summarize import ExtractiveSummarizer, Summarizer
+    from ctxwise.tools import PolicyGate
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) load on first use, so `import ctxwise` and the CLI start fast.
@@ -90,7 +99,10 @@ _LAZY = {
     "Trace": "ctxwise.orchestrator",
     "TurnResult": "ctxwise.orchestrator",
     "Source": "ctxwise.sources",
+    "CaseFacts": "ctxwise.memory",
     "InMemoryStore": "ctxwise.memory",
+    "Rules": "ctxwise.memory",
+    "PolicyGate": "ctxwise.tools",
     "LongTermMemory": "ctxwise.memory",
     "SQLiteStore": "ctxwise.memory",
     "Store": "ctxwise.memory",
@@ -118,6 +130,7 @@ __all__ = [
     "BackendError",
     "Budget",
     "BudgetError",
+    "CaseFacts",
     "CharCounter",
     "CompactBoundary",
     "Composition",
@@ -140,10 +153,12 @@ __all__ = [
     "PairingProblem",
     "PinnedOverflowError",
     "Pipeline",
+    "PolicyGate",
     "ProblemKind",
     "ProviderError",
     "RouteDecision",
     "RouteReason",
+    "Rules",
     "SQLiteStore",
     "Section",
     "SectionReport",

@@ -1,0 +1,485 @@
+"""Policy gates: standing rules enforced in code, checked before a tool runs.
+
+A rule the model is merely *told* ("do not refund order 4417 until the address
+check is done") can be lost to a summary, diluted in a long window, or ignored.
+A :class:`PolicyGate` holds rules as code, outside the transcript, and the agent
+loop asks it before every tool call::
+
+    gate = PolicyGate([RequireFact(
+        name="refund-4417-after-address-check",
+        text="Do not refund order 4417 until the address check is done",
+        tools=("issue_refund",), when={"order_id": "4417"},
+        fact="address_check:{order_id}", satisfied_by="address_check",
+    )])
+    decision = gate.check("issue_refund", {"order_id": "4417"}, facts)
+    if not decision:                       # Blocked is falsy, Allowed truthy
+        return tool_error(decision.reason)  # the rule's own words, verbatim
+    ...
+    gate.observe("address_check", {"order_id": "4417"}, result_text, facts)
+
+Rules fail closed: a rule that cannot be evaluated (a fact template whose field
+the tool input lacks) blocks, and says why. Built-in rule kinds serialize with
+:meth:`PolicyGate.to_dict`, so a gate persists beside the case facts, never
+inside the conversation that a compaction rewrites. :func:`compile_rule` turns
+the common "do not <action> [order] <id> [until <check> is done]" sentence into
+a rule, given a vocabulary from phrases to tool names; anything it does not
+understand is refused rather than guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.memory.facts import CaseFacts
+
+__all__ = [
+    "Allowed",
+    "Blocked",
+    "Forbid",
+    "GateDecision",
+    "PolicyGate",
+    "PolicyRule",
+    "RequireFact",
+    "compile_rule",
+    "tool_outcome",
+]
+
+_FORMAT_VERSION = 1
+
+
+@runtime_checkable
+class PolicyRule(Protocol):
+    """A rule as code. ``text`` is the rule as a person stated it (shown as the reason)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
+        """``None`` when the call may run, else why it may not."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Allowed:
+    """The call may run. ``checked`` names the rules that applied to it."""
+
+    tool: str
+    checked: tuple[str, ...] = ()
+
+    allowed: Literal[True] = True
+
+    def __bool__(self) -> bool:
+        return True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"allowed": True, "tool": self.tool, "checked": list(self.checked)}
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The call must not run. ``reason`` quotes the rule; ``rule`` is the rule itself."""
+
+    tool: str
+    reason: str
+    rule: PolicyRule
+
+    allowed: Literal[False] = False
+
+    def __bool__(self) -> bool:
+        return False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"allowed": False, "tool": self.tool, "reason": self.reason, "rule": self.rule.name}
+
+
+GateDecision: TypeAlias = Allowed | Blocked
+
+
+def _norm_value(value: object) -> str:
+    """How input values compare: as text, trimmed, without a leading ``#``, case-folded."""
+    return str(value).strip().lstrip("#").strip().casefold()
+
+
+def _check_str(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_tools(tools: object, what: str) -> tuple[str, ...]:
+    if isinstance(tools, str) or not isinstance(tools, Iterable):
+        raise UsageError(f"{what}: tools must be a sequence of tool names, got {tools!r}")
+    out = tuple(tools)
+    if not out:
+        raise UsageError(f"{what}: a rule needs at least one tool")
+    for t in out:
+        _check_str(t, f"{what}: tool name")
+    return out
+
+
+def _check_when(when: object, what: str) -> dict[str, str]:
+    if not isinstance(when, Mapping):
+        raise UsageError(f"{what}: when must be a mapping of input field → value, got {when!r}")
+    return {_check_str(k, f"{what}: when field"): str(v) for k, v in when.items()}
+
+
+def _applies(
+    tools: Sequence[str], when: Mapping[str, str], tool_name: str, tool_input: Mapping[str, Any]
+) -> bool:
+    if tool_name not in tools:
+        return False
+    return all(
+        k in tool_input and _norm_value(tool_input[k]) == _norm_value(v) for k, v in when.items()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Forbid:
+    """Never run ``tools`` (for inputs matching ``when``, e.g. ``{"order_id": "4417"}``)."""
+
+    name: str
+    text: str
+    tools: tuple[str, ...]
+    when: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check_str(self.name, "rule name")
+        _check_str(self.text, f"rule {self.name!r}: text")
+        object.__setattr__(self, "tools", _check_tools(self.tools, f"rule {self.name!r}"))
+        object.__setattr__(self, "when", _check_when(self.when, f"rule {self.name!r}"))
+
+    def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
+        if _applies(self.tools, self.when, tool_name, tool_input):
+            return self.text
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "forbid",
+            "name": self.name,
+            "text": self.text,
+            "tools": list(self.tools),
+            "when": dict(self.when),
+        }
+
+
+_FIELDS = string.Formatter()
+
+
+@dataclass(frozen=True, slots=True)
+class RequireFact:
+    """Run ``tools`` only once the case fact ``fact`` holds one of ``accept``.
+
+    ``fact`` is a template filled from the tool input (``"address_check:{order_id}"``),
+    so one rule covers every order. ``satisfied_by`` names the tool whose result
+    :meth:`PolicyGate.observe` records under that key (its :func:`tool_outcome`).
+    """
+
+    name: str
+    text: str
+    tools: tuple[str, ...]
+    fact: str
+    accept: tuple[str, ...] = ("ok",)
+    when: Mapping[str, str] = field(default_factory=dict)
+    satisfied_by: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_str(self.name, "rule name")
+        what = f"rule {self.name!r}"
+        _check_str(self.text, f"{what}: text")
+        object.__setattr__(self, "tools", _check_tools(self.tools, what))
+        object.__setattr__(self, "when", _check_when(self.when, what))
+        _check_str(self.fact, f"{what}: fact")
+        try:
+            fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f is not None]
+        except ValueError as exc:
+            raise UsageError(f"{what}: bad fact template {self.fact!r}: {exc}") from None
+        if any(not f.isidentifier() for f in fields):
+            raise UsageError(f"{what}: fact template fields must be plain names: {self.fact!r}")
+        accept: object = self.accept
+        if isinstance(accept, str) or not isinstance(accept, Iterable) or not tuple(accept):
+            raise UsageError(f"{what}: accept must be a non-empty sequence of values")
+        object.__setattr__(self, "accept", tuple(str(a) for a in accept))
+        if self.satisfied_by is not None:
+            _check_str(self.satisfied_by, f"{what}: satisfied_by")
+
+    def fact_key(self, tool_input: Mapping[str, Any]) -> str:
+        """The fact key for this input; :class:`KeyError` names a missing field."""
+        fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f]
+        values = {f: str(tool_input[f]).strip().lstrip("#").strip() for f in fields}
+        return self.fact.format(**values)
+
+    def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
+        if not _applies(self.tools, self.when, tool_name, tool_input):
+            return None
+        try:
+            key = self.fact_key(tool_input)
+        except KeyError as exc:
+            return f"{self.text} (the call has no {exc.args[0]!r}, so the rule cannot be checked)"
+        found = facts.get(key)
+        if found is not None and _norm_value(found.value) in {_norm_value(a) for a in self.accept}:
+            return None
+        state = f"{key} is {found.value!r}" if found is not None else f"{key} is not recorded"
+        return f"{self.text} ({state}; needs {' or '.join(self.accept)})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "require_fact",
+            "name": self.name,
+            "text": self.text,
+            "tools": list(self.tools),
+            "fact": self.fact,
+            "accept": list(self.accept),
+            "when": dict(self.when),
+            "satisfied_by": self.satisfied_by,
+        }
+
+
+_NOT_OK = re.compile(
+    r"\b(not ok|not okay|fail(?:ed|ure|s)?|error|errors|mismatch(?:ed)?|invalid|denied|"
+    r"rejected|unverified|not verified|not found|pending)\b",
+    re.IGNORECASE,
+)
+_OK = re.compile(
+    r"\b(ok|okay|pass(?:ed)?|verified|success(?:ful)?|succeeded|confirmed|valid|approved|"
+    r"complete[d]?|done|cleared)\b",
+    re.IGNORECASE,
+)
+
+
+def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> str:
+    """``"ok"`` or ``"failed"``: what a prerequisite tool's result says.
+
+    An error result is ``"failed"``. A JSON object (or mapping) is judged by its
+    ``status`` / ``result`` / ``outcome`` field when it has one, else by its text.
+    Text is ``"ok"`` when it says ok / passed / verified / success / confirmed /
+    valid / approved / completed and nothing like failed / error / mismatch /
+    invalid / denied / rejected / not verified / not found / pending. Anything
+    else is ``"failed"``: an unclear result never satisfies a rule.
+    """
+    if is_error:
+        return "failed"
+    data: Any = result
+    if isinstance(result, str):
+        try:
+            data = json.loads(result)
+        except ValueError:
+            data = result
+    if isinstance(data, Mapping):
+        for key in ("status", "result", "outcome"):
+            if isinstance(data.get(key), str | bool):
+                value = data[key]
+                if isinstance(value, bool):
+                    return "ok" if value else "failed"
+                return tool_outcome(value)
+        data = json.dumps(data)
+    text = str(data)
+    if _NOT_OK.search(text) or not _OK.search(text):
+        return "failed"
+    return "ok"
+
+
+class PolicyGate:
+    """Rules as code, checked before a tool runs; kept outside the transcript."""
+
+    def __init__(self, rules: Iterable[PolicyRule] = ()) -> None:
+        self._rules: dict[str, PolicyRule] = {}
+        for rule in rules:
+            self.add(rule)
+
+    def __repr__(self) -> str:
+        return f"PolicyGate({list(self._rules.values())!r})"
+
+    def __len__(self) -> int:
+        return len(self._rules)
+
+    def __iter__(self) -> Iterator[PolicyRule]:
+        return iter(list(self._rules.values()))
+
+    def add(self, rule: PolicyRule) -> None:
+        """Add a rule; a rule with the same name is an error (remove it first)."""
+        if not isinstance(rule, PolicyRule):
+            raise UsageError(f"a policy rule needs name, text, check and to_dict; got {rule!r}")
+        if rule.name in self._rules:
+            raise UsageError(f"a rule named {rule.name!r} is already in the gate")
+        self._rules[rule.name] = rule
+
+    def remove(self, name: str) -> bool:
+        """Drop the rule named ``name``; True if it was there."""
+        return self._rules.pop(name, None) is not None
+
+    def check(
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any] | None = None,
+        facts: CaseFacts | None = None,
+    ) -> GateDecision:
+        """May ``tool_name`` run with ``tool_input``, given the case ``facts``?
+
+        Rules are checked in the order they were added; the first that objects
+        blocks the call. A rule that raises blocks too (fails closed).
+        """
+        _check_str(tool_name, "tool name")
+        inputs: Mapping[str, Any] = {} if tool_input is None else tool_input
+        if not isinstance(inputs, Mapping):
+            raise UsageError(f"tool input must be a mapping, got {type(inputs).__name__}")
+        known = facts if facts is not None else CaseFacts()
+        checked: list[str] = []
+        for rule in self._rules.values():
+            try:
+                reason = rule.check(tool_name, inputs, known)
+            except Exception as exc:  # a broken rule must not let the call through
+                reason = f"{rule.text} (the rule could not be checked: {exc})"
+            if reason is not None:
+                return Blocked(tool_name, reason, rule)
+            checked.append(rule.name)
+        return Allowed(tool_name, tuple(checked))
+
+    def observe(
+        self,
+        tool_name: str,
+        tool_input: Mapping[str, Any] | None,
+        result: str | Mapping[str, Any],
+        facts: CaseFacts,
+        *,
+        is_error: bool = False,
+        at: str | None = None,
+    ) -> list[str]:
+        """Record what a tool's result means for the rules it satisfies.
+
+        For each :class:`RequireFact` rule with ``satisfied_by == tool_name``, the
+        fact key (filled from ``tool_input``) is set to :func:`tool_outcome` of the
+        result. Returns the keys set. A later failure overwrites an earlier "ok".
+        """
+        _check_str(tool_name, "tool name")
+        inputs: Mapping[str, Any] = {} if tool_input is None else tool_input
+        outcome = tool_outcome(result, is_error=is_error)
+        keys: list[str] = []
+        for rule in self._rules.values():
+            if not isinstance(rule, RequireFact) or rule.satisfied_by != tool_name:
+                continue
+            try:
+                key = rule.fact_key(inputs)
+            except KeyError:
+                continue
+            facts.set(key, outcome, source=f"tool {tool_name}", at=at)
+            keys.append(key)
+        return keys
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"version": 1, "rules": [...]}``: every rule's own ``to_dict``."""
+        return {"version": _FORMAT_VERSION, "rules": [r.to_dict() for r in self._rules.values()]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PolicyGate:
+        """Read :meth:`to_dict` output (built-in rules); anything else is a ``FormatError``."""
+        if not isinstance(data, Mapping) or data.get("version") != _FORMAT_VERSION:
+            raise FormatError("policy gate", f"expected a mapping with version {_FORMAT_VERSION}")
+        items = data.get("rules")
+        if not isinstance(items, list):
+            raise FormatError("policy gate", "'rules' must be a list")
+        gate = cls()
+        for i, item in enumerate(items):
+            try:
+                gate.add(_rule_from_dict(item))
+            except (UsageError, KeyError, TypeError) as exc:
+                raise FormatError("policy gate", f"rule {i}: {exc}") from None
+        return gate
+
+
+def _rule_from_dict(item: Any) -> PolicyRule:
+    if not isinstance(item, Mapping):
+        raise UsageError("not a mapping")
+    kind = item.get("kind")
+    if kind == "forbid":
+        return Forbid(item["name"], item["text"], tuple(item["tools"]), item.get("when") or {})
+    if kind == "require_fact":
+        return RequireFact(
+            item["name"],
+            item["text"],
+            tuple(item["tools"]),
+            item["fact"],
+            tuple(item.get("accept") or ("ok",)),
+            item.get("when") or {},
+            item.get("satisfied_by"),
+        )
+    raise UsageError(f"unknown rule kind {kind!r} (built-in kinds: forbid, require_fact)")
+
+
+_RULE = re.compile(
+    r"^\s*(?:please\s*,?\s+)?(?:do not|don't|never|must not|mustn't)\s+(?P<action>.+?)\s+"
+    r"(?:(?:for|on)\s+)?(?:the\s+)?(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*\d[\w-]*)"
+    r"(?:\s+(?:until|unless|before)\s+(?:the\s+|its\s+|an?\s+)?(?P<cond>.+?)\s+"
+    r"(?:is|has been|have been|are)\s+(?:done|complete|completed|finished|verified|passed|ok|"
+    r"cleared|through))?\s*[.!]?\s*$",
+    re.IGNORECASE,
+)
+
+
+def _lookup(phrase: str, vocabulary: Mapping[str, str], what: str, text: str) -> str:
+    hits = [tool for words, tool in vocabulary.items() if words.casefold() in phrase.casefold()]
+    if len(set(hits)) != 1:
+        found = "no tool" if not hits else f"several tools ({', '.join(sorted(set(hits)))})"
+        raise UsageError(
+            f"cannot compile rule {text!r}: the {what} {phrase!r} names {found} in the vocabulary"
+        )
+    return hits[0]
+
+
+def compile_rule(
+    text: str,
+    vocabulary: Mapping[str, str],
+    *,
+    id_fields: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> PolicyRule:
+    """Turn a stated rule into code, or refuse.
+
+    Understood: "Do not <action> <noun> <id> until <check> is done" (also
+    "don't"/"never"/"must not"; "until"/"unless"/"before"; "is done / complete /
+    verified / passed / ok") → :class:`RequireFact`, and the same without the
+    "until" clause → :class:`Forbid`. ``vocabulary`` maps phrases to tool names
+    (``{"refund": "issue_refund", "address check": "address_check"}``): the action
+    must name exactly one tool, and so must the check. ``id_fields`` maps the
+    noun to the tool input field holding the id (default ``{noun}_id``: "order" →
+    ``order_id``). The rule keeps ``text`` verbatim as its reason.
+    """
+    _check_str(text, "rule text")
+    if not isinstance(vocabulary, Mapping) or not vocabulary:
+        raise UsageError("compile_rule needs a vocabulary of phrase → tool name")
+    m = _RULE.match(text)
+    if m is None:
+        raise UsageError(
+            f"cannot compile rule {text!r}: expected 'do not <action> <noun> <id> "
+            "[until <check> is done]'; state it as code (Forbid, RequireFact) instead"
+        )
+    tool = _lookup(m["action"], vocabulary, "action", text)
+    noun = m["noun"].casefold()
+    id_field = (id_fields or {}).get(noun, f"{noun}_id")
+    ident = m["id"]
+    rule_name = name or f"{tool}:{ident}" + (f":after:{m['cond']}" if m["cond"] else "")
+    if m["cond"] is None:
+        return Forbid(rule_name, text.strip(), (tool,), {id_field: ident})
+    check_tool = _lookup(m["cond"], vocabulary, "condition", text)
+    return RequireFact(
+        rule_name,
+        text.strip(),
+        (tool,),
+        f"{check_tool}:{{{id_field}}}",
+        ("ok",),
+        {id_field: ident},
+        check_tool,
+    )
