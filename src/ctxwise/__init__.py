@@ -20,6 +20,15 @@ from ctxwise.assembly import (
     order_for_recall,
 )
 from ctxwise.composition import Composition, CompositionItem, composition
+from ctxwise.costs import (
+    CacheCost,
+    ClearingBreakEven,
+    CompactionSimulation,
+    SimulationError,
+    SummaryCall,
+    clearing_break_even,
+    simulate_compaction,
+)
 from ctxwise.errors import (
     BackendError,
     BudgetError,
@@ -130,9 +139,12 @@ __all__ = [
     "BackendError",
     "Budget",
     "BudgetError",
+    "CacheCost",
     "CaseFacts",
     "CharCounter",
+    "ClearingBreakEven",
     "CompactBoundary",
+    "CompactionSimulation",
     "Composition",
     "CompositionItem",
     "ContentBlock",
@@ -164,11 +176,13 @@ __all__ = [
     "SectionReport",
     "SectionStatus",
     "SentenceTransformerEmbedder",
+    "SimulationError",
     "Source",
     "SpecError",
     "StaticSource",
     "Store",
     "Summarizer",
+    "SummaryCall",
     "TextBlock",
     "ThinkingBlock",
     "TieredMemory",
@@ -185,6 +199,7 @@ __all__ = [
     "WordCounter",
     "__version__",
     "assemble",
+    "clearing_break_even",
     "composition",
     "detect_format",
     "get_counter",
@@ -192,5 +207,6 @@ __all__ = [
     "order_for_recall",
     "read_transcript",
     "read_transcripts",
+    "simulate_compaction",
     "truncate_to_tokens",
 ]

@@ -30,6 +30,7 @@ from ctxwise import (
 )
 from ctxwise._cli_demo import demo_cmd
 from ctxwise._cli_routing import data_app, eval_app, route_cmd, router_app
+from ctxwise._cli_simulate import simulate_app
 from ctxwise._cli_util import (
     _assembly_table,
     _bar,
@@ -176,6 +177,7 @@ app.command("route")(route_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")
+app.add_typer(simulate_app, name="simulate")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
