@@ -1,0 +1,230 @@
+"""CLI command for clearing: ``ctxwise clear``."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ctxwise._cli_util import _guard, _print_json
+from ctxwise._io import read_text_file
+from ctxwise.editing import EditResult, clear_tool_uses
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.formats import FORMATS, anthropic, detect_format, openai, read_transcripts
+from ctxwise.messages import Transcript
+from ctxwise.tokens import get_counter
+
+CLAUDE_CODE_NOTE = (
+    "Claude Code JSONL is written as an Anthropic Messages request body ({'messages': [...]}): "
+    "ctxwise reads Claude Code sessions but does not write them"
+)
+
+
+def clear_cmd(
+    transcript: Annotated[
+        Path, typer.Argument(help="A transcript file (JSON or Claude Code JSONL).")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Where to write the edited transcript. It keeps the input's format and "
+            "shape, except Claude Code JSONL, which is written as an Anthropic Messages "
+            "request body. Written atomically; untouched on error.",
+        ),
+    ],
+    format: Annotated[
+        str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "auto",
+    index: Annotated[
+        int | None,
+        typer.Option(
+            help="Edit only this transcript of a multi-transcript file (the others are "
+            "written back unchanged); default: every transcript."
+        ),
+    ] = None,
+    keep_last: Annotated[
+        int, typer.Option("--keep-last", help="The last N tool uses keep their results.")
+    ] = 3,
+    clear_at_least: Annotated[
+        int,
+        typer.Option(
+            "--clear-at-least",
+            help="Do nothing unless at least N tokens would be freed (clearing breaks the "
+            "provider's prompt cache).",
+        ),
+    ] = 0,
+    trigger: Annotated[
+        int,
+        typer.Option(
+            "--trigger", help="Only clear a transcript of more than N tokens (0: always)."
+        ),
+    ] = 0,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="A tool whose results are never cleared (repeatable)."),
+    ] = None,
+    clear_inputs: Annotated[
+        bool, typer.Option("--clear-inputs", help="Also replace cleared calls' inputs by {}.")
+    ] = False,
+    counter: Annotated[str, typer.Option(help="char | word | tiktoken.")] = "char",
+    live: Annotated[
+        bool,
+        typer.Option("--live", help="Claude Code: keep only the window after the last compaction."),
+    ] = False,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Repair tool pairing problems first (drop orphan results, answer unanswered "
+            "calls with an error result, rename reused ids) instead of refusing.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Clear old tool results (Anthropic's clear_tool_uses_20250919, done locally)."""
+
+    def run() -> dict[str, Any]:
+        if format not in FORMATS:
+            raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
+        ctr = get_counter(counter)
+        text = read_text_file(transcript, "a transcript file", FormatError)
+        fmt = detect_format(transcript, text) if format == "auto" else format
+        items = read_transcripts(transcript, fmt)  # type: ignore[arg-type]
+        if index is not None and not -len(items) <= index < len(items):
+            raise UsageError(
+                f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
+            )
+        if live and fmt != "claude-code":
+            raise UsageError("--live applies to Claude Code sessions only")
+        chosen = range(len(items)) if index is None else [index % len(items)]
+        results: dict[int, EditResult] = {}
+        for i in chosen:
+            t = items[i].live_window() if live else items[i]
+            results[i] = clear_tool_uses(
+                t,
+                trigger_tokens=trigger,
+                keep_last=keep_last,
+                clear_at_least=clear_at_least,
+                exclude_tools=exclude or (),
+                clear_inputs=clear_inputs,
+                counter=ctr,
+                repair=repair,
+            )
+        edited = [results[i].transcript if i in results else t for i, t in enumerate(items)]
+        doc = None if fmt == "claude-code" else json.loads(text)
+        shape, body = _encode(fmt, doc, edited)
+        if fmt == "claude-code" and _same_file(transcript, out):
+            raise UsageError(
+                f"--out {out} is the Claude Code session itself; it would be replaced by "
+                "Anthropic JSON. Write to another file"
+            )
+        _write_atomic(out, _dumps(body))
+        report: dict[str, Any] = {
+            "source": str(transcript),
+            "out": str(out),
+            "input_format": fmt,
+            "output_format": "anthropic" if fmt == "claude-code" else fmt,
+            "shape": shape,
+            "transcripts": len(items),
+            "edited": [{"index": i, **r.to_dict()} for i, r in results.items()],
+            "applied": sum(r.applied for r in results.values()),
+            "tokens_before": sum(r.tokens_before for r in results.values()),
+            "tokens_after": sum(r.tokens_after for r in results.values()),
+            "tokens_freed": sum(r.tokens_freed for r in results.values()),
+            "cleared_tool_uses": sum(r.cleared_tool_uses for r in results.values()),
+        }
+        if fmt == "claude-code":
+            report["note"] = CLAUDE_CODE_NOTE
+        return report
+
+    report = _guard(run)
+    if as_json:
+        _print_json(report)
+        return
+    before, after = report["tokens_before"], report["tokens_after"]
+    share = f" (-{(before - after) / before:.1%})" if before else ""
+    edited = report["edited"]
+    lines = [
+        f"{report['source']}: cleared {report['cleared_tool_uses']} tool result(s) in "
+        f"{report['applied']} of {len(edited)} transcript(s); {before:,} -> {after:,} tokens"
+        f"{share} ({edited[0]['counter'] if edited else counter})"
+    ]
+    if len(edited) == 1:
+        lines.append(f"  {edited[0]['detail']}")
+    else:
+        reasons: dict[str, int] = {}
+        for e in edited:
+            if not e["applied"]:
+                reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
+        lines.extend(f"  not applied ({r}): {n}" for r, n in sorted(reasons.items()))
+    lines.append(f"wrote {report['out']} ({report['output_format']}, {report['shape']})")
+    if "note" in report:
+        lines.append(f"note: {report['note']}")
+    typer.echo("\n".join(lines))
+
+
+def _encode(fmt: str, doc: Any, transcripts: list[Transcript]) -> tuple[str, Any]:
+    """The output document in the input's shape, and the shape's name."""
+    if fmt == "claude-code":
+        return "request", anthropic.encode_request(transcripts[0])
+    t = transcripts[0]
+    if fmt == "openai":
+        if isinstance(doc, list) and doc and all(isinstance(x, dict) and "traj" in x for x in doc):
+            return "trajectories", [
+                {**x, "traj": openai.encode_messages(t)}
+                for x, t in zip(doc, transcripts, strict=True)
+            ]
+        if isinstance(doc, dict) and "traj" in doc:
+            return "trajectory", {**doc, "traj": openai.encode_messages(t)}
+        if isinstance(doc, dict) and doc.get("object") == "chat.completion":
+            return "response", openai.encode_response(t.messages[0])
+        if isinstance(doc, dict):
+            return "request", openai.encode_request(t)
+        return "messages", openai.encode_messages(t)
+    if isinstance(doc, dict) and doc.get("type") == "message":
+        return "response", anthropic.encode_response(t.messages[0])
+    if isinstance(doc, dict):
+        return "request", anthropic.encode_request(t)
+    return "messages", anthropic.encode_messages(t)[1]
+
+
+def _dumps(body: Any) -> bytes:
+    text = json.dumps(body, ensure_ascii=False, indent=1) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # lone surrogates (a truncated emoji) are not UTF-8: write them as JSON escapes
+        return (json.dumps(body, ensure_ascii=True, indent=1) + "\n").encode("ascii")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a
+    rename, so ``path`` is either untouched or complete."""
+    if path.is_dir():
+        raise UsageError(f"--out {path} is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"--out {path}: folder {parent} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
