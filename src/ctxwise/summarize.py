@@ -8,6 +8,8 @@ It never paraphrases, so what it keeps is exactly what was said.
 
 from __future__ import annotations
 
+import heapq
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,50 +56,154 @@ def render_turns(turns: Sequence[Message]) -> str:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_INSTRUCTION = re.compile(
-    r"\b(do not|don't|never|always|must|mustn't|should not|shouldn't|until|unless|"
-    r"make sure|be sure|only|required?|deadline|no later than|from now on)\b",
-    re.IGNORECASE,
-)
-_NUMBER = re.compile(r"\d")
+
+# Details are found token by token (str.split, then cheap checks): about three
+# times faster than one regex pass over the text, which matters at 150k tokens.
+_HAS_DIGIT = re.compile(r"\d").search
+_HAS_ALPHA = re.compile(r"[^\W\d_]").search
 _AMOUNT = re.compile(r"[$€£¥]|\b(usd|eur|gbp|dollars?|euros?|cents?)\b", re.IGNORECASE)
-_DATE = re.compile(
-    r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\b|"
-    r"\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow|yesterday)\b",
-    re.IGNORECASE,
+_STRIP = ".,;:()[]{}\"'`<>!?*"
+
+
+def _wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_EXTENSIONS = _wordset(
+    "py pyi js jsx mjs ts tsx ex exs heex erl rb go rs "
+    "java kt c h cc cpp hpp cs swift php sh sql md rst "
+    "txt json jsonl yaml yml toml ini cfg csv html css scss vue xml "
+    "proto lock log"
 )
-_ID = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)(?=[A-Za-z0-9_-]*[A-Za-z])[A-Za-z0-9_-]{4,}\b|#\w+")
-_PATH = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|md|json|yaml|yml|txt|csv|sql)\b")
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+")
-
-
-def _weight(sentence: str) -> int:
-    """How much a sentence is worth keeping (0: not at all)."""
-    score = 0
-    if _INSTRUCTION.search(sentence):
-        score += 8  # instructions outrank facts: losing one changes behaviour
-    if _AMOUNT.search(sentence) and _NUMBER.search(sentence):
-        score += 3
-    if _ID.search(sentence) or _PATH.search(sentence):
-        score += 3
-    if _DATE.search(sentence):
-        score += 2
-    if _NUMBER.search(sentence):
-        score += 1
-    if _NAME.search(sentence):
-        score += 1
-    return score
+_DATE_WORDS = _wordset(
+    "jan feb mar apr may jun jul aug sep sept "
+    "oct nov dec january february march april june july august "
+    "september october november december monday tuesday wednesday thursday friday saturday "
+    "sunday today tomorrow yesterday tonight"
+)
+_INSTRUCTION_WORDS = _wordset(
+    "never always must mustn't until unless only require required requires deadline"
+)
+_INSTRUCTION_PHRASES = (
+    "do not",
+    "don't",
+    "should not",
+    "shouldn't",
+    "make sure",
+    "be sure",
+    "no later than",
+    "from now on",
+)
+_ERROR_WORDS = _wordset("error errors exception failed failure traceback fatal")
+_INSTRUCTION_WEIGHT = 8  # instructions outrank facts: losing one changes behaviour
+_CONVERSATION_FACTOR = 2  # what the user and assistant said outranks tool output,
+# which a tool call can fetch again
 
 
 @dataclass(frozen=True, slots=True)
+class _Sentence:
+    instruction: bool
+    units: dict[str, int]
+    """The details it carries, normalized text → worth: ids, paths and amounts 3
+    (the hardest to reconstruct), dates and error lines 2-3, numbers and names 1."""
+
+
+def _read(sentence: str) -> _Sentence:
+    folded = sentence.casefold()
+    instruction = any(p in folded for p in _INSTRUCTION_PHRASES)
+    error = False
+    units: dict[str, int] = {}
+    amount = 0
+    prev_lower = False
+    for raw in sentence.split():
+        tok = raw.strip(_STRIP)
+        low = tok.casefold()
+        worth = 0
+        if not tok:
+            pass
+        elif _HAS_DIGIT(tok):
+            if _HAS_ALPHA(tok) or "/" in tok:
+                worth = 3  # an id, a version, a path with digits
+            else:
+                if amount == 0:
+                    amount = 3 if _AMOUNT.search(sentence) else 1
+                worth = amount
+        elif "/" in tok and _HAS_ALPHA(tok):
+            worth = 3  # a path
+        elif "." in tok and tok.rsplit(".", 1)[1].casefold() in _EXTENSIONS:
+            worth = 3  # a file name
+        elif low in _DATE_WORDS:
+            worth = 2
+        elif prev_lower and tok[0].isupper() and tok[1:].islower():
+            worth = 1  # a capitalised word mid-sentence: likely a name
+        else:
+            instruction = instruction or low in _INSTRUCTION_WORDS
+            error = error or low in _ERROR_WORDS
+        prev_lower = bool(raw) and (raw[-1].islower() or raw[-1] in ",;:")
+        if worth > units.get(low, 0):
+            units[low] = worth
+    if error:
+        units["error: " + " ".join(folded.split())[:60]] = 3
+    return _Sentence(instruction, units)
+
+
+_ARG_CHARS = 120
+
+
+def _call(block: ToolUseBlock) -> str:
+    """A tool call as ``name(key=value, …)``, long values elided: the call's
+    details (paths, ids) without the file body an edit carries."""
+    args = []
+    for key, value in block.input.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        text = " ".join(text.split())
+        if len(text) > _ARG_CHARS:
+            text = text[: _ARG_CHARS // 2].rstrip() + " […]"
+        args.append(f"{key}={text}")
+    return f"{block.name}({', '.join(args)})"
+
+
+def _lines(turns: Sequence[Message]) -> list[str]:
+    """Like :func:`render_turns`, with tool calls in their short form."""
+    lines = []
+    for m in turns:
+        for b in m.content:
+            if isinstance(b, ToolUseBlock):
+                lines.append(f"{m.role} called {_call(b)}")
+                continue
+            text = block_text(b).strip()
+            if not text:
+                continue
+            if isinstance(b, ToolResultBlock):
+                lines.extend(f"tool result: {x}" for x in text.splitlines() if x.strip())
+            else:
+                lines.extend(f"{m.role}: {x}" for x in text.splitlines() if x.strip())
+    return lines
+
+
+@dataclass(slots=True)
 class _Candidate:
     order: int
-    weight: int
     text: str
+    cost: int
+    base: int
+    factor: int
+    units: dict[str, int]
+
+
+def _gain(c: _Candidate, covered: set[str]) -> int:
+    return c.factor * (c.base + sum(w for u, w in c.units.items() if u not in covered))
 
 
 class ExtractiveSummarizer:
     """Verbatim sentences that carry facts and instructions, in order, under a budget.
+
+    Selection is a budgeted greedy cover: a sentence is worth its instruction
+    weight plus the details (ids, paths, amounts, dates, numbers, names, error
+    lines) it carries *that the summary does not hold yet*, doubled for what the
+    user or assistant said (tool output can be fetched again), divided by its
+    tokens. So a detail repeated in twenty tool results costs one sentence, and
+    the budget goes to distinct specifics. Identical sentences are kept once.
 
     The previous summary's sentences compete with the new turns' on the same
     terms, so the summary rolls: older detail leaves only when newer detail that
@@ -111,37 +217,49 @@ class ExtractiveSummarizer:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
         candidates: list[_Candidate] = []
-        order = 0
-        for line in [*previous.splitlines(), *render_turns(turns).splitlines()]:
+        seen: set[str] = set()
+        for line in [*previous.splitlines(), *_lines(turns)]:
             prefix = ""
             body = line
             head, sep, rest = line.partition(": ")
             if sep and head in ("user", "assistant", "system", "tool result"):
                 prefix, body = head + ": ", rest
+            factor = 1 if prefix == "tool result: " else _CONVERSATION_FACTOR
             for piece in _SENTENCE_END.split(body):
                 sentence = piece.strip()
-                if not sentence:
+                text = prefix + sentence
+                if not sentence or text in seen:
                     continue
-                weight = _weight(sentence)
-                if weight:
-                    candidates.append(_Candidate(order, weight, prefix + sentence))
-                    order += 1
-        # Greedy by value per token: a short sentence that carries an id beats a long
-        # tool dump that carries several; on ties, newer sentences first.
-        costs = {c.order: self.counter.count(c.text) + 1 for c in candidates}  # + the newline
-        kept: list[_Candidate] = []
+                seen.add(text)
+                read = _read(sentence)
+                base = _INSTRUCTION_WEIGHT if read.instruction else 0
+                units = read.units
+                if not base and not units:
+                    continue
+                cost = self.counter.count(text) + 1  # + the newline
+                candidates.append(_Candidate(len(candidates), text, cost, base, factor, units))
+        # Lazy greedy: a gain only shrinks as the summary covers more, so a stale
+        # heap entry is re-scored when it surfaces. Ties go to newer sentences.
+        heap = [(-_gain(c, set()) / c.cost, -c.order) for c in candidates]
+        heapq.heapify(heap)
+        covered: set[str] = set()
+        kept: list[int] = []
         used = 0
-        for c in sorted(candidates, key=lambda c: (-c.weight / costs[c.order], -c.order)):
-            if used + costs[c.order] <= budget:
-                kept.append(c)
-                used += costs[c.order]
-        seen: set[str] = set()
-        out = []
-        for c in sorted(kept, key=lambda c: c.order):
-            if c.text not in seen:
-                seen.add(c.text)
-                out.append(c.text)
-        return "\n".join(out)
+        while heap and used < budget:
+            neg_ratio, neg_order = heapq.heappop(heap)
+            c = candidates[-neg_order]
+            if used + c.cost > budget:
+                continue
+            ratio = _gain(c, covered) / c.cost
+            if ratio <= 0:
+                continue
+            if ratio < -neg_ratio and heap and ratio < -heap[0][0]:
+                heapq.heappush(heap, (-ratio, neg_order))
+                continue
+            kept.append(c.order)
+            used += c.cost
+            covered.update(c.units)
+        return "\n".join(candidates[i].text for i in sorted(kept))
 
 
 DEFAULT_INSTRUCTIONS = """\

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+from ctxwise import Message
+from ctxwise.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.retention import Specific, retention, specifics
+
+
+def test_specifics_by_kind() -> None:
+    found = specifics(
+        "Edited lib/spotter/annotation.ex and app.js for spotter-gqc.1 (commit 8cc42b0); "
+        "397 tests, 4,417 rows, 12.50 USD. ** (CompileError) undefined function get/2 here"
+    )
+    keys = {(s.kind, s.key) for s in found}
+    assert ("path", "lib/spotter/annotation.ex") in keys
+    assert ("path", "app.js") in keys
+    assert ("id", "spotter-gqc.1") in keys
+    assert ("id", "8cc42b0") in keys
+    assert {("number", "397"), ("number", "4417"), ("number", "12.50")} <= keys
+    assert ("error", "undefined function get/2 here") in keys
+    # single digits and dates-as-fractions are not specifics
+    assert not any(s.key in {"1", "12/05/2024"} for s in specifics("step 1 on 12/05/2024"))
+
+
+def test_retention_by_origin_and_generous_matching() -> None:
+    messages = [
+        Message.text_message("user", "Please fix lib/app/session_live.ex for order W4417."),
+        Message(
+            "assistant",
+            (
+                TextBlock("Running the tests."),
+                ToolUseBlock("t1", "bash", {"command": "mix test"}),
+            ),
+        ),
+        Message(
+            "user",
+            (ToolResultBlock("t1", "Error: 3 failures in test/session_test.exs, seed 48213"),),
+        ),
+    ]
+    # the summary names the file by its base name and states one number
+    r = retention(messages, "Fixed session_live.ex for W4417; 48213 was the seed.")
+    conv = {s.key for s in r.kept["conversation"]}
+    tool = {s.key for s in r.kept["tool_output"]}
+    assert conv == {"lib/app/session_live.ex", "w4417"}
+    assert tool == {"48213"}
+    assert Specific("path", "test/session_test.exs") in r.present["tool_output"]
+    counts = r.counts()
+    assert counts["conversation"]["path"] == [1, 1]
+    assert counts["total"][0] == 3
+    assert counts["total"][1] == len(r.present["conversation"] | r.present["tool_output"])
+
+
+def test_a_specific_in_both_origins_counts_once_under_conversation() -> None:
+    messages = [
+        Message.text_message("user", "Look at order W4417"),
+        Message("user", (ToolResultBlock("x", "W4417 shipped"),)),
+    ]
+    r = retention(messages, "")
+    assert Specific("id", "w4417") in r.present["conversation"]
+    assert Specific("id", "w4417") not in r.present["tool_output"]
+    assert r.counts()["total"] == [0, len(r.present["conversation"] | r.present["tool_output"])]
