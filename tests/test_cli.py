@@ -160,6 +160,13 @@ def test_demo() -> None:
     routed = [t["trace"]["total_tokens"] for t in data["routing"]]
     assert routed == [541, 695, 0, 541, 695]
     assert "52% smaller" in out.stdout
+    # the Northwind scenario: blocked at step 25 with the rule, allowed at step 27
+    assert "3. compact and enforce" in out.stdout
+    assert "verbatim: yes" in out.stdout
+    northwind = data["northwind"]
+    assert northwind["rule_in_window_after_compaction"] is True
+    allowed = {s["step"]: s.get("allowed") for s in northwind["steps"]}
+    assert (allowed[25], allowed[26], allowed[27]) == (False, True, True)
 
 
 def test_help_and_no_args() -> None:

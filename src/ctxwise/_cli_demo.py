@@ -29,8 +29,10 @@ def demo_cmd(
     """Route five queries to only the sources they need, then replay an agent session
     and show, per turn, what entered the window and why."""
     from ctxwise.demo import ROUTING_QUERIES, routing_pipeline, run_demo
+    from ctxwise.northwind import run_northwind
 
     steps = _guard(lambda: run_demo(budget, get_counter(counter)))
+    northwind = _guard(lambda: run_northwind(counter=get_counter(counter)))
     pipeline = routing_pipeline()
     turns = [pipeline.turn(q, baseline=True) for q in ROUTING_QUERIES]
     if as_json:
@@ -49,6 +51,7 @@ def demo_cmd(
                     }
                     for s in steps
                 ],
+                "northwind": northwind.to_dict(),
             }
         )
         return
@@ -77,9 +80,38 @@ def demo_cmd(
     cached = [i for i, b in enumerate(system) if "cache_control" in b]
     console.print(
         f"rendered Anthropic request: {len(system)} stable system block(s), cache breakpoint after "
-        f"block {cached[-1] + 1 if cached else '-'}, task last in the user message"
+        f"block {cached[-1] + 1 if cached else '-'}, task last in the user message\n"
     )
+    _print_northwind(console, northwind)
     _write(buf)
+
+
+def _print_northwind(console: Any, run: Any) -> None:
+    from ctxwise.northwind import RULE
+
+    console.rule(
+        "[bold]3. compact and enforce[/bold]: a rule stated at step 12 survives compaction "
+        "and blocks a refund in code"
+    )
+    table = Table(title_justify="left")
+    for col, justify in (("step", "right"), ("actor", "left"), ("event", "left")):
+        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table.add_column("tokens", justify="right")
+    for s in run.steps:
+        style = {False: "red", True: "green"}.get(s.allowed, "")
+        if s.step in (1, 12) or s.step >= 23:
+            table.add_row(str(s.step), s.actor, Text(s.event, style=style), f"{s.tokens:,}")
+        elif s.step == 2:
+            table.add_row("…", "", Text("(steps 2–11: order, customer, tracking, policy)"), "")
+        elif s.step == 13:
+            table.add_row("…", "", Text("(steps 13–22: carrier trace, tracking, tickets)"), "")
+    console.print(table)
+    kept = "yes" if all(run.rule_in_window) else "NO"
+    console.print(
+        f"rule in every window after compaction, verbatim: {kept} · "
+        f"archived {run.messages_before_compaction} messages as {run.compaction.archive_id}"
+    )
+    console.print(Text(f"rule: {RULE}"))
 
 
 def _print_routing(console: Any, turns: Any, queries: Any) -> None:
