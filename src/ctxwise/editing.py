@@ -41,10 +41,11 @@ is not an error: the result is a no-op with ``reason="empty"``.
 
 Tokens are counted with the given counter (default :class:`~ctxwise.tokens.CharCounter`),
 so the trigger is an estimate of the API's ``input_tokens``. Measured on the
-three long Claude Code sessions of the shared data (CharCounter, whole
-transcript): ``clear_tool_uses(keep_last=3)`` frees 61–68% of the tokens, and
-clearing a 150,000-token session takes about 11 ms at p50
-(``benchmarks/bench_editing.py``).
+three long Claude Code sessions of the shared data (123k–146k CharCounter
+tokens, whole transcripts): ``clear_tool_uses(keep_last=3)`` frees 66.9–68.1%
+of the tokens (83.9–88.7% with ``clear_inputs=True``; 51.8–67.5% of the live
+window after Claude Code's own compaction), and takes about 8 ms at p50 on a
+2-core machine (``benchmarks/bench_editing.py``).
 """
 
 from __future__ import annotations
@@ -155,7 +156,9 @@ class ClearedItem:
 
     ``message_index`` is the index in the edited transcript's *input* (for a
     tool_result, the message holding the result; for a tool_input, the
-    assistant message holding the call). ``tokens`` is what clearing it freed.
+    assistant message holding the call). ``tokens`` is what clearing it freed
+    (for thinking, the block's text; a message left empty and removed also
+    frees the counter's per-message overhead, which no item carries).
     """
 
     kind: ItemKind
@@ -358,8 +361,10 @@ def _rename_and_drop(messages: Sequence[Message]) -> list[Message]:
 
 
 def _answer(msgs: list[Message], at: int, ids: list[str], rule: Placement) -> None:
+    # Chat Completions tool messages have no is_error: the text says it
+    is_error = None if rule == "openai" else True
     results = tuple(
-        ToolResultBlock(i, MISSING_RESULT_TEXT, True, {_REPAIRED_MARK: "missing_result"})
+        ToolResultBlock(i, MISSING_RESULT_TEXT, is_error, {_REPAIRED_MARK: "missing_result"})
         for i in ids
     )
     if rule == "openai":
@@ -460,8 +465,10 @@ def _cleared_result(block: ToolResultBlock, placeholder: str) -> ToolResultBlock
 
 def _cleared_use(block: ToolUseBlock) -> ToolUseBlock:
     # the raw OpenAI argument string would be written back instead of {} when it
-    # does not parse: drop it with the input
-    extra = {k: v for k, v in block.extra.items() if k != "openai._arguments"}
+    # does not parse: it goes with the input
+    extra = dict(block.extra)
+    if "openai._arguments" in extra:
+        extra["openai._arguments"] = "{}"
     extra[CLEARED_MARK] = "tool_input"
     return ToolUseBlock(block.id, block.name, {}, extra)
 
@@ -557,8 +564,9 @@ def clear_tool_uses(
         ):
             new_use = _cleared_use(use)
             freed = _tokens(ctr, use) - _tokens(ctr, new_use)
-            changes[(mi, bi)] = new_use
-            items.append(ClearedItem("tool_input", mi, freed, use.id, use.name))
+            if freed > 0:
+                changes[(mi, bi)] = new_use
+                items.append(ClearedItem("tool_input", mi, freed, use.id, use.name))
     left = ", ".join(f"{n} {why}" for why, n in skipped.items() if n)
     if not items:
         return noop(
@@ -666,7 +674,7 @@ def clear_thinking(
         for bi, b in enumerate(m.content):
             if isinstance(b, ThinkingBlock):
                 changes[(mi, bi)] = None
-                items.append(ClearedItem("thinking", mi, _tokens(ctr, b)))
+                items.append(ClearedItem("thinking", mi, ctr.count(b.thinking)))
     if not items:
         return noop(
             "nothing_to_clear",
