@@ -1,8 +1,14 @@
 from __future__ import annotations
 
-from ctxwise import Message
+from pathlib import Path
+
+import pytest
+
+from ctxwise import CharCounter, Message, read_transcript
 from ctxwise.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from ctxwise.retention import Specific, retention, specifics
+from ctxwise.summarize import ExtractiveSummarizer
+from tests.conftest import long_sessions
 
 
 def test_specifics_by_kind() -> None:
@@ -58,3 +64,25 @@ def test_a_specific_in_both_origins_counts_once_under_conversation() -> None:
     assert Specific("id", "w4417") in r.present["conversation"]
     assert Specific("id", "w4417") not in r.present["tool_output"]
     assert r.counts()["total"] == [0, len(r.present["conversation"] | r.present["tool_output"])]
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("index", range(3))
+def test_ctxwise_keeps_more_specifics_than_claude_codes_own_summary(
+    data_dir: Path, index: int
+) -> None:
+    sessions = long_sessions()
+    assert len(sessions) == 3
+    t = read_transcript(sessions[index])
+    boundary = t.compactions[0]
+    theirs = t.messages[boundary.index]
+    assert theirs.kind == "compact_summary"
+    compacted = t.messages[: boundary.index]
+    counter = CharCounter()
+    budget = counter.count(theirs.text)
+    ours = ExtractiveSummarizer(counter).summarize("", compacted, budget)
+    assert counter.count(ours) <= budget
+    theirs_r, ours_r = retention(compacted, theirs.text), retention(compacted, ours)
+    assert ours_r.counts()["total"][0] > theirs_r.counts()["total"][0]
+    # also on what the user and the agent said, not only on tool output
+    assert len(ours_r.kept["conversation"]) > len(theirs_r.kept["conversation"])
