@@ -163,27 +163,29 @@ def _call(block: ToolUseBlock) -> str:
     return f"{block.name}({', '.join(args)})"
 
 
-def _lines(turns: Sequence[Message]) -> list[str]:
-    """Like :func:`render_turns`, with tool calls in their short form."""
+def _lines(turns: Sequence[Message]) -> list[tuple[int, str]]:
+    """Like :func:`render_turns`, with tool calls in their short form; each line
+    with the number of the block it came from."""
     lines = []
+    group = 0
     for m in turns:
         for b in m.content:
+            group += 1
             if isinstance(b, ToolUseBlock):
-                lines.append(f"{m.role} called {_call(b)}")
+                lines.append((group, f"{m.role} called {_call(b)}"))
                 continue
             text = block_text(b).strip()
             if not text:
                 continue
-            if isinstance(b, ToolResultBlock):
-                lines.extend(f"tool result: {x}" for x in text.splitlines() if x.strip())
-            else:
-                lines.extend(f"{m.role}: {x}" for x in text.splitlines() if x.strip())
+            label = "tool result" if isinstance(b, ToolResultBlock) else m.role
+            lines.extend((group, f"{label}: {x}") for x in text.splitlines() if x.strip())
     return lines
 
 
 @dataclass(slots=True)
 class _Candidate:
     order: int
+    group: int
     text: str
     cost: int
     base: int
@@ -191,8 +193,13 @@ class _Candidate:
     units: dict[str, int]
 
 
-def _gain(c: _Candidate, covered: set[str]) -> int:
-    return c.factor * (c.base + sum(w for u, w in c.units.items() if u not in covered))
+def _gain(c: _Candidate, covered: set[str], taken: dict[int, int]) -> float:
+    fresh = sum(w for u, w in c.units.items() if u not in covered)
+    if c.factor == 1:
+        # tool output: each further line from the same result is worth less, so
+        # one long listing (scan ids, line numbers) cannot fill the summary
+        return (c.base + fresh) / (1 + taken.get(c.group, 0))
+    return float(c.factor * (c.base + fresh))
 
 
 class ExtractiveSummarizer:
@@ -218,7 +225,8 @@ class ExtractiveSummarizer:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
         candidates: list[_Candidate] = []
         seen: set[str] = set()
-        for line in [*previous.splitlines(), *_lines(turns)]:
+        earlier = [(-i, line) for i, line in enumerate(previous.splitlines(), start=1)]
+        for group, line in [*earlier, *_lines(turns)]:
             prefix = ""
             body = line
             head, sep, rest = line.partition(": ")
@@ -237,12 +245,15 @@ class ExtractiveSummarizer:
                 if not base and not units:
                     continue
                 cost = self.counter.count(text) + 1  # + the newline
-                candidates.append(_Candidate(len(candidates), text, cost, base, factor, units))
+                candidates.append(
+                    _Candidate(len(candidates), group, text, cost, base, factor, units)
+                )
         # Lazy greedy: a gain only shrinks as the summary covers more, so a stale
         # heap entry is re-scored when it surfaces. Ties go to newer sentences.
-        heap = [(-_gain(c, set()) / c.cost, -c.order) for c in candidates]
-        heapq.heapify(heap)
         covered: set[str] = set()
+        taken: dict[int, int] = {}
+        heap = [(-_gain(c, covered, taken) / c.cost, -c.order) for c in candidates]
+        heapq.heapify(heap)
         kept: list[int] = []
         used = 0
         while heap and used < budget:
@@ -250,7 +261,7 @@ class ExtractiveSummarizer:
             c = candidates[-neg_order]
             if used + c.cost > budget:
                 continue
-            ratio = _gain(c, covered) / c.cost
+            ratio = _gain(c, covered, taken) / c.cost
             if ratio <= 0:
                 continue
             if ratio < -neg_ratio and heap and ratio < -heap[0][0]:
@@ -259,6 +270,7 @@ class ExtractiveSummarizer:
             kept.append(c.order)
             used += c.cost
             covered.update(c.units)
+            taken[c.group] = taken.get(c.group, 0) + 1
         return "\n".join(candidates[i].text for i in sorted(kept))
 
 
