@@ -20,7 +20,9 @@ from ctxwise.tokens import get_counter
 
 CLAUDE_CODE_NOTE = (
     "Claude Code JSONL is written as an Anthropic Messages request body ({'messages': [...]}): "
-    "ctxwise reads Claude Code sessions but does not write them"
+    "ctxwise reads Claude Code sessions but does not write them. The whole session is "
+    "written, compact summaries as user messages; --live keeps only the window after "
+    "Claude Code's last compaction"
 )
 
 

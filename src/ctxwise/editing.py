@@ -154,9 +154,10 @@ class PairingError(UsageError):
 class ClearedItem:
     """One block an edit cleared.
 
-    ``message_index`` is the index in the edited transcript's *input* (for a
+    ``message_index`` is the index in the transcript the edit started from (the
+    input, or the repaired input when ``repair=True`` changed it): for a
     tool_result, the message holding the result; for a tool_input, the
-    assistant message holding the call). ``tokens`` is what clearing it freed
+    assistant message holding the call. ``tokens`` is what clearing it freed
     (for thinking, the block's text; a message left empty and removed also
     frees the counter's per-message overhead, which no item carries).
     """
