@@ -39,3 +39,13 @@ def test_budget_and_rolling() -> None:
     assert "do not refund" in rolled and "12 Elm St" in rolled
     with pytest.raises(UsageError):
         summarizer.summarize("", TURNS, 0)
+
+
+def test_without_details_it_keeps_the_latest_words_rather_than_nothing() -> None:
+    chat = [
+        Message.text_message("user", "Hello there. Could you look at the flaky login page?"),
+        Message.text_message("assistant", "Sure, looking now."),
+    ]
+    summary = ExtractiveSummarizer().summarize("", chat, 12)
+    assert summary == "assistant: Sure, looking now."
+    assert ExtractiveSummarizer().summarize("", chat, 200).startswith("user: Hello there.")

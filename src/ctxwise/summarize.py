@@ -224,6 +224,7 @@ class ExtractiveSummarizer:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
         candidates: list[_Candidate] = []
+        plain: list[tuple[int, str]] = []  # sentences with no detail and no instruction
         seen: set[str] = set()
         earlier = [(-i, line) for i, line in enumerate(previous.splitlines(), start=1)]
         for group, line in [*earlier, *_lines(turns)]:
@@ -243,6 +244,7 @@ class ExtractiveSummarizer:
                 base = _INSTRUCTION_WEIGHT if read.instruction else 0
                 units = read.units
                 if not base and not units:
+                    plain.append((factor, text))
                     continue
                 cost = self.counter.count(text) + 1  # + the newline
                 candidates.append(
@@ -271,7 +273,23 @@ class ExtractiveSummarizer:
             used += c.cost
             covered.update(c.units)
             taken[c.group] = taken.get(c.group, 0) + 1
+        if not kept:
+            return self._latest(plain, budget)
         return "\n".join(candidates[i].text for i in sorted(kept))
+
+    def _latest(self, plain: Sequence[tuple[int, str]], budget: int) -> str:
+        """Nothing carried a detail or an instruction: keep the latest sentences the
+        user and the assistant said (tool output only if they said nothing) that fit."""
+        pool = [t for f, t in plain if f != 1] or [t for _, t in plain]
+        chosen: list[str] = []
+        used = 0
+        for text in reversed(pool):
+            cost = self.counter.count(text) + 1
+            if used + cost > budget:
+                break
+            chosen.append(text)
+            used += cost
+        return "\n".join(reversed(chosen))
 
 
 DEFAULT_INSTRUCTIONS = """\
