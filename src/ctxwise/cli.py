@@ -28,6 +28,7 @@ from ctxwise import (
     get_counter,
     read_transcripts,
 )
+from ctxwise._cli_compact import compact_cmd
 from ctxwise._cli_demo import demo_cmd
 from ctxwise._cli_editing import clear_cmd
 from ctxwise._cli_routing import data_app, eval_app, route_cmd, router_app
@@ -175,6 +176,7 @@ def inspect_cmd(
 
 app.command("demo")(demo_cmd)
 app.command("clear")(clear_cmd)
+app.command("compact")(compact_cmd)
 app.command("route")(route_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")

@@ -1,0 +1,364 @@
+"""``ctxwise compact`` as a user runs it: real files, exit codes, nothing half-written."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise import read_transcript, read_transcripts
+from ctxwise.compaction import DEFAULT_SUMMARY_TOKENS, PINNED_HEADER, SUMMARY_HEADER
+from ctxwise.formats import anthropic, openai
+from tests._http import mock_client, response
+from tests.conftest import TAU, long_sessions
+
+
+def ctxwise(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "NO_COLOR": "1"},
+    )
+
+
+RULE = "Do not refund order 4417 until the address check is done."
+
+
+def anthropic_request() -> dict[str, Any]:
+    def tool(i: int, text: str) -> list[dict[str, Any]]:
+        text = text[:-1] + ', "history": "' + "scan ok; " * 60 + '"}'  # a sizeable result
+        return [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"toolu_{i}", "name": "lookup", "input": {"q": i}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": text}],
+            },
+        ]
+
+    return {
+        "model": "claude-sonnet-5-5",
+        "max_tokens": 512,
+        "system": "You are the Northwind support agent.",
+        "messages": [
+            {"role": "user", "content": "My order W2378156 arrived damaged."},
+            *tool(1, '{"order_id": "W2378156", "status": "delivered"}'),
+            {"role": "assistant", "content": "Sorry: order W2378156 was delivered May 2."},
+            {"role": "user", "content": RULE},
+            *tool(2, '{"order_id": "4417", "status": "pending"}'),
+            {"role": "assistant", "content": "Order 4417 is pending."},
+            {"role": "user", "content": "Is the address check done?"},
+        ],
+    }
+
+
+def assert_one_error_line(out: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ctxwise: error: "), out.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_cli_default_summary_budget_is_the_librarys() -> None:
+    from ctxwise._cli_compact import compact_cmd
+
+    default = inspect.signature(compact_cmd).parameters["summary_tokens"].default
+    assert default == DEFAULT_SUMMARY_TOKENS
+
+
+def test_anthropic_request_in_request_out(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["written_as"] == "anthropic:request" and report["format"] == "anthropic"
+    assert report["compacted"] and report["cut_index"] == 9 and report["summarized_messages"] == 8
+    assert report["tokens_after"] < report["tokens_before"]
+    assert report["rules"] == [{"text": RULE, "source": "message 5"}]
+    body = json.loads(dst.read_text())
+    assert body["model"] == "claude-sonnet-5-5" and body["max_tokens"] == 512
+    assert body["system"][0]["text"] == "You are the Northwind support agent."
+    assert body["system"][1]["text"].startswith(PINNED_HEADER) and RULE in body["system"][1]["text"]
+    assert body["messages"][0]["content"].startswith(SUMMARY_HEADER)
+    assert body["messages"][-1] == {"role": "user", "content": "Is the address check done?"}
+    back = anthropic.decode_request(body)
+    assert back.problems("anthropic") == []
+    assert anthropic.encode_request(back) == body
+
+
+def test_human_output(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst)
+    assert out.returncode == 0, out.stderr
+    assert "summarized 8 message(s) before message 9" in out.stdout
+    assert f"wrote {dst} (anthropic request)" in out.stdout
+    same = ctxwise("compact", src, "--keep-tail-turns", "9", "--out", dst)
+    assert same.returncode == 0 and "nothing compacted" in same.stdout
+
+
+def openai_messages() -> list[dict[str, Any]]:
+    def tool(i: int, text: str) -> list[dict[str, Any]]:
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": json.dumps({"order_id": "4417"})},
+        }
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": text * 20},
+        ]
+
+    return [
+        {"role": "system", "content": "You are the Northwind support agent."},
+        {"role": "user", "content": "Where is my order 4417? My email is ana@example.com."},
+        *tool(1, '{"order_id": "4417", "status": "pending"} '),
+        {"role": "assistant", "content": "Order 4417 is pending."},
+        {"role": "user", "content": RULE},
+        *tool(2, '{"order_id": "4417", "address_check": "running"} '),
+        {"role": "assistant", "content": "The address check is running."},
+        {"role": "user", "content": "Tell me when it is done."},
+    ]
+
+
+def test_openai_messages_list_stays_a_list(tmp_path: Path) -> None:
+    raw = openai_messages()
+    src = tmp_path / "msgs.json"
+    src.write_text(json.dumps(raw))
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["written_as"] == "openai:messages" and report["format"] == "openai"
+    assert report["tokens_after"] < report["tokens_before"]
+    wire = json.loads(dst.read_text())
+    assert isinstance(wire, list) and wire[0] == raw[0]
+    assert wire[1]["role"] == "system" and wire[1]["content"].startswith(PINNED_HEADER)
+    assert RULE in wire[1]["content"] and "ana@example.com" in wire[1]["content"]
+    assert wire[2]["role"] == "user" and wire[2]["content"].startswith(SUMMARY_HEADER)
+    assert wire[3:] == raw[-1:]
+    t = openai.decode_messages(wire)
+    assert t.problems("openai") == [] and openai.encode_messages(t) == wire
+
+
+def test_openai_request_keeps_its_params(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps({"model": "gpt-4o", "temperature": 0, "messages": openai_messages()}))
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["written_as"] == "openai:request"
+    body = json.loads(dst.read_text())
+    assert body["model"] == "gpt-4o" and body["temperature"] == 0
+    assert openai.decode_request(body).problems("openai") == []
+
+
+@pytest.mark.data
+def test_claude_code_session_is_written_as_an_anthropic_request(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    path = long_sessions()[0]
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", path, "--keep-tail-tokens", "16000", "--out", dst, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["format"] == "claude-code" and report["written_as"] == "anthropic:request"
+    assert report["tokens_before"] > 100_000 and report["tokens_after"] < 20_000
+    assert report["compacted"] and report["summarized_messages"] == report["cut_index"]
+    t = read_transcript(dst)  # reads back as an Anthropic request
+    assert t.format == "anthropic" and t.problems("anthropic") == []
+    original = read_transcript(path)
+    last = original.messages[-1]
+    assert t.messages[-1].content == last.content
+
+
+@pytest.mark.data
+def test_tau_bench_trajectory_keeps_its_shape(tmp_path: Path, data_dir: Path) -> None:
+    dst = tmp_path / "out.json"
+    out = ctxwise(
+        "compact", TAU, "--index", "7", "--keep-tail-turns", "1", "--repair", "--out", dst, "--json"
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["written_as"] == "openai:trajectory" and report["format"] == "openai"
+    doc = json.loads(dst.read_text())
+    item = json.loads(TAU.read_text())[7]
+    assert set(doc) == set(item)
+    assert {k: v for k, v in doc.items() if k != "traj"} == {
+        k: v for k, v in item.items() if k != "traj"
+    }
+    [t] = read_transcripts(dst)
+    assert t.problems("openai") == [] and t.problems("anthropic") == []
+    assert doc["traj"][-1] == item["traj"][-1]
+
+
+def test_errors_are_one_line_exit_2_and_write_nothing(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    dst.write_text("previous contents")
+    cases: list[tuple[list[str | Path], tuple[str, ...]]] = [
+        (["--keep-tail-tokens", "5"], ("keep_tail_tokens is 5", "tokens")),
+        (["--keep-tail-tokens", "5", "--keep-tail-turns", "1"], ("exactly one",)),
+        ([], ("exactly one",)),
+        (["--keep-tail-turns", "0"], ("positive integer",)),
+        (["--keep-tail-turns", "1", "--summarizer", "gpt"], ("unknown summarizer",)),
+        (["--keep-tail-turns", "1", "--summarizer", "anthropic"], ("needs --model",)),
+        (["--keep-tail-turns", "1", "--model", "m"], ("--model applies",)),
+        (["--keep-tail-turns", "1", "--format", "xml"], ("unknown format",)),
+        (["--keep-tail-turns", "1", "--index", "3"], ("out of range",)),
+        (["--keep-tail-turns", "1", "--summary-tokens", "0"], ("positive integer",)),
+    ]
+    for extra, words in cases:
+        out = ctxwise("compact", src, *extra, "--out", dst)
+        assert_one_error_line(out, *words)
+        assert dst.read_text() == "previous contents"
+    missing = ctxwise("compact", tmp_path / "nope.json", "--keep-tail-turns", "1", "--out", dst)
+    assert_one_error_line(missing, "no such file")
+    bad_dir = tmp_path / "no" / "such" / "dir" / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", bad_dir)
+    assert_one_error_line(out, "cannot write")
+    assert not bad_dir.parent.exists()
+    assert {p.name for p in tmp_path.iterdir()} == {"req.json", "out.json"}  # no temp files
+
+
+def test_pairing_problems_are_refused_or_repaired(tmp_path: Path) -> None:
+    req = anthropic_request()
+    req["messages"].insert(
+        1,
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "stray"}],
+        },
+    )
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(req))
+    dst = tmp_path / "out.json"
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst)
+    assert_one_error_line(out, "orphan_result", "ghost", "repair")
+    assert not dst.exists()
+    fixed = ctxwise("compact", src, "--keep-tail-turns", "1", "--repair", "--out", dst, "--json")
+    assert fixed.returncode == 0, fixed.stderr
+    assert any("ghost" in x for x in json.loads(fixed.stdout)["repaired"])
+    assert anthropic.decode_request(json.loads(dst.read_text())).problems("anthropic") == []
+
+
+# --------------------------------------------------------------------------- LLM summarizer
+
+
+def _run_in_process(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from ctxwise.cli import main
+
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _anthropic_model(handler: Any) -> Any:
+    sdk = pytest.importorskip("anthropic")
+    from ctxwise.providers import AnthropicChat
+
+    def make(provider: str, model: str) -> Any:
+        assert provider == "anthropic"
+        client = sdk.Anthropic(
+            api_key="k", max_retries=0, http_client=mock_client("anthropic", handler)
+        )
+        return AnthropicChat(client, model)
+
+    return make
+
+
+def test_llm_summarizer_through_the_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: Any) -> Any:
+        sent.append(json.loads(request.content))
+        return response(
+            "anthropic",
+            200,
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-5-5",
+                "content": [{"type": "text", "text": "Order W2378156 was damaged; 4417 pending."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 100, "output_tokens": 12},
+            },
+        )
+
+    import ctxwise._cli_compact as cli_compact
+
+    monkeypatch.setattr(cli_compact, "_chat_model", _anthropic_model(handler))
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    args = ["compact", str(src), "--keep-tail-turns", "1", "--out", str(dst)]
+    llm = ["--summarizer", "anthropic", "--model", "claude-sonnet-5-5", "--json"]
+    code, out, err = _run_in_process([*args, *llm, "--summary-tokens", "300"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["summary"] == "Order W2378156 was damaged; 4417 pending."
+    assert sent[0]["model"] == "claude-sonnet-5-5" and sent[0]["max_tokens"] == 300
+    assert "W2378156" in sent[0]["messages"][0]["content"]
+    body = json.loads(dst.read_text())
+    assert "Order W2378156 was damaged; 4417 pending." in body["messages"][0]["content"]
+
+
+def test_llm_summarizer_failure_is_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def handler(request: Any) -> Any:
+        return response(
+            "anthropic",
+            529,
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        )
+
+    import ctxwise._cli_compact as cli_compact
+
+    monkeypatch.setattr(cli_compact, "_chat_model", _anthropic_model(handler))
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    code, out, err = _run_in_process(
+        [
+            "compact",
+            str(src),
+            "--keep-tail-turns",
+            "1",
+            "--out",
+            str(dst),
+            "--summarizer",
+            "anthropic",
+            "--model",
+            "claude-sonnet-5-5",
+        ],
+        capsys,
+    )
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "summarizer LLMSummarizer failed" in err
+    assert "Overloaded" in err and "unchanged" in err
+    assert not dst.exists()

@@ -1,0 +1,929 @@
+"""Compaction: safe cuts, summary + verbatim tail, pinned facts and rules, archive
+first, bad input, the auto policy and its thrash protection, and real transcripts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwise import (
+    AutoCompactor,
+    CaseFacts,
+    CharCounter,
+    Compaction,
+    CompactionArchiveError,
+    CompactionThrashError,
+    EmptyTranscriptError,
+    InMemoryStore,
+    MediaBlock,
+    Message,
+    PairingError,
+    Rules,
+    SQLiteStore,
+    SummarizerError,
+    TailOverBudgetError,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+    UsageError,
+    compact,
+    read_transcript,
+    read_transcripts,
+    safe_cut_points,
+)
+from ctxwise.compaction import PINNED_HEADER, SUMMARY_HEADER
+from ctxwise.formats import anthropic, openai
+from ctxwise.memory import Fact, NewItem, Rule, StoreError
+from ctxwise.messages import ContentBlock, Placement
+from ctxwise.summarize import DEFAULT_INSTRUCTIONS, LLMSummarizer
+from tests._http import mock_client, response
+from tests.conftest import TAU, claude_code_files, long_sessions
+
+# --------------------------------------------------------------------------- helpers
+
+RULE = "Do not refund order 4417 until the address check is done."
+
+
+def user(text: str) -> Message:
+    return Message.text_message("user", text)
+
+
+def assistant(text: str) -> Message:
+    return Message.text_message("assistant", text)
+
+
+def call(i: int, name: str = "lookup_order", **args: Any) -> Message:
+    return Message("assistant", (ToolUseBlock(f"toolu_{i}", name, args or {"order_id": "4417"}),))
+
+
+def result(i: int, text: str) -> Message:
+    return Message("user", (ToolResultBlock(f"toolu_{i}", text),))
+
+
+def support(fmt: str | None = "anthropic") -> Transcript:
+    """A support conversation: order 4417, a standing rule at message 6, tool calls."""
+    msgs = [
+        Message.text_message("system", "You are the Northwind support agent."),
+        user("Hi, my order number is W2378156 and it arrived damaged."),  # 1
+        call(1, order_id="W2378156"),  # 2
+        result(1, '{"order_id": "W2378156", "status": "delivered", "total": 249.0}'),  # 3
+        assistant("I see order W2378156 was delivered on May 2. Sorry about that."),  # 4
+        user("Also check order 4417 please, it is late."),  # 5
+        user(RULE),  # 6 (a supervisor)
+        call(2),  # 7
+        result(2, '{"order_id": "4417", "status": "pending"}'),  # 8
+        assistant("Order 4417 is pending; I will not refund it yet."),  # 9
+        user("What is the tracking number for 4417?"),  # 10
+        call(3, "track"),  # 11
+        result(3, "tracking number 1Z999AA10123456784"),  # 12
+        assistant("It is 1Z999AA10123456784."),  # 13
+        user("Thanks. Can you run the address check now?"),  # 14
+        assistant("Running it."),  # 15
+    ]
+    return Transcript(tuple(msgs), {"model": "claude-sonnet-4-5", "max_tokens": 512}, format=fmt)
+
+
+class Recording:
+    """A summarizer that records what it was given and answers with fixed text."""
+
+    def __init__(self, answer: Any = "The customer reported order W2378156 damaged.") -> None:
+        self.answer = answer
+        self.calls: list[tuple[str, list[Message], int]] = []
+
+    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str:
+        self.calls.append((previous, list(turns), budget))
+        return self.answer  # type: ignore[no-any-return]
+
+
+class Raising:
+    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str:
+        raise RuntimeError("model overloaded")
+
+
+def system_text(t: Transcript) -> str:
+    return "\n".join(
+        b.text
+        for m in t.messages
+        if m.role == "system"
+        for b in m.content
+        if isinstance(b, TextBlock)
+    )
+
+
+def summary_message(t: Transcript) -> Message:
+    msgs = [m for m in t.messages if m.kind == "compact_summary"]
+    assert len(msgs) == 1
+    return msgs[0]
+
+
+def placement(t: Transcript) -> Placement:
+    return "openai" if t.format == "openai" else "anthropic"
+
+
+def _clean(block: ContentBlock) -> ContentBlock:
+    if isinstance(block, TextBlock | ToolUseBlock | ToolResultBlock):
+        return replace(
+            block, extra={k: v for k, v in block.extra.items() if not k.startswith("ctxwise.")}
+        )
+    return block
+
+
+def _view(t: Transcript, ns: str) -> list[Message]:
+    """What a codec can carry: no kind, ids, timestamps or other codecs' extras."""
+    return [
+        replace(
+            m,
+            kind="message",
+            id=None,
+            timestamp=None,
+            content=tuple(_clean(b) for b in m.content),
+            extra={k: v for k, v in m.extra.items() if k.startswith(ns + ".")},
+        )
+        for m in t.messages
+    ]
+
+
+def assert_valid_and_round_trips(t: Transcript) -> None:
+    """Zero pairing problems under both placements that apply, and an exact trip
+    through the transcript's own codec (and Anthropic's for every format)."""
+    rule = placement(t)
+    assert t.problems(rule) == [], t.problems(rule)[:3]
+    assert t.problems("loose") == []
+    if rule == "openai":
+        wire_o = json.loads(json.dumps(openai.encode_messages(t)))
+        back_o = openai.decode_messages(wire_o)
+        assert openai.encode_messages(back_o) == wire_o
+        assert back_o.messages == tuple(_view(t, "openai"))
+        assert back_o.problems("openai") == []
+        return
+    wire = json.loads(json.dumps(anthropic.encode_request(t)))
+    back = anthropic.decode_request(wire)
+    assert anthropic.encode_request(back) == wire
+    assert back.messages == tuple(_view(t, "anthropic"))
+    assert back.problems("anthropic") == []
+
+
+def last_user_index(t: Transcript) -> int:
+    return max(
+        i
+        for i, m in enumerate(t.messages)
+        if m.role == "user" and m.kind == "message" and m.text.strip() and not m.tool_results
+    )
+
+
+# --------------------------------------------------------------------------- cut points
+
+
+def test_safe_cut_points_are_real_user_messages_outside_tool_pairs() -> None:
+    t = support()
+    cuts = safe_cut_points(t)
+    # 1 is the first conversation message (nothing before it to summarize);
+    # 3, 8, 12 hold tool results
+    assert cuts == (5, 6, 10, 14)
+    for c in cuts:
+        m = t.messages[c]
+        assert m.role == "user" and not m.tool_results
+
+
+def test_a_user_note_inside_an_open_tool_call_is_not_a_cut() -> None:
+    msgs = (
+        user("start"),
+        Message("assistant", (ToolUseBlock("a", "Read", {}), ToolUseBlock("b", "Read", {}))),
+        Message("user", (ToolResultBlock("a", "x"),)),
+        user("[Request interrupted by user]"),  # between a call and its result (loose)
+        Message("user", (ToolResultBlock("b", "y"),)),
+        user("next"),
+    )
+    assert safe_cut_points(Transcript(msgs)) == (5,)
+
+
+def test_cut_points_start_after_a_previous_summary() -> None:
+    t = compact(support(), Recording(), keep_tail_turns=2).transcript
+    cuts = safe_cut_points(t)
+    s = sum(1 for m in t.messages if m.role == "system")
+    assert t.messages[s].kind == "compact_summary"
+    assert all(c > s + 1 for c in cuts)
+
+
+# --------------------------------------------------------------------------- semantics
+
+
+def test_summary_then_verbatim_tail() -> None:
+    t = support()
+    r = compact(t, Recording(), keep_tail_turns=2)
+    assert isinstance(r, Compaction) and r.compacted
+    assert r.cut_index == 10 and r.summarized_messages == 9
+    out = r.transcript.messages
+    assert out[0].role == "system" and out[0].content[0] == t.messages[0].content[0]
+    summary = out[1]
+    assert summary.role == "user" and summary.kind == "compact_summary"
+    assert summary.text.startswith(SUMMARY_HEADER)
+    assert r.summary in summary.text
+    # the tail is the very same message objects
+    assert out[2:] == t.messages[10:]
+    assert all(a is b for a, b in zip(out[2:], t.messages[10:], strict=True))
+    assert r.transcript.params == t.params and r.transcript.format == "anthropic"
+    c = CharCounter()
+    assert r.tokens_before == c.count_messages(t.messages)
+    assert r.tokens_after == c.count_messages(out) < r.tokens_before
+    assert r.tail_tokens == c.count_messages(t.messages[10:])
+    assert_valid_and_round_trips(r.transcript)
+
+
+def test_summarizer_gets_the_older_range_and_the_budget() -> None:
+    rec = Recording()
+    compact(support(), rec, keep_tail_turns=1, summary_tokens=123)
+    previous, turns, budget = rec.calls[0]
+    assert previous == "" and budget == 123
+    assert turns == list(support().messages[1:14])
+
+
+def test_keep_tail_tokens_takes_the_longest_tail_that_fits() -> None:
+    t = support()
+    c = CharCounter()
+    sizes = {cut: c.count_messages(t.messages[cut:]) for cut in safe_cut_points(t)}
+    budget = sizes[10]  # fits from 10 on, not from 6
+    assert sizes[6] > budget
+    r = compact(t, Recording(), keep_tail_tokens=budget)
+    assert r.cut_index == 10 and r.tail_tokens <= budget
+
+
+def test_latest_user_message_is_never_summarized() -> None:
+    t = support()
+    smallest = CharCounter().count_messages(t.messages[14:])
+    r = compact(t, Recording(), keep_tail_tokens=smallest)
+    assert r.cut_index == 14 == last_user_index(t)
+    assert t.messages[14] in r.transcript.messages
+
+
+def test_default_summarizer_is_extractive_and_keeps_specifics() -> None:
+    r = compact(support(), keep_tail_turns=1)
+    assert "W2378156" in r.summary
+    assert r.summary_tokens <= 4_000 + 50
+
+
+def test_long_summaries_are_cut_to_the_budget() -> None:
+    r = compact(support(), Recording("word " * 500), keep_tail_turns=1, summary_tokens=40)
+    assert CharCounter().count(r.summary) <= 40 and r.summary.endswith("[…]")
+
+
+def test_nothing_to_compact_is_a_no_op_with_a_reason() -> None:
+    t = support()
+    r = compact(t, Recording(), keep_tail_tokens=1_000_000)
+    assert not r.compacted and r.transcript is t and r.summary == ""
+    assert "already fits" in r.reason and r.tokens_after == r.tokens_before
+    r2 = compact(t, Recording(), keep_tail_turns=50)
+    assert not r2.compacted and "keeps them all" in r2.reason
+
+
+def test_to_dict_is_json() -> None:
+    r = compact(support(), keep_tail_turns=1)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["compacted"] is True and d["cut_index"] == 14
+    assert d["tokens_saved"] == d["tokens_before"] - d["tokens_after"] > 0
+    assert {f["key"] for f in d["facts"]} >= {"order_id"}
+    assert d["rules"][0]["text"] == RULE
+
+
+# --------------------------------------------------------------------------- facts and rules
+
+
+def test_facts_and_rules_go_to_the_system_part_never_the_summary() -> None:
+    t = support()
+    r = compact(t, keep_tail_turns=1)  # extractive: it would keep the rule sentence
+    system = system_text(r.transcript)
+    assert PINNED_HEADER in system
+    assert RULE in system
+    assert "order_id:" in system and "tracking_number: 1Z999AA10123456784" in system
+    summary = summary_message(r.transcript).text
+    assert RULE not in summary and PINNED_HEADER not in summary
+    assert "Case facts:" not in summary and "Rules:" not in summary
+    # every fact extracted from the summarized range is pinned
+    expected = CaseFacts()
+    expected.update_from_messages(t.messages[: r.cut_index])
+    for f in expected:
+        assert f"- {f.key}: {f.value}" in system
+    assert [x.text for x in r.rules] == [RULE]
+
+
+def test_given_facts_and_rules_win_and_are_pinned() -> None:
+    facts = CaseFacts([Fact("order_id", "W9999999", source="crm")])
+    rules = Rules(["Always confirm the address before shipping."])
+    r = compact(support(), Recording(), keep_tail_turns=1, facts=facts, rules=rules)
+    system = system_text(r.transcript)
+    assert "- order_id: W9999999 (crm)" in system  # over the extracted 4417
+    assert "Always confirm the address before shipping." in system and RULE in system
+    # the caller's objects are not modified
+    assert len(facts) == 1 and len(rules) == 1
+
+
+def test_extract_false_pins_only_what_is_given() -> None:
+    r = compact(support(), Recording(), keep_tail_turns=1, extract=False, rules=[Rule(RULE)])
+    system = system_text(r.transcript)
+    assert "Case facts:" not in system and RULE in system
+    r2 = compact(support(), Recording(), keep_tail_turns=1, extract=False)
+    assert PINNED_HEADER not in system_text(r2.transcript) and r2.facts == () == r2.rules
+
+
+def test_recompaction_rolls_the_summary_and_keeps_one_pinned_block() -> None:
+    t = support()
+    first = compact(t, keep_tail_turns=2)
+    grown = replace(
+        first.transcript,
+        messages=(
+            *first.transcript.messages,
+            user("Please also note my email is ana@example.com."),
+            assistant("Noted."),
+            user("Is the address check done?"),
+        ),
+    )
+    rec = Recording("Address check requested for 4417.")
+    second = compact(grown, rec, keep_tail_turns=1)
+    previous, turns, _ = rec.calls[0]
+    assert previous == first.summary  # the old summary rolls into the new one
+    assert all(m.kind == "message" for m in turns)
+    system = system_text(second.transcript)
+    assert system.count(PINNED_HEADER) == 1
+    # facts pinned by the first compaction survive, new ones join, the rule stays
+    for f in first.facts:
+        assert f"- {f.key}: " in system
+    assert "- order_id: 4417" in system and "- email: ana@example.com" in system
+    assert RULE in system
+    assert sum(1 for m in second.transcript.messages if m.kind == "compact_summary") == 1
+    assert_valid_and_round_trips(second.transcript)
+    # compacting again with nothing new to summarize keeps the pinned block as it is
+    third = compact(second.transcript, Recording(), keep_tail_turns=1)
+    assert not third.compacted
+
+
+def test_pinned_block_reads_back_exactly() -> None:
+    facts = CaseFacts(
+        [
+            Fact("order_id", "W1 (old)", source="message 3", at="2026-01-02T10:00:00Z"),
+            Fact("note", "a: b"),
+            Fact("amount", "USD 12.00", at="2026-01-02"),
+        ]
+    )
+    r1 = compact(support(), Recording(), keep_tail_turns=2, facts=facts, extract=False)
+    block = system_text(r1.transcript)
+    grown = replace(
+        r1.transcript, messages=(*r1.transcript.messages, assistant("ok"), user("next"))
+    )
+    r2 = compact(grown, Recording(), keep_tail_turns=1, extract=False)
+    assert system_text(r2.transcript) == block
+
+
+def test_summary_lines_restating_a_rule_are_dropped() -> None:
+    rec = Recording(f"user: {RULE}\nuser: Order W2378156 arrived damaged.")
+    r = compact(support(), rec, keep_tail_turns=1)
+    assert r.summary == "user: Order W2378156 arrived damaged."
+
+
+# --------------------------------------------------------------------------- media
+
+
+def test_images_and_documents_in_the_summarized_range_are_listed_as_dropped() -> None:
+    image = MediaBlock("image", {"type": "base64", "media_type": "image/png", "data": "iVBOR" * 10})
+    pdf = MediaBlock("document", {"type": "url", "url": "https://example.com/invoice.pdf"})
+    shot = MediaBlock("image", {"type": "file", "file_id": "file_abc"})
+    msgs = (
+        Message("user", (TextBlock("Here is the damage:"), image)),
+        Message("assistant", (ToolUseBlock("t1", "fetch_invoice", {}),)),
+        Message("user", (ToolResultBlock("t1", (TextBlock("invoice"), pdf)),)),
+        assistant("Got the invoice for order W2378156."),
+        Message("user", (TextBlock("And the box:"), shot)),
+        assistant("Thanks."),
+        user("Refund please."),
+    )
+    r = compact(Transcript(msgs, format="anthropic"), Recording(), keep_tail_turns=1)
+    got = [
+        (d.message_index, d.media, d.source_type, d.reference, d.tool_use_id)
+        for d in r.dropped_media
+    ]
+    assert got == [
+        (0, "image", "base64", "image/png data, 50 characters", None),
+        (2, "document", "url", "https://example.com/invoice.pdf", "t1"),
+        (4, "image", "file", "file_abc", None),
+    ]
+    assert (
+        "[Dropped with the summarized messages: 2 images and 1 document"
+        in summary_message(r.transcript).text
+    )
+    assert not any(isinstance(b, MediaBlock) for m in r.transcript.messages for b in m.content)
+
+
+# --------------------------------------------------------------------------- archive
+
+
+class CountingSummarizer:
+    """Records how many items the store held when the summarizer ran."""
+
+    def __init__(self, store: SQLiteStore, namespace: tuple[str, ...]) -> None:
+        self.store, self.namespace, self.seen = store, namespace, -1
+
+    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str:
+        self.seen = self.store.count(self.namespace)
+        return "Order W2378156 damaged."
+
+
+def test_full_transcript_is_archived_first_and_searchable(tmp_path: Path) -> None:
+    ns = ("acme", "case-17")
+    with SQLiteStore(tmp_path / "archive.db") as store:
+        t = support()
+        s = CountingSummarizer(store, ns)
+        r = compact(t, s, keep_tail_turns=1, store=store, namespace=ns)
+        assert r.archive_id and r.archive_id.startswith("compaction-")
+        assert s.seen == len(t.messages) == store.count(ns)  # all of it, before summarizing
+        hits = store.lexical_search(ns, "1Z999AA10123456784 tracking", 3)
+        assert hits and hits[0][0].metadata["message_index"] == 12
+        meta = hits[0][0].metadata
+        assert meta["archive_id"] == r.archive_id and meta["tools"] == ["track"]
+        assert meta["tool_use_ids"] == ["toolu_3"] and meta["role"] == "user"
+        # the same transcript archives to the same id and items (idempotent)
+        again = compact(t, Recording(), keep_tail_turns=1, store=store, namespace=ns)
+        assert again.archive_id == r.archive_id and store.count(ns) == len(t.messages)
+        # the tail is archived too: the archive holds the whole input
+        assert store.get(ns, f"{r.archive_id}:14") is not None
+
+
+def test_huge_messages_are_archived_in_parts() -> None:
+    store = InMemoryStore()
+    big = "x" * 1_500_000 + " end"
+    t = Transcript((user("start"), assistant(big), assistant("ok"), user("next")))
+    r = compact(t, Recording(), keep_tail_turns=1, store=store, namespace=("n",))
+    assert r.archive_id
+    parts = store.get_many(("n",), [f"{r.archive_id}:1", f"{r.archive_id}:1.1"])
+    assert [p.metadata["part"] for p in parts] == [0, 1] and parts[0].metadata["parts"] == 2
+
+
+class BrokenStore(InMemoryStore):
+    def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
+        raise StoreError("disk full")
+
+
+def test_archive_failure_stops_before_the_summarizer() -> None:
+    rec = Recording()
+    with pytest.raises(CompactionArchiveError) as exc:
+        compact(support(), rec, keep_tail_turns=1, store=BrokenStore())
+    assert rec.calls == [] and "disk full" in str(exc.value)
+    assert exc.value.namespace == ("ctxwise", "compaction-archive")
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_summarizer_that_raises_leaves_the_transcript_and_says_why(tmp_path: Path) -> None:
+    t = support()
+    before = t.messages
+    with SQLiteStore(tmp_path / "a.db") as store:
+        with pytest.raises(SummarizerError) as exc:
+            compact(t, Raising(), keep_tail_turns=1, store=store)
+        err = exc.value
+        assert err.summarizer == "Raising" and "model overloaded" in err.reason
+        assert err.archive_id and err.archived_messages == len(t.messages)
+        assert store.count(("ctxwise", "compaction-archive")) == len(t.messages)
+        assert "archived first" in str(err) and "unchanged" in str(err)
+    assert t.messages is before
+    with pytest.raises(SummarizerError, match="nothing was archived"):
+        compact(t, Raising(), keep_tail_turns=1)
+
+
+@pytest.mark.parametrize("answer", ["", "   \n", None, 42])
+def test_summarizer_that_returns_nothing_is_an_error(answer: Any) -> None:
+    with pytest.raises(SummarizerError) as exc:
+        compact(support(), Recording(answer), keep_tail_turns=1)
+    assert "empty summary" in exc.value.reason or "not text" in exc.value.reason
+
+
+def test_summary_that_only_restates_rules_is_an_error() -> None:
+    with pytest.raises(SummarizerError, match="only restated the pinned rules"):
+        compact(support(), Recording(f"user: {RULE}"), keep_tail_turns=1)
+
+
+def test_empty_transcripts_are_refused() -> None:
+    with pytest.raises(EmptyTranscriptError, match="no messages"):
+        compact(Transcript(()), keep_tail_turns=1)
+    only_system = Transcript((Message.text_message("system", "be nice"),), source="s.json")
+    with pytest.raises(EmptyTranscriptError, match=r"s\.json: nothing to compact"):
+        compact(only_system, keep_tail_turns=1)
+
+
+def test_orphans_and_reused_ids_are_refused_then_repaired() -> None:
+    msgs = list(support().messages)
+    msgs[7] = call(1)  # reuses toolu_1 for the second lookup
+    msgs[8] = result(1, '{"order_id": "4417", "status": "pending"}')
+    msgs.insert(5, Message("user", (ToolResultBlock("ghost", "stray"),)))  # an orphan
+    t = Transcript(tuple(msgs), format="anthropic")
+    with pytest.raises(PairingError) as exc:
+        compact(t, Recording(), keep_tail_turns=1)
+    kinds = {p.kind.value for p in exc.value.problems}
+    assert {"orphan_result", "duplicate_id"} <= kinds
+    assert "ghost" in str(exc.value)
+    r = compact(t, Recording(), keep_tail_turns=1, repair=True)
+    assert r.repaired and any("ghost" in x for x in r.repaired)
+    assert_valid_and_round_trips(r.transcript)
+
+
+def test_unanswered_call_is_refused() -> None:
+    t = Transcript((*support().messages, call(9)), format="anthropic")
+    with pytest.raises(PairingError, match="unanswered_use"):
+        compact(t, Recording(), keep_tail_turns=1)
+
+
+def test_tail_over_budget_names_the_sizes_and_the_item() -> None:
+    msgs = (
+        *support().messages,
+        user("Read the whole log"),
+        call(7, "Read", path="/var/log/app.log"),
+        result(7, "log line " * 2_000),
+        assistant("It is long."),
+    )
+    t = Transcript(msgs, format="anthropic")
+    with pytest.raises(TailOverBudgetError) as exc:
+        compact(t, Recording(), keep_tail_tokens=500)
+    err = exc.value
+    assert err.keep_tail_tokens == 500 and err.tail_start == 16
+    assert err.tail_tokens == CharCounter().count_messages(msgs[16:]) > 500
+    assert err.largest is not None
+    assert (err.largest.message_index, err.largest.tool_name, err.largest.tool_use_id) == (
+        18,
+        "Read",
+        "toolu_7",
+    )
+    assert "500" in str(err) and f"{err.tail_tokens:,}" in str(err) and "toolu_7" in str(err)
+
+
+def test_no_safe_cut_at_all() -> None:
+    msgs = (user("do it"), call(1), result(1, "out " * 500), assistant("done"))
+    with pytest.raises(TailOverBudgetError, match="no safe cut point"):
+        compact(Transcript(msgs), Recording(), keep_tail_tokens=10)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"keep_tail_tokens": 10, "keep_tail_turns": 1},
+        {"keep_tail_tokens": 0},
+        {"keep_tail_turns": -1},
+        {"keep_tail_turns": True},
+        {"keep_tail_turns": 1, "summary_tokens": 0},
+        {"keep_tail_turns": 1, "instructions": "keep ids"},  # extractive takes none
+        {"keep_tail_turns": 1, "instructions": " "},
+        {"keep_tail_turns": 1, "store": InMemoryStore(), "namespace": ()},
+    ],
+)
+def test_bad_parameters_are_usage_errors(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(UsageError):
+        compact(support(), **kwargs)
+
+
+def test_not_a_transcript() -> None:
+    with pytest.raises(UsageError, match="takes a Transcript"):
+        compact([user("x")], keep_tail_turns=1)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- instructions
+
+
+def test_instructions_extend_an_llm_summarizers_prompt() -> None:
+    anthropic_sdk = pytest.importorskip("anthropic")
+    from ctxwise.providers import AnthropicChat
+
+    sent: list[dict[str, Any]] = []
+
+    def handler(request: Any) -> Any:
+        sent.append(json.loads(request.content))
+        return response(
+            "anthropic",
+            200,
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-5-5",
+                "content": [{"type": "text", "text": "Order W2378156 damaged; 4417 pending."}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 10},
+            },
+        )
+
+    client = anthropic_sdk.Anthropic(
+        api_key="k", max_retries=0, http_client=mock_client("anthropic", handler)
+    )
+    summarizer = LLMSummarizer(AnthropicChat(client, "claude-sonnet-5-5"))
+    r = compact(
+        support(), summarizer, keep_tail_turns=1, instructions="Keep every tracking number."
+    )
+    assert r.summary == "Order W2378156 damaged; 4417 pending."
+    system = sent[0]["system"]
+    assert system.startswith(DEFAULT_INSTRUCTIONS.split("{budget}")[0])
+    assert system.endswith(
+        "Additional instructions for this compaction:\nKeep every tracking number."
+    )
+    assert summarizer.instructions == DEFAULT_INSTRUCTIONS  # the caller's summarizer unchanged
+
+
+def test_instructions_go_to_a_summarizer_that_accepts_them() -> None:
+    class Instructed:
+        got: str | None = None
+
+        def summarize(
+            self,
+            previous: str,
+            turns: Sequence[Message],
+            budget: int,
+            *,
+            instructions: str | None = None,
+        ) -> str:
+            self.got = instructions
+            return "Order W2378156."
+
+    s = Instructed()
+    compact(support(), s, keep_tail_turns=1, instructions="Keep ids.")
+    assert s.got == "Keep ids."
+
+
+# --------------------------------------------------------------------------- codecs
+
+
+def test_openai_pinned_block_is_its_own_system_message_and_round_trips() -> None:
+    raw = openai.encode_messages(support("openai"))
+    t = openai.decode_messages(raw)
+    r = compact(t, Recording(), keep_tail_turns=1)
+    wire = openai.encode_messages(r.transcript)
+    assert [m["role"] for m in wire[:3]] == ["system", "system", "user"]
+    assert wire[0] == raw[0]  # the original system prompt, untouched
+    assert wire[1]["content"].startswith(PINNED_HEADER)
+    assert wire[2]["content"].startswith(SUMMARY_HEADER)
+    assert wire[3:] == raw[-2:]
+    assert_valid_and_round_trips(r.transcript)
+
+
+def test_anthropic_pinned_block_joins_the_system_field() -> None:
+    r = compact(support(), Recording(), keep_tail_turns=1)
+    body = anthropic.encode_request(r.transcript)
+    assert body["model"] == "claude-sonnet-4-5"
+    assert body["system"][0] == {"type": "text", "text": "You are the Northwind support agent."}
+    assert body["system"][1]["text"].startswith(PINNED_HEADER)
+    assert body["messages"][0]["content"].startswith(SUMMARY_HEADER)
+    assert_valid_and_round_trips(r.transcript)
+
+
+def test_no_system_prompt_gets_one_for_the_pinned_block() -> None:
+    t = Transcript(support().messages[1:], format="anthropic")
+    r = compact(t, Recording(), keep_tail_turns=1)
+    body = anthropic.encode_request(r.transcript)
+    assert isinstance(body["system"], str) and body["system"].startswith(PINNED_HEADER)
+    assert_valid_and_round_trips(r.transcript)
+
+
+# --------------------------------------------------------------------------- auto policy
+
+
+def test_auto_compactor_fires_over_the_trigger_only() -> None:
+    t = support()
+    total = CharCounter().count_messages(t.messages)
+    auto = AutoCompactor(Recording(), trigger_tokens=total, keep_tail_turns=1)
+    assert auto.maybe_compact(t) is None
+    grown = replace(t, messages=(*t.messages, user("One more thing about order 4417.")))
+    r = auto.maybe_compact(grown)
+    assert r is not None and r.compacted and r.tokens_after <= total
+    assert auto.compactions == 1 and auto.last is r
+    assert RULE in system_text(r.transcript)
+
+
+def test_auto_compactor_tracks_facts_incrementally() -> None:
+    t = support()
+    auto = AutoCompactor(Recording(), trigger_tokens=10_000, keep_tail_turns=1)
+    msgs = list(t.messages[:2])
+    for m in t.messages[2:]:
+        msgs.append(m)
+        assert auto.maybe_compact(replace(t, messages=tuple(msgs))) is None
+    assert auto.tracked_facts.get("tracking_number") is not None
+    assert RULE in auto.tracked_rules
+    auto.trigger_tokens = CharCounter().count_messages(msgs) - 1  # force the next one
+    r = auto.maybe_compact(replace(t, messages=tuple(msgs)))
+    assert r is not None
+    system = system_text(r.transcript)
+    assert "1Z999AA10123456784" in system and RULE in system
+
+
+def test_auto_compactor_default_tail_and_validation() -> None:
+    auto = AutoCompactor()
+    assert auto.trigger_tokens == 150_000 and auto.keep_tail_tokens == 30_000
+    with pytest.raises(UsageError, match="must stay under trigger_tokens"):
+        AutoCompactor(trigger_tokens=1000, keep_tail_tokens=900, summary_tokens=100)
+    with pytest.raises(UsageError):
+        AutoCompactor(keep_tail_tokens=10, keep_tail_turns=1)
+    with pytest.raises(UsageError):
+        AutoCompactor(instructions="keep ids")  # the extractive summarizer takes none
+    with pytest.raises(UsageError):
+        AutoCompactor(max_attempts=0)
+
+
+def _turn(i: int, size: int) -> tuple[Message, ...]:
+    """A user asks, the agent reads a big file, answers."""
+    return (
+        user(f"Now look at file {i}."),
+        call(100 + i, "Read", path=f"/src/f{i}.py"),
+        result(100 + i, f"line of f{i} " * size),
+        assistant(f"Read f{i}."),
+    )
+
+
+def test_thrash_protection_names_the_item_that_keeps_refilling() -> None:
+    auto = AutoCompactor(
+        Recording("Files were read."),
+        trigger_tokens=1_000,
+        keep_tail_tokens=300,
+        summary_tokens=100,
+    )
+    msgs: tuple[Message, ...] = (user("Review the repo."), assistant("OK."))
+    compactions = 0
+    with pytest.raises(CompactionThrashError) as exc:
+        for i in range(20):
+            # each turn reads one file of ~1,100 tokens: the window refills at once
+            msgs = (*msgs, *_turn(i, 400), user("next?"))
+            r = auto.maybe_compact(Transcript(msgs))
+            if r is not None:
+                compactions += 1
+                msgs = r.transcript.messages
+    err = exc.value
+    assert compactions == 3 and err.attempts == 3 and err.trigger_tokens == 1_000
+    assert err.item is not None
+    assert err.item.kind == "tool_result" and err.item.tool_name == "Read"
+    assert err.item.tool_use_id == "toolu_103" and err.item.tokens > 1_000
+    assert (
+        Transcript(msgs).messages[err.item.message_index].tool_results[0].tool_use_id == "toolu_103"
+    )
+    assert "toolu_103" in str(err) and "Read" in str(err)
+    auto.reset()
+    assert auto.maybe_compact(Transcript(msgs)) is not None
+
+
+def test_slow_growth_never_counts_as_thrashing() -> None:
+    auto = AutoCompactor(
+        Recording("Files were read."),
+        trigger_tokens=1_000,
+        keep_tail_tokens=300,
+        summary_tokens=100,
+        refill_messages=6,
+    )
+    msgs: tuple[Message, ...] = (user("Review the repo."), assistant("OK."))
+    done = 0
+    for i in range(40):
+        msgs = (*msgs, *_turn(i, 60))  # small files: many turns before the next compaction
+        r = auto.maybe_compact(Transcript(msgs))
+        if r is not None:
+            done += 1
+            msgs = r.transcript.messages
+    assert done >= 4
+
+
+def test_a_compaction_that_cannot_get_under_the_trigger_raises_at_once() -> None:
+    auto = AutoCompactor(Recording(), trigger_tokens=1_000, keep_tail_turns=1)
+    msgs = (user("a"), assistant("b"), *_turn(1, 400))
+    with pytest.raises(CompactionThrashError, match="could not bring the window under") as exc:
+        auto.maybe_compact(Transcript(msgs))
+    assert exc.value.item is not None and exc.value.item.tool_use_id == "toolu_101"
+
+
+# --------------------------------------------------------------------------- real data
+
+
+@cache
+def _claude_code(path: Path) -> Transcript:
+    return read_transcript(path)
+
+
+@cache
+def _tau() -> list[Transcript]:
+    return read_transcripts(TAU)
+
+
+def _check_real(t: Transcript, r: Compaction, keep_tokens: int | None) -> None:
+    assert_valid_and_round_trips(r.transcript)
+    if not r.compacted:
+        return
+    tail = r.transcript.messages[-(len(t.messages) - r.cut_index) :]
+    assert tail == t.messages[r.cut_index :]
+    last = last_user_index(t)
+    assert r.cut_index <= last and t.messages[last] in tail
+    if keep_tokens is not None:
+        assert r.tail_tokens <= keep_tokens
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
+@settings(max_examples=6)
+@given(
+    keep_tokens=st.none() | st.integers(200, 60_000),
+    keep_turns=st.integers(1, 6),
+    summary=st.integers(50, 6_000),
+)
+def test_property_every_claude_code_session_compacts_valid(
+    path: Path, data_dir: Path, keep_tokens: int | None, keep_turns: int, summary: int
+) -> None:
+    t = _claude_code(path)
+    try:
+        r = compact(
+            t,
+            keep_tail_tokens=keep_tokens,
+            keep_tail_turns=None if keep_tokens is not None else keep_turns,
+            summary_tokens=summary,
+            extract=False,
+        )
+    except TailOverBudgetError as exc:
+        assert keep_tokens is not None and exc.tail_tokens > keep_tokens
+        return
+    except SummarizerError as exc:
+        # a small budget where no sentence worth keeping fits: refused, never emitted
+        assert exc.reason == "it returned an empty summary" and exc.archive_id is None
+        return
+    _check_real(t, r, keep_tokens)
+    live = compact(t.live_window(), keep_tail_turns=1, summary_tokens=summary, extract=False)
+    assert_valid_and_round_trips(live.transcript)
+
+
+@pytest.mark.data
+@settings(max_examples=80)
+@given(
+    index=st.integers(0, 199),
+    keep_tokens=st.none() | st.integers(10, 5_000),
+    keep_turns=st.integers(1, 8),
+    summary=st.integers(20, 2_000),
+)
+def test_property_every_tau_bench_trajectory_compacts_valid(
+    data_dir: Path, index: int, keep_tokens: int | None, keep_turns: int, summary: int
+) -> None:
+    t = _tau()[index]
+    try:
+        r = compact(
+            t,
+            keep_tail_tokens=keep_tokens,
+            keep_tail_turns=None if keep_tokens is not None else keep_turns,
+            summary_tokens=summary,
+            repair=True,  # 49 trajectories reuse a tool call id
+        )
+    except TailOverBudgetError as exc:
+        assert keep_tokens is not None and exc.tail_tokens > keep_tokens
+        return
+    except SummarizerError as exc:
+        # a small budget where no sentence worth keeping fits: refused, never emitted
+        assert exc.reason == "it returned an empty summary" and exc.archive_id is None
+        return
+    # tau-bench is OpenAI: valid under the OpenAI placement, and under Anthropic's
+    _check_real(replace(t, messages=repaired(t)), r, keep_tokens)
+    assert r.transcript.problems("anthropic") == []
+    a = anthropic.decode_request(json.loads(json.dumps(anthropic.encode_request(r.transcript))))
+    assert a.problems("anthropic") == []
+
+
+def repaired(t: Transcript) -> tuple[Message, ...]:
+    from ctxwise import repair_pairing
+
+    return repair_pairing(t)[0].messages
+
+
+@pytest.mark.data
+def test_every_tau_bench_trajectory_compacts_to_one_turn(data_dir: Path) -> None:
+    done = 0
+    for t in _tau():
+        r = compact(t, keep_tail_turns=1, summary_tokens=400, repair=True)
+        assert_valid_and_round_trips(r.transcript)
+        done += r.compacted
+    assert done == 200
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", long_sessions(), ids=lambda p: p.name)
+def test_long_sessions_compact_to_20k_keeping_the_last_user_message_and_facts(
+    path: Path, data_dir: Path
+) -> None:
+    t = _claude_code(path)
+    r = compact(t, keep_tail_tokens=16_000, summary_tokens=3_000)
+    assert r.compacted and r.tokens_before > 100_000
+    assert r.tokens_after <= 20_000, r.tokens_after
+    last = last_user_index(t)
+    assert r.cut_index <= last
+    kept = [m for m in r.transcript.messages if m == t.messages[last]]
+    assert kept and kept[0].text == t.messages[last].text
+    system = system_text(r.transcript)
+    expected = CaseFacts()
+    expected.update_from_messages(t.messages[: r.cut_index])
+    assert len(expected) > 0
+    for f in expected:
+        for value in expected.values(f.key):
+            assert " ".join(value.split()) in system, (f.key, value)
+    assert_valid_and_round_trips(r.transcript)
