@@ -148,6 +148,12 @@ def _read(sentence: str) -> _Sentence:
 
 
 _ARG_CHARS = 120
+_TOOL_LINES = 40
+"""A long tool result is read by its first and last this many lines: what a
+command reported and how it ended (errors, totals) sit there, while the middle of
+a file listing or a log is what a tool call can fetch again. On the shared Claude
+Code sessions this skips about two thirds of the text and keeps the retention
+figures of ``benchmarks/bench_retention.py`` within a few specifics."""
 
 
 def _call(block: ToolUseBlock) -> str:
@@ -177,8 +183,13 @@ def _lines(turns: Sequence[Message]) -> list[tuple[int, str]]:
             text = block_text(b).strip()
             if not text:
                 continue
-            label = "tool result" if isinstance(b, ToolResultBlock) else m.role
-            lines.extend((group, f"{label}: {x}") for x in text.splitlines() if x.strip())
+            rows = [x for x in text.splitlines() if x.strip()]
+            if isinstance(b, ToolResultBlock):
+                if len(rows) > 2 * _TOOL_LINES:
+                    rows = rows[:_TOOL_LINES] + rows[-_TOOL_LINES:]
+                lines.extend((group, f"tool result: {x}") for x in rows)
+            else:
+                lines.extend((group, f"{m.role}: {x}") for x in rows)
     return lines
 
 

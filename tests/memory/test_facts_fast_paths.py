@@ -77,5 +77,11 @@ def test_date_fast_path_equals_plain_scans(text: str) -> None:
 @given(texts)
 def test_cue_fast_path_equals_plain_scans(text: str) -> None:
     low = text.lower()
-    for pattern, fast in ((facts._USER_CUE, facts._USER_FAST), (facts._SELF_CUE, facts._SELF_FAST)):
+    for pattern, fast in (
+        (facts._USER_CUE, facts._USER_FAST),
+        (facts._SELF_CUE, facts._SELF_FAST),
+        (facts._ORDER_CUE, facts._ORDER_FAST),
+    ):
         assert spans(facts._scan(pattern, fast, text, low)) == spans(pattern.finditer(text))
+    hashes = facts._anchored(facts._ORDER_HASH, facts._HASH, text)
+    assert spans(hashes) == spans(facts._ORDER_HASH.finditer(text))

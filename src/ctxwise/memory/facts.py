@@ -392,6 +392,8 @@ def _skip_space(text: str, i: int, *, extra: str = "") -> int:
 
 _ORDER_CUE = re.compile(r"\borders?\b", _I)
 _ORDER_VALUE = re.compile(r"#?([A-Za-z]{0,3}\d[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*)(?![\w@-]|\.\w)")
+_ORDER_FAST = re.compile("order")
+_HASH = re.compile("#")
 _ORDER_CONNECT = _connector(r"ids?|numbers?|nos?|nums?|is|was|the|with|reference|ref|code")
 _ORDER_HASH = re.compile(r"(?<![\w#])#([A-Z]{1,3}\d{4,})(?![\w-])")
 _DATE_LIKE = re.compile(r"^\d{4}-\d{1,2}-\d{1,2}$|^\d{3}-\d{3}-\d{4}$")
@@ -399,7 +401,7 @@ _YEAR = re.compile(r"^(?:19|20)\d\d$")
 
 
 def _orders(text: str, low: str) -> Iterator[Extraction]:
-    for cue in _ORDER_CUE.finditer(text) if "order" in low else ():
+    for cue in _scan(_ORDER_CUE, _ORDER_FAST, text, low) if "order" in low else ():
         for hit in _follow(text, cue.end(), _ORDER_VALUE, _ORDER_CONNECT):
             token = text[hit.start : hit.end]
             if len(token) < 4 or _DATE_LIKE.match(token):
@@ -407,7 +409,7 @@ def _orders(text: str, low: str) -> Iterator[Extraction]:
             if _YEAR.match(token) and not hit.noun:
                 break
             yield Extraction("order_id", token, hit.start, hit.end)
-    for m in _ORDER_HASH.finditer(text) if "#" in text else ():
+    for m in _anchored(_ORDER_HASH, _HASH, text) if "#" in text else ():
         yield Extraction("order_id", m.group(1), m.start(1), m.end(1))
 
 
@@ -454,7 +456,7 @@ def _flights(text: str, low: str) -> Iterator[Extraction]:
 
 _NUM = r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d{1,2})?|\d+(?:\.\d{1,2})?)(?!\d|[.,]\d)"
 _CODES = "USD|EUR|GBP|CAD|AUD|NZD|CHF|SEK|NOK|DKK|INR|SGD|HKD|MXN|BRL|ZAR"
-_CODE_LIST = tuple(_CODES.split("|"))
+_CODE_ANY = re.compile(_CODES)
 _SYMBOLS = {"$": "USD", "us$": "USD", "€": "EUR", "£": "GBP"}
 _WORDS = {"dollar": "USD", "dollars": "USD", "euro": "EUR", "euros": "EUR"}
 _AMOUNTS = (
@@ -466,7 +468,7 @@ _AMOUNTS = (
 
 def _amounts(text: str, low: str) -> Iterator[Extraction]:
     symbol = "$" in text or "€" in text or "£" in text
-    has_code = any(c in text for c in _CODE_LIST)
+    has_code = _CODE_ANY.search(text) is not None
     word = "dollar" in low or "euro" in low
     gates = (symbol, has_code or word or "€" in text, has_code)
     for pattern, gate in zip(_AMOUNTS, gates, strict=True):
@@ -591,7 +593,7 @@ def _date_matches(text: str) -> Iterator[re.Match[str]]:
     has_slash = _SLASH_ANCHOR.search(text) is not None
     if has_slash:
         yield from slash.finditer(text)
-    if any(m in text for m in _MONTH_PREFIXES):
+    if _MONTH_ANCHOR.search(text):
         yield from _anchored(named, _MONTH_ANCHOR, text)
         months = [c.start() for c in _MONTH_ANCHOR.finditer(text)]
         if any(_day_before(text, p) for p in months):
@@ -669,8 +671,11 @@ _EMAIL = re.compile(
 )
 
 
+_EMAIL_DOMAIN = re.compile(r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
+
+
 def _emails(text: str, low: str) -> Iterator[Extraction]:
-    for m in _EMAIL.finditer(text) if "@" in text else ():
+    for m in _EMAIL.finditer(text) if "@" in text and _EMAIL_DOMAIN.search(text) else ():
         yield Extraction("email", m.group(1), m.start(1), m.end(1))
 
 
