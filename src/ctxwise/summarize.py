@@ -108,7 +108,38 @@ class _Sentence:
     (the hardest to reconstruct), dates and error lines 2-3, numbers and names 1."""
 
 
-def _read(sentence: str) -> _Sentence:
+_WORD, _ID, _NUMBER, _OTHER = range(4)
+_TokenInfo = tuple[str, int, bool, bool, bool, bool, bool]
+
+
+def _classify(raw: str) -> _TokenInfo:
+    """What a whitespace-separated token is, apart from its neighbours:
+    (normalized text, kind, capitalised, date word, instruction word, error word,
+    ends in lowercase or , ; :)."""
+    tok = raw.strip(_STRIP)
+    low = tok.casefold()
+    kind = _OTHER
+    if not tok or tok.isalpha():  # most tokens: a plain word
+        kind = _WORD if tok else _OTHER
+    elif _HAS_DIGIT(tok):
+        kind = _ID if (_HAS_ALPHA(tok) or "/" in tok) else _NUMBER  # an id, a version
+    elif ("/" in tok and _HAS_ALPHA(tok)) or (  # a path, a file name
+        "." in tok and tok.rsplit(".", 1)[1].casefold() in _EXTENSIONS
+    ):
+        kind = _ID
+    capital = bool(tok) and tok[0].isupper() and tok[1:].islower()
+    return (
+        low if tok else "",
+        kind,
+        capital,
+        low in _DATE_WORDS,
+        low in _INSTRUCTION_WORDS,
+        low in _ERROR_WORDS,
+        bool(raw) and (raw[-1].islower() or raw[-1] in ",;:"),
+    )
+
+
+def _read(sentence: str, cache: dict[str, _TokenInfo]) -> _Sentence:
     folded = sentence.casefold()
     instruction = any(p in folded for p in _INSTRUCTION_PHRASES)
     error = False
@@ -116,30 +147,26 @@ def _read(sentence: str) -> _Sentence:
     amount = 0
     prev_lower = False
     for raw in sentence.split():
-        tok = raw.strip(_STRIP)
-        low = tok.casefold()
+        info = cache.get(raw)
+        if info is None:
+            info = cache[raw] = _classify(raw)
+        low, kind, capital, date_word, instruction_word, error_word, ends_lower = info
         worth = 0
-        if not tok:
-            pass
-        elif _HAS_DIGIT(tok):
-            if _HAS_ALPHA(tok) or "/" in tok:
-                worth = 3  # an id, a version, a path with digits
+        if kind == _ID:
+            worth = 3  # ids, versions, paths and file names: the hardest to reconstruct
+        elif kind == _NUMBER:
+            if amount == 0:
+                amount = 3 if _AMOUNT.search(sentence) else 1
+            worth = amount
+        elif low:
+            if date_word:
+                worth = 2
+            elif prev_lower and capital:
+                worth = 1  # a capitalised word mid-sentence: likely a name
             else:
-                if amount == 0:
-                    amount = 3 if _AMOUNT.search(sentence) else 1
-                worth = amount
-        elif "/" in tok and _HAS_ALPHA(tok):
-            worth = 3  # a path
-        elif "." in tok and tok.rsplit(".", 1)[1].casefold() in _EXTENSIONS:
-            worth = 3  # a file name
-        elif low in _DATE_WORDS:
-            worth = 2
-        elif prev_lower and tok[0].isupper() and tok[1:].islower():
-            worth = 1  # a capitalised word mid-sentence: likely a name
-        else:
-            instruction = instruction or low in _INSTRUCTION_WORDS
-            error = error or low in _ERROR_WORDS
-        prev_lower = bool(raw) and (raw[-1].islower() or raw[-1] in ",;:")
+                instruction = instruction or instruction_word
+                error = error or error_word
+        prev_lower = ends_lower
         if worth > units.get(low, 0):
             units[low] = worth
     if error:
@@ -236,6 +263,7 @@ class ExtractiveSummarizer:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
         candidates: list[_Candidate] = []
         plain: list[tuple[int, str]] = []  # sentences with no detail and no instruction
+        tokens: dict[str, _TokenInfo] = {}  # token → what it is, read once a call
         seen: set[str] = set()
         earlier = [(-i, line) for i, line in enumerate(previous.splitlines(), start=1)]
         for group, line in [*earlier, *_lines(turns)]:
@@ -251,7 +279,7 @@ class ExtractiveSummarizer:
                 if not sentence or text in seen:
                     continue
                 seen.add(text)
-                read = _read(sentence)
+                read = _read(sentence, tokens)
                 base = _INSTRUCTION_WEIGHT if read.instruction else 0
                 units = read.units
                 if not base and not units:
