@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph,postgres
+EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann
 
 .PHONY: demo test lint typecheck bench bench-routing bench-env clean
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -12,18 +14,26 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from ctxwise.memory import SQLiteStore, StoreError
+from ctxwise.embeddings import HashingEmbedder
+from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann
+from ctxwise.memory import sqlite as sqlite_module
 from ctxwise.memory.sqlite import SCHEMA_VERSION
+from ctxwise.memory.store import fts_tokens
 
 
 def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     first = SQLiteStore(path)
-    assert first.migrations == ["001_items", "002_fts"] and len(first.migrations) == SCHEMA_VERSION
+    assert (
+        first.migrations == ["001_items", "002_fts", "003_counts"]
+        and len(first.migrations) == SCHEMA_VERSION
+    )
     first.close()
     again = SQLiteStore(path)
-    assert again.migrations == ["001_items", "002_fts"]
+    assert again.migrations == ["001_items", "002_fts", "003_counts"]
     assert again._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     again.close()
 
@@ -86,4 +96,240 @@ def test_sigkill_mid_batch_keeps_every_committed_item(tmp_path: Path) -> None:
     batches = {it.metadata["batch"] for it in store.by_seq(("kill", "test"), range(count))}
     assert batches == set(range(count // 200))
     assert store.lexical_search(("kill", "test"), "order 5001", 1)[0][0].metadata["batch"] == 5
+    store.close()
+    if _ann.available():  # an index built after the kill holds every committed vector
+        indexed = SQLiteStore(path, ann_min_items=100)
+        assert indexed.index_info(("kill", "test")).method == "hnsw"
+        last = f"batch {committed} item 7 about order {committed * 1000 + 7}"
+        vector = HashingEmbedder(64).embed([last])[0]
+        assert indexed.vector_search(("kill", "test"), vector, 1)[0][0].text == last
+        indexed.close()
+
+
+# the bounded lexical search --------------------------------------------------------
+
+WORDS = ["refund", "parcel", "router", "laptop", "berlin", "osaka", "late", "broken", "mia"]
+
+
+def _corpus(n: int, seed: int) -> list[str]:
+    """Short texts over a small vocabulary: every word is common, as at scale."""
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(WORDS, rng.randint(2, 5))) + f" case {i}" for i in range(n)]
+
+
+def _exact(store: SQLiteStore, ns: tuple[str, ...], query: str, k: int) -> list[float]:
+    """FTS5's exact BM25 scores of the best k rows of ``ns`` (no bound)."""
+    terms = sorted(set(fts_tokens(query)))
+    match = " OR ".join(f'"{t}"' for t in terms)
+    rows = store._conn.execute(
+        "SELECT -bm25(items_fts) FROM items_fts JOIN items ON items.rowid = items_fts.rowid"
+        " WHERE items_fts MATCH ? AND items.ns = ? ORDER BY bm25(items_fts) LIMIT ?",
+        (match, "/".join(ns), k),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_a_store_within_the_cap_is_ranked_exactly(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    ns = ("lex", "small")
+    store.put_many(ns, [NewItem(t) for t in _corpus(300, 1)])
+    for query in ["refund for the broken router", "mia berlin", "late parcel osaka laptop"]:
+        got = [s for _, s in store.lexical_search(ns, query, 10)]
+        assert got == pytest.approx(_exact(store, ns, query, 10))
+    store.close()
+
+
+@settings(max_examples=20)
+@given(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+    st.integers(min_value=1, max_value=30),
+    st.booleans(),
+)
+def test_bounded_lexical_search_invariants(
+    tmp_path_factory: pytest.TempPathFactory, words: list[str], k: int, shared: bool
+) -> None:
+    """With a tiny cap every bounded step runs: results stay in the namespace, hold a
+    query term, are at most k, best first, and never score above the exact BM25."""
+    path = tmp_path_factory.mktemp("lex") / "m.db"
+    store = SQLiteStore(path)
+    ns, other = ("lex", "a"), ("lex", "b")
+    store.put_many(ns, [NewItem(t) for t in _corpus(400, 2)])
+    if shared:
+        store.put_many(other, [NewItem(t) for t in _corpus(200, 3)])
+    query = " ".join(words)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sqlite_module, "LEXICAL_CAP", 40)
+        mp.setattr(sqlite_module, "STOP_WINDOW", 100)
+        got = store.lexical_search(ns, query, k)
+    assert 0 < len(got) <= k
+    assert all(it.namespace == ns and set(fts_tokens(it.text)) & set(words) for it, _ in got)
+    scores = [s for _, s in got]
+    assert scores == sorted(scores, reverse=True)
+    assert scores[0] <= _exact(store, ns, query, 1)[0] + 1e-9
+    store.close()
+
+
+def test_bounded_lexical_search_finds_the_rows_with_every_term(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    ns = ("lex", "big")
+    texts = _corpus(3000, 4)
+    texts[1234] = "mia osaka broken router refund"
+    store.put_many(ns, [NewItem(t) for t in texts])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sqlite_module, "LEXICAL_CAP", 100)
+        top = store.lexical_search(ns, "refund for the broken router mia osaka", 5)
+    assert top[0][0].seq == 1234
+    assert top[0][1] == pytest.approx(_exact(store, ns, "refund broken router mia osaka", 1)[0])
+    store.close()
+
+
+# the HNSW vector index -------------------------------------------------------------
+
+needs_usearch = pytest.mark.skipif(not _ann.available(), reason="needs the ann extra (usearch)")
+VDIM = 32
+EMB = HashingEmbedder(VDIM)
+NS = ("ann", "user")
+
+
+def _items(texts: list[str], ids: list[str] | None = None) -> list[NewItem]:
+    vectors = EMB.embed(texts)
+    return [
+        NewItem(t, {"n": i % 3}, None if ids is None else ids[i], vectors[i])
+        for i, t in enumerate(texts)
+    ]
+
+
+def _texts(n: int, start: int = 0) -> list[str]:
+    rng = random.Random(start)
+    return [f"{rng.choice(WORDS)} {rng.choice(WORDS)} note {i}" for i in range(start, start + n)]
+
+
+def _ids(store: SQLiteStore, query: str, k: int = 10, **filters: object) -> list[str]:
+    return [it.id for it, _ in store.vector_search(NS, EMB.embed([query])[0], k, filters or None)]
+
+
+@needs_usearch
+def test_the_index_serves_big_namespaces_like_brute_force(tmp_path: Path) -> None:
+    path = tmp_path / "v.db"
+    store = SQLiteStore(path, ann_min_items=300)
+    store.put_many(NS, _items(_texts(600)))
+    assert store.index_info(NS).method == "hnsw"
+    exact = SQLiteStore(path, ann_min_items=None)
+    assert exact.index_info(NS).method == "exact"
+    for query in ["refund parcel note 5", "mia osaka", "broken laptop note 599"]:
+        got = store.vector_search(NS, EMB.embed([query])[0], 10)
+        want = exact.vector_search(NS, EMB.embed([query])[0], 10)
+        assert got[0][1] == pytest.approx(want[0][1], abs=1e-6)  # exact re-scoring
+        assert len(got) == 10 and min(s for _, s in got) >= want[-1][1] - 1e-6  # ties differ
+    assert _ids(store, "note 7", 50, n=1) == _ids(exact, "note 7", 50, n=1)  # filters: exact
+    small = ("ann", "small")
+    store.put_many(small, _items(_texts(10)))
+    assert store.index_info(small).method == "exact"
+    exact.close()
+    store.close()
+
+
+@needs_usearch
+def test_the_index_is_saved_deterministic_and_reloaded(tmp_path: Path) -> None:
+    path = tmp_path / "v.db"
+    store = SQLiteStore(path, ann_min_items=100)
+    store.put_many(NS, _items(_texts(400)))
+    store.index_info(NS)
+    store.close()
+    files = sorted((tmp_path / "v.db.ann").iterdir())
+    assert [f.suffix for f in files] == [".json", ".usearch"]
+    first = files[1].read_bytes()
+    shutil.rmtree(tmp_path / "v.db.ann")
+    again = SQLiteStore(path, ann_min_items=100)
+    again.index_info(NS)
+    again.close()
+    assert files[1].read_bytes() == first  # same rows, same order: same index
+    reopened = SQLiteStore(path, ann_min_items=100)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SQLiteStore, "_build_index", None)  # a rebuild would fail here
+        assert reopened.index_info(NS).method == "hnsw"
+        assert _ids(reopened, _texts(400)[3], 1) == ["m3"]
+    reopened.close()
+
+
+@needs_usearch
+def test_a_stale_index_catches_up_with_other_writers(tmp_path: Path) -> None:
+    path = tmp_path / "v.db"
+    reader = SQLiteStore(path, ann_min_items=100)
+    writer = SQLiteStore(path, ann_min_items=None)
+    writer.put_many(NS, _items(_texts(300)))
+    assert reader.index_info(NS).method == "hnsw"
+    writer.put_many(NS, _items(["osaka osaka brand new arrival"], ["new"]))
+    assert _ids(reader, "osaka osaka brand new arrival", 1) == ["new"]
+    writer.delete(NS, ["new", "m0", "m1"])
+    assert "new" not in _ids(reader, "osaka osaka brand new arrival", 300)
+    assert len(reader._indexes["/".join(NS)][1]) == 298
+    writer.put_many(NS, _items(["replaced text about a parcel"], ["m5"]))
+    assert _ids(reader, "replaced text about a parcel", 1) == ["m5"]
+    writer.delete(NS, [f"m{i}" for i in range(2, 200)])  # most of it: rebuilt
+    assert reader.count(NS) == 100
+    assert len(_ids(reader, "note", 500)) == 100
+    reader.close()
+    writer.close()
+
+
+@needs_usearch
+@pytest.mark.parametrize("damage", ["corrupt", "foreign"])
+def test_a_damaged_or_foreign_index_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "v.db"
+    store = SQLiteStore(path, ann_min_items=100)
+    store.put_many(NS, _items(_texts(300)))
+    store.index_info(NS)
+    store.close()
+    if damage == "corrupt":
+        data = next((tmp_path / "v.db.ann").glob("*.usearch"))
+        data.write_bytes(data.read_bytes()[:1000])
+    else:  # a new store in the same place, with other rows
+        for p in tmp_path.glob("v.db*"):
+            if p.is_file():
+                p.unlink()
+        fresh = SQLiteStore(path, ann_min_items=None)
+        fresh.put_many(NS, _items(_texts(300, start=5000)))
+        fresh.close()
+    store = SQLiteStore(path, ann_min_items=100)
+    want = SQLiteStore(path, ann_min_items=None)
+    for query in ["note 5010", "mia broken"]:
+        got = store.vector_search(NS, EMB.embed([query])[0], 10)
+        best = want.vector_search(NS, EMB.embed([query])[0], 10)
+        assert got[0][1] == pytest.approx(best[0][1], abs=1e-6)
+        assert min(s for _, s in got) >= best[-1][1] - 1e-6  # the same top 10, up to ties
+    store.close()
+    want.close()
+
+
+def test_without_usearch_vectors_are_searched_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_ann, "available", lambda: False)
+    store = SQLiteStore(tmp_path / "v.db", ann_min_items=10)
+    store.put_many(NS, _items(_texts(50)))
+    info = store.index_info(NS)
+    assert info.method == "exact" and "ctxwise[ann]" in info.reason
+    assert _ids(store, _texts(50)[3], 1) == ["m3"]
+    assert not (tmp_path / "v.db.ann").exists()
+    store.close()
+
+
+def test_counts_survive_the_migration_from_schema_2(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(path)
+    store.put_many(NS, _items(_texts(5)))
+    store.put_many(("other",), [NewItem("lexical only")])
+    store.close()
+    with sqlite3.connect(path) as conn:  # back to what schema 2 looked like
+        conn.execute("DROP TRIGGER items_count_ai")
+        conn.execute("DROP TRIGGER items_count_ad")
+        conn.execute("ALTER TABLE counters DROP COLUMN n_items")
+        conn.execute("ALTER TABLE counters DROP COLUMN n_vectors")
+        conn.execute("DELETE FROM migrations WHERE position = 3")
+    store = SQLiteStore(path)
+    assert store.migrations[-1] == "003_counts"
+    assert store.count(NS) == 5 and store.count(("other",)) == 1
+    assert store._conn.execute("SELECT sum(n_vectors) FROM counters").fetchone()[0] == 5
+    assert sorted(store.namespaces()) == [NS, ("other",)]
     store.close()

@@ -2,12 +2,52 @@
 
 - WAL journal, so readers never block the writer and a killed process leaves
   every committed transaction intact;
-- FTS5 (``unicode61`` tokenizer, BM25 ranking) for lexical search;
-- vectors as float32 blobs, searched by brute force with numpy from a per-namespace
-  matrix cached in memory and refreshed when the file changes (``PRAGMA
-  data_version`` catches other processes' writes);
 - migrations ordered, named, idempotent and recorded in a ``migrations`` table; a
-  file whose schema is newer than this code is refused, untouched.
+  file whose schema is newer than this code is refused, untouched;
+- per-namespace counts kept by triggers, so ``count`` and ``namespaces`` read one
+  small table.
+
+Lexical search is FTS5 BM25 (``porter unicode61``), with its cost bounded. FTS5
+scores every row a query matches, so a query of common words over a big store
+would score most of it. Here, at most ``LEXICAL_CAP`` (4,000) rows are scored per
+step:
+
+1. each query term's row count is taken, stopping at ``LEXICAL_CAP + 1``;
+2. a store of at most ``LEXICAL_CAP`` rows, or a query whose terms match at most
+   that many rows in all, is ranked exactly (one OR query): every small store,
+   e.g. each LoCoMo conversation, is searched exactly;
+3. otherwise terms found in at least half of the recent rows are left out (FTS5
+   gives them an idf of 1e-6, so they cannot change a ranking), the rarest terms
+   whose counts add up to at most the cap are "rare" and the rest "common";
+   documents holding a rare term are scored exactly (rare terms alone, and rare
+   AND common); when the k-th score is above what the common terms could add
+   (2.2 x idf upper bound each), the result is provably exact; otherwise the
+   most recent ``LEXICAL_CAP`` rows holding common terms are scored too;
+4. with no rare term, the rows holding every term are scored (if there are more
+   than the cap, the most recent ones), then, if fewer than ``k`` came back, the
+   most recent rows holding any of them.
+
+A score is always the row's exact BM25 for the terms its step queried, never more
+than its full score. On 1M synthetic support sentences, the top 10 of this plan
+agreed with the exact top 10 on every benchmark query (benchmarks/bench_memory.py).
+The file's FTS5 statistics (idf, average length) are shared by its namespaces; a
+namespace is selected with a join only when the file holds more than one.
+
+Vector search, per namespace:
+
+- below ``ann_min_items`` vectors (default 50,000), or without the ``usearch``
+  package (extra ``ann``), or with metadata filters on a namespace that has no
+  index: brute force with numpy over a matrix cached in memory and refreshed when
+  the file changes (``PRAGMA data_version`` catches other processes' writes);
+  100k x 256 float32 takes ~15 ms here;
+- from ``ann_min_items`` up, with usearch: an HNSW index (see
+  :mod:`ctxwise.memory._ann`), built on the first search (about 5,000 vectors/s,
+  one thread, deterministic), saved beside the file (``<file>.ann/``), caught up
+  incrementally with rows added since (by ``seq``, which is never reused) and
+  pruned of deleted rows (found by the trigger-kept vector count); its candidates
+  are re-scored exactly from the stored float32 vectors. Filtered searches scan
+  the namespace's matching rows exactly. The SQLite file stays the source of
+  truth: a missing, stale, foreign or damaged index file is rebuilt from it.
 
 This Python cannot load SQLite extensions (no ``enable_load_extension``), so
 sqlite-vec is not used.
@@ -15,17 +55,21 @@ sqlite-vec is not used.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from ctxwise.errors import UsageError
+from ctxwise.memory import _ann
 from ctxwise.memory.store import (
     MemoryItem,
     Namespace,
@@ -39,7 +83,7 @@ from ctxwise.memory.store import (
     fts_tokens,
 )
 
-__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+__all__ = ["ANN_MIN_ITEMS", "LEXICAL_CAP", "SCHEMA_VERSION", "SQLiteStore", "VectorIndexInfo"]
 
 # (name, statements): append only; never edit a migration that has shipped.
 MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -78,15 +122,57 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             END""",
         ),
     ),
+    (
+        "003_counts",
+        (
+            # per-namespace counts kept by triggers: count() and the vector index's
+            # staleness check cost one row read instead of a scan
+            "ALTER TABLE counters ADD COLUMN n_items INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE counters ADD COLUMN n_vectors INTEGER NOT NULL DEFAULT 0",
+            """INSERT OR IGNORE INTO counters (ns, next_seq)
+                SELECT ns, max(seq) + 1 FROM items GROUP BY ns""",
+            """UPDATE counters SET
+                n_items = (SELECT count(*) FROM items WHERE items.ns = counters.ns),
+                n_vectors = (SELECT count(vector) FROM items WHERE items.ns = counters.ns)""",
+            """CREATE TRIGGER IF NOT EXISTS items_count_ai AFTER INSERT ON items BEGIN
+                UPDATE counters SET n_items = n_items + 1,
+                    n_vectors = n_vectors + (new.vector IS NOT NULL)
+                WHERE ns = new.ns;
+            END""",
+            """CREATE TRIGGER IF NOT EXISTS items_count_ad AFTER DELETE ON items BEGIN
+                UPDATE counters SET n_items = n_items - 1,
+                    n_vectors = n_vectors - (old.vector IS NOT NULL)
+                WHERE ns = old.ns;
+            END""",
+        ),
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
-# A query term in more than this share of all rows (and more than MIN_COMMON rows)
-# is left out of the lexical query: it adds almost nothing to BM25 (its idf is
-# near zero) and makes FTS5 score most of the table.
-COMMON_SHARE = 0.05
-MIN_COMMON = 2000
+
+LEXICAL_CAP = 4000
+"""Most rows one lexical step scores (see the module docstring)."""
+STOP_SHARE = 0.5
+"""A term in at least this share of the recent rows is left out of a big query."""
+STOP_WINDOW = 20_000
+"""How many of the newest rows that share is measured over."""
+ANN_MIN_ITEMS = 50_000
+"""Vectors in a namespace from which an HNSW index is used (with usearch)."""
+ANN_SAVE_SHARE = 0.1
+"""The index is saved again once this share of it changed (and on close)."""
+_BM25_BOUND = 2.2  # k1 + 1: no term adds more than idf x this to an FTS5 bm25 score
+_MMAP_BYTES = 1 << 30
+_CHUNK = 50_000
 
 _COLUMNS = "rowid, ns, id, seq, text, metadata, created_at"
+
+
+@dataclass(frozen=True, slots=True)
+class VectorIndexInfo:
+    """How a namespace's vectors are searched, and why."""
+
+    method: Literal["exact", "hnsw"]
+    vectors: int
+    reason: str
 
 
 def _key(ns: Namespace) -> str:
@@ -122,11 +208,152 @@ def _filter_sql(filters: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
     return " AND " + " AND ".join(clauses), params
 
 
-class SQLiteStore(Store):
-    """A store in one SQLite file (``":memory:"`` for a private in-memory database)."""
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+
+def _any(terms: Sequence[str]) -> str:
+    return " OR ".join(_phrase(t) for t in terms)
+
+
+def _all(terms: Sequence[str]) -> str:
+    return " AND ".join(_phrase(t) for t in terms)
+
+
+def _idf_bound(total: int, more_than: int) -> float:
+    """The largest idf FTS5 can give a term found in more than ``more_than`` of at
+    most ``total`` rows (its formula, clamped at 1e-6 as FTS5 does)."""
+    n = more_than + 1
+    return max(1e-6, math.log(max(total - n + 0.5, 1e-9) / (n + 0.5)))
+
+
+def _top(scores: Mapping[int, float], depth: int) -> list[tuple[int, float]]:
+    return sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:depth]
+
+
+class _Lexical:
+    """One bounded lexical search inside a read transaction (see the module docstring)."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, key: str, where: str, params: list[Any], joined: bool
+    ) -> None:
+        self.conn = conn
+        self.key = key
+        self.where = where
+        self.params = params
+        self.joined = joined
+        if joined:
+            self.source = (
+                "FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
+                f"WHERE items_fts MATCH ? AND +items.ns = ?{where}"
+            )
+            self.args: list[Any] = [key, *params]
+        else:
+            self.source = "FROM items_fts WHERE items_fts MATCH ?"
+            self.args = []
+
+    def count(self, term: str, limit: int) -> int:
+        """Rows (in the whole file) holding ``term``, counting no further than ``limit``."""
+        sql = "SELECT count(*) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
+        return int(self.conn.execute(sql, (_phrase(term), limit)).fetchone()[0])
+
+    def share(self, term: str, total: int) -> float:
+        """The share of the newest ``STOP_WINDOW`` rows that hold ``term``."""
+        window = min(STOP_WINDOW, total)
+        found = self.conn.execute(
+            "SELECT count(*) FROM items_fts WHERE items_fts MATCH ? AND rowid > ?",
+            (_phrase(term), total - window),
+        ).fetchone()[0]
+        return float(found) / max(window, 1)
+
+    def window(self, match: str) -> int | None:
+        """The rowid of the ``LEXICAL_CAP``-th newest match, or None if there are fewer."""
+        found = self.conn.execute(
+            f"SELECT items_fts.rowid {self.source} ORDER BY items_fts.rowid DESC LIMIT 1 OFFSET ?",
+            (match, *self.args, LEXICAL_CAP - 1),
+        ).fetchone()
+        return None if found is None else int(found[0])
+
+    def score(self, match: str, depth: int, *, recent: bool = False) -> list[tuple[int, float]]:
+        """Best ``depth`` (rowid, BM25) for ``match``; ``recent``: the newest cap only."""
+        lo = self.window(match) if recent else None
+        bound = "" if lo is None else " AND items_fts.rowid >= ?"
+        rows = self.conn.execute(
+            f"SELECT items_fts.rowid, bm25(items_fts) {self.source}{bound} "
+            "ORDER BY bm25(items_fts), items_fts.rowid LIMIT ?",
+            (match, *self.args, *([] if lo is None else [lo]), depth),
+        ).fetchall()
+        return [(int(r), -float(s)) for r, s in rows]
+
+    def run(self, terms: list[str], depth: int) -> list[tuple[int, float]]:
+        total = int(self.conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0)
+        if total <= LEXICAL_CAP:
+            return self.score(_any(terms), depth)
+        df = {t: self.count(t, LEXICAL_CAP + 1) for t in terms}
+        present = sorted((t for t in terms if df[t]), key=lambda t: (df[t], t))
+        if not present:
+            return []
+        if sum(df[t] for t in present) <= LEXICAL_CAP:
+            return self.score(_any(present), depth)
+        stop = {t for t in present if df[t] > LEXICAL_CAP and self.share(t, total) >= STOP_SHARE}
+        kept = [t for t in present if t not in stop] or present[:1]
+        rare: list[str] = []
+        used = 0
+        for t in kept:
+            if used + df[t] > LEXICAL_CAP:
+                break
+            rare.append(t)
+            used += df[t]
+        common = kept[len(rare) :]
+        if not common:
+            return self.score(_any(rare), depth)
+        best: dict[int, float] = {}
+
+        def merge(found: list[tuple[int, float]]) -> None:
+            for rowid, s in found:
+                if s > best.get(rowid, -math.inf):
+                    best[rowid] = s
+
+        if rare:
+            merge(self.score(_any(rare), depth))
+            merge(self.score(f"({_any(rare)}) AND ({_any(common)})", depth))
+            ranked = _top(best, depth)
+            ceiling = sum(_BM25_BOUND * _idf_bound(total, LEXICAL_CAP) for _ in common)
+            if len(ranked) == depth and ranked[-1][1] >= ceiling:
+                return ranked  # no row without a rare term can reach the top
+            merge(self.score(_any(common), depth, recent=True))
+        else:
+            merge(self.score(_all(kept), depth, recent=True))
+            if len(best) < depth:
+                merge(self.score(_any(kept), depth, recent=True))
+        return _top(best, depth)
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file (``":memory:"`` for a private in-memory database).
+
+    ``ann_min_items``: vectors in a namespace from which an HNSW index is used when
+    the ``usearch`` package (extra ``ann``) is installed; ``None`` always searches by
+    brute force. The index of a file-backed store is saved in ``<file>.ann/``.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        timeout: float = 30.0,
+        ann_min_items: int | None = ANN_MIN_ITEMS,
+        ann_params: _ann.AnnParams | None = None,
+    ) -> None:
+        if ann_min_items is not None and (
+            isinstance(ann_min_items, bool) or not isinstance(ann_min_items, int)
+        ):
+            raise UsageError(f"ann_min_items must be an integer or None, got {ann_min_items!r}")
         self.path = str(path)
+        self.ann_min_items = None if ann_min_items is None else max(1, ann_min_items)
+        self.ann_params = ann_params if ann_params is not None else _ann.AnnParams()
+        in_memory = self.path in ("", ":memory:") or self.path.startswith("file:")
+        self.ann_dir: Path | None = None if in_memory else Path(self.path + ".ann")
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, check_same_thread=False, isolation_level=None
@@ -134,11 +361,14 @@ class SQLiteStore(Store):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
             self._migrate()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
         self._lock = threading.RLock()
         self._matrices: dict[str, tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        # namespace -> (data_version it was checked at, or None after own writes; index)
+        self._indexes: dict[str, tuple[int | None, _ann.NamespaceIndex]] = {}
 
     # schema -------------------------------------------------------------------
 
@@ -163,6 +393,11 @@ class SQLiteStore(Store):
                 )
             c.execute("BEGIN IMMEDIATE")
             try:
+                if c.execute(
+                    "SELECT 1 FROM migrations WHERE position = ?", (position,)
+                ).fetchone():  # another process applied it meanwhile
+                    c.execute("ROLLBACK")
+                    continue
                 for statement in statements:
                     c.execute(statement)
                 c.execute("INSERT INTO migrations (position, name) VALUES (?, ?)", (position, name))
@@ -201,41 +436,67 @@ class SQLiteStore(Store):
             c.execute("BEGIN IMMEDIATE")
             try:
                 self._check_dim(rows)
-                found = c.execute("SELECT next_seq FROM counters WHERE ns = ?", (key,)).fetchone()
-                seq = found[0] if found else 0
-                ids = []
-                for item, meta, blob in rows:
-                    item_id = item.id if item.id is not None else f"m{seq}"
-                    c.execute("DELETE FROM items WHERE ns = ? AND id = ?", (key, item_id))
-                    indexed = item.index_text if item.index_text is not None else item.text
+                c.execute("INSERT OR IGNORE INTO counters (ns, next_seq) VALUES (?, 0)", (key,))
+                first = c.execute("SELECT next_seq FROM counters WHERE ns = ?", (key,)).fetchone()
+                seq = int(first[0])
+                ids = [
+                    item.id if item.id is not None else f"m{seq + i}"
+                    for i, (item, _, _) in enumerate(rows)
+                ]
+                last = {item_id: i for i, item_id in enumerate(ids)}  # a repeated id: last wins
+                unique = list(last)
+                for start in range(0, len(unique), 500):
+                    part = unique[start : start + 500]
                     c.execute(
-                        "INSERT INTO items (ns, id, seq, text, index_text, metadata, created_at,"
-                        " vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (key, item_id, seq, item.text, indexed, meta, item.created_at, blob),
+                        f"DELETE FROM items WHERE ns = ? AND id IN ({','.join('?' * len(part))})",
+                        (key, *part),
                     )
-                    ids.append(item_id)
-                    seq += 1
-                c.execute(
-                    "INSERT INTO counters (ns, next_seq) VALUES (?, ?) "
-                    "ON CONFLICT (ns) DO UPDATE SET next_seq = excluded.next_seq",
-                    (key, seq),
+                c.executemany(
+                    "INSERT INTO items (ns, id, seq, text, index_text, metadata, created_at,"
+                    " vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            key,
+                            ids[i],
+                            seq + i,
+                            item.text,
+                            item.index_text if item.index_text is not None else item.text,
+                            meta,
+                            item.created_at,
+                            blob,
+                        )
+                        for i, (item, meta, blob) in enumerate(rows)
+                        if last[ids[i]] == i
+                    ],
                 )
+                c.execute("UPDATE counters SET next_seq = ? WHERE ns = ?", (seq + len(rows), key))
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
-            self._matrices.pop(key, None)
+            self._changed(key)
         return ids
+
+    def _changed(self, key: str) -> None:
+        """This connection wrote ``key``: its caches are checked again on next use."""
+        self._matrices.pop(key, None)
+        slot = self._indexes.get(key)
+        if slot is not None:
+            self._indexes[key] = (None, slot[1])
+
+    def _stored_dim(self) -> int | None:
+        found = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
+        return int(found[0]) if found else None
 
     def _check_dim(self, rows: Sequence[tuple[NewItem, str, bytes | None]]) -> None:
         dims = {len(blob) // 4 for _, _, blob in rows if blob is not None}
         if not dims:
             return
-        found = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        known = {int(found[0])} if found else set()
+        stored = self._stored_dim()
+        known = set() if stored is None else {stored}
         if len(dims | known) > 1:
             raise UsageError(f"vector dimension mismatch: store holds {known or dims}, got {dims}")
-        if not found:
+        if stored is None:
             self._conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('dim', ?)", (str(dims.pop()),)
             )
@@ -254,7 +515,7 @@ class SQLiteStore(Store):
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
-            self._matrices.pop(key, None)
+            self._changed(key)
         return n
 
     # reads --------------------------------------------------------------------
@@ -273,6 +534,18 @@ class SQLiteStore(Store):
             }
         return [found[i] for i in ids if i in found]
 
+    def _by_rowid(self, key: str, rowids: Sequence[int]) -> dict[int, MemoryItem]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        return {
+            r[0]: _row(r)
+            for r in self._conn.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE rowid IN ({marks}) AND +ns = ?",
+                (*rowids, key),
+            )
+        }
+
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
@@ -281,44 +554,23 @@ class SQLiteStore(Store):
         terms = sorted(set(fts_tokens(query)))
         if not terms:
             return []
-        with self._lock:
-            terms = self._selective(terms)
-        if not terms:
-            return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         where, params = _filter_sql(filters)
-        sql = (
-            f"SELECT {', '.join('items.' + c for c in _COLUMNS.split(', '))}, bm25(items_fts) "
-            "FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
-            f"WHERE items_fts MATCH ? AND items.ns = ?{where} "
-            "ORDER BY bm25(items_fts), items.seq LIMIT ?"
-        )
         with self._lock:
-            rows = self._conn.execute(sql, (match, key, *params, k)).fetchall()
-        return [(_row(r), -float(r[7])) for r in rows]
-
-    def _selective(self, terms: list[str]) -> list[str]:
-        """Drop terms common enough to be near-stopwords (keep at least the two rarest).
-
-        A term's frequency is counted by FTS5 itself (so with its own stemming),
-        stopping at the limit, which bounds the cost of the check.
-        """
-        total = self._conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0
-        limit = max(MIN_COMMON, int(total * COMMON_SHARE))
-        if total <= limit:
-            return terms
-        df = {}
-        for t in terms:
-            df[t] = self._conn.execute(
-                "SELECT count(*) FROM"
-                " (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)",
-                ('"' + t.replace('"', '""') + '"', limit + 1),
-            ).fetchone()[0]
-        present = [t for t in terms if df[t] > 0]  # absent terms cannot match
-        kept = [t for t in present if df[t] <= limit]
-        if len(kept) < 2:
-            kept = sorted(present, key=lambda t: df[t])[:2]
-        return sorted(kept)
+            c = self._conn
+            c.execute("BEGIN")  # one snapshot for every step
+            try:
+                shared = (
+                    c.execute(
+                        "SELECT count(*) FROM (SELECT 1 FROM counters WHERE n_items > 0 LIMIT 2)"
+                    ).fetchone()[0]
+                    > 1
+                )
+                plan = _Lexical(c, key, where, params, joined=bool(where) or shared)
+                scored = plan.run(terms, k)
+                rows = self._by_rowid(key, [r for r, _ in scored])
+            finally:
+                c.execute("COMMIT")
+        return [(rows[r], s) for r, s in scored if r in rows]
 
     def _matrix(self, key: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
         version = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -350,39 +602,224 @@ class SQLiteStore(Store):
         check_k(k)
         q = np.asarray(vector, dtype=np.float32)
         with self._lock:
-            rowids, matrix = self._matrix(key)
-            if not len(rowids):
-                return []
-            if matrix.shape[1] != q.shape[0]:
-                raise UsageError(
-                    f"query vector has {q.shape[0]} dimensions, the store {matrix.shape[1]}"
-                )
-            sims = matrix @ q
-            if filters:
-                where, params = _filter_sql(filters)
-                allowed = {
-                    r[0]
-                    for r in self._conn.execute(
-                        f"SELECT rowid FROM items WHERE ns = ?{where}", (key, *params)
-                    )
-                }
-                mask = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-                sims = np.where(mask, sims, -np.inf)
-            take = min(k, len(rowids))
-            part = np.argpartition(-sims, take - 1)[:take]
-            part = part[np.argsort(-sims[part], kind="stable")]
-            top = [int(i) for i in part if np.isfinite(sims[i])]
-            if not top:
-                return []
-            chosen = [int(rowids[i]) for i in top]
-            marks = ",".join("?" * len(chosen))
-            found = {
-                r[0]: _row(r)
+            dim = self._stored_dim()
+            if dim is not None and q.shape != (dim,):
+                raise UsageError(f"query vector has shape {q.shape}, the store {dim} dimensions")
+            index = self._index(key)
+            if index is not None and not filters:
+                return self._search_index(key, index, q, k)
+            if index is not None:
+                return self._search_scan(key, q, k, filters)
+            return self._search_matrix(key, q, k, filters)
+
+    def _search_matrix(
+        self, key: str, q: Vector, k: int, filters: Mapping[str, Any] | None
+    ) -> list[tuple[MemoryItem, float]]:
+        rowids, matrix = self._matrix(key)
+        if not len(rowids):
+            return []
+        if matrix.shape[1] != q.shape[0]:
+            raise UsageError(
+                f"query vector has {q.shape[0]} dimensions, the store {matrix.shape[1]}"
+            )
+        sims = matrix @ q
+        if filters:
+            where, params = _filter_sql(filters)
+            allowed = {
+                r[0]
                 for r in self._conn.execute(
-                    f"SELECT {_COLUMNS} FROM items WHERE rowid IN ({marks})", chosen
+                    f"SELECT rowid FROM items WHERE ns = ?{where}", (key, *params)
                 )
             }
+            mask = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            sims = np.where(mask, sims, -np.inf)
+        return self._best(key, rowids, sims, k)
+
+    def _search_scan(
+        self, key: str, q: Vector, k: int, filters: Mapping[str, Any] | None
+    ) -> list[tuple[MemoryItem, float]]:
+        """Exact search over the rows a filter allows (a namespace with an index)."""
+        where, params = _filter_sql(filters)
+        rows = self._conn.execute(
+            f"SELECT rowid, vector FROM items WHERE ns = ? AND vector IS NOT NULL{where}",
+            (key, *params),
+        ).fetchall()
+        if not rows:
+            return []
+        rowids = np.array([r[0] for r in rows], dtype=np.int64)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+        return self._best(key, rowids, matrix.reshape(len(rows), -1) @ q, k)
+
+    def _best(
+        self, key: str, rowids: npt.NDArray[np.int64], sims: npt.NDArray[Any], k: int
+    ) -> list[tuple[MemoryItem, float]]:
+        take = min(k, len(rowids))
+        part = np.argpartition(-sims, take - 1)[:take]
+        part = part[np.lexsort((rowids[part], -sims[part]))]
+        top = [int(i) for i in part if np.isfinite(sims[i])]
+        if not top:
+            return []
+        chosen = [int(rowids[i]) for i in top]
+        found = self._by_rowid(key, chosen)
         return [(found[r], float(sims[i])) for r, i in zip(chosen, top, strict=True) if r in found]
+
+    def _search_index(
+        self, key: str, index: _ann.NamespaceIndex, q: Vector, k: int
+    ) -> list[tuple[MemoryItem, float]]:
+        seqs, _ = index.search(q, k)
+        if not len(seqs):
+            return []
+        marks = ",".join("?" * len(seqs))
+        rows = self._conn.execute(
+            f"SELECT {_COLUMNS}, vector FROM items WHERE ns = ? AND seq IN ({marks})",
+            (key, *[int(s) for s in seqs]),
+        ).fetchall()
+        if not rows:
+            return []
+        matrix = np.frombuffer(b"".join(r[7] for r in rows), dtype=np.float32)
+        sims = matrix.reshape(len(rows), -1) @ q  # exact scores for the candidates
+        order = sorted(range(len(rows)), key=lambda i: (-float(sims[i]), rows[i][3]))
+        return [(_row(rows[i]), float(sims[i])) for i in order]
+
+    # the HNSW index -----------------------------------------------------------
+
+    def _index(self, key: str) -> _ann.NamespaceIndex | None:
+        """The namespace's HNSW index, caught up with the file; None = brute force."""
+        if self.ann_min_items is None or not _ann.available():
+            return None
+        c = self._conn
+        version = int(c.execute("PRAGMA data_version").fetchone()[0])
+        slot = self._indexes.get(key)
+        if slot is not None and slot[0] == version:
+            return slot[1]
+        c.execute("BEGIN")  # one snapshot: counts and rows agree
+        try:
+            found = c.execute(
+                "SELECT next_seq, n_vectors FROM counters WHERE ns = ?", (key,)
+            ).fetchone()
+            dim = self._stored_dim()
+            if found is None or dim is None or found[1] < self.ann_min_items:
+                self._indexes.pop(key, None)
+                return None
+            next_seq, n_vectors = int(found[0]), int(found[1])
+            index = slot[1] if slot is not None else self._load_index(key, dim)
+            if index is None or index.dim != dim:
+                index = self._build_index(key, dim, next_seq)
+            else:
+                self._add_rows(index, key, index.upto, next_seq)
+                index.upto = next_seq
+                excess = len(index) - n_vectors
+                if excess < 0 or excess > n_vectors // 4:
+                    index = self._build_index(key, dim, next_seq)
+                elif excess:
+                    live = np.array(
+                        [
+                            r[0]
+                            for r in c.execute(
+                                "SELECT seq FROM items WHERE ns = ? AND vector IS NOT NULL",
+                                (key,),
+                            )
+                        ],
+                        dtype=np.int64,
+                    )
+                    index.remove(np.setdiff1d(index.keys(), live))
+            probe = self._probe(key, index) if self._should_save(index) else None
+        finally:
+            c.execute("COMMIT")
+        if probe is not None and self.ann_dir is not None:
+            index.save(self.ann_dir, self._index_name(key), key, probe)
+        self._indexes[key] = (version, index)
+        return index
+
+    def _should_save(self, index: _ann.NamespaceIndex) -> bool:
+        return self.ann_dir is not None and index.unsaved > ANN_SAVE_SHARE * len(index)
+
+    @staticmethod
+    def _index_name(key: str) -> str:
+        return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+    def _build_index(self, key: str, dim: int, upto: int) -> _ann.NamespaceIndex:
+        index = _ann.NamespaceIndex(dim, self.ann_params)
+        self._add_rows(index, key, 0, upto)
+        index.upto = upto
+        return index
+
+    def _add_rows(self, index: _ann.NamespaceIndex, key: str, lo: int, hi: int) -> None:
+        """Add the vectors of seqs ``lo`` to ``hi`` (exclusive), in seq order."""
+        cur = self._conn.execute(
+            "SELECT seq, vector FROM items WHERE ns = ? AND seq >= ? AND seq < ?"
+            " AND vector IS NOT NULL ORDER BY seq",
+            (key, lo, hi),
+        )
+        while rows := cur.fetchmany(_CHUNK):
+            seqs = np.array([r[0] for r in rows], dtype=np.int64)
+            vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
+            index.add(seqs, vectors.reshape(len(rows), index.dim))
+
+    def _probe(self, key: str, index: _ann.NamespaceIndex) -> dict[int, str]:
+        """SHA-256 of the vectors of the lowest and highest indexed seqs."""
+        keys = index.keys()
+        if not len(keys):
+            return {}
+        wanted = sorted({int(keys.min()), int(keys.max())})
+        marks = ",".join("?" * len(wanted))
+        return {
+            int(r[0]): _ann.vector_digest(r[1])
+            for r in self._conn.execute(
+                f"SELECT seq, vector FROM items WHERE ns = ? AND seq IN ({marks})", (key, *wanted)
+            )
+        }
+
+    def _load_index(self, key: str, dim: int) -> _ann.NamespaceIndex | None:
+        """The saved index if it still describes this file's rows, else None."""
+        if self.ann_dir is None:
+            return None
+        loaded = _ann.NamespaceIndex.load(
+            self.ann_dir, self._index_name(key), key, dim, self.ann_params
+        )
+        if loaded is None:
+            return None
+        index, probe = loaded
+        if not probe and len(index):
+            return None
+        if probe != self._probe_seqs(key, list(probe)):
+            return None
+        return index
+
+    def _probe_seqs(self, key: str, seqs: list[int]) -> dict[int, str]:
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        return {
+            int(r[0]): _ann.vector_digest(r[1])
+            for r in self._conn.execute(
+                f"SELECT seq, vector FROM items WHERE ns = ? AND seq IN ({marks})"
+                " AND vector IS NOT NULL",
+                (key, *seqs),
+            )
+        }
+
+    def index_info(self, namespace: Sequence[str]) -> VectorIndexInfo:
+        """How ``namespace``'s vectors are searched now (building or catching up its
+        HNSW index first, if it qualifies): call it after a bulk load to pay the build
+        before the first query."""
+        key = _key(check_namespace(namespace))
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT n_vectors FROM counters WHERE ns = ?", (key,)
+            ).fetchone()
+            vectors = int(found[0]) if found else 0
+            if self.ann_min_items is None:
+                return VectorIndexInfo("exact", vectors, "the index is switched off")
+            if not _ann.available():
+                return VectorIndexInfo(
+                    "exact", vectors, "usearch is not installed: pip install 'ctxwise[ann]'"
+                )
+            if self._index(key) is None:
+                return VectorIndexInfo(
+                    "exact", vectors, f"fewer than {self.ann_min_items:,} vectors"
+                )
+            return VectorIndexInfo("hnsw", vectors, f"{self.ann_min_items:,} vectors or more")
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         key = _key(check_namespace(namespace))
@@ -398,17 +835,30 @@ class SQLiteStore(Store):
 
     def namespaces(self) -> list[Namespace]:
         with self._lock:
-            keys = [r[0] for r in self._conn.execute("SELECT DISTINCT ns FROM items ORDER BY ns")]
+            keys = [
+                r[0]
+                for r in self._conn.execute("SELECT ns FROM counters WHERE n_items > 0 ORDER BY ns")
+            ]
         return [tuple(k.split("/")) for k in keys]
 
     def count(self, namespace: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
         with self._lock:
-            return int(
-                self._conn.execute("SELECT count(*) FROM items WHERE ns = ?", (key,)).fetchone()[0]
-            )
+            found = self._conn.execute(
+                "SELECT n_items FROM counters WHERE ns = ?", (key,)
+            ).fetchone()
+        return int(found[0]) if found else 0
 
     def close(self) -> None:
+        """Save any HNSW index with unsaved changes, then close the file."""
         with self._lock:
-            self._conn.close()
-            self._matrices.clear()
+            try:
+                if self.ann_dir is not None:
+                    for key, (_, index) in self._indexes.items():
+                        if index.unsaved:
+                            probe = self._probe(key, index)
+                            index.save(self.ann_dir, self._index_name(key), key, probe)
+            finally:
+                self._indexes.clear()
+                self._conn.close()
+                self._matrices.clear()
