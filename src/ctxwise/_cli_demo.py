@@ -26,8 +26,12 @@ def demo_cmd(
         bool, typer.Option("--json", help="Print every turn's report as JSON.")
     ] = False,
 ) -> None:
-    """Route five queries to only the sources they need, then replay an agent session
-    and show, per turn, what entered the window and why."""
+    """Route, assemble, compact and enforce: the whole engine on scripted sessions.
+
+    Five queries go only to the sources they need; a coding agent's five turns are
+    assembled under a budget with a report per turn; a support agent's rule survives
+    compaction and blocks a refund in code (the Northwind scenario).
+    """
     from ctxwise.demo import ROUTING_QUERIES, routing_pipeline, run_demo
     from ctxwise.northwind import run_northwind
 
