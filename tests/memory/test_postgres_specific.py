@@ -27,6 +27,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from ctxwise.errors import UsageError  # noqa: E402
+from ctxwise.memory import postgres as postgres_module  # noqa: E402
 from ctxwise.memory.postgres import MIGRATIONS, PostgresStore  # noqa: E402
 from ctxwise.memory.store import (  # noqa: E402
     MAX_TEXT_CHARS,
@@ -268,6 +269,53 @@ def test_lexical_search_is_bm25_like_the_reference(
     want = ref.lexical_search(("t", "u"), query, 10, filters)
     assert [i.id for i, _ in got] == [i.id for i, _ in want]
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+@pytest.mark.parametrize(
+    ("query", "filters"),
+    [("cat", None), ("the cat mat", None), ("the cat", {"kind": "pet"}), ("zebra", None)],
+)
+def test_bounded_lexical_search_scores_its_candidates_exactly(
+    store: PostgresStore,
+    monkeypatch: pytest.MonkeyPatch,
+    cap: int,
+    query: str,
+    filters: dict[str, object] | None,
+) -> None:
+    """Above the cap a bounded candidate set is ranked: every score is the exact BM25."""
+    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
+    pg, ref = both(store)
+    got = pg.lexical_search(("t", "u"), query, 10, filters)
+    want = {i.id: s for i, s in ref.lexical_search(("t", "u"), query, 100, filters)}
+    assert bool(got) == bool(want)
+    assert all(i.id in want and s == pytest.approx(want[i.id]) for i, s in got)
+    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+
+
+def test_bounded_lexical_search_finds_the_row_with_every_term(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    words = ["refund", "parcel", "router", "laptop", "berlin", "osaka", "late", "broken"]
+    texts = [
+        f"{words[i % 8]} {words[(i * 3) % 8]} {words[(i * 5 + 1) % 8]} case {i}" for i in range(600)
+    ]
+    texts[123] = "late broken router parcel osaka"
+    ref = InMemoryStore()
+    for s in (store, ref):
+        s.put_many(("big",), [NewItem(t) for t in texts])
+    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 50)
+    query = "the late broken router parcel to osaka"
+    got = store.lexical_search(("big",), query, 5)
+    want = ref.lexical_search(("big",), query, 5)
+    assert got[0][0].seq == want[0][0].seq == 123
+    assert [s for _, s in got] == pytest.approx([s for _, s in want])
+    for s in (store, ref):  # the document frequencies change: counted again
+        s.put(("big",), NewItem("late late late broken router parcel osaka"))
+    got = store.lexical_search(("big",), query, 3)
+    assert [s for _, s in got] == pytest.approx(
+        [s for _, s in ref.lexical_search(("big",), query, 3)]
+    )
 
 
 def test_lexical_queries_are_text_not_tsquery_syntax(store: PostgresStore) -> None:

@@ -20,13 +20,27 @@ One schema per store (``ctxwise`` by default) holds three tables:
 Lexical search is Okapi BM25 (k1 = 1.2, b = 0.75, as :class:`InMemoryStore`) computed
 in SQL over the lexemes PostgreSQL's parser finds in the query, an item matching any of
 them; collection statistics come from ``counters``, document frequencies are counted per
-query. Two limits of PostgreSQL's text search apply: a term's frequency in one item
+query. A namespace of more than ``LEXICAL_CAP`` (4,000) items ranks a bounded
+candidate set exactly instead of every matching row: the rows holding a rare lexeme
+(the rarest lexemes whose counts add up to at most the cap), the newest ``LEXICAL_CAP``
+rows holding every other lexeme and, if that leaves fewer than k, the newest
+``LEXICAL_CAP`` holding any of them; lexemes in at least half of the rows select no
+candidates but are still scored. Document frequencies of common lexemes (above the
+cap) are counted exactly and remembered until the namespace changes. Two limits of
+PostgreSQL's text search apply: a term's frequency in one item
 counts at most 256 occurrences, and an item whose index would exceed the 1 MB
 ``tsvector`` limit is indexed from the longest prefix of its text (halving) that fits.
 The parser also differs from :func:`fts_tokens` at the edges: ``foo-bar`` is indexed as
 ``foo-bar``, ``foo`` and ``bar``; ``foo_bar`` as ``foo`` and ``bar``; an e-mail address or
-URL whole. Vector search is exact cosine similarity (``1 - (embedding <=> query)``)
-within the namespace: no approximate index, so results never miss an item.
+URL whole.
+
+Vector search ranks by cosine similarity (``1 - (embedding <=> query)``) within the
+namespace. An HNSW index (``vector_cosine_ops``, m 16, ef_construction 64; searched
+with ``hnsw.ef_search`` = max(100, k) and, from pgvector 0.8, ``hnsw.iterative_scan =
+relaxed_order`` so that the namespace and filters still fill k) serves big
+namespaces approximately; PostgreSQL's planner scans a small namespace's rows
+exactly instead. The index is maintained on every insert, which slows writes (see
+benchmarks/bench_memory.py for both figures).
 
 Texts and metadata may hold NUL characters, which PostgreSQL's ``text`` and ``jsonb``
 cannot: such an item keeps its exact text and metadata in a ``bytea`` column, and the
@@ -129,6 +143,15 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "m002_metadata_index",
         ("CREATE INDEX items_metadata ON {schema}.items USING gin (metadata jsonb_path_ops)",),
     ),
+    (
+        "m003_hnsw",
+        (
+            # approximate nearest neighbours for big namespaces; the planner still
+            # scans a small namespace's rows exactly through the primary key
+            "CREATE INDEX items_embedding_hnsw ON {schema}.items"
+            " USING hnsw (embedding {ext}.vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
+        ),
+    ),
 )
 
 _COLUMNS = "i.id, i.seq, i.text, i.raw, i.metadata, i.created_at"
@@ -169,13 +192,46 @@ FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
 ORDER BY hits.score DESC, hits.seq
 """
 
+# ORDER BY the bare distance so that the HNSW index can serve it; ties and the
+# relaxed order of an iterative index scan are settled in Python (score, then seq)
+# Exact BM25 (as _LEXICAL) of the candidate rows %(cands)s, with the document
+# frequencies %(dfs)s of the query's lexemes %(lexes)s counted beforehand.
+_LEXICAL_SCORE = """
+WITH idf AS MATERIALIZED (
+    SELECT t.lex, ln(1 + (%(n)s - t.df + 0.5) / (t.df + 0.5)) AS w
+    FROM unnest(%(lexes)s::text[], %(dfs)s::float8[]) AS t(lex, df)
+), tf AS MATERIALIZED (
+    SELECT i.seq, i.ntok, x.lexeme AS lex, cardinality(x.positions)::float8 AS tf
+    FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
+    WHERE i.ns = %(ns)s AND i.seq = ANY(%(cands)s::bigint[])
+      AND x.lexeme = ANY(%(lexes)s::text[]) {filters}
+), hits AS (
+    SELECT tf.seq,
+           sum(idf.w * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.ntok / %(avgdl)s))) AS score
+    FROM tf JOIN idf ON idf.lex = tf.lex
+    GROUP BY tf.seq
+    ORDER BY score DESC, tf.seq
+    LIMIT %(k)s
+)
+SELECT {columns}, hits.score
+FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
+ORDER BY hits.score DESC, hits.seq
+"""
+LEXICAL_CAP = 4000
+"""Namespaces above this many items rank a bounded candidate set (module docstring)."""
+STOP_SHARE = 0.5
+_DF_CACHE = 10_000
+"""A lexeme in at least this share of the rows selects no candidates (still scored)."""
+
 _VECTOR = """
 SELECT {columns},
        1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score
 FROM {schema}.items i
 WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
-ORDER BY score DESC, i.seq LIMIT %(k)s
+ORDER BY i.embedding OPERATOR({ext}.<=>) %(q)s LIMIT %(k)s
 """
+HNSW_EF_SEARCH = 100
+"""Candidates an HNSW search keeps (at least ``k``); pgvector's default is 40."""
 
 
 def _ns_key(ns: Namespace) -> str:
@@ -280,6 +336,9 @@ class PostgresStore(Store):
         self.dim = dim
         self.schema = schema
         self._lock = threading.RLock()
+        self._iterative = False  # pgvector >= 0.8 (set on connect)
+        # (namespace, lexeme) -> ((next_seq, n_items) when counted, document frequency)
+        self._df: dict[tuple[str, str], tuple[tuple[int, int], int]] = {}
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
                 conninfo, autocommit=True, **extra
@@ -359,6 +418,11 @@ class PostgresStore(Store):
             assert row is not None
         ext: str = row[0]
         register_vector_info(conn, TypeInfo.fetch(conn, sql.Identifier(ext, "vector")))
+        version = conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
+        parts = [int(p) for p in re.findall(r"\d+", version[0] if version else "")[:2]]
+        self._iterative = parts >= [0, 8]
         return ext
 
     def _applied(self) -> list[str] | None:
@@ -416,7 +480,12 @@ class PostgresStore(Store):
                     continue
                 for statement in statements:
                     conn.execute(
-                        self._sql(statement, vector=vector, fast=sql.SQL(str(_FTS_FAST_BYTES)))
+                        self._sql(
+                            statement,
+                            vector=vector,
+                            fast=sql.SQL(str(_FTS_FAST_BYTES)),
+                            ext=sql.Identifier(self._ext),
+                        )
                     )
                 conn.execute(
                     self._sql("INSERT INTO {schema}.migrations (name) VALUES (%s)"), [name]
@@ -652,12 +721,120 @@ class PostgresStore(Store):
             query.encode("utf-8")
         except UnicodeEncodeError:
             raise UsageError("the query is not valid Unicode (lone surrogates)") from None
-        statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
-        with self._db() as conn:
-            rows = conn.execute(
-                statement, {"query": query, "ns": _ns_key(ns), "k": k, **params}
-            ).fetchall()
+        key = _ns_key(ns)
+        with self._db() as conn, conn.transaction():
+            stats = conn.execute(
+                self._sql(
+                    "SELECT next_seq, n_items, n_tokens FROM {schema}.counters WHERE ns = %s"
+                ),
+                [key],
+            ).fetchone()
+            if stats is not None and stats[1] > LEXICAL_CAP:
+                rows = self._lexical_bounded(conn, key, query, k, where, params, stats)
+            else:
+                statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
+                rows = conn.execute(
+                    statement, {"query": query, "ns": key, "k": k, **params}
+                ).fetchall()
         return [(self._item(ns, row), float(row[6])) for row in rows]
+
+    def _lexical_bounded(
+        self,
+        conn: psycopg.Connection[Any],
+        key: str,
+        query: str,
+        k: int,
+        where: sql.Composable,
+        params: dict[str, Any],
+        stats: Sequence[Any],
+    ) -> list[Any]:
+        """Exact BM25 over a bounded set of candidate rows (a namespace of more than
+        ``LEXICAL_CAP`` items; see the module docstring)."""
+        next_seq, n_items, n_tokens = (int(x) for x in stats)
+        lexes = sorted(
+            {
+                r[0]
+                for r in conn.execute(
+                    "SELECT t.lexeme FROM unnest(to_tsvector('pg_catalog.simple', %s)) AS t",
+                    [query],
+                )
+            }
+        )
+        quoted = {lex: "'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexes}
+        base = {"ns": key, **params}
+
+        def seqs(tsquery: str, limit: int | None, newest: bool) -> list[int]:
+            order = sql.SQL(" ORDER BY i.seq DESC" if newest else "")
+            cap = sql.SQL("") if limit is None else sql.SQL(" LIMIT {}").format(limit)
+            statement = self._sql(
+                "SELECT i.seq FROM {schema}.items i"
+                " WHERE i.ns = %(ns)s AND i.tsv @@ %(tsq)s::tsquery{filters}{order}{cap}",
+                filters=where,
+                order=order,
+                cap=cap,
+            )
+            return [r[0] for r in conn.execute(statement, {**base, "tsq": tsquery})]
+
+        df: dict[str, int] = {}
+        for lex in lexes:
+            cached = self._df.get((key, lex))
+            if cached is not None and cached[0] == (next_seq, n_items):
+                df[lex] = cached[1]
+                continue
+            counted = conn.execute(
+                self._sql(
+                    "SELECT count(*) FROM (SELECT 1 FROM {schema}.items i"
+                    " WHERE i.ns = %s AND i.tsv @@ %s::tsquery LIMIT %s) AS x"
+                ),
+                [key, quoted[lex], LEXICAL_CAP + 1],
+            ).fetchone()
+            df[lex] = int(counted[0]) if counted else 0
+            if df[lex] > LEXICAL_CAP:  # common: count exactly (for idf), remember it
+                exact = conn.execute(
+                    self._sql(
+                        "SELECT count(*) FROM {schema}.items i"
+                        " WHERE i.ns = %s AND i.tsv @@ %s::tsquery"
+                    ),
+                    [key, quoted[lex]],
+                ).fetchone()
+                df[lex] = int(exact[0]) if exact else 0
+                if len(self._df) >= _DF_CACHE:
+                    self._df.clear()
+                self._df[(key, lex)] = ((next_seq, n_items), df[lex])
+        present = sorted((lex for lex in lexes if df[lex]), key=lambda x: (df[x], x))
+        if not present:
+            return []
+        kept = [x for x in present if df[x] < STOP_SHARE * n_items] or present[:1]
+        rare: list[str] = []
+        used = 0
+        for lex in kept:
+            if used + df[lex] > LEXICAL_CAP:
+                break
+            rare.append(lex)
+            used += df[lex]
+        common = kept[len(rare) :]
+        candidates: set[int] = set()
+        if rare:
+            candidates.update(seqs(" | ".join(quoted[x] for x in rare), None, False))
+        if common:
+            candidates.update(seqs(" & ".join(quoted[x] for x in common), LEXICAL_CAP, True))
+            if len(candidates) < k:
+                candidates.update(seqs(" | ".join(quoted[x] for x in common), LEXICAL_CAP, True))
+        if not candidates:
+            return []
+        statement = self._sql(_LEXICAL_SCORE, columns=sql.SQL(_COLUMNS), filters=where)
+        return conn.execute(
+            statement,
+            {
+                **base,
+                "k": k,
+                "n": float(n_items),
+                "avgdl": max(n_tokens / n_items, 1e-9),
+                "lexes": present,
+                "dfs": [float(df[x]) for x in present],
+                "cands": sorted(candidates),
+            },
+        ).fetchall()
 
     def vector_search(
         self,
@@ -673,9 +850,16 @@ class PostgresStore(Store):
         statement = self._sql(
             _VECTOR, columns=sql.SQL(_COLUMNS), ext=sql.Identifier(self._ext), filters=where
         )
-        with self._db() as conn:
+        with self._db() as conn, conn.transaction():
+            conn.execute(
+                "SELECT set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, k))]
+            )
+            if self._iterative:  # pgvector >= 0.8: filtered searches still find k rows
+                conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
             rows = conn.execute(statement, {"q": q, "ns": _ns_key(ns), "k": k, **params}).fetchall()
-        return [(self._item(ns, row), float(row[6])) for row in rows]
+        found = [(self._item(ns, row), float(row[6])) for row in rows]
+        found.sort(key=lambda p: (-p[1], p[0].seq))
+        return found
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         ns = check_namespace(namespace)
