@@ -20,7 +20,7 @@ One schema per store (``ctxwise`` by default) holds three tables:
 Lexical search is Okapi BM25 (k1 = 1.2, b = 0.75, as :class:`InMemoryStore`) computed
 in SQL over the lexemes PostgreSQL's parser finds in the query, an item matching any of
 them; collection statistics come from ``counters``, document frequencies are counted per
-query. A namespace of more than ``LEXICAL_CAP`` (4,000) items ranks a bounded
+query. A namespace of more than ``LEXICAL_CAP`` (1,000) items ranks a bounded
 candidate set exactly instead of every matching row: the rows holding a rare lexeme
 (the rarest lexemes whose counts add up to at most the cap), the newest ``LEXICAL_CAP``
 rows holding every other lexeme and, if that leaves fewer than k, the newest
@@ -36,7 +36,7 @@ URL whole.
 
 Vector search ranks by cosine similarity (``1 - (embedding <=> query)``) within the
 namespace. An HNSW index (``vector_cosine_ops``, m 16, ef_construction 64; searched
-with ``hnsw.ef_search`` = max(100, k) and, from pgvector 0.8, ``hnsw.iterative_scan =
+with ``hnsw.ef_search`` = max(200, k) and, from pgvector 0.8, ``hnsw.iterative_scan =
 relaxed_order`` so that the namespace and filters still fill k) serves big
 namespaces approximately; PostgreSQL's planner scans a small namespace's rows
 exactly instead. The index is maintained on every insert, which slows writes (see
@@ -217,8 +217,9 @@ SELECT {columns}, hits.score
 FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
 ORDER BY hits.score DESC, hits.seq
 """
-LEXICAL_CAP = 4000
-"""Namespaces above this many items rank a bounded candidate set (module docstring)."""
+LEXICAL_CAP = 1000
+"""Namespaces above this many items rank a bounded candidate set (module docstring);
+scoring a candidate costs ~10 us here, so at most ~2 x this many are scored."""
 STOP_SHARE = 0.5
 _DF_CACHE = 10_000
 """A lexeme in at least this share of the rows selects no candidates (still scored)."""
@@ -230,7 +231,7 @@ FROM {schema}.items i
 WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
 ORDER BY i.embedding OPERATOR({ext}.<=>) %(q)s LIMIT %(k)s
 """
-HNSW_EF_SEARCH = 100
+HNSW_EF_SEARCH = 200
 """Candidates an HNSW search keeps (at least ``k``); pgvector's default is 40."""
 
 
