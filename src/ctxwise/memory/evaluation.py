@@ -15,11 +15,17 @@ turns in the top k ("any": at least one, "all": every one), per category and
 overall, for hybrid recall and, in the same run, for lexical-only and vector-only.
 
 :func:`locomo_to_generic` converts LoCoMo (categories 1–4; evidence strings are
-parsed for every ``D<s>:<t>`` and ids that name no turn are dropped).
+parsed for every ``D<s>:<t>`` and ids that name no turn are dropped; a shared
+image's caption is kept in its turn's text, as ``[shares <caption>]``).
+
+On ``locomo_dev5.json`` with the default settings, recall@10 is 0.761 hybrid /
+0.758 lexical / 0.323 vector with the hashing embedder and 0.775 hybrid / 0.532
+vector with MiniLM (figures per step in :mod:`ctxwise.memory.longterm`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import time
@@ -39,10 +45,24 @@ from ctxwise.memory.store import NewItem, Store
 __all__ = ["evaluate_recall", "load_conversations", "locomo_to_generic"]
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
+_OPTIONS = frozenset(inspect.signature(LongTermMemory).parameters) - {
+    "store",
+    "namespace",
+    "embedder",
+}
 
 
-def locomo_to_generic(data: Any, categories: Sequence[int] = (1, 2, 3, 4)) -> dict[str, Any]:
-    """LoCoMo samples → the generic format."""
+def locomo_to_generic(
+    data: Any, categories: Sequence[int] = (1, 2, 3, 4), *, captions: bool = True
+) -> dict[str, Any]:
+    """LoCoMo samples → the generic format.
+
+    With ``captions`` (the default), a turn that shares an image carries the
+    image's caption as LoCoMo gives it (``blip_caption``), as ``"text [shares
+    <caption>]"``: the caption is part of what the turn said (LoCoMo's own
+    baselines read it too). Its ``query`` field (the search that fetched the
+    image when the data was made) is never used.
+    """
     if not isinstance(data, list) or not all(isinstance(s, Mapping) for s in data):
         raise FormatError("locomo", "LoCoMo data is a list of samples")
     conversations = []
@@ -59,11 +79,15 @@ def locomo_to_generic(data: Any, categories: Sequence[int] = (1, 2, 3, 4)) -> di
         for number, key in sessions:
             date = conv.get(f"session_{number}_date_time")
             for turn in conv[key]:
+                text = turn.get("text", "")
+                caption = turn.get("blip_caption")
+                if captions and isinstance(caption, str) and caption.strip():
+                    text = f"{text} [shares {caption.strip()}]"
                 turns.append(
                     {
                         "id": turn["dia_id"],
                         "speaker": turn.get("speaker", ""),
-                        "text": turn.get("text", ""),
+                        "text": text,
                         "date": date,
                         "session": number,
                     }
@@ -120,12 +144,27 @@ def evaluate_recall(
     embedder: Embedder | None = None,
     store_factory: Callable[[], Store] = lambda: SQLiteStore(":memory:"),
     clock: Callable[[], int] = time.perf_counter_ns,
+    options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Recall@k for hybrid recall, with lexical-only and vector-only baselines."""
+    """Recall@k for hybrid recall, with lexical-only and vector-only baselines.
+
+    ``options`` are keyword arguments for :class:`LongTermMemory` (e.g.
+    ``{"weights": (1.0, 0.3)}``), to evaluate a configuration other than the
+    defaults. Each query returns exactly ``max(ks)`` items (fewer only when the
+    conversation has fewer candidates); recall@k reads the first ``k`` of them.
+    """
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
         raise UsageError("k values must be positive integers")
+    options = dict(options or {})
+    unknown = sorted(set(options) - _OPTIONS)
+    if unknown:
+        raise UsageError(
+            f"unknown memory option(s) {', '.join(unknown)};"
+            f" choose from {', '.join(sorted(_OPTIONS))}"
+        )
     store = store_factory()
+    settings: dict[str, Any] = {}
     modes: tuple[RecallMode, ...] = ("hybrid", "lexical", "vector")
     results: dict[str, list[tuple[str, dict[int, tuple[float, bool, bool]]]]] = {
         m: [] for m in modes
@@ -133,7 +172,8 @@ def evaluate_recall(
     latencies: list[float] = []
     try:
         for conv in data["conversations"]:
-            memory = LongTermMemory(store, ("eval", str(conv["id"])), embedder)
+            memory = LongTermMemory(store, ("eval", str(conv["id"])), embedder, **options)
+            settings = memory.settings()
             memory.remember_many(
                 NewItem(
                     f"{t['speaker']}: {t['text']}" if t.get("speaker") else t["text"],
@@ -180,5 +220,6 @@ def evaluate_recall(
         "p50_ms": round(float(np.percentile(latencies, 50)), 4) if latencies else 0.0,
         "p99_ms": round(float(np.percentile(latencies, 99)), 4) if latencies else 0.0,
         "conversations": len(data["conversations"]),
-        "embedder": (embedder.name if embedder is not None else "hashing:1024"),
+        "embedder": settings.get("embedder", embedder.name if embedder is not None else "hashing"),
+        "settings": settings,
     }
