@@ -1,14 +1,29 @@
-"""Long-term memory at scale: remember throughput, recall latency and file size.
+"""Long-term memory at scale: remember throughput, recall latency, index quality, size.
 
-For each size (default 10k and 100k; ``--sizes 10000,100000,1000000`` for the
-1M row, which takes several minutes and ~1.5 GB of disk) a fresh SQLite store is
-filled through ``LongTermMemory.remember_many`` (hashing embedder, batches of
-2,000) with realistic synthetic customer-support sentences (a fixed seed), then
-queried: hybrid recall p50/p99 over 200 queries drawn from the same generator.
-PostgreSQL rows run when ``CTXWISE_PG_DSN`` names a server.
+For each size (default 10k, 100k and 1M for SQLite; ``--pg-sizes`` for PostgreSQL,
+default 10k and 100k, which runs when ``CTXWISE_PG_DSN`` names a server) a fresh
+store is filled through ``LongTermMemory.remember_many`` (hashing embedder, dim 256,
+batches of 2,000) with realistic synthetic customer-support sentences (a fixed
+seed), then queried with 200 questions from a second fixed-seed generator:
+
+- ``items/s``: remember throughput (embedding included);
+- ``index s``: SQLite only, building the namespace's HNSW index after the load
+  (``SQLiteStore.index_info``; from 50k vectors, with the ``ann`` extra); PostgreSQL
+  keeps its HNSW index up to date during the load;
+- recall p50/p99 for hybrid recall@10 (the default) and for the lexical-only and
+  vector-only modes;
+- ``vec top10``: how many of the vector search's top 10 are truly in the exact top
+  10 (ties counted: a hit whose cosine reaches the exact 10th-best counts), against
+  brute force over the same vectors;
+- ``lex top10``: the same for SQLite's bounded lexical search against FTS5's exact
+  BM25 over all query terms (50 queries; the exact ranking is slow by design);
+- file size (SQLite: the database, and the index directory beside it) or database
+  size (PostgreSQL: tables, indexes and TOAST of the store's schema).
 
 Targets (issue 4): remember >= 5,000 items/s batched into SQLite; recall p50
-<= 20 ms at 100k items and <= 150 ms at 1M.
+<= 20 ms at 100k items and <= 150 ms at 1M (SQLite, this machine).
+
+The 1M SQLite row takes ~10 minutes and ~2 GB of disk in a temporary directory.
 """
 
 from __future__ import annotations
@@ -16,20 +31,25 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sqlite3
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from _common import fmt_ms, print_table, say, summarize_ns, write_results
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.memory import LongTermMemory, NewItem, SQLiteStore, Store
+from ctxwise.memory.store import fts_tokens
 
 NAMES = ["Mia", "Omar", "Lena", "Kenji", "Ana", "Yusuf", "Priya", "Tom", "Chen", "Sofia"]
 PRODUCTS = ["router", "laptop", "headphones", "standing desk", "coffee grinder", "monitor"]
 VERBS = ["ordered", "returned", "asked about", "complained about", "upgraded", "cancelled"]
 PLACES = ["Berlin", "Austin", "Lisbon", "Osaka", "Nairobi", "Toronto", "Seoul"]
 DIM = 256
+QUERIES = 200
+LEXICAL_CHECKS = 50
 
 
 def sentence(rng: random.Random, i: int) -> str:
@@ -49,76 +69,239 @@ def query(rng: random.Random) -> str:
     )
 
 
-def run(store: Store, size: int, label: str) -> dict[str, Any]:
+def queries(size: int) -> list[str]:
+    rng = random.Random(size + 1)
+    return [query(rng) for _ in range(QUERIES)]
+
+
+def timed(fn: Any, qs: Sequence[str]) -> dict[str, float]:
+    samples = []
+    for q in qs:
+        t = time.perf_counter_ns()
+        fn(q)
+        samples.append(time.perf_counter_ns() - t)
+    stats = summarize_ns(samples)
+    return {"p50_ms": round(stats["p50_ms"], 3), "p99_ms": round(stats["p99_ms"], 3)}
+
+
+def exact_vector_floors(store: Store, ns: tuple[str, ...], qs: Sequence[str]) -> list[float]:
+    """The exact 10th-best cosine for each query (brute force)."""
+    emb = HashingEmbedder(DIM)
+    return [store.vector_search(ns, emb.embed([q])[0], 10)[-1][1] for q in qs]
+
+
+def vector_overlap(
+    store: Store, ns: tuple[str, ...], qs: Sequence[str], floors: Sequence[float]
+) -> float:
+    emb = HashingEmbedder(DIM)
+    hits = 0
+    for q, floor in zip(qs, floors, strict=True):
+        found = store.vector_search(ns, emb.embed([q])[0], 10)
+        hits += sum(1 for _, s in found if s >= floor - 1e-5)
+    return round(hits / (10 * len(qs)), 4)
+
+
+def lexical_overlap(
+    store: SQLiteStore, ns: tuple[str, ...], path: Path, qs: Sequence[str]
+) -> float:
+    """Bounded lexical top 10 against FTS5's exact BM25 over every query term."""
+    conn = sqlite3.connect(path)
+    hits = total = 0
+    for q in qs[:LEXICAL_CHECKS]:
+        match = " OR ".join('"' + t + '"' for t in sorted(set(fts_tokens(q))))
+        exact = conn.execute(
+            "SELECT rowid, -bm25(items_fts) FROM items_fts WHERE items_fts MATCH ?"
+            " ORDER BY bm25(items_fts) LIMIT 2000",
+            (match,),
+        ).fetchall()
+        if len(exact) < 10:
+            continue
+        floor = exact[9][1]
+        good = {r for r, s in exact if s >= floor - 1e-9}
+        seqs = [it.seq for it, _ in store.lexical_search(ns, q, 10)]
+        rowids = [
+            conn.execute(
+                "SELECT rowid FROM items WHERE ns = ? AND seq = ?", ("/".join(ns), s)
+            ).fetchone()[0]
+            for s in seqs
+        ]
+        hits += sum(1 for r in rowids if r in good)
+        total += 10
+    conn.close()
+    return round(hits / total, 4) if total else float("nan")
+
+
+def fill(store: Store, size: int) -> tuple[LongTermMemory, float]:
     rng = random.Random(size)
     memory = LongTermMemory(store, ("bench", str(size)), HashingEmbedder(DIM), context=0)
     t0 = time.perf_counter()
     memory.remember_many((NewItem(sentence(rng, i)) for i in range(size)), batch_size=2000)
-    insert_s = time.perf_counter() - t0
-    memory.recall("warm up the vector cache", k=10)
-    samples = []
-    for _ in range(200):
-        q = query(rng)
-        t = time.perf_counter_ns()
-        memory.recall(q, k=10)
-        samples.append(time.perf_counter_ns() - t)
-    latency = summarize_ns(samples)
+    return memory, time.perf_counter() - t0
+
+
+def measure(memory: LongTermMemory, qs: Sequence[str]) -> dict[str, Any]:
+    memory.recall("warm up the caches", k=10)
     return {
-        "backend": label,
+        mode: timed(lambda q, m=mode: memory.recall(q, k=10, mode=m), qs)
+        for mode in ("hybrid", "lexical", "vector")
+    }
+
+
+def dir_mb(path: Path) -> float:
+    if not path.exists():
+        return 0.0
+    return round(sum(p.stat().st_size for p in path.iterdir()) / 1e6, 1)
+
+
+def run_sqlite(size: int, tmp: Path, floors: dict[int, list[float]]) -> dict[str, Any]:
+    path = tmp / f"m{size}.db"
+    store = SQLiteStore(path)
+    memory, insert_s = fill(store, size)
+    ns = memory.namespace
+    t0 = time.perf_counter()
+    info = store.index_info(ns)
+    index_s = time.perf_counter() - t0
+    qs = queries(size)
+    latency = measure(memory, qs)
+    exact = SQLiteStore(path, ann_min_items=None)
+    floors[size] = exact_vector_floors(exact, ns, qs)
+    exact.close()
+    vec = vector_overlap(store, ns, qs, floors[size]) if info.method == "hnsw" else 1.0
+    lex = lexical_overlap(store, ns, path, qs)
+    store.close()
+    db_mb = sum(p.stat().st_size for p in tmp.glob(f"m{size}.db*") if p.is_file()) / 1e6
+    row = {
+        "backend": "sqlite",
         "items": size,
         "insert_seconds": round(insert_s, 3),
         "items_per_second": round(size / insert_s),
-        **{k: round(v, 4) for k, v in latency.items() if k != "n"},
+        "vector_method": info.method,
+        "index_seconds": round(index_s, 2),
+        "latency": latency,
+        "vector_top10_overlap": vec,
+        "lexical_top10_overlap": lex,
+        "file_mb": round(db_mb, 1),
+        "index_mb": dir_mb(Path(str(path) + ".ann")),
+    }
+    for p in tmp.glob(f"m{size}.db*"):
+        if p.is_dir():
+            for f in p.iterdir():
+                f.unlink()
+            p.rmdir()
+        else:
+            p.unlink()
+    return row
+
+
+def run_postgres(dsn: str, size: int, floors: dict[int, list[float]]) -> dict[str, Any]:
+    import psycopg
+
+    from ctxwise.memory.postgres import PostgresStore
+
+    schema = f"bench_{size}"
+    store = PostgresStore(dsn, dim=DIM, schema=schema)
+    try:
+        memory, insert_s = fill(store, size)
+        qs = queries(size)
+        latency = measure(memory, qs)
+        vec = vector_overlap(store, memory.namespace, qs, floors[size]) if size in floors else None
+        with psycopg.connect(dsn) as conn:
+            found = conn.execute(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = %s AND c.relkind = 'r'",
+                [schema],
+            ).fetchone()
+        db_mb = round(float(found[0]) / 1e6, 1) if found and found[0] is not None else None
+    finally:
+        store.drop()
+    return {
+        "backend": "postgres",
+        "items": size,
+        "insert_seconds": round(insert_s, 3),
+        "items_per_second": round(size / insert_s),
+        "vector_method": "hnsw",
+        "index_seconds": None,
+        "latency": latency,
+        "vector_top10_overlap": vec,
+        "lexical_top10_overlap": None,
+        "file_mb": db_mb,
+        "index_mb": None,
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="SQLite sizes")
+    parser.add_argument("--pg-sizes", default="10000,100000", help="PostgreSQL sizes")
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    pg_sizes = [int(s) for s in args.pg_sizes.split(",") if s]
     rows = []
+    floors: dict[int, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         for size in sizes:
-            path = Path(tmp) / f"m{size}.db"
-            store = SQLiteStore(path)
-            result = run(store, size, "sqlite")
-            store.close()
-            size_mb = sum(p.stat().st_size for p in Path(tmp).glob(f"m{size}.db*")) / 1e6
-            result["file_mb"] = round(size_mb, 1)
-            rows.append(result)
-            rate, p50 = result["items_per_second"], result["p50_ms"]
-            say(f"sqlite {size:,}: {rate:,} items/s, p50 {p50:.2f} ms")
-            path.unlink()
-        dsn = os.environ.get("CTXWISE_PG_DSN")
-        if dsn:
-            from ctxwise.memory.postgres import PostgresStore
+            row = run_sqlite(size, Path(tmp), floors)
+            rows.append(row)
+            say(
+                f"sqlite {size:,}: {row['items_per_second']:,} items/s, "
+                f"hybrid p50 {row['latency']['hybrid']['p50_ms']:.2f} ms"
+            )
+    dsn = os.environ.get("CTXWISE_PG_DSN")
+    if dsn and pg_sizes:
+        for size in pg_sizes:
+            row = run_postgres(dsn, size, floors)
+            rows.append(row)
+            say(
+                f"postgres {size:,}: {row['items_per_second']:,} items/s, "
+                f"hybrid p50 {row['latency']['hybrid']['p50_ms']:.2f} ms"
+            )
+    else:
+        say("postgres rows skipped: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR)")
 
-            for size in sizes:
-                store = PostgresStore(dsn, dim=DIM, schema=f"bench_{size}")
-                try:
-                    rows.append({**run(store, size, "postgres"), "file_mb": None})
-                finally:
-                    store.drop()  # type: ignore[attr-defined]
-                    store.close()
-        else:
-            say("postgres rows skipped: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR)")
+    def opt(x: object) -> str:
+        return "-" if x is None else str(x)
+
     print_table(
-        "LongTermMemory: remember (hashing embedder, batches of 2,000) and hybrid recall@10",
-        ["backend", "items", "items/s", "p50 ms", "p99 ms", "file MB"],
+        "LongTermMemory: remember (hashing embedder, dim 256, batches of 2,000), recall@10",
+        [
+            "backend",
+            "items",
+            "items/s",
+            "index s",
+            "hybrid p50",
+            "hybrid p99",
+            "lexical p50",
+            "vector p50",
+            "vec top10",
+            "lex top10",
+            "file MB",
+            "index MB",
+        ],
         [
             [
                 r["backend"],
                 f"{r['items']:,}",
                 f"{r['items_per_second']:,}",
-                fmt_ms(r["p50_ms"]),
-                fmt_ms(r["p99_ms"]),
-                r["file_mb"] if r["file_mb"] is not None else "-",
+                opt(r["index_seconds"]),
+                fmt_ms(r["latency"]["hybrid"]["p50_ms"]),
+                fmt_ms(r["latency"]["hybrid"]["p99_ms"]),
+                fmt_ms(r["latency"]["lexical"]["p50_ms"]),
+                fmt_ms(r["latency"]["vector"]["p50_ms"]),
+                opt(r["vector_top10_overlap"]),
+                opt(r["lexical_top10_overlap"]),
+                opt(r["file_mb"]),
+                opt(r["index_mb"]),
             ]
             for r in rows
         ],
+        caption="latencies in ms; top10 = share of the exact top 10 found (ties counted)",
     )
-    write_results("bench_memory", {"dim": DIM, "rows": rows}, packages=["numpy"])
+    write_results(
+        "bench_memory",
+        {"dim": DIM, "queries": QUERIES, "rows": rows},
+        packages=["numpy", "usearch", "psycopg", "pgvector"],
+    )
 
 
 if __name__ == "__main__":
