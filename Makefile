@@ -35,6 +35,11 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_tokens.py
 	$(BIN)/python benchmarks/bench_assembly.py
 	$(BIN)/python benchmarks/bench_inspect.py
+	$(BIN)/python benchmarks/bench_editing.py
+	$(BIN)/python benchmarks/bench_compaction.py
+	$(BIN)/python benchmarks/bench_retention.py
+	$(BIN)/python benchmarks/bench_trim.py
+	$(BIN)/python benchmarks/bench_memory.py
 
 # Routing on CLINC150 against semantic-router: needs torch + the minilm extra in
 # .venv, and semantic-router in an environment of its own (bench-env).

@@ -60,12 +60,12 @@ OpenAI it is its own ``system`` message, and the summary is a plain user message
 
 Cost, measured by ``benchmarks/bench_compaction.py`` (CharCounter, 123k–152k-token
 transcripts: the three long Claude Code sessions, a 150k scaled session, a 150k
-synthetic support conversation; p50 on 2 shared, loaded cores): ctxwise's own
-work (cut points, token counts, media, pinned block, assembly) takes 2.5–4.9 ms;
-the extractive summarizer 66–129 ms and the fact and rule scan of the summarized
-range 80–381 ms. So ``compact()`` with its defaults takes 149–489 ms, over the
-100 ms target; with ``extract=False`` (facts kept current as messages arrive, as
-:class:`AutoCompactor` does for 0.1–1.6 ms a message) 75–147 ms.
+synthetic support conversation; p50 on 2 quiet cores): ctxwise's own work (cut
+points, token counts, media, pinned block, assembly) takes 2.4–5.1 ms, the
+extractive summarizer 38–48 ms and the fact and rule scan of the summarized range
+29–36 ms. So ``compact()`` with its defaults takes 76–90 ms (target: 100 ms); with
+``extract=False`` (facts kept current as messages arrive, as
+:class:`AutoCompactor` does for about 0.1 ms a message) 40–53 ms.
 """
 
 from __future__ import annotations
