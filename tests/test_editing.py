@@ -700,10 +700,13 @@ def broken(draw: st.DrawFn) -> Transcript:
     """A valid transcript, then broken: results dropped, orphans added, ids reused."""
     t = draw(anthropic_sessions() | openai_sessions())
     msgs = list(t.messages)
+    lead = next((i for i, m in enumerate(msgs) if m.role != "system"), len(msgs))
     for _ in range(draw(st.integers(1, 3))):
         what = draw(st.sampled_from(["drop", "orphan", "reuse"]))
         if what == "orphan" or len(msgs) < 2:
-            at = draw(st.integers(0, len(msgs)))
+            # after the system prompt: a system message later on is a codec error,
+            # not a pairing problem
+            at = draw(st.integers(lead, len(msgs)))
             msgs.insert(at, Message("user", (ToolResultBlock(draw(ident), "orphan"),)))
         elif what == "drop":
             at = draw(st.integers(0, len(msgs) - 1))
