@@ -170,22 +170,46 @@ def test_openai_request_keeps_its_params(tmp_path: Path) -> None:
 
 
 @pytest.mark.data
-def test_claude_code_session_is_written_as_an_anthropic_request(
+def test_claude_code_session_is_written_as_claude_code_jsonl(
     tmp_path: Path, data_dir: Path
 ) -> None:
     path = long_sessions()[0]
-    dst = tmp_path / "out.json"
+    dst = tmp_path / "out.jsonl"
     out = ctxwise("compact", path, "--keep-tail-tokens", "16000", "--out", dst, "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["format"] == "claude-code" and report["written_as"] == "anthropic:request"
+    assert report["format"] == "claude-code" and report["written_as"] == "claude-code"
     assert report["tokens_before"] > 100_000 and report["tokens_after"] < 20_000
     assert report["compacted"] and report["summarized_messages"] == report["cut_index"]
-    t = read_transcript(dst)  # reads back as an Anthropic request
-    assert t.format == "anthropic" and t.problems("anthropic") == []
-    original = read_transcript(path)
-    last = original.messages[-1]
-    assert t.messages[-1].content == last.content
+    original = path.read_text(encoding="utf-8")
+    written = dst.read_text(encoding="utf-8")
+    assert written.startswith(original)  # the history stays, byte for byte
+    t = read_transcript(dst)  # reads back as a Claude Code session
+    assert t.format == "claude-code"
+    assert t.compactions[-1].trigger == "manual"
+    assert t.compactions[-1].pre_tokens == report["tokens_before"]
+    live = t.live_window()
+    assert live.problems("anthropic") == []
+    assert live.messages[0].kind == "compact_summary"
+    assert report["summary"] in live.messages[0].text
+    assert live.messages[-1].content == read_transcript(path).messages[-1].content
+    human = ctxwise("compact", path, "--keep-tail-tokens", "16000", "--out", dst)
+    assert human.returncode == 0 and "(claude-code)" in human.stdout
+    assert dst.read_text(encoding="utf-8") == written  # deterministic
+
+
+def test_out_may_not_be_the_input(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    body = json.dumps(anthropic_request())
+    src.write_text(body)
+    for dst in (src, tmp_path / "." / "req.json"):
+        out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst)
+        assert_one_error_line(out, "is the input file")
+        assert src.read_text() == body
+    (tmp_path / "link.json").symlink_to(src)
+    out = ctxwise("compact", tmp_path / "link.json", "--keep-tail-turns", "1", "--out", src)
+    assert_one_error_line(out, "is the input file")
+    assert src.read_text() == body
 
 
 @pytest.mark.data

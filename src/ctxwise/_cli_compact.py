@@ -2,13 +2,15 @@
 
 The output keeps the input's format and shape: an Anthropic request stays a
 request; an OpenAI request, messages list or tau-bench trajectory stays one (a
-trajectory collection gives the chosen trajectory, other fields kept). Claude
-Code JSONL is an append-only session log that only Claude Code writes, so a
-compacted Claude Code session is written as an Anthropic Messages request (what
-the API would be sent), and the report says so. An Anthropic messages list
-becomes a request when the result has a system part (a bare list cannot hold
-one). The file is written to a temporary file and renamed, so an error never
-leaves a half-written output.
+trajectory collection gives the chosen trajectory, other fields kept). A Claude
+Code session stays Claude Code JSONL, written the way Claude Code records its own
+compactions (:func:`ctxwise.formats._claude_code_compact.compacted_claude_code`):
+every original line unchanged, then a ``compact_boundary`` event, the summary as
+an ``isCompactSummary`` user event (the pinned facts and rules as its first text
+block) and copies of the tail's events. An Anthropic messages list becomes a
+request when the result has a system part (a bare list cannot hold one). The file
+is written to a temporary file and renamed, so an error never leaves a
+half-written output, and ``--out`` may not be the input file.
 """
 
 from __future__ import annotations
@@ -87,11 +89,9 @@ def _load_json(path: Path) -> Any:
 
 
 def _encode(result: Transcript, fmt: str, path: Path, index: int) -> tuple[Any, str]:
-    """The output document and what it is written as (``format:shape``)."""
+    """The output document and what it is written as (``format:shape``); not Claude Code."""
     from ctxwise.formats import anthropic, openai
 
-    if fmt == "claude-code":
-        return anthropic.encode_request(result), "anthropic:request"
     doc = _load_json(path)
     if fmt == "openai":
         messages = openai.encode_messages(result)
@@ -109,6 +109,26 @@ def _encode(result: Transcript, fmt: str, path: Path, index: int) -> tuple[Any, 
     if isinstance(doc, list) and not any(m.role == "system" for m in result.messages):
         return anthropic.encode_messages(result)[1], "anthropic:messages"
     return anthropic.encode_request(result), "anthropic:request"
+
+
+def _output(result: Compaction, fmt: str, path: Path, index: int) -> tuple[str, str]:
+    """The output file's text and what it is written as."""
+    if fmt == "claude-code":
+        from ctxwise._io import read_text_file
+        from ctxwise.errors import FormatError
+        from ctxwise.formats._claude_code_compact import compacted_claude_code
+
+        original = read_text_file(path, "a transcript file", FormatError)
+        return compacted_claude_code(original, result, source=str(path)), "claude-code"
+    doc, written_as = _encode(result.transcript, fmt, path, index)
+    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n", written_as
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -133,7 +153,13 @@ def compact_cmd(
     transcript: Annotated[
         Path, typer.Argument(help="A transcript file (JSON or Claude Code JSONL).")
     ],
-    out: Annotated[Path, typer.Option("--out", help="Where to write the compacted transcript.")],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Where to write the compacted transcript, in the input's format (not the input).",
+        ),
+    ],
     keep_tail_tokens: Annotated[
         int | None,
         typer.Option("--keep-tail-tokens", help="Keep the longest verbatim tail within N tokens."),
@@ -165,8 +191,10 @@ def compact_cmd(
     """Summarize the older part of a transcript, keep a verbatim tail, write the result.
 
     Case facts and rules found in the summarized part are pinned in the system
-    part; the tail never separates a tool call from its result. A Claude Code
-    session is written as an Anthropic Messages request.
+    part; the tail never separates a tool call from its result. The output keeps
+    the input's format: a Claude Code session is written as Claude Code JSONL (the
+    original lines, then a compaction boundary, the summary and the tail, as Claude
+    Code records its own compactions). --out may not be the input file.
     """
 
     def run() -> tuple[Compaction, str, str]:
@@ -177,6 +205,8 @@ def compact_cmd(
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         if (keep_tail_tokens is None) == (keep_tail_turns is None):
             raise UsageError("give exactly one of --keep-tail-tokens and --keep-tail-turns")
+        if _same_file(transcript, out):
+            raise UsageError(f"--out {out} is the input file; write the result somewhere else")
         ctr = get_counter(counter)
         chosen = _summarizer(summarizer, model, ctr)
         items = read_transcripts(transcript, format)  # type: ignore[arg-type]
@@ -195,8 +225,7 @@ def compact_cmd(
             counter=ctr,
             repair=repair,
         )
-        doc, written_as = _encode(result.transcript, fmt, transcript, index % len(items))
-        text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+        text, written_as = _output(result, fmt, transcript, index % len(items))
         _write_atomic(out, text)
         return result, fmt, written_as
 
