@@ -12,6 +12,7 @@ import pytest
 
 from ctxwise.editing import DEFAULT_PLACEHOLDER
 from ctxwise.formats import anthropic, openai
+from ctxwise.formats.claude_code import read_claude_code
 from tests.conftest import TAU, claude_code_files, long_sessions
 
 REPORT_KEYS = {
@@ -243,19 +244,37 @@ def test_repair_flag(tmp_path: Path) -> None:
 
 
 @pytest.mark.data
-def test_claude_code_session_becomes_anthropic_json(tmp_path: Path, data_dir: Path) -> None:
+def test_claude_code_session_stays_jsonl(tmp_path: Path, data_dir: Path) -> None:
     path = long_sessions()[0]
-    dst = tmp_path / "session.json"
+    original = path.read_text(encoding="utf-8")
+    dst = tmp_path / "session.jsonl"
     report = clear_json(path, "--out", dst, "--keep-last", "3", "--clear-at-least", "1000")
-    assert report["input_format"] == "claude-code" and report["output_format"] == "anthropic"
-    assert "does not write them" in report["note"]
+    assert report["input_format"] == report["output_format"] == "claude-code"
+    assert report["shape"] == "session" and "note" not in report
     assert report["tokens_freed"] >= 0.5 * report["tokens_before"]
-    body = json.loads(dst.read_text())
-    assert set(body) == {"messages"}
-    assert anthropic.decode_request(body).problems("anthropic") == []
-    live = clear_json(path, "--out", dst, "--live")
+    written = dst.read_text(encoding="utf-8")
+    back = read_claude_code(written)
+    assert back.problems() == [] and len(back.compactions) == len(
+        read_claude_code(original).compactions
+    )
+    cleared = {c["tool_use_id"] for c in report["edited"][0]["cleared"]}
+    changed = [
+        (a, b) for a, b in zip(original.split("\n"), written.split("\n"), strict=True) if a != b
+    ]
+    assert len(changed) == report["cleared_tool_uses"] == len(cleared)
+    for _, line in changed:
+        event = json.loads(line)
+        [block] = event["message"]["content"]
+        assert block["tool_use_id"] in cleared and block["content"] == DEFAULT_PLACEHOLDER
+        assert event.get("toolUseResult", DEFAULT_PLACEHOLDER) == DEFAULT_PLACEHOLDER
+    live_dst = tmp_path / "live.jsonl"
+    live = clear_json(path, "--out", live_dst, "--live")
     assert live["tokens_before"] < report["tokens_before"]
-    assert "JSONL" in ctxwise("clear", "--help").stdout
+    assert live["output_format"] == "claude-code" and "whole" in live["note"]
+    live_back = read_claude_code(live_dst.read_text(encoding="utf-8"))
+    assert len(live_back.messages) == len(back.messages) and live_back.problems() == []
+    help_text = ctxwise("clear", "--help").stdout
+    assert "JSONL" in help_text and "Anthropic Messages request" not in help_text
 
 
 @pytest.mark.data
@@ -286,11 +305,14 @@ def test_small_claude_code_files(tmp_path: Path, data_dir: Path) -> None:
     for path in claude_code_files():
         if path.stat().st_size > 300_000:
             continue
-        dst = tmp_path / f"{path.stem}.json"
-        report = clear_json(path, "--out", dst, "--keep-last", "1")
-        back = anthropic.decode_request(json.loads(dst.read_text()))
-        assert back.problems("anthropic") == [], path
+        dst = tmp_path / f"{path.stem}.jsonl"
+        report = clear_json(path, "--out", dst, "--keep-last", "1", "--clear-inputs")
+        assert report["output_format"] == "claude-code", path
+        back = read_claude_code(dst.read_text(encoding="utf-8"))
+        assert back.problems() == [], path
         assert report["tokens_after"] <= report["tokens_before"]
+        if not report["applied"]:
+            assert dst.read_bytes() == path.read_bytes(), path
 
 
 # --------------------------------------------------------------------------- bad input
@@ -340,6 +362,20 @@ def test_bad_input_is_one_line_exit_2_and_out_untouched(tmp_path: Path) -> None:
         src = jsonl if label == "out is the session" else good
         res = ctxwise("clear", src, "--out", dst)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, label
+    # a session that needs --repair cannot be written back as JSONL
+    broken = tmp_path / "broken.jsonl"
+    orphan_event = {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "?"}],
+        },
+    }
+    broken.write_text(jsonl.read_text() + json.dumps(orphan_event) + "\n")
+    res = ctxwise("clear", broken, "--out", out, "--repair")
+    assert res.returncode == 2 and "cannot be written back" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and out.read_text() == "precious"
+    broken.unlink()
     res = ctxwise("clear", good)  # --out is required
     assert res.returncode == 2 and "--out" in res.stderr
     # no temporary file left behind, nothing new written

@@ -15,14 +15,13 @@ from ctxwise._io import read_text_file
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.formats import FORMATS, anthropic, detect_format, openai, read_transcripts
+from ctxwise.formats.claude_code import patch_claude_code
 from ctxwise.messages import Transcript
 from ctxwise.tokens import get_counter
 
-CLAUDE_CODE_NOTE = (
-    "Claude Code JSONL is written as an Anthropic Messages request body ({'messages': [...]}): "
-    "ctxwise reads Claude Code sessions but does not write them. The whole session is "
-    "written, compact summaries as user messages; --live keeps only the window after "
-    "Claude Code's last compaction"
+LIVE_NOTE = (
+    "--live: only the window after Claude Code's last compaction was edited; the whole "
+    "session is written, the events before it byte-identical"
 )
 
 
@@ -35,8 +34,8 @@ def clear_cmd(
         typer.Option(
             "--out",
             help="Where to write the edited transcript. It keeps the input's format and "
-            "shape, except Claude Code JSONL, which is written as an Anthropic Messages "
-            "request body. Written atomically; untouched on error.",
+            "shape; Claude Code JSONL stays JSONL, with only the events of cleared tool "
+            "results and inputs rewritten. Written atomically; untouched on error.",
         ),
     ],
     format: Annotated[
@@ -76,7 +75,11 @@ def clear_cmd(
     counter: Annotated[str, typer.Option(help="char | word | tiktoken.")] = "char",
     live: Annotated[
         bool,
-        typer.Option("--live", help="Claude Code: keep only the window after the last compaction."),
+        typer.Option(
+            "--live",
+            help="Claude Code: clear only in the window after the last compaction (the "
+            "whole session is still written).",
+        ),
     ] = False,
     repair: Annotated[
         bool,
@@ -88,7 +91,13 @@ def clear_cmd(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Clear old tool results (Anthropic's clear_tool_uses_20250919, done locally)."""
+    """Clear old tool results (Anthropic's clear_tool_uses_20250919, done locally).
+
+    A Claude Code session is written back as JSONL: every line is byte-identical
+    except the events whose tool_result content (and its toolUseResult copy) or, with
+    --clear-inputs, tool_use input was cleared. A session that needs --repair is
+    refused: the repair drops or adds tool results that have no event to write.
+    """
 
     def run() -> dict[str, Any]:
         if format not in FORMATS:
@@ -118,19 +127,17 @@ def clear_cmd(
                 repair=repair,
             )
         edited = [results[i].transcript if i in results else t for i, t in enumerate(items)]
-        doc = None if fmt == "claude-code" else json.loads(text)
-        shape, body = _encode(fmt, doc, edited)
-        if fmt == "claude-code" and _same_file(transcript, out):
-            raise UsageError(
-                f"--out {out} is the Claude Code session itself; it would be replaced by "
-                "Anthropic JSON. Write to another file"
-            )
-        _write_atomic(out, _dumps(body))
+        if fmt == "claude-code":
+            shape, data = "session", _claude_code_output(transcript, out, text, results[0])
+        else:
+            shape, body = _encode(fmt, json.loads(text), edited)
+            data = _dumps(body)
+        _write_atomic(out, data)
         report: dict[str, Any] = {
             "source": str(transcript),
             "out": str(out),
             "input_format": fmt,
-            "output_format": "anthropic" if fmt == "claude-code" else fmt,
+            "output_format": fmt,
             "shape": shape,
             "transcripts": len(items),
             "edited": [{"index": i, **r.to_dict()} for i, r in results.items()],
@@ -140,8 +147,8 @@ def clear_cmd(
             "tokens_freed": sum(r.tokens_freed for r in results.values()),
             "cleared_tool_uses": sum(r.cleared_tool_uses for r in results.values()),
         }
-        if fmt == "claude-code":
-            report["note"] = CLAUDE_CODE_NOTE
+        if live:
+            report["note"] = LIVE_NOTE
         return report
 
     report = _guard(run)
@@ -170,10 +177,26 @@ def clear_cmd(
     typer.echo("\n".join(lines))
 
 
+def _claude_code_output(source: Path, out: Path, text: str, result: EditResult) -> bytes:
+    """The session's JSONL with the cleared blocks written back (see
+    :func:`~ctxwise.formats.claude_code.patch_claude_code`)."""
+    if _same_file(source, out):
+        raise UsageError(
+            f"--out {out} is the Claude Code session itself; Claude Code may still be "
+            "appending to it. Write to another file"
+        )
+    if result.repaired:
+        kinds = ", ".join(sorted({p.kind.value for p in result.repaired}))
+        raise UsageError(
+            f"{source} has tool pairing problems ({kinds}); repairing drops or adds tool "
+            "results that have no event in the session, so a repaired session cannot be "
+            "written back as Claude Code JSONL"
+        )
+    return patch_claude_code(text, result.transcript, source=str(source)).encode("utf-8")
+
+
 def _encode(fmt: str, doc: Any, transcripts: list[Transcript]) -> tuple[str, Any]:
-    """The output document in the input's shape, and the shape's name."""
-    if fmt == "claude-code":
-        return "request", anthropic.encode_request(transcripts[0])
+    """The output document in the input's shape, and the shape's name (JSON formats)."""
     t = transcripts[0]
     if fmt == "openai":
         if isinstance(doc, list) and doc and all(isinstance(x, dict) and "traj" in x for x in doc):
