@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ctxwise import read_transcript, read_transcripts
+from ctxwise import CharCounter, read_transcript, read_transcripts
 from ctxwise.compaction import DEFAULT_SUMMARY_TOKENS, PINNED_HEADER, SUMMARY_HEADER
 from ctxwise.formats import anthropic, openai
 from tests._http import mock_client, response
@@ -179,7 +179,10 @@ def test_claude_code_session_is_written_as_claude_code_jsonl(
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert report["format"] == "claude-code" and report["written_as"] == "claude-code"
-    assert report["tokens_before"] > 100_000 and report["tokens_after"] < 20_000
+    # a Claude Code session is compacted as the model sees it: its live window
+    live_before = read_transcript(path).live_window()
+    assert report["tokens_before"] == CharCounter().count_messages(live_before.messages)
+    assert report["tokens_after"] < report["tokens_before"]
     assert report["compacted"] and report["summarized_messages"] == report["cut_index"]
     original = path.read_text(encoding="utf-8")
     written = dst.read_text(encoding="utf-8")
@@ -196,6 +199,16 @@ def test_claude_code_session_is_written_as_claude_code_jsonl(
     human = ctxwise("compact", path, "--keep-tail-tokens", "16000", "--out", dst)
     assert human.returncode == 0 and "(claude-code)" in human.stdout
     assert dst.read_text(encoding="utf-8") == written  # deterministic
+    # and the output compacts again: the new live window starts at ctxwise's summary
+    again = tmp_path / "again.jsonl"
+    second = ctxwise("compact", dst, "--keep-tail-turns", "1", "--out", again, "--json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["compacted"]
+    t2 = read_transcript(again)
+    assert len(t2.compactions) == len(t.compactions) + 1
+    live2 = t2.live_window()
+    assert live2.problems("anthropic") == []
+    assert live2.messages[-1].content == live.messages[-1].content
 
 
 def test_out_may_not_be_the_input(tmp_path: Path) -> None:

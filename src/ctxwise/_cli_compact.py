@@ -3,8 +3,10 @@
 The output keeps the input's format and shape: an Anthropic request stays a
 request; an OpenAI request, messages list or tau-bench trajectory stays one (a
 trajectory collection gives the chosen trajectory, other fields kept). A Claude
-Code session stays Claude Code JSONL, written the way Claude Code records its own
-compactions (:func:`ctxwise.formats._claude_code_compact.compacted_claude_code`):
+Code session is compacted as the model sees it, its window after the last
+compaction (``Transcript.live_window``), and stays Claude Code JSONL, written the
+way Claude Code records its own compactions
+(:func:`ctxwise.formats._claude_code_compact.compacted_claude_code`):
 every original line unchanged, then a ``compact_boundary`` event, the summary as
 an ``isCompactSummary`` user event (the pinned facts and rules as its first text
 block) and copies of the tail's events. An Anthropic messages list becomes a
@@ -192,9 +194,10 @@ def compact_cmd(
 
     Case facts and rules found in the summarized part are pinned in the system
     part; the tail never separates a tool call from its result. The output keeps
-    the input's format: a Claude Code session is written as Claude Code JSONL (the
-    original lines, then a compaction boundary, the summary and the tail, as Claude
-    Code records its own compactions). --out may not be the input file.
+    the input's format: a Claude Code session (its window after the last compaction)
+    is written as Claude Code JSONL (the original lines, then a compaction boundary,
+    the summary and the tail, as Claude Code records its own compactions), which can
+    be compacted again. --out may not be the input file.
     """
 
     def run() -> tuple[Compaction, str, str]:
@@ -216,6 +219,11 @@ def compact_cmd(
             )
         t = items[index]
         fmt = t.format or format
+        if fmt == "claude-code":
+            # what the model sees: the window after the session's last compaction
+            # (Claude Code's own or an earlier ctxwise one); the history before it
+            # stays in the file untouched
+            t = t.live_window()
         result = compact(
             t,
             chosen,

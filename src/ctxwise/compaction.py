@@ -596,7 +596,10 @@ def _pinned_state(
 ) -> tuple[CaseFacts, Rules]:
     merged = CaseFacts()
     kept_rules = Rules()
-    for m in system:
+    # the pinned block lives in the system part, or, where a format has none
+    # (Claude Code files), as the first block of the summary message
+    carriers = [*system, *(messages[s : s + 1] if s < cut and _is_summary(messages[s]) else ())]
+    for m in carriers:
         for b in m.content:
             if _is_pinned(b):
                 assert isinstance(b, TextBlock)
@@ -613,7 +616,11 @@ def _pinned_state(
     if extract:
         # a summary ctxwise wrote is not rescanned: its facts are in the old pinned
         # block, and its older sentences would undo newer values
-        lo = s + 1 if s < cut and messages[s].text.startswith(SUMMARY_HEADER) else s
+        ours = s < cut and any(
+            isinstance(b, TextBlock) and b.text.startswith(SUMMARY_HEADER)
+            for b in messages[s].content
+        )
+        lo = s + 1 if ours else s
         scanned = [_scannable(m) for m in messages[lo:cut]]
         merged.update_from_messages(scanned, offset=lo)
         kept_rules.capture_messages(scanned, offset=lo)
@@ -906,7 +913,9 @@ def compact(
     dropped = _dropped(messages, s, cut)
     previous = ""
     if start > s:
-        head = messages[s].text
+        head = "".join(
+            b.text for b in messages[s].content if isinstance(b, TextBlock) and not _is_pinned(b)
+        )
         previous = (
             head[len(SUMMARY_HEADER) :].lstrip("\n") if head.startswith(SUMMARY_HEADER) else head
         )

@@ -243,3 +243,28 @@ def test_a_file_without_a_final_newline_gains_one() -> None:
     out = compacted_claude_code(text, result)
     assert out.startswith(text + "\n")
     check_written(text + "\n", result, out)
+
+
+@pytest.mark.data
+def test_pinned_facts_and_rules_survive_a_second_compaction_of_the_written_file(
+    data_dir: Path,
+) -> None:
+    text = next(p for p in claude_code_files() if p.stat().st_size > 1_000_000).read_text(
+        encoding="utf-8"
+    )
+    first = compact(
+        read_claude_code(text).live_window(),
+        keep_tail_turns=2,
+        rules=["Never push to main."],
+    )
+    assert first.facts  # the session's range holds order-like facts to carry
+    written = compacted_claude_code(text, first)
+    live = read_claude_code(written).live_window()
+    assert live.messages[0].kind == "compact_summary"
+    second = compact(live, keep_tail_turns=1)
+    assert second.compacted
+    # every fact survives (a newer statement in the new range may update its value)
+    assert {f.key for f in first.facts} <= {f.key for f in second.facts}
+    assert [r.text for r in second.rules][:1] == ["Never push to main."]
+    # the old pinned block is not fed back into the summary as text
+    assert PINNED_HEADER not in second.summary

@@ -2,7 +2,9 @@
 
 - :mod:`ctxwise.formats.anthropic`: Messages API requests and responses;
 - :mod:`ctxwise.formats.openai`: Chat Completions requests and responses;
-- :mod:`ctxwise.formats.claude_code`: Claude Code session JSONL (read only).
+- :mod:`ctxwise.formats.claude_code`: Claude Code session JSONL (read; an edited
+  session is written back by ``patch_claude_code``, a compacted one by
+  ``formats._claude_code_compact``).
 
 :func:`read_transcripts` loads a file in any of them, detecting the format when
 asked to (``format="auto"``). A JSON file may hold one request, one response, a
