@@ -201,7 +201,12 @@ def run_postgres(dsn: str, size: int, floors: dict[int, list[float]]) -> dict[st
     schema = f"bench_{size}"
     store = PostgresStore(dsn, dim=DIM, schema=schema)
     try:
-        memory, insert_s = fill(store, size)
+        # the HNSW index is built once after the load, as pgvector recommends
+        # (maintaining it row by row: 576 items/s at 100k)
+        with store.bulk_load():
+            memory, insert_s = fill(store, size)
+            loaded = time.perf_counter()
+        index_s = time.perf_counter() - loaded
         qs = queries(size)
         latency = measure(memory, qs)
         vec = vector_overlap(store, memory.namespace, qs, floors[size]) if size in floors else None
@@ -221,7 +226,7 @@ def run_postgres(dsn: str, size: int, floors: dict[int, list[float]]) -> dict[st
         "insert_seconds": round(insert_s, 3),
         "items_per_second": round(size / insert_s),
         "vector_method": "hnsw",
-        "index_seconds": None,
+        "index_seconds": round(index_s, 1),
         "latency": latency,
         "vector_top10_overlap": vec,
         "lexical_top10_overlap": None,

@@ -502,3 +502,68 @@ def test_concurrent_first_opens_migrate_once(dsn: str, schema: str) -> None:
     finally:
         for s in stores:
             s.close()
+
+
+# bulk loading -----------------------------------------------------------------------
+
+
+def _has_vector_index(dsn: str, schema: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT to_regclass(%s)", [f"{schema}.items_embedding_hnsw"]).fetchone()
+    return row is not None and row[0] is not None
+
+
+def test_bulk_load_drops_the_vector_index_and_builds_it_at_the_end(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
+) -> None:
+    store = open_store()
+    assert _has_vector_index(dsn, schema)
+    with store.bulk_load():
+        assert not _has_vector_index(dsn, schema)
+        store.put_many(("ns",), [NewItem(f"item {i}", vector=unit(1.0, i)) for i in range(50)])
+        # searches inside the block are exact, never wrong
+        (best, _), *_ = store.vector_search(("ns",), unit(1.0, 7), 3)
+        assert best.text == "item 7"
+    assert _has_vector_index(dsn, schema)
+    (best, _), *_ = store.vector_search(("ns",), unit(1.0, 7), 3)
+    assert best.text == "item 7"
+
+
+def test_bulk_load_builds_the_index_after_an_error_too(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
+) -> None:
+    store = open_store()
+    with pytest.raises(RuntimeError), store.bulk_load():
+        raise RuntimeError("boom")
+    assert _has_vector_index(dsn, schema)
+
+
+def test_an_index_left_dropped_by_a_dead_loader_is_rebuilt_on_open(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
+) -> None:
+    open_store().close()
+    with psycopg.connect(dsn, autocommit=True) as conn:  # what a killed bulk load leaves
+        conn.execute(
+            sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, "items_embedding_hnsw"))
+        )
+    assert not _has_vector_index(dsn, schema)
+    open_store()
+    assert _has_vector_index(dsn, schema)
+
+
+def test_no_rebuild_while_another_process_bulk_loads(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
+) -> None:
+    loader = open_store()
+    with loader.bulk_load():
+        open_store()  # a second store opened meanwhile leaves the index to the loader
+        assert not _has_vector_index(dsn, schema)
+    assert _has_vector_index(dsn, schema)
+
+
+def test_bulk_load_rejects_a_bad_memory_setting(store: PostgresStore) -> None:
+    with (
+        pytest.raises(UsageError, match="maintenance_work_mem"),
+        store.bulk_load(maintenance_work_mem="1GB; DROP TABLE x"),
+    ):
+        pass
