@@ -40,6 +40,7 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_retention.py
 	$(BIN)/python benchmarks/bench_trim.py
 	$(BIN)/python benchmarks/bench_memory.py
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
 
 # Routing on CLINC150 against semantic-router: needs torch + the minilm extra in
 # .venv, and semantic-router in an environment of its own (bench-env).

@@ -42,7 +42,7 @@ from ctxwise.memory.longterm import LongTermMemory, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import NewItem, Store
 
-__all__ = ["evaluate_recall", "load_conversations", "locomo_to_generic"]
+__all__ = ["evaluate_recall", "load_conversations", "locomo_to_generic", "turn_items"]
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _OPTIONS = frozenset(inspect.signature(LongTermMemory).parameters) - {
@@ -133,6 +133,21 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
     return dict(data)
 
 
+def turn_items(conversation: Mapping[str, Any]) -> list[NewItem]:
+    """What the evaluation remembers of a generic-format conversation: one item
+    per non-empty turn, text ``"speaker: text"``, speaker, date and session in the
+    metadata, id = the turn id."""
+    return [
+        NewItem(
+            f"{t['speaker']}: {t['text']}" if t.get("speaker") else t["text"],
+            {"speaker": t.get("speaker"), "date": t.get("date"), "session": t.get("session")},
+            str(t["id"]),
+        )
+        for t in conversation["turns"]
+        if str(t.get("text", "")).strip()
+    ]
+
+
 def _percent(values: list[float]) -> float:
     return round(float(np.mean(values)), 4) if values else 0.0
 
@@ -174,19 +189,7 @@ def evaluate_recall(
         for conv in data["conversations"]:
             memory = LongTermMemory(store, ("eval", str(conv["id"])), embedder, **options)
             settings = memory.settings()
-            memory.remember_many(
-                NewItem(
-                    f"{t['speaker']}: {t['text']}" if t.get("speaker") else t["text"],
-                    {
-                        "speaker": t.get("speaker"),
-                        "date": t.get("date"),
-                        "session": t.get("session"),
-                    },
-                    str(t["id"]),
-                )
-                for t in conv["turns"]
-                if str(t.get("text", "")).strip()
-            )
+            memory.remember_many(turn_items(conv))
             for q in conv["questions"]:
                 evidence = set(q["evidence"])
                 for mode in modes:
