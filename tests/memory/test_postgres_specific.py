@@ -310,12 +310,40 @@ def test_bounded_lexical_search_finds_the_row_with_every_term(
     want = ref.lexical_search(("big",), query, 5)
     assert got[0][0].seq == want[0][0].seq == 123
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
-    for s in (store, ref):  # the document frequencies change: counted again
+    for s in (store, ref):  # one write: common counts are reused, within DF_DRIFT
         s.put(("big",), NewItem("late late late broken router parcel osaka"))
     got = store.lexical_search(("big",), query, 3)
     assert [s for _, s in got] == pytest.approx(
-        [s for _, s in ref.lexical_search(("big",), query, 3)]
+        [s for _, s in ref.lexical_search(("big",), query, 3)], rel=postgres_module.DF_DRIFT
     )
+
+
+def test_common_counts_are_reused_until_the_namespace_drifts(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A common lexeme is counted once, reused while the namespace has changed by at
+    most DF_DRIFT of its count (a write between queries costs no recount), and
+    counted again past it, after which scores are exact again."""
+    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 20)
+    ref = InMemoryStore()
+    texts = [f"parcel late case {i}" if i % 4 == 1 else f"router case {i}" for i in range(400)]
+    for s in (store, ref):
+        s.put_many(("d",), [NewItem(t) for t in texts])
+    store.lexical_search(("d",), "parcel 17", 3)
+    key = ("d", "parcel")
+    first = store._df[key]
+    assert first[2] == 100  # exact
+    for s in (store, ref):  # 2 changes <= 2% of 100
+        s.put(("d",), NewItem("parcel again"))
+        s.delete(("d",), ["m0"])
+    store.lexical_search(("d",), "parcel 17", 3)
+    assert store._df[key] == first  # reused, not counted again
+    for s in (store, ref):  # 12 changes in all > 2% of 100
+        s.put_many(("d",), [NewItem(f"parcel extra {i}") for i in range(10)])
+    got = store.lexical_search(("d",), "parcel 17", 5)
+    assert store._df[key][2] == 111  # counted again
+    want = ref.lexical_search(("d",), "parcel 17", 5)
+    assert [s for _, s in got] == pytest.approx([s for _, s in want])
 
 
 def test_lexical_queries_are_text_not_tsquery_syntax(store: PostgresStore) -> None:

@@ -26,7 +26,8 @@ candidate set exactly instead of every matching row: the rows holding a rare lex
 rows holding every other lexeme and, if that leaves fewer than k, the newest
 ``LEXICAL_CAP`` holding any of them; lexemes in at least half of the rows select no
 candidates but are still scored. Document frequencies of common lexemes (above the
-cap) are counted exactly and remembered until the namespace changes. Two limits of
+cap) are counted exactly and remembered, per process, until the namespace has
+changed by more than ``DF_DRIFT`` (2%) of the count. Two limits of
 PostgreSQL's text search apply: a term's frequency in one item
 counts at most 256 occurrences, and an item whose index would exceed the 1 MB
 ``tsvector`` limit is indexed from the longest prefix of its text (halving) that fits.
@@ -221,8 +222,13 @@ LEXICAL_CAP = 1000
 """Namespaces above this many items rank a bounded candidate set (module docstring);
 scoring a candidate costs ~10 us here, so at most ~2 x this many are scored."""
 STOP_SHARE = 0.5
-_DF_CACHE = 10_000
 """A lexeme in at least this share of the rows selects no candidates (still scored)."""
+DF_DRIFT = 0.02
+"""A common lexeme's count is used again until its namespace has changed (items
+added plus items removed since the count) by more than this share of it, so its
+document frequency is off by at most 2%. Without it, a namespace that takes a
+write between queries counts every common lexeme again on every query."""
+_DF_CACHE = 10_000
 
 _VECTOR = """
 SELECT {columns},
@@ -339,7 +345,7 @@ class PostgresStore(Store):
         self._lock = threading.RLock()
         self._iterative = False  # pgvector >= 0.8 (set on connect)
         # (namespace, lexeme) -> ((next_seq, n_items) when counted, document frequency)
-        self._df: dict[tuple[str, str], tuple[tuple[int, int], int]] = {}
+        self._df: dict[tuple[str, str], tuple[int, int, int]] = {}  # (seq, items, df)
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
                 conninfo, autocommit=True, **extra
@@ -535,7 +541,11 @@ class PostgresStore(Store):
         process dies inside the block, the next :class:`PostgresStore` opened on the
         schema builds the index. One
         bulk load per schema at a time (an advisory lock); ``maintenance_work_mem``
-        applies to the index build only.
+        applies to the index build only. Give it enough for the whole graph:
+        pgvector builds in memory until the graph outgrows it, then much more
+        slowly (1M 256-dimensional vectors on 2 cores: 456 s with ``"4GB"``; with
+        ``"1GB"`` the build was stopped after 30 minutes). PostgreSQL says so with
+        the notice "hnsw graph no longer fits into maintenance_work_mem".
         """
         if not isinstance(maintenance_work_mem, str) or not re.fullmatch(
             r"\d+\s*(?:kB|MB|GB)", maintenance_work_mem
@@ -860,9 +870,13 @@ class PostgresStore(Store):
         df: dict[str, int] = {}
         for lex in lexes:
             cached = self._df.get((key, lex))
-            if cached is not None and cached[0] == (next_seq, n_items):
-                df[lex] = cached[1]
-                continue
+            if cached is not None:
+                seq0, n0, df0 = cached
+                added = next_seq - seq0
+                removed = n0 + added - n_items
+                if added >= 0 and removed >= 0 and added + removed <= DF_DRIFT * df0:
+                    df[lex] = df0
+                    continue
             counted = conn.execute(
                 self._sql(
                     "SELECT count(*) FROM (SELECT 1 FROM {schema}.items i"
@@ -882,7 +896,7 @@ class PostgresStore(Store):
                 df[lex] = int(exact[0]) if exact else 0
                 if len(self._df) >= _DF_CACHE:
                     self._df.clear()
-                self._df[(key, lex)] = ((next_seq, n_items), df[lex])
+                self._df[(key, lex)] = (next_seq, n_items, df[lex])
         present = sorted((lex for lex in lexes if df[lex]), key=lambda x: (df[x], x))
         if not present:
             return []
