@@ -333,3 +333,92 @@ def test_counts_survive_the_migration_from_schema_2(tmp_path: Path) -> None:
     assert store._conn.execute("SELECT sum(n_vectors) FROM counters").fetchone()[0] == 5
     assert sorted(store.namespaces()) == [NS, ("other",)]
     store.close()
+
+
+def _exact_vectors(path: Path, ns: tuple[str, ...], q: object, k: int) -> list[tuple[str, float]]:
+    fresh = SQLiteStore(path, ann_min_items=None)
+    try:
+        return [(i.id, round(s, 5)) for i, s in fresh.vector_search(ns, q, k)]  # type: ignore[arg-type]
+    finally:
+        fresh.close()
+
+
+def test_a_write_between_queries_appends_to_the_cached_matrix(tmp_path: Path) -> None:
+    """Brute force keeps its matrix: a write adds its rows, nothing is reloaded."""
+    path = tmp_path / "m.db"
+    emb = HashingEmbedder(64)
+    store = SQLiteStore(path, ann_min_items=None)
+    ns = ("t",)
+    store.put_many(
+        ns,
+        [
+            NewItem(f"case {i} parcel", vector=v)
+            for i, v in enumerate(emb.embed([f"case {i} parcel" for i in range(100)]))
+        ],
+    )
+    q = emb.embed(["case 7 parcel"])[0]
+    store.vector_search(ns, q, 5)
+    matrix = store._matrices["t"]
+    for n, text in enumerate(["case 7 parcel again", "case 7 parcel once more"], start=101):
+        store.put(ns, NewItem(text, vector=emb.embed([text])[0]))
+        got = [(i.id, round(s, 5)) for i, s in store.vector_search(ns, q, 5)]
+        assert store._matrices["t"] is matrix and matrix.n == n
+        assert got == _exact_vectors(path, ns, q, 5)
+        if n == 101:
+            buffer = matrix.vectors  # grown to twice the size at the first append
+    assert matrix.vectors is buffer  # the second write was appended in place
+    store.close()
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["put", "replace", "delete", "lexical", "other"]),
+            st.integers(0, 30),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_the_cached_matrix_always_equals_a_fresh_load(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int]]
+) -> None:
+    """Puts, replacements, deletions, rows without vectors, and writes by another
+    store on the same file: after each, brute force answers as a fresh store does."""
+    path = tmp_path_factory.mktemp("matrix") / "m.db"
+    emb = HashingEmbedder(32)
+    store = SQLiteStore(path, ann_min_items=None)
+    other = SQLiteStore(path, ann_min_items=None)
+    ns = ("n",)
+    q = emb.embed(["parcel 3 late"])[0]
+    store.put_many(
+        ns,
+        [
+            NewItem(f"parcel {i}", id=f"p{i}", vector=emb.embed([f"parcel {i}"])[0])
+            for i in range(5)
+        ],
+    )
+    store.vector_search(ns, q, 3)
+    for op, n in ops:
+        text = f"parcel {n} late {op}"
+        if op == "put":
+            store.put_many(
+                ns,
+                [
+                    NewItem(f"{text} {j}", vector=emb.embed([f"{text} {j}"])[0])
+                    for j in range(n % 4 + 1)
+                ],
+            )
+        elif op == "replace":
+            store.put(ns, NewItem(text, id=f"p{n % 5}", vector=emb.embed([text])[0]))
+        elif op == "delete":
+            store.delete(ns, [f"p{n % 5}", f"m{n}"])
+        elif op == "lexical":
+            store.put(ns, NewItem(text))  # no vector
+        else:
+            other.put(ns, NewItem(text, vector=emb.embed([text])[0]))
+        got = [(i.id, round(s, 5)) for i, s in store.vector_search(ns, q, 8)]
+        assert got == _exact_vectors(path, ns, q, 8)
+    store.close()
+    other.close()

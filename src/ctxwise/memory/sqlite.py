@@ -37,8 +37,9 @@ Vector search, per namespace:
 
 - below ``ann_min_items`` vectors (default 50,000), or without the ``usearch``
   package (extra ``ann``), or with metadata filters on a namespace that has no
-  index: brute force with numpy over a matrix cached in memory and refreshed when
-  the file changes (``PRAGMA data_version`` catches other processes' writes);
+  index: brute force with numpy over a matrix cached in memory and caught up when
+  the file changes (``PRAGMA data_version`` catches other processes' writes): rows
+  added since are appended, a deletion in the namespace reloads it;
   100k x 256 float32 takes ~5 ms here (one thread; see ``_dots``);
 - from ``ann_min_items`` up, with usearch: an HNSW index (see
   :mod:`ctxwise.memory._ann`), built on the first search (about 5,000 vectors/s,
@@ -336,6 +337,47 @@ class _Lexical:
         return _top(best, depth)
 
 
+class _Matrix:
+    """A namespace's vectors in seq order, in a buffer that grows by doubling (so
+    appending the rows of one write does not copy the namespace)."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None  # PRAGMA data_version it was checked at
+        self.upto = 0  # seqs below this are loaded
+        self.n = 0
+        self.rowids = np.zeros(0, dtype=np.int64)
+        self.vectors = np.zeros((0, 0), dtype=np.float32)
+
+    def fits(self, rows: Sequence[tuple[int, bytes]]) -> bool:
+        """Whether ``rows`` have this matrix's dimension (always, when it is empty)."""
+        dim = self.vectors.shape[1]
+        return not self.n or all(len(blob) == 4 * dim for _, blob in rows)
+
+    def append(self, rows: Sequence[tuple[int, bytes]]) -> None:
+        if not rows:
+            return
+        dim = len(rows[0][1]) // 4
+        need = self.n + len(rows)
+        if need > len(self.rowids) or self.vectors.shape[1] != dim:
+            cap = max(need, 2 * len(self.rowids))
+            rowids = np.zeros(cap, dtype=np.int64)
+            vectors = np.zeros((cap, dim), dtype=np.float32)
+            rowids[: self.n] = self.rowids[: self.n]
+            if self.n:
+                vectors[: self.n] = self.vectors[: self.n]
+            self.rowids, self.vectors = rowids, vectors
+        self.rowids[self.n : need] = [r[0] for r in rows]
+        self.vectors[self.n : need] = np.frombuffer(
+            b"".join(r[1] for r in rows), dtype=np.float32
+        ).reshape(len(rows), dim)
+        self.n = need
+
+    def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+        if not self.n:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+        return self.rowids[: self.n], self.vectors[: self.n]
+
+
 class SQLiteStore(Store):
     """A store in one SQLite file (``":memory:"`` for a private in-memory database).
 
@@ -373,7 +415,7 @@ class SQLiteStore(Store):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
         self._lock = threading.RLock()
-        self._matrices: dict[str, tuple[int, npt.NDArray[np.int64], npt.NDArray[np.float32]]] = {}
+        self._matrices: dict[str, _Matrix] = {}
         # namespace -> (data_version it was checked at, or None after own writes; index)
         self._indexes: dict[str, tuple[int | None, _ann.NamespaceIndex]] = {}
 
@@ -486,7 +528,9 @@ class SQLiteStore(Store):
 
     def _changed(self, key: str) -> None:
         """This connection wrote ``key``: its caches are checked again on next use."""
-        self._matrices.pop(key, None)
+        matrix = self._matrices.get(key)
+        if matrix is not None:
+            matrix.version = None
         slot = self._indexes.get(key)
         if slot is not None:
             self._indexes[key] = (None, slot[1])
@@ -580,23 +624,44 @@ class SQLiteStore(Store):
         return [(rows[r], s) for r, s in scored if r in rows]
 
     def _matrix(self, key: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        """The namespace's vectors (and their rowids), in seq order.
+
+        Kept in memory and caught up when the file changed: rows added since are
+        appended (seqs are never reused), unless a row it holds was deleted (the
+        trigger-kept vector count says so), which reloads it. A write between
+        queries costs the new rows, not the namespace."""
+        c = self._conn
+        version = int(c.execute("PRAGMA data_version").fetchone()[0])
         cached = self._matrices.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1], cached[2]
-        rows = self._conn.execute(
-            "SELECT rowid, vector FROM items WHERE ns = ? AND vector IS NOT NULL ORDER BY seq",
-            (key,),
-        ).fetchall()
-        rowids = np.array([r[0] for r in rows], dtype=np.int64)
-        if rows:
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(
-                len(rows), -1
-            )
-        else:
-            matrix = np.zeros((0, 0), dtype=np.float32)
-        self._matrices[key] = (version, rowids, matrix)
-        return rowids, matrix
+        if cached is not None and cached.version == version:
+            return cached.view()
+        c.execute("BEGIN")  # one snapshot: counts and rows agree
+        try:
+            found = c.execute(
+                "SELECT next_seq, n_vectors FROM counters WHERE ns = ?", (key,)
+            ).fetchone()
+            next_seq, n_vectors = (int(found[0]), int(found[1])) if found else (0, 0)
+            if cached is not None and cached.upto <= next_seq:
+                rows = c.execute(
+                    "SELECT rowid, vector FROM items WHERE ns = ? AND seq >= ? AND seq < ?"
+                    " AND vector IS NOT NULL ORDER BY seq",
+                    (key, cached.upto, next_seq),
+                ).fetchall()
+                if cached.n + len(rows) != n_vectors or not cached.fits(rows):
+                    cached = None
+            if cached is None:
+                rows = c.execute(
+                    "SELECT rowid, vector FROM items WHERE ns = ? AND seq < ?"
+                    " AND vector IS NOT NULL ORDER BY seq",
+                    (key, next_seq),
+                ).fetchall()
+                cached = _Matrix()
+            cached.append(rows)
+        finally:
+            c.execute("COMMIT")
+        cached.version, cached.upto = version, next_seq
+        self._matrices[key] = cached
+        return cached.view()
 
     def vector_search(
         self,
