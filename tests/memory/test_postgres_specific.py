@@ -331,13 +331,16 @@ def test_common_counts_are_reused_until_the_namespace_drifts(
         s.put_many(("d",), [NewItem(t) for t in texts])
     store.lexical_search(("d",), "parcel 17", 3)
     key = ("d", "parcel")
-    first = store._df[key]
-    assert first[2] == 100  # exact
+    first, rare = store._df[key], store._df[("d", "17")]
+    assert first[2] == 100 and rare[2] == 1  # exact
+    store.lexical_search(("d",), "parcel 17", 3)
+    assert store._df[("d", "17")] == rare  # no write: nothing counted again
     for s in (store, ref):  # 2 changes <= 2% of 100
         s.put(("d",), NewItem("parcel again"))
         s.delete(("d",), ["m0"])
     store.lexical_search(("d",), "parcel 17", 3)
     assert store._df[key] == first  # reused, not counted again
+    assert store._df[("d", "17")] != rare  # 2 changes > 2% of 1: counted again
     for s in (store, ref):  # 12 changes in all > 2% of 100
         s.put_many(("d",), [NewItem(f"parcel extra {i}") for i in range(10)])
     got = store.lexical_search(("d",), "parcel 17", 5)
