@@ -545,7 +545,7 @@ class PostgresStore(Store):
         bulk load per schema at a time (an advisory lock); ``maintenance_work_mem``
         applies to the index build only. Give it enough for the whole graph:
         pgvector builds in memory until the graph outgrows it, then much more
-        slowly (1M 256-dimensional vectors on 2 cores: 456 s with ``"4GB"``; with
+        slowly (1M 256-dimensional vectors on 2 cores: 338-456 s with ``"4GB"``; with
         ``"1GB"`` the build was stopped after 30 minutes). PostgreSQL says so with
         the notice "hnsw graph no longer fits into maintenance_work_mem".
         """
