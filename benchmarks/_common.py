@@ -17,10 +17,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 import ctxwise
+from ctxwise.embeddings import Embedder
 from ctxwise.messages import (
     TextBlock,
     ToolResultBlock,
@@ -90,6 +92,55 @@ def iter_blocks(transcripts: Sequence[Transcript]) -> Iterator[tuple[str, str]]:
         for msg in t.messages:
             for block in msg.content:
                 yield block_kind(msg.role, block), block_text(block)
+
+
+# --------------------------------------------------------------------------- embedding
+
+
+class CachedEmbedder:
+    """Embeds each distinct text once, and remembers what embedding it cost.
+
+    ``charge()`` returns, for the texts asked for since the last call, the seconds
+    actually spent embedding and the seconds they cost when first embedded (each
+    text's share of its batch), so a row that reuses vectors can still be charged
+    the full embedding time.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._vectors: dict[str, np.ndarray] = {}
+        self._cost: dict[str, float] = {}
+        self._asked: set[str] = set()
+        self._spent = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
+        if missing:
+            start = time.perf_counter()
+            vectors = self.inner.embed(missing)
+            spent = time.perf_counter() - start
+            self._spent += spent
+            for text, vector in zip(missing, vectors, strict=True):
+                self._vectors[text] = vector
+                self._cost[text] = spent / len(missing)
+        self._asked.update(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])
+
+    def charge(self) -> tuple[float, float]:
+        """``(seconds spent, seconds charged)`` since the last call."""
+        spent, charged = self._spent, sum(self._cost[t] for t in self._asked)
+        self._spent, self._asked = 0.0, set()
+        return spent, charged
 
 
 # --------------------------------------------------------------------------- stats

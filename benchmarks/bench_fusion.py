@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from _common import DATA_DIR, print_table, require, say, write_results
-from ctxwise.embeddings import Embedder, HashingEmbedder, Vectors
+from _common import DATA_DIR, CachedEmbedder, print_table, require, say, write_results
+from ctxwise.embeddings import Embedder, HashingEmbedder
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations, turn_items
 from ctxwise.memory.longterm import LongTermMemory, lexical_query
 from ctxwise.memory.sqlite import SQLiteStore
@@ -45,29 +45,6 @@ K = 10
 DEPTH = 100
 WEIGHTS = (0.25, 0.5, 0.75, 1.0)
 L2 = 1.0
-
-
-class CachedEmbedder:
-    """Embeds each distinct text once (the sweep embeds the same turns again)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._cache: dict[str, np.ndarray] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        todo = sorted({t for t in texts if t not in self._cache})
-        if todo:
-            for text, vec in zip(todo, self.inner.embed(todo), strict=True):
-                self._cache[text] = vec
-        return np.stack([self._cache[t] for t in texts]).astype(np.float32)
 
 
 # ------------------------------------------------------------------ rankings

@@ -78,10 +78,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from _common import (
     CLINC150_FILE,
+    CachedEmbedder,
     fmt_ms,
     print_table,
     require,
@@ -119,52 +118,6 @@ MINILM = {"in_scope_accuracy": 0.92, "oos_recall": 0.85}
 NAMES = {"in_scope_accuracy": "in-scope acc", "oos_recall": "OOS recall", "p50_ms": "p50 ms"}
 
 Labeled = list[tuple[str, str]]
-
-
-class CachedEmbedder:
-    """Embeds each distinct text once, and remembers what embedding it cost.
-
-    ``charge()`` returns, for the texts asked for since the last call, the seconds
-    actually spent embedding and the seconds they cost when first embedded (each
-    text's share of its batch), so a row that reuses vectors can still be charged
-    the full embedding time.
-    """
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._vectors: dict[str, np.ndarray] = {}
-        self._cost: dict[str, float] = {}
-        self._asked: set[str] = set()
-        self._spent = 0.0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
-        if missing:
-            start = time.perf_counter()
-            vectors = self.inner.embed(missing)
-            spent = time.perf_counter() - start
-            self._spent += spent
-            for text, vector in zip(missing, vectors, strict=True):
-                self._vectors[text] = vector
-                self._cost[text] = spent / len(missing)
-        self._asked.update(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
-
-    def charge(self) -> tuple[float, float]:
-        """``(seconds spent, seconds charged)`` since the last call."""
-        spent, charged = self._spent, sum(self._cost[t] for t in self._asked)
-        self._spent, self._asked = 0.0, set()
-        return spent, charged
 
 
 # --------------------------------------------------------------------------- rows
