@@ -1,16 +1,78 @@
-"""Reading user-supplied text files with one clear error for every way it fails."""
+"""Reading user-supplied text files and writing output files safely.
+
+:func:`read_text_file` gives one clear error for every way a read fails and
+decodes UTF-8 (with or without a byte order mark) and, when a byte order mark
+says so, UTF-16 and UTF-32 in either byte order.
+
+:func:`write_output` writes a file the user named so that an error never leaves
+it half-written and never replaces what is not a regular file:
+
+- ``-`` is standard output;
+- a regular file, or a new one, is written to a temporary file in the same
+  folder, flushed to disk and renamed over it (``os.replace``). A new file gets
+  the mode ``0o666`` less the umask, like any file a program creates (the
+  temporary file is created with that mode, so the kernel applies the umask and
+  the umask is never read or changed); an existing file keeps its mode (and, when
+  run as root, its owner);
+- a symbolic link is followed: its final target is replaced the same way and the
+  link stays a link;
+- a FIFO, a character or block device, a socket, or a descriptor alias
+  (``/dev/stdout``, ``/dev/fd/N``, ``/proc/self/fd/N``) is opened and written in
+  place, never replaced;
+- a directory, or a path whose folder does not exist, raises
+  :class:`~ctxwise.errors.OutputError` before anything is written.
+"""
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import os
+import re
+import secrets
+import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import OutputError, UsageError
+
+__all__ = ["STDOUT", "decode_text", "read_text_file", "write_output"]
+
+STDOUT = "-"
+
+# Longest first: the UTF-32-LE mark starts with the UTF-16-LE one.
+_BOMS: tuple[tuple[bytes, str, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32-LE"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32-BE"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16-LE"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16-BE"),
+)
+
+
+def decode_text(data: bytes) -> tuple[str, str | None]:
+    """The text of ``data`` and the encoding its byte order mark names (``None``:
+    no mark, read as UTF-8). Raises ``UnicodeDecodeError`` (byte offsets count
+    from the start of ``data``) or ``ValueError`` for NUL bytes in unmarked data."""
+    for bom, codec, name in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(codec), name
+            except UnicodeDecodeError as exc:
+                raise UnicodeDecodeError(
+                    exc.encoding, data, exc.start + len(bom), exc.end + len(bom), exc.reason
+                ) from None
+    if b"\x00" in data[:8192]:
+        raise ValueError("contains NUL bytes")
+    return data.decode("utf-8"), None
 
 
 def read_text_file(path: str | Path, what: str, error: Callable[[str, str], UsageError]) -> str:
-    """The UTF-8 text of ``path``; ``error(source, detail)`` builds the exception for a
-    missing file, a directory, an unreadable or binary file, or text that is not UTF-8."""
+    """The text of ``path``; ``error(source, detail)`` builds the exception for a
+    missing file, a directory, an unreadable or binary file, or text that does not
+    decode. UTF-8 is read with or without a byte order mark; UTF-16 and UTF-32 (LE
+    or BE) are read when their byte order mark says so."""
     p = Path(path)
     try:
         data = p.read_bytes()
@@ -22,9 +84,161 @@ def read_text_file(path: str | Path, what: str, error: Callable[[str, str], Usag
         raise error(str(p), f"cannot read: {exc.strerror}") from None
     except ValueError as exc:  # e.g. a NUL byte in the path
         raise error(repr(str(p)), f"invalid path: {exc}") from None
-    if b"\x00" in data[:8192]:
-        raise error(str(p), f"binary file (contains NUL bytes), not {what}")
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise error(str(p), f"not UTF-8 text (byte {exc.start})") from None
+        text, _ = decode_text(data)
+    except ValueError as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            enc = "UTF-8" if exc.encoding == "utf-8" else exc.encoding.upper()
+            raise error(str(p), f"not {enc} text (byte {exc.start}: {exc.reason})") from None
+        raise error(str(p), f"binary file (contains NUL bytes), not {what}") from None
+    return text
+
+
+# -- writing --------------------------------------------------------------------
+
+_FD_ALIAS = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$")
+_MAX_LINKS = 40  # as the kernel's limit on nested symbolic links
+
+
+def _is_fd_alias(path: str) -> bool:
+    return path in ("/dev/stdout", "/dev/stderr") or bool(_FD_ALIAS.match(path))
+
+
+def _through_fd_alias(path: str) -> bool:
+    """Whether ``path`` or a symbolic link it leads through is a descriptor alias."""
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS):
+        if _is_fd_alias(current):
+            return True
+        try:
+            link = os.readlink(current)
+        except OSError:  # not a link (or missing): the end of the chain
+            return False
+        current = os.path.join(os.path.dirname(current), link)
+        current = os.path.join(
+            os.path.realpath(os.path.dirname(current)), os.path.basename(current)
+        )
+    raise OutputError(path, "too many levels of symbolic links")
+
+
+def write_output(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` safely (see the module docstring); ``-`` is stdout.
+
+    Raises:
+        OutputError: ``path`` is a directory, its folder does not exist, or the
+            write failed; the original file is then unchanged and no temporary
+            file is left behind.
+    """
+    name = os.fspath(path)
+    if name == STDOUT:
+        _write_stdout(data)
+        return
+    if not name or "\x00" in name:
+        raise OutputError(repr(name), "invalid path")
+    alias = _through_fd_alias(name)
+    try:
+        st: os.stat_result | None = os.stat(name)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError(name, exc.strerror or str(exc)) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(name, "is a directory")
+    if st is not None and (alias or not stat.S_ISREG(st.st_mode)):
+        _write_in_place(name, data, st)
+        return
+    # a symbolic link: replace its final target, the link stays
+    _replace_atomically(name, os.path.realpath(name), data, st)
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.flush()
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is not None:
+        buffer.write(data)
+        buffer.flush()
+    else:  # a text-only stream (some test harnesses)
+        sys.stdout.write(data.decode("utf-8", "surrogateescape"))
+        sys.stdout.flush()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _write_in_place(name: str, data: bytes, st: os.stat_result) -> None:
+    """A FIFO, device, socket or descriptor alias: open it and write, never replace.
+    A descriptor alias of a regular file (``/dev/stdout`` redirected to a file) is
+    appended to, as the shell's own redirection would be written."""
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0)
+    if stat.S_ISREG(st.st_mode):
+        flags |= os.O_APPEND
+    try:
+        fd = os.open(name, flags)
+    except OSError as exc:
+        raise OutputError(name, exc.strerror or str(exc)) from None
+    try:
+        _write_all(fd, data)
+    except OSError as exc:
+        raise OutputError(name, exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def _replace_atomically(name: str, target: str, data: bytes, st: os.stat_result | None) -> None:
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise OutputError(name, f"folder {folder} does not exist")
+    base = os.path.basename(target)
+    # a new file: 0o666, the kernel applies the umask; an existing one: set below
+    create_mode = 0o666 if st is None else 0o600
+    tmp = ""
+    fd = -1
+    try:
+        for _ in range(100):
+            candidate = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.tmp")
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, create_mode)
+            except FileExistsError:
+                continue
+            tmp = candidate
+            break
+        else:
+            raise OutputError(name, "cannot create a temporary file")
+        if st is not None:
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                with contextlib.suppress(OSError):
+                    os.fchown(fd, st.st_uid, st.st_gid)
+        _write_all(fd, data)
+        os.fsync(fd)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, target)
+        tmp = ""
+    except OSError as exc:
+        raise OutputError(name, exc.strerror or str(exc)) from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable (best effort: not every platform can open a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

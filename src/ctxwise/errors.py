@@ -9,6 +9,7 @@ One root, two branches::
     │   ├── SpecError               a malformed assembly spec file
     │   ├── FormatError             a transcript or payload that does not decode
     │   │   └── UnknownFormatError      a format name or file shape ctxwise does not know
+    │   ├── OutputError             an output path that cannot be written (a folder, no folder)
     │   └── MissingDependencyError  an optional extra is not installed
     └── BackendError            the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
@@ -28,6 +29,7 @@ __all__ = [
     "CtxwiseError",
     "FormatError",
     "MissingDependencyError",
+    "OutputError",
     "PinnedOverflowError",
     "ProviderError",
     "SpecError",
@@ -94,6 +96,16 @@ class FormatError(UsageError):
 
 class UnknownFormatError(FormatError):
     """A format name that is not supported, or a file whose format cannot be detected."""
+
+
+class OutputError(UsageError):
+    """An output file that cannot be written: a directory, a missing folder, a
+    failed write. The original file is then unchanged."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.detail = detail
+        super().__init__(f"cannot write {path}: {detail}")
 
 
 class MissingDependencyError(UsageError, ImportError):

@@ -7,114 +7,285 @@
   ``formats._claude_code_compact``).
 
 :func:`read_transcripts` loads a file in any of them, detecting the format when
-asked to (``format="auto"``). A JSON file may hold one request, one response, a
-bare ``messages`` list, or trajectories (objects with a ``traj`` messages list,
-as tau-bench writes them; a list of them gives one transcript each).
+asked to (``format="auto"``); :func:`read_transcript_file` also returns the
+file's *shape*, which :func:`write_back` keeps when it writes edited transcripts
+back. The shapes of a JSON file:
+
+============== ============================================================ ============
+shape          the file holds                                              transcripts
+============== ============================================================ ============
+request        one request (``messages`` and the other parameters)         1
+response       one response (``chat.completion`` / ``"type": "message"``)  1
+messages       a bare ``messages`` list                                     1
+trajectory     an object with a ``traj`` messages list (tau-bench)          1
+trajectories   a list of those (tau-bench results)                          one each
+records        a list of objects with a ``messages`` list (LiveMCPBench     one each
+               results: ``task_id``, ``Question``, ``response``, …)
+jsonl          one message object per line (OpenAI or Anthropic messages)   1
+session        Claude Code JSONL (events with a ``type``)                   1
+============== ============================================================ ============
+
+Text is read as UTF-8 (a byte order mark is accepted), or as UTF-16 or UTF-32
+when a byte order mark says so. :func:`write_back` always writes UTF-8 without a
+byte order mark, the encoding JSON is exchanged in (RFC 8259 §8.1).
+
+A file that does not decode raises :class:`~ctxwise.errors.FormatError` whose
+message names what it was read as and, when the format was detected, why (for
+example ``read as Anthropic messages (no OpenAI role or field): message 0: …``);
+``line`` is set for JSONL files.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from ctxwise._io import read_text_file
-from ctxwise.errors import FormatError, UnknownFormatError
+from ctxwise.errors import FormatError, UnknownFormatError, UsageError
 from ctxwise.formats import anthropic, claude_code, openai
 from ctxwise.messages import Transcript
 
 __all__ = [
     "FORMATS",
+    "SHAPES",
     "FormatName",
+    "Shape",
+    "TranscriptFile",
     "anthropic",
     "claude_code",
     "detect_format",
     "openai",
     "read_transcript",
+    "read_transcript_file",
     "read_transcripts",
+    "write_back",
 ]
 
 FormatName: TypeAlias = Literal["auto", "anthropic", "openai", "claude-code"]
 FORMATS: tuple[str, ...] = ("auto", "anthropic", "openai", "claude-code")
+Shape: TypeAlias = Literal[
+    "request",
+    "response",
+    "messages",
+    "trajectory",
+    "trajectories",
+    "records",
+    "jsonl",
+    "session",
+]
+SHAPES: tuple[str, ...] = (
+    "request",
+    "response",
+    "messages",
+    "trajectory",
+    "trajectories",
+    "records",
+    "jsonl",
+    "session",
+)
+_Format: TypeAlias = Literal["anthropic", "openai", "claude-code"]
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_LABELS = {"anthropic": "Anthropic", "openai": "OpenAI", "claude-code": "Claude Code"}
+_SHAPE_LABELS = {
+    "request": "request",
+    "response": "response",
+    "messages": "messages",
+    "trajectory": "trajectory",
+    "trajectories": "trajectories",
+    "records": "records (a list of objects with 'messages')",
+    "jsonl": "JSONL (a message per line)",
+    "session": "JSONL",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptFile:
+    """A transcript file as read: its transcripts, and what :func:`write_back` needs.
+
+    ``document`` is the parsed JSON (for ``jsonl``, the list of line objects;
+    ``None`` for a Claude Code session); ``text`` the decoded file; ``reason`` why
+    auto-detection chose the format (``None`` when the format was given).
+    """
+
+    source: str
+    format: _Format
+    shape: Shape
+    transcripts: tuple[Transcript, ...]
+    text: str
+    document: Any
+    reason: str | None = None
+
+    @property
+    def label(self) -> str:
+        """What the file was read as, e.g. ``OpenAI trajectories``."""
+        return f"{_LABELS[self.format]} {_SHAPE_LABELS[self.shape]}"
 
 
 def _read_text(path: Path) -> str:
     return read_text_file(path, "a transcript file", FormatError)
 
 
-def _messages_format(messages: Sequence[Any]) -> Literal["anthropic", "openai"]:
+def _messages_format(messages: Sequence[Any]) -> tuple[Literal["anthropic", "openai"], str]:
     for m in messages:
         if not isinstance(m, Mapping):
             continue
-        if m.get("role") in ("system", "developer", "tool") or "tool_calls" in m:
-            return "openai"
+        if m.get("role") in ("system", "developer", "tool"):
+            return "openai", f"a {m['role']!r} message"
+        if "tool_calls" in m:
+            return "openai", "a message with 'tool_calls'"
         content = m.get("content")
         if isinstance(content, list):
             for b in content:
                 if isinstance(b, Mapping):
                     if b.get("type") in _ANTHROPIC_BLOCKS:
-                        return "anthropic"
+                        return "anthropic", f"a {b['type']!r} content block"
                     if b.get("type") == "image_url":
-                        return "openai"
-    return "anthropic"
+                        return "openai", "an 'image_url' content part"
+    return "anthropic", "no OpenAI role or field"
 
 
-def detect_format(
-    path: str | Path, text: str | None = None
-) -> Literal["anthropic", "openai", "claude-code"]:
+def detect_format(path: str | Path, text: str | None = None) -> _Format:
     """The format of a transcript file, from its content (and extension as a hint)."""
     p = Path(path)
     return _detect(p, _read_text(p) if text is None else text)[0]
 
 
-def _detect(p: Path, body: str) -> tuple[Literal["anthropic", "openai", "claude-code"], Any]:
-    """The format, and the parsed JSON document when the file is JSON (not JSONL)."""
+def _is_message_line(obj: Any) -> bool:
+    return (
+        isinstance(obj, Mapping)
+        and obj.get("role") in _ROLES
+        and "type" not in obj
+        and "message" not in obj
+    )
+
+
+def _first_line_json(stripped: str) -> tuple[bool, Any]:
+    first = stripped.split("\n", 1)[0]
+    try:
+        return True, json.loads(first)
+    except (json.JSONDecodeError, RecursionError):
+        return False, None
+
+
+def _looks_like_lines(p: Path, stripped: str) -> tuple[bool, Any]:
+    """Whether the text is JSONL (by extension or several lines, the first JSON)."""
+    ok, first = _first_line_json(stripped)
+    multi_line = "\n" in stripped.rstrip()
+    return p.suffix == ".jsonl" or (multi_line and ok), first
+
+
+def _detect(p: Path, body: str) -> tuple[_Format, Any, Shape, str]:
+    """The format, the parsed document (``None`` for Claude Code), shape and reason."""
     stripped = body.lstrip()
     if not stripped:
         raise UnknownFormatError(str(p), "empty file")
-    first_line = stripped.split("\n", 1)[0]
-    multi_line = "\n" in stripped.rstrip()
-    if p.suffix == ".jsonl" or (multi_line and first_line.startswith("{") and _is_json(first_line)):
-        return "claude-code", None
+    lines, first = _looks_like_lines(p, stripped)
+    if lines:
+        if _is_message_line(first):
+            objs = _parse_lines(body, str(p), "messages JSONL")
+            fmt, why = _messages_format(objs)
+            return fmt, objs, "jsonl", f"a message object per line, {why}"
+        return "claude-code", None, "session", "JSONL whose lines are not message objects"
     try:
         doc = json.loads(body)
     except json.JSONDecodeError as exc:
         raise UnknownFormatError(
-            str(p), f"not JSON or JSONL ({exc.msg} at line {exc.lineno})"
+            str(p), f"not JSON or JSONL ({exc.msg} at line {exc.lineno}, column {exc.colno})"
         ) from None
     except RecursionError:
         raise FormatError(str(p), "JSON nested too deeply") from None
+    shape = _shape(doc)
+    if shape is None:
+        raise UnknownFormatError(
+            str(p), "no known transcript shape (request, response, messages list, JSONL)"
+        )
+    if shape == "jsonl":
+        doc = [doc]
     if isinstance(doc, Mapping):
-        if doc.get("object") == "chat.completion" or "traj" in doc:
-            return "openai", doc
-        if doc.get("type") == "message" or "system" in doc:
-            return "anthropic", doc
+        if doc.get("object") == "chat.completion":
+            return "openai", doc, shape, "object 'chat.completion'"
+        if "traj" in doc:
+            return "openai", doc, shape, "a 'traj' list (tau-bench)"
+        if doc.get("type") == "message":
+            return "anthropic", doc, shape, "type 'message'"
+        if "system" in doc:
+            return "anthropic", doc, shape, "a top-level 'system'"
         if isinstance(doc.get("messages"), list):
-            return _messages_format(doc["messages"]), doc
+            fmt, why = _messages_format(doc["messages"])
+            return fmt, doc, shape, why
+        raise UnknownFormatError(
+            str(p), "no known transcript shape (request, response, messages list, JSONL)"
+        )
+    if shape == "trajectories":
+        return "openai", doc, shape, "a list of objects with 'traj' (tau-bench)"
+    if shape == "records":
+        msgs = [m for x in doc for m in x["messages"]]
+        fmt, why = _messages_format(msgs)
+        return fmt, doc, shape, f"a list of objects with 'messages', {why}"
+    fmt, why = _messages_format(doc)
+    return fmt, doc, shape, why
+
+
+def _shape(doc: Any) -> Shape | None:
+    if isinstance(doc, Mapping):
+        if "traj" in doc:
+            return "trajectory"
+        if doc.get("object") == "chat.completion" or doc.get("type") == "message":
+            return "response"
+        if "messages" not in doc and _is_message_line(doc):
+            return "jsonl"  # one message: a JSONL file of one line
+        return "request"
     if isinstance(doc, list):
         if doc and all(isinstance(x, Mapping) and "traj" in x for x in doc):
-            return "openai", doc
-        return _messages_format(doc), doc
-    raise UnknownFormatError(
-        str(p), "no known transcript shape (request, response, messages list, JSONL)"
-    )
+            return "trajectories"
+        if doc and all(
+            isinstance(x, Mapping) and isinstance(x.get("messages"), list) and "role" not in x
+            for x in doc
+        ):
+            return "records"
+        return "messages"
+    return None
 
 
-def _is_json(line: str) -> bool:
-    try:
-        json.loads(line)
-    except json.JSONDecodeError:
-        return False
-    return True
+def _parse_lines(text: str, source: str, what: str) -> list[Any]:
+    objs: list[Any] = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(
+                source, f"not valid {what}: {exc.msg} (column {exc.colno})", line=lineno
+            ) from None
+        except RecursionError:
+            raise FormatError(source, f"not valid {what}: nested too deeply", line=lineno) from None
+        if not isinstance(obj, Mapping):
+            raise FormatError(source, f"not valid {what}: a line must be an object", line=lineno)
+        objs.append(obj)
+    if not objs:
+        raise FormatError(source, f"not valid {what}: no lines")
+    return objs
 
 
-def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Transcript]:
-    """Every transcript in a file (one, except for trajectory collections).
+def _line_numbers(text: str) -> list[int]:
+    return [n for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
 
-    Each transcript's ``format`` says which format it was read as.
+
+def read_transcript_file(path: str | Path, format: FormatName = "auto") -> TranscriptFile:
+    """A transcript file: its transcripts, format, shape and parsed document.
+
+    Raises:
+        UnknownFormatError: an unknown ``format`` name, or a file whose format
+            cannot be detected.
+        FormatError: a file that does not read or decode; the message names what
+            it was read as (and why, when detected), ``line`` is set for JSONL.
     """
     if format not in FORMATS:
         raise UnknownFormatError(
@@ -123,23 +294,86 @@ def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Tran
     p = Path(path)
     text = _read_text(p)
     source = str(p)
-    doc: Any = None
+    reason: str | None = None
+    fmt: _Format
     if format == "auto":
-        fmt, doc = _detect(p, text)
+        fmt, doc, shape, reason = _detect(p, text)
+    elif format == "claude-code":
+        fmt, doc, shape = "claude-code", None, "session"
     else:
         fmt = format
-    if fmt == "claude-code":
-        return [claude_code.read_claude_code(text, source=source)]
-    if doc is None:
+        doc, shape = _parse_json(p, text, fmt)
+    file = TranscriptFile(source, fmt, shape, (), text, doc, reason)
+    try:
+        if fmt == "claude-code":
+            items = [claude_code.read_claude_code(text, source=source)]
+        else:
+            items = _decode(doc, shape, fmt, source, text)
+    except FormatError as exc:
+        why = f" ({reason})" if reason else ""
+        raise FormatError(
+            exc.source, f"read as {file.label}{why}: {exc.detail}", line=exc.line
+        ) from None
+    return TranscriptFile(source, fmt, shape, tuple(items), text, doc, reason)
+
+
+def _parse_json(p: Path, text: str, fmt: _Format) -> tuple[Any, Shape]:
+    source = str(p)
+    label = _LABELS[fmt]
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        lines, first = _looks_like_lines(p, text.lstrip())
+        if lines and _is_message_line(first):
+            return _parse_lines(text, source, f"{label} JSONL"), "jsonl"
+        raise FormatError(
+            source, f"not valid {label} JSON: {exc.msg} (column {exc.colno})", line=exc.lineno
+        ) from None
+    except RecursionError:
+        raise FormatError(source, "JSON nested too deeply") from None
+    shape = _shape(doc)
+    if shape is None:
+        raise FormatError(
+            source, f"an {label} transcript is a request, a response or a messages list"
+        )
+    return ([doc] if shape == "jsonl" else doc), shape
+
+
+def _decode(doc: Any, shape: Shape, fmt: _Format, source: str, text: str) -> list[Transcript]:
+    codec: Any = openai if fmt == "openai" else anthropic
+    if shape == "trajectories":
+        return [
+            codec.decode_messages(x["traj"], source=f"{source}[{i}]") for i, x in enumerate(doc)
+        ]
+    if shape == "records":
+        return [
+            codec.decode_messages(x["messages"], source=f"{source}[{i}]") for i, x in enumerate(doc)
+        ]
+    if shape == "trajectory":
+        return [codec.decode_messages(doc["traj"], source=source)]
+    if shape == "response":
+        msg = codec.decode_response(doc, source=source)
+        return [Transcript((msg,), source=source, format=fmt)]
+    if shape == "request":
+        return [codec.decode_request(doc, source=source)]
+    if shape == "jsonl":
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(source, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-        except RecursionError:
-            raise FormatError(source, "JSON nested too deeply") from None
-    if fmt == "openai":
-        return _read_openai(doc, source)
-    return [_read_anthropic(doc, source)]
+            return [codec.decode_messages(doc, source=source)]
+        except FormatError as exc:
+            m = re.match(r"message (\d+)\b", exc.detail)
+            numbers = _line_numbers(text)
+            if m and int(m.group(1)) < len(numbers) and len(numbers) == len(doc):
+                raise FormatError(exc.source, exc.detail, line=numbers[int(m.group(1))]) from None
+            raise
+    return [codec.decode_messages(doc, source=source)]
+
+
+def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Transcript]:
+    """Every transcript in a file (one, except for trajectory and record lists).
+
+    Each transcript's ``format`` says which format it was read as.
+    """
+    return list(read_transcript_file(path, format).transcripts)
 
 
 def read_transcript(path: str | Path, format: FormatName = "auto", *, index: int = 0) -> Transcript:
@@ -152,29 +386,83 @@ def read_transcript(path: str | Path, format: FormatName = "auto", *, index: int
     return items[index]
 
 
-def _read_openai(doc: Any, source: str) -> list[Transcript]:
-    if isinstance(doc, list) and doc and all(isinstance(x, Mapping) and "traj" in x for x in doc):
+# -- write-back -----------------------------------------------------------------
+
+
+def write_back(file: TranscriptFile, edited: Mapping[int, Transcript]) -> tuple[bytes, Shape]:
+    """The file's bytes with the ``edited`` transcripts (by index) written in, and
+    the shape written (UTF-8, JSON indented by one space; JSONL one line each).
+
+    Everything else is kept: the other trajectories or records unchanged, their
+    other fields, a request's parameters. A response stays a response while it is
+    one assistant message and becomes a request otherwise; an Anthropic messages
+    list becomes a request when the transcript gained a system part (a bare list
+    cannot hold one). A Claude Code session is written back by
+    :func:`ctxwise.formats.claude_code.patch_claude_code` (edits) or by the
+    compaction writer, not here.
+
+    Raises:
+        UsageError: a Claude Code session, an index out of range, or a transcript
+            the shape cannot hold (a system part in Anthropic JSONL or records).
+    """
+    if file.shape == "session":
+        raise UsageError(
+            f"{file.source} is a Claude Code session: write it back with "
+            "claude_code.patch_claude_code"
+        )
+    n = len(file.transcripts)
+    for i in edited:
+        if not -n <= i < n:
+            raise UsageError(f"{file.source} holds {n} transcript(s); index {i} is out of range")
+    chosen = {i % n: t for i, t in edited.items()}
+    body, shape = _encode(file, chosen)
+    if shape == "jsonl":
+        return b"".join(_dumps(line, indent=None) for line in body), shape
+    return _dumps(body, indent=1), shape
+
+
+def _encode(file: TranscriptFile, chosen: Mapping[int, Transcript]) -> tuple[Any, Shape]:
+    doc, fmt, shape = file.document, file.format, file.shape
+    if shape in ("trajectories", "records"):
+        key = "traj" if shape == "trajectories" else "messages"
         return [
-            openai.decode_messages(x["traj"], source=f"{source}[{i}]") for i, x in enumerate(doc)
-        ]
-    if isinstance(doc, Mapping):
-        if "traj" in doc:
-            return [openai.decode_messages(doc["traj"], source=source)]
-        if doc.get("object") == "chat.completion":
-            msg = openai.decode_response(doc, source=source)
-            return [Transcript((msg,), source=source, format="openai")]
-        return [openai.decode_request(doc, source=source)]
-    if isinstance(doc, list):
-        return [openai.decode_messages(doc, source=source)]
-    raise FormatError(source, "an OpenAI transcript is a request, a response or a messages list")
+            {**x, key: _messages(fmt, chosen[i], file.source)} if i in chosen else x
+            for i, x in enumerate(doc)
+        ], shape
+    if 0 not in chosen:
+        return (doc, shape)
+    t = chosen[0]
+    if shape == "trajectory":
+        return {**doc, "traj": _messages(fmt, t, file.source)}, shape
+    if shape == "jsonl":
+        return _messages(fmt, t, file.source), shape
+    if shape == "response" and len(t.messages) == 1 and t.messages[0].role == "assistant":
+        codec: Any = openai if fmt == "openai" else anthropic
+        return codec.encode_response(t.messages[0]), shape
+    if fmt == "openai":
+        if shape == "messages":
+            return openai.encode_messages(t), shape
+        return openai.encode_request(t), "request"
+    if shape == "messages" and not any(m.role == "system" for m in t.messages):
+        return anthropic.encode_messages(t)[1], shape
+    return anthropic.encode_request(t), "request"
 
 
-def _read_anthropic(doc: Any, source: str) -> Transcript:
-    if isinstance(doc, Mapping):
-        if doc.get("type") == "message":
-            msg = anthropic.decode_response(doc, source=source)
-            return Transcript((msg,), source=source, format="anthropic")
-        return anthropic.decode_request(doc, source=source)
-    if isinstance(doc, list):
-        return anthropic.decode_messages(doc, source=source)
-    raise FormatError(source, "an Anthropic transcript is a request, a response or a messages list")
+def _messages(fmt: _Format, t: Transcript, source: str) -> list[dict[str, Any]]:
+    if fmt == "openai":
+        return openai.encode_messages(t)
+    system, messages = anthropic.encode_messages(t)
+    if system is not None:
+        raise UsageError(
+            f"{source}: a system part cannot be written into an Anthropic messages list here"
+        )
+    return messages
+
+
+def _dumps(body: Any, *, indent: int | None) -> bytes:
+    text = json.dumps(body, ensure_ascii=False, indent=indent) + "\n"
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # lone surrogates (a truncated emoji) are not UTF-8: write them as JSON escapes
+        return (json.dumps(body, ensure_ascii=True, indent=indent) + "\n").encode("ascii")
