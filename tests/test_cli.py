@@ -60,7 +60,7 @@ def test_inspect_long_session(data_dir: Path) -> None:
     assert sum(c["by_kind"].values()) == c["total_tokens"]
     assert max(c["by_kind"], key=c["by_kind"].get) == "tool_result"
     assert len(c["largest"]) == 10 and c["problems"] == []
-    assert sum(c["by_tool"].values()) == c["by_kind"]["tool_result"]
+    assert sum(c["by_tool"].values()) == c["by_kind"]["tool_result"] + c["by_kind"]["tool_use"]
     table = ctxwise("inspect", path, "--live")
     assert table.returncode == 0 and "tool_result" in table.stdout
 

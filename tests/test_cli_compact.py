@@ -233,14 +233,17 @@ def test_tau_bench_trajectory_keeps_its_shape(tmp_path: Path, data_dir: Path) ->
     )
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert report["written_as"] == "openai:trajectory" and report["format"] == "openai"
-    doc = json.loads(dst.read_text())
-    item = json.loads(TAU.read_text())[7]
+    assert report["written_as"] == "openai:trajectories" and report["format"] == "openai"
+    # the whole list comes back, the other trajectories unchanged
+    body, original = json.loads(dst.read_text()), json.loads(TAU.read_text())
+    assert len(body) == len(original)
+    assert body[:7] == original[:7] and body[8:] == original[8:]
+    doc, item = body[7], original[7]
     assert set(doc) == set(item)
     assert {k: v for k, v in doc.items() if k != "traj"} == {
         k: v for k, v in item.items() if k != "traj"
     }
-    [t] = read_transcripts(dst)
+    t = read_transcripts(dst)[7]
     assert t.problems("openai") == [] and t.problems("anthropic") == []
     assert doc["traj"][-1] == item["traj"][-1]
 

@@ -14,7 +14,7 @@ from ctxwise import (
     composition,
     read_transcript,
 )
-from ctxwise.composition import KINDS
+from ctxwise.composition import KINDS, ToolTokens
 from tests.conftest import long_sessions
 
 
@@ -33,8 +33,12 @@ def test_kinds_and_tools() -> None:
         and c.by_kind["user_text"] == 2
         and c.by_kind["tool_result"] == 100
     )
-    assert c.by_tool == {"Read": 100}
-    assert c.total_tokens == sum(c.by_kind.values())
+    # a tool's share is its calls' inputs ("Read" + '{"f":"x"}': 4) and its results
+    assert c.by_tool == {"Read": 104} and c.by_kind["tool_use"] == 4
+    assert c.tools["Read"] == ToolTokens(calls=1, inputs=4, results=100)
+    # the total is the counter's count_messages: blocks plus 4 per message of framing
+    assert c.by_kind["framing"] == 4 * 4
+    assert c.total_tokens == sum(c.by_kind.values()) == CharCounter().count_messages(t.messages)
     assert [i.kind for i in c.largest] == ["tool_result", "system"]
     assert set(c.to_dict()) >= {"total_tokens", "by_kind", "by_tool", "largest", "problems"}
     assert set(c.by_kind) == set(KINDS)

@@ -1,8 +1,10 @@
 """``ctxwise compact``: compact a transcript file with a verbatim tail.
 
-The output keeps the input's format and shape: an Anthropic request stays a
-request; an OpenAI request, messages list or tau-bench trajectory stays one (a
-trajectory collection gives the chosen trajectory, other fields kept). A Claude
+The output keeps the input's format and shape (:func:`ctxwise.formats.write_back`):
+an Anthropic request stays a request; an OpenAI request, messages list, JSONL or
+tau-bench trajectory stays one; a list of trajectories (tau-bench) or of records
+(LiveMCPBench) is written whole, the chosen one (``--index``) compacted and the
+others and every other field unchanged. A Claude
 Code session is compacted as the model sees it, its window after the last
 compaction (``Transcript.live_window``), and stays Claude Code JSONL, written the
 way Claude Code records its own compactions
@@ -11,28 +13,28 @@ every original line unchanged, then a ``compact_boundary`` event, the summary as
 an ``isCompactSummary`` user event (the pinned facts and rules as its first text
 block) and copies of the tail's events. An Anthropic messages list becomes a
 request when the result has a system part (a bare list cannot hold one). The file
-is written to a temporary file and renamed, so an error never leaves a
-half-written output, and ``--out`` may not be the input file.
+is written by :func:`ctxwise._io.write_output` (a temporary file renamed over it, so
+an error never leaves a half-written output; ``-`` is standard output), and
+``--out`` may not be the input file.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Mapping
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctxwise._cli_util import _guard, _print_json
+from ctxwise._cli_util import _guard
+from ctxwise._io import STDOUT, same_file, write_output
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.formats import FORMATS
 
 if TYPE_CHECKING:
     from ctxwise.compaction import Compaction
-    from ctxwise.messages import Transcript
+    from ctxwise.formats import TranscriptFile
     from ctxwise.providers.chat import ChatModel
     from ctxwise.summarize import Summarizer
     from ctxwise.tokens import TokenCounter
@@ -83,72 +85,17 @@ def _summarizer(name: str, model: str | None, counter: TokenCounter) -> Summariz
     return LLMSummarizer(_chat_model(name, model), counter=counter)
 
 
-def _load_json(path: Path) -> Any:
-    from ctxwise._io import read_text_file
-    from ctxwise.errors import FormatError
-
-    return json.loads(read_text_file(path, "a transcript file", FormatError))
-
-
-def _encode(result: Transcript, fmt: str, path: Path, index: int) -> tuple[Any, str]:
-    """The output document and what it is written as (``format:shape``); not Claude Code."""
-    from ctxwise.formats import anthropic, openai
-
-    doc = _load_json(path)
-    if fmt == "openai":
-        messages = openai.encode_messages(result)
-        if (
-            isinstance(doc, list)
-            and doc
-            and all(isinstance(x, Mapping) and "traj" in x for x in doc)
-        ):
-            return {**doc[index], "traj": messages}, "openai:trajectory"
-        if isinstance(doc, Mapping) and "traj" in doc:
-            return {**doc, "traj": messages}, "openai:trajectory"
-        if isinstance(doc, Mapping):
-            return openai.encode_request(result), "openai:request"
-        return messages, "openai:messages"
-    if isinstance(doc, list) and not any(m.role == "system" for m in result.messages):
-        return anthropic.encode_messages(result)[1], "anthropic:messages"
-    return anthropic.encode_request(result), "anthropic:request"
-
-
-def _output(result: Compaction, fmt: str, path: Path, index: int) -> tuple[str, str]:
-    """The output file's text and what it is written as."""
-    if fmt == "claude-code":
-        from ctxwise._io import read_text_file
-        from ctxwise.errors import FormatError
+def _output(result: Compaction, file: TranscriptFile, index: int) -> tuple[bytes, str]:
+    """The output file's bytes and what it is written as (``format:shape``)."""
+    if file.format == "claude-code":
         from ctxwise.formats._claude_code_compact import compacted_claude_code
 
-        original = read_text_file(path, "a transcript file", FormatError)
-        return compacted_claude_code(original, result, source=str(path)), "claude-code"
-    doc, written_as = _encode(result.transcript, fmt, path, index)
-    return json.dumps(doc, ensure_ascii=False, indent=1) + "\n", written_as
+        text = compacted_claude_code(file.text, result, source=file.source)
+        return text.encode("utf-8", "surrogatepass"), "claude-code"
+    from ctxwise.formats import write_back
 
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    data, shape = write_back(file, {index: result.transcript})
+    return data, f"{file.format}:{shape}"
 
 
 def compact_cmd(
@@ -159,7 +106,10 @@ def compact_cmd(
         Path,
         typer.Option(
             "--out",
-            help="Where to write the compacted transcript, in the input's format (not the input).",
+            help="Where to write the compacted transcript, in the input's format and shape "
+            "(not the input; '-': standard output, the report then goes to standard "
+            "error). Written atomically (a symlink's target is replaced, a FIFO or device "
+            "written in place); untouched on error.",
         ),
     ],
     keep_tail_tokens: Annotated[
@@ -201,24 +151,26 @@ def compact_cmd(
     """
 
     def run() -> tuple[Compaction, str, str]:
-        from ctxwise import get_counter, read_transcripts
+        from ctxwise import get_counter
         from ctxwise.compaction import compact
+        from ctxwise.formats import read_transcript_file
 
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         if (keep_tail_tokens is None) == (keep_tail_turns is None):
             raise UsageError("give exactly one of --keep-tail-tokens and --keep-tail-turns")
-        if _same_file(transcript, out):
+        if same_file(transcript, out):
             raise UsageError(f"--out {out} is the input file; write the result somewhere else")
         ctr = get_counter(counter)
         chosen = _summarizer(summarizer, model, ctr)
-        items = read_transcripts(transcript, format)  # type: ignore[arg-type]
+        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        items = file.transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
             )
         t = items[index]
-        fmt = t.format or format
+        fmt = file.format
         if fmt == "claude-code":
             # what the model sees: the window after the session's last compaction
             # (Claude Code's own or an earlier ctxwise one); the history before it
@@ -233,31 +185,34 @@ def compact_cmd(
             counter=ctr,
             repair=repair,
         )
-        text, written_as = _output(result, fmt, transcript, index % len(items))
-        _write_atomic(out, text)
+        data, written_as = _output(result, file, index % len(items))
+        write_output(out, data)
         return result, fmt, written_as
 
     result, fmt, written_as = _guard(run)
+    err = str(out) == STDOUT  # standard output holds the transcript
     if as_json:
-        _print_json(
-            {
-                "source": str(transcript),
-                "format": fmt,
-                "out": str(out),
-                "written_as": written_as,
-                **result.to_dict(),
-            }
+        report = {
+            "source": str(transcript),
+            "format": fmt,
+            "out": str(out),
+            "written_as": written_as,
+            **result.to_dict(),
+        }
+        (sys.stderr if err else sys.stdout).write(
+            json.dumps(report, indent=2, ensure_ascii=False) + "\n"
         )
         return
     if result.compacted:
         typer.echo(
-            f"summarized {result.summarized_messages} message(s) before message "
+            err=err,
+            message=f"summarized {result.summarized_messages} message(s) before message "
             f"{result.cut_index}: {result.tokens_before:,} → {result.tokens_after:,} tokens "
             f"({result.counter}); summary {result.summary_tokens:,} tokens, verbatim tail "
-            f"{result.tail_tokens:,} tokens"
+            f"{result.tail_tokens:,} tokens",
         )
         if result.dropped_media:
-            typer.echo(f"dropped {len(result.dropped_media)} image(s)/document(s)")
+            typer.echo(f"dropped {len(result.dropped_media)} image(s)/document(s)", err=err)
     else:
-        typer.echo(f"nothing compacted: {result.reason}")
-    typer.echo(f"wrote {out} ({written_as.replace(':', ' ')})")
+        typer.echo(f"nothing compacted: {result.reason}", err=err)
+    typer.echo(f"wrote {out} ({written_as.replace(':', ' ')})", err=err)

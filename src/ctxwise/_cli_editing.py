@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ctxwise._cli_util import _guard, _print_json
-from ctxwise._io import read_text_file
+from ctxwise._cli_util import _guard
+from ctxwise._io import STDOUT, same_file, write_output
 from ctxwise.editing import EditResult, clear_tool_uses
-from ctxwise.errors import FormatError, UsageError
-from ctxwise.formats import FORMATS, anthropic, detect_format, openai, read_transcripts
+from ctxwise.errors import UsageError
+from ctxwise.formats import FORMATS, read_transcript_file, write_back
 from ctxwise.formats.claude_code import patch_claude_code
-from ctxwise.messages import Transcript
 from ctxwise.tokens import get_counter
 
 LIVE_NOTE = (
@@ -33,9 +31,11 @@ def clear_cmd(
         Path,
         typer.Option(
             "--out",
-            help="Where to write the edited transcript. It keeps the input's format and "
-            "shape; Claude Code JSONL stays JSONL, with only the events of cleared tool "
-            "results and inputs rewritten. Written atomically; untouched on error.",
+            help="Where to write the edited transcript ('-': standard output; the report "
+            "then goes to standard error). It keeps the input's format and shape; Claude "
+            "Code JSONL stays JSONL, with only the events of cleared tool results and "
+            "inputs rewritten. Written atomically (a symlink's target is replaced, a FIFO "
+            "or device written in place); untouched on error.",
         ),
     ],
     format: Annotated[
@@ -103,9 +103,8 @@ def clear_cmd(
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
-        text = read_text_file(transcript, "a transcript file", FormatError)
-        fmt = detect_format(transcript, text) if format == "auto" else format
-        items = read_transcripts(transcript, fmt)  # type: ignore[arg-type]
+        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        text, fmt, items = file.text, file.format, file.transcripts
         if index is not None and not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
@@ -126,13 +125,11 @@ def clear_cmd(
                 counter=ctr,
                 repair=repair,
             )
-        edited = [results[i].transcript if i in results else t for i, t in enumerate(items)]
         if fmt == "claude-code":
             shape, data = "session", _claude_code_output(transcript, out, text, results[0])
         else:
-            shape, body = _encode(fmt, json.loads(text), edited)
-            data = _dumps(body)
-        _write_atomic(out, data)
+            data, shape = write_back(file, {i: r.transcript for i, r in results.items()})
+        write_output(out, data)
         report: dict[str, Any] = {
             "source": str(transcript),
             "out": str(out),
@@ -152,8 +149,10 @@ def clear_cmd(
         return report
 
     report = _guard(run)
+    to_stderr = str(out) == STDOUT  # standard output holds the transcript
     if as_json:
-        _print_json(report)
+        stream = sys.stderr if to_stderr else sys.stdout
+        stream.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         return
     before, after = report["tokens_before"], report["tokens_after"]
     share = f" (-{(before - after) / before:.1%})" if before else ""
@@ -174,13 +173,13 @@ def clear_cmd(
     lines.append(f"wrote {report['out']} ({report['output_format']}, {report['shape']})")
     if "note" in report:
         lines.append(f"note: {report['note']}")
-    typer.echo("\n".join(lines))
+    typer.echo("\n".join(lines), err=to_stderr)
 
 
 def _claude_code_output(source: Path, out: Path, text: str, result: EditResult) -> bytes:
     """The session's JSONL with the cleared blocks written back (see
     :func:`~ctxwise.formats.claude_code.patch_claude_code`)."""
-    if _same_file(source, out):
+    if same_file(source, out):
         raise UsageError(
             f"--out {out} is the Claude Code session itself; Claude Code may still be "
             "appending to it. Write to another file"
@@ -193,63 +192,3 @@ def _claude_code_output(source: Path, out: Path, text: str, result: EditResult) 
             "written back as Claude Code JSONL"
         )
     return patch_claude_code(text, result.transcript, source=str(source)).encode("utf-8")
-
-
-def _encode(fmt: str, doc: Any, transcripts: list[Transcript]) -> tuple[str, Any]:
-    """The output document in the input's shape, and the shape's name (JSON formats)."""
-    t = transcripts[0]
-    if fmt == "openai":
-        if isinstance(doc, list) and doc and all(isinstance(x, dict) and "traj" in x for x in doc):
-            return "trajectories", [
-                {**x, "traj": openai.encode_messages(t)}
-                for x, t in zip(doc, transcripts, strict=True)
-            ]
-        if isinstance(doc, dict) and "traj" in doc:
-            return "trajectory", {**doc, "traj": openai.encode_messages(t)}
-        if isinstance(doc, dict) and doc.get("object") == "chat.completion":
-            return "response", openai.encode_response(t.messages[0])
-        if isinstance(doc, dict):
-            return "request", openai.encode_request(t)
-        return "messages", openai.encode_messages(t)
-    if isinstance(doc, dict) and doc.get("type") == "message":
-        return "response", anthropic.encode_response(t.messages[0])
-    if isinstance(doc, dict):
-        return "request", anthropic.encode_request(t)
-    return "messages", anthropic.encode_messages(t)[1]
-
-
-def _dumps(body: Any) -> bytes:
-    text = json.dumps(body, ensure_ascii=False, indent=1) + "\n"
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # lone surrogates (a truncated emoji) are not UTF-8: write them as JSON escapes
-        return (json.dumps(body, ensure_ascii=True, indent=1) + "\n").encode("ascii")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a
-    rename, so ``path`` is either untouched or complete."""
-    if path.is_dir():
-        raise UsageError(f"--out {path} is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"--out {path}: folder {parent} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror}") from None

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from ctxwise.errors import OutputError, UsageError
 
-__all__ = ["STDOUT", "decode_text", "read_text_file", "write_output"]
+__all__ = ["STDOUT", "decode_text", "read_text_file", "same_file", "write_output"]
 
 STDOUT = "-"
 
@@ -95,6 +95,20 @@ def read_text_file(path: str | Path, what: str, error: Callable[[str, str], Usag
 
 
 # -- writing --------------------------------------------------------------------
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether writing to ``b`` would overwrite ``a`` (symbolic links resolved;
+    ``-``, standard output, is never a file)."""
+    if os.fspath(a) == STDOUT or os.fspath(b) == STDOUT:
+        return False
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
 
 _FD_ALIAS = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$")
 _MAX_LINKS = 40  # as the kernel's limit on nested symbolic links

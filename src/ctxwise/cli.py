@@ -26,7 +26,6 @@ from ctxwise import (
     assemble,
     composition,
     get_counter,
-    read_transcripts,
 )
 from ctxwise._cli_compact import compact_cmd
 from ctxwise._cli_demo import demo_cmd
@@ -42,7 +41,7 @@ from ctxwise._cli_util import (
     _window_bar,
     _write,
 )
-from ctxwise.formats import FORMATS
+from ctxwise.formats import FORMATS, read_transcript_file
 from ctxwise.messages import Placement
 
 app = typer.Typer(
@@ -108,28 +107,41 @@ def inspect_cmd(
 ) -> None:
     """Show where a transcript's tokens go, like Claude Code's /context."""
 
-    def run() -> tuple[Any, str]:
+    def run() -> tuple[Any, str, str, int]:
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         if top < 0:
             raise UsageError("--top must be 0 or more")
-        items = read_transcripts(transcript, format)  # type: ignore[arg-type]
+        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        items = file.transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
             )
         t = items[index].live_window() if live else items[index]
-        fmt = t.format or format
+        fmt = file.format
         placement: Placement = "openai" if fmt == "openai" else "anthropic"
-        return composition(t, get_counter(counter), top=top, placement=placement), fmt
+        comp = composition(t, get_counter(counter), top=top, placement=placement)
+        return comp, fmt, file.shape, len(items)
 
-    comp, fmt = _guard(run)
+    comp, fmt, shape, count = _guard(run)
     if as_json:
-        _print_json({"source": str(transcript), "format": fmt, **comp.to_dict()})
+        _print_json(
+            {
+                "source": str(transcript),
+                "format": fmt,
+                "shape": shape,
+                "transcripts": count,
+                "index": index % count,
+                **comp.to_dict(),
+            }
+        )
         return
     console, buf = _buffered_console()
     console.print(
-        f"[bold]{escape(str(transcript))}[/bold] ({fmt}): {comp.messages:,} messages, "
+        f"[bold]{escape(str(transcript))}[/bold] ({fmt} {shape}"
+        + (f", transcript {index % count} of {count}" if count > 1 else "")
+        + f"): {comp.messages:,} messages, "
         f"{comp.total_tokens:,} tokens ({comp.counter}), {comp.compactions} compaction(s)"
     )
     kinds = sorted(((k, v) for k, v in comp.by_kind.items() if v), key=lambda kv: -kv[1])
@@ -141,12 +153,14 @@ def inspect_cmd(
     for k, v in kinds:
         table.add_row(k, f"{v:,}", f"{v / comp.total_tokens:.1%}" if comp.total_tokens else "-")
     console.print(table)
-    if comp.by_tool:
-        tools = Table(title="tool results by tool", title_justify="left")
-        tools.add_column("tool")
-        tools.add_column("tokens", justify="right")
-        for name, v in list(comp.by_tool.items())[:15]:
-            tools.add_row(Text(name), f"{v:,}")
+    if comp.tools:
+        tools = Table(title="tokens by tool (inputs + results)", title_justify="left")
+        for col in ("tool", "calls", "inputs", "results", "tokens"):
+            tools.add_column(col, justify="left" if col == "tool" else "right")
+        for name, t in list(comp.tools.items())[:15]:
+            tools.add_row(
+                Text(name), f"{t.calls:,}", f"{t.inputs:,}", f"{t.results:,}", f"{t.tokens:,}"
+            )
         console.print(tools)
     if comp.largest:
         big = Table(title=f"{len(comp.largest)} largest items", title_justify="left")

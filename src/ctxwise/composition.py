@@ -1,15 +1,23 @@
 """Window composition of a transcript: where the tokens go.
 
-Like Claude Code's ``/context``: tokens by kind of content, tool results by tool
-name, the largest items, and tool pairing problems. ``total_tokens`` is the sum
-of the kinds (block contents only; per-message framing is not attributed to a
-kind and is left out).
+Like Claude Code's ``/context``: tokens by kind of content, tokens by tool (its
+calls' inputs and its results), the largest items, and tool pairing problems.
+
+``total_tokens`` is ``counter.count_messages(messages)``, the one count that
+``clear_tool_uses`` and ``compact`` report as ``tokens_before`` for the same
+messages and counter, and it is the sum of ``by_kind``: each block is counted as
+``count_messages`` counts it (its text, see :func:`ctxwise.messages.block_text`,
+plus ``media_tokens`` per image or document), and the kind ``framing`` holds the
+rest, the per-message and per-request overhead the counter adds (4 per message
+for the char and word counters, 3 per message and 3 per request for tiktoken).
+With a counter whose single-text count carries its own framing (the Anthropic
+API's), ``framing`` is the difference and can be negative.
 """
 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxwise.messages import (
@@ -26,7 +34,7 @@ from ctxwise.messages import (
 )
 from ctxwise.tokens import MEDIA_TOKENS, CharCounter, TokenCounter
 
-__all__ = ["KINDS", "Composition", "CompositionItem", "composition"]
+__all__ = ["KINDS", "Composition", "CompositionItem", "ToolTokens", "composition"]
 
 KINDS: tuple[str, ...] = (
     "system",
@@ -38,6 +46,7 @@ KINDS: tuple[str, ...] = (
     "compact_summary",
     "media",
     "other",
+    "framing",
 )
 
 
@@ -62,7 +71,26 @@ class CompositionItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolTokens:
+    """One tool's share: how many calls, and the tokens of their inputs and results."""
+
+    calls: int = 0
+    inputs: int = 0
+    results: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.inputs + self.results
+
+    def to_dict(self) -> dict[str, int]:
+        return {"calls": self.calls, "inputs": self.inputs, "results": self.results}
+
+
+@dataclass(frozen=True, slots=True)
 class Composition:
+    """Where a transcript's tokens go; ``by_tool`` is each tool's inputs + results,
+    ``tools`` the same split into calls, inputs and results."""
+
     total_tokens: int
     by_kind: dict[str, int]
     by_tool: dict[str, int]
@@ -71,12 +99,14 @@ class Composition:
     messages: int
     compactions: int
     counter: str
+    tools: dict[str, ToolTokens] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "total_tokens": self.total_tokens,
             "by_kind": dict(self.by_kind),
             "by_tool": dict(self.by_tool),
+            "tools": {name: t.to_dict() for name, t in self.tools.items()},
             "largest": [i.to_dict() for i in self.largest],
             "problems": [p.to_dict() for p in self.problems],
             "messages": self.messages,
@@ -99,12 +129,16 @@ def composition(
     top: int = 10,
     placement: Placement = "loose",
 ) -> Composition:
-    """Tokens by kind and by tool, the ``top`` largest blocks, and pairing problems."""
+    """Tokens by kind and by tool, the ``top`` largest blocks, and pairing problems.
+
+    ``total_tokens == counter.count_messages(transcript.messages)`` and
+    ``== sum(by_kind.values())`` (see the module docstring).
+    """
     ctr = counter if counter is not None else CharCounter()
     media_cost = int(getattr(ctr, "media_tokens", MEDIA_TOKENS))
     names = transcript.tool_names()
     by_kind = dict.fromkeys(KINDS, 0)
-    by_tool: dict[str, int] = {}
+    tools: dict[str, ToolTokens] = {}
     items: list[CompositionItem] = []
     for i, msg in enumerate(transcript.messages):
         for block in msg.content:
@@ -119,11 +153,14 @@ def composition(
                 kind = "user_text" if msg.role == "user" else "assistant_text"
             elif isinstance(block, ToolUseBlock):
                 kind, tool = "tool_use", block.name
+                t = tools.get(tool, ToolTokens())
+                tools[tool] = replace(t, calls=t.calls + 1, inputs=t.inputs + tokens)
             elif isinstance(block, ToolResultBlock):
                 kind, tool = "tool_result", names.get(block.tool_use_id, "(unknown)")
                 if not isinstance(block.content, str):
                     tokens += media_cost * sum(isinstance(b, MediaBlock) for b in block.content)
-                by_tool[tool] = by_tool.get(tool, 0) + tokens
+                t = tools.get(tool, ToolTokens())
+                tools[tool] = replace(t, results=t.results + tokens)
             elif isinstance(block, ThinkingBlock):
                 kind = "thinking"
             elif isinstance(block, MediaBlock):
@@ -134,11 +171,15 @@ def composition(
                 kind = "other"
             by_kind[kind] += tokens
             items.append(CompositionItem(i, kind, tokens, tool, _preview(text)))
+    total = ctr.count_messages(transcript.messages)
+    by_kind["framing"] = total - sum(by_kind.values())
     largest = heapq.nlargest(top, items, key=lambda it: it.tokens) if top > 0 else []
+    ranked = sorted(tools.items(), key=lambda kv: (-kv[1].tokens, kv[0]))
     return Composition(
-        total_tokens=sum(by_kind.values()),
+        total_tokens=total,
         by_kind=by_kind,
-        by_tool=dict(sorted(by_tool.items(), key=lambda kv: -kv[1])),
+        by_tool={name: t.tokens for name, t in ranked},
+        tools=dict(ranked),
         largest=tuple(largest),
         problems=tuple(transcript.problems(placement)),
         messages=len(transcript.messages),
