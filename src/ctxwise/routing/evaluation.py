@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ctxwise._io import read_text_file
-from ctxwise.errors import FormatError, UsageError
+from ctxwise._io import read_text_file, write_output
+from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.routing.calibration import OUT_OF_SCOPE, routing_metrics
 from ctxwise.routing.router import IntentRouter
 from ctxwise.routing.scorers import Scorer
@@ -52,9 +52,14 @@ def load_labeled(path: str | Path) -> Labeled:
 
 
 def write_labeled(path: str | Path, examples: Sequence[tuple[str, str]]) -> None:
-    with Path(path).open("w", encoding="utf-8") as f:
-        for text, label in examples:
-            f.write(json.dumps({"text": text, "label": label}, ensure_ascii=False) + "\n")
+    """Write ``{"text", "label"}`` JSONL atomically (see :func:`ctxwise._io.write_output`)."""
+    rows = [{"text": text, "label": label} for text, label in examples]
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    try:
+        data = body.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: write them as JSON escapes
+        data = "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")
+    write_output(path, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +149,10 @@ def clinc150_splits(data_full: str | Path, out_dir: str | Path) -> dict[str, int
             str(src), "not CLINC150 data_full.json (needs train/val/test and oos_* splits)"
         )
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(str(out), exc.strerror or str(exc)) from None
     counts = {}
     for name, keys in splits.items():
         rows = [(str(text), str(label)) for key in keys for text, label in data[key]]

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ctxwise._io import write_output
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.routing.calibration import (
     OUT_OF_SCOPE,
@@ -238,18 +237,19 @@ class IntentRouter:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write the router as versioned JSON (atomically: a failed save leaves no file)."""
-        p = Path(path)
-        data = json.dumps(self.to_dict(), ensure_ascii=False, indent=1)
-        fd, tmp = tempfile.mkstemp(dir=p.parent if str(p.parent) else ".", prefix=f".{p.name}.")
+        """Write the router as versioned JSON (atomically: a failed save leaves no file).
+
+        Raises:
+            OutputError: ``path`` is a directory, its folder does not exist, or the
+                write failed.
+        """
+        doc = self.to_dict()
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)  # mkstemp creates 0600; a router is not a secret
-            os.replace(tmp, p)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            data = json.dumps(doc, ensure_ascii=False, indent=1).encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: write them as JSON escapes
+            data = json.dumps(doc, ensure_ascii=True, indent=1).encode("ascii")
+        # a new file gets 0o666 less the umask; a symlink's target is replaced
+        write_output(path, data)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], source: str = "router") -> IntentRouter:
