@@ -1,0 +1,223 @@
+"""``_io``: reading text in any Unicode encoding a BOM names; writing output safely."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ctxwise._io import decode_text, read_text_file, same_file, write_output
+from ctxwise.errors import FormatError, OutputError
+
+TEXT = '{"messages": [{"role": "user", "content": "héllo \U0001f600"}]}\n'
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def files_in(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+# -- reading ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bom", "codec", "name"),
+    [
+        (b"", "utf-8", None),
+        (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16-LE"),
+        (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16-BE"),
+        (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32-LE"),
+        (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32-BE"),
+    ],
+)
+def test_every_bom_is_decoded(tmp_path: Path, bom: bytes, codec: str, name: str | None) -> None:
+    data = bom + TEXT.encode(codec)
+    assert decode_text(data) == (TEXT, name)
+    p = tmp_path / "t.json"
+    p.write_bytes(data)
+    assert read_text_file(p, "a transcript file", FormatError) == TEXT
+
+
+def test_bad_bytes_name_the_encoding_and_the_byte(tmp_path: Path) -> None:
+    p = tmp_path / "t.json"
+    p.write_bytes(b'{"a": "\xff"}')
+    with pytest.raises(FormatError, match=r"not UTF-8 text \(byte 7"):
+        read_text_file(p, "a transcript file", FormatError)
+    p.write_bytes(codecs.BOM_UTF16_LE + "ab".encode("utf-16-le") + b"\x00")  # odd length
+    with pytest.raises(FormatError, match=r"not UTF-16-LE text \(byte 6"):
+        read_text_file(p, "a transcript file", FormatError)
+    p.write_bytes(b"PK\x03\x04\x00\x00")
+    with pytest.raises(FormatError, match="binary file"):
+        read_text_file(p, "a transcript file", FormatError)
+
+
+# -- writing ------------------------------------------------------------------
+
+
+def test_new_file_respects_the_umask(tmp_path: Path, umask_022: None) -> None:
+    p = tmp_path / "out.json"
+    write_output(p, b"data\n")
+    assert p.read_bytes() == b"data\n"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644
+    assert files_in(tmp_path) == {"out.json"}
+    os.umask(0o077)
+    q = tmp_path / "private.json"
+    write_output(q, b"x")
+    assert stat.S_IMODE(q.stat().st_mode) == 0o600
+
+
+def test_existing_file_keeps_its_mode_and_is_replaced_whole(tmp_path: Path) -> None:
+    p = tmp_path / "out.json"
+    p.write_bytes(b"old contents, longer than the new ones")
+    p.chmod(0o640)
+    inode = p.stat().st_ino
+    write_output(p, b"new")
+    assert p.read_bytes() == b"new"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o640
+    assert p.stat().st_ino != inode  # a new file renamed over the old one
+    assert files_in(tmp_path) == {"out.json"}
+
+
+def test_symlink_target_is_replaced_and_the_link_kept(tmp_path: Path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    target = real_dir / "target.json"
+    target.write_bytes(b"old")
+    target.chmod(0o604)
+    link = tmp_path / "link.json"
+    link.symlink_to(Path("real") / "target.json")  # relative, as users make them
+    chain = tmp_path / "chain.json"
+    chain.symlink_to(link)
+    write_output(chain, b"new")
+    assert chain.is_symlink() and link.is_symlink()
+    assert os.readlink(link) == str(Path("real") / "target.json")
+    assert target.read_bytes() == b"new" and not target.is_symlink()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o604
+    assert files_in(tmp_path) == {"real", "link.json", "chain.json"}
+    assert files_in(real_dir) == {"target.json"}  # the temporary file was in its folder
+
+
+def test_dangling_symlink_creates_its_target(tmp_path: Path, umask_022: None) -> None:
+    link = tmp_path / "link.json"
+    link.symlink_to(tmp_path / "made.json")
+    write_output(link, b"x")
+    assert link.is_symlink() and (tmp_path / "made.json").read_bytes() == b"x"
+    assert stat.S_IMODE((tmp_path / "made.json").stat().st_mode) == 0o644
+
+
+def test_fifo_is_written_in_place_not_replaced(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    # opening for writing would block without a reader: the thread is one
+    write_output(fifo, b"through the pipe\n")
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert got == [b"through the pipe\n"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert files_in(tmp_path) == {"pipe"}
+
+
+def test_fifo_behind_a_symlink_is_written_in_place(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    # a reader and writer on one O_RDWR descriptor: the write cannot block
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        write_output(link, b"abc")
+        assert os.read(fd, 100) == b"abc"
+    finally:
+        os.close(fd)
+    assert link.is_symlink() and stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_character_device_is_written_in_place() -> None:
+    null = Path("/dev/null")
+    if not null.exists():
+        pytest.skip("no /dev/null")
+    before = os.stat(null)
+    write_output(null, b"discarded")
+    after = os.stat(null)
+    assert stat.S_ISCHR(after.st_mode) and after.st_ino == before.st_ino
+
+
+def test_dash_is_stdout(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    write_output("-", b"to stdout\n")
+    assert capfdbinary.readouterr().out == b"to stdout\n"
+
+
+def test_dev_stdout_is_written_not_replaced(capfdbinary: pytest.CaptureFixture[bytes]) -> None:
+    dev = Path("/dev/stdout")
+    if not dev.exists():
+        pytest.skip("no /dev/stdout")
+    was_link = dev.is_symlink()
+    write_output(dev, b"via /dev/stdout\n")
+    assert capfdbinary.readouterr().out == b"via /dev/stdout\n"
+    assert dev.is_symlink() == was_link
+
+
+def test_errors_leave_nothing_behind(tmp_path: Path) -> None:
+    (tmp_path / "keep.json").write_bytes(b"keep")
+    with pytest.raises(OutputError, match="is a directory") as info:
+        write_output(tmp_path, b"x")
+    assert info.value.path == str(tmp_path)
+    with pytest.raises(OutputError, match="does not exist"):
+        write_output(tmp_path / "no" / "such" / "out.json", b"x")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if not os.access(locked, os.W_OK):  # root writes anywhere: nothing to test
+            with pytest.raises(OutputError, match="Permission denied"):
+                write_output(locked / "out.json", b"x")
+        assert files_in(locked) == set()
+    finally:
+        locked.chmod(0o700)
+    assert files_in(tmp_path) == {"keep.json", "locked"}
+
+
+def test_a_failed_write_keeps_the_original(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = tmp_path / "out.json"
+    p.write_bytes(b"original")
+
+    def broken_fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken_fsync)
+    with pytest.raises(OutputError, match="No space left") as info:
+        write_output(p, b"new contents")
+    assert info.value.detail == "No space left on device"
+    assert p.read_bytes() == b"original"
+    assert files_in(tmp_path) == {"out.json"}
+
+
+def test_same_file(tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    a.write_text("{}")
+    link = tmp_path / "l.json"
+    link.symlink_to(a)
+    assert same_file(a, link) and same_file(a, tmp_path / "." / "a.json")
+    assert not same_file(a, tmp_path / "b.json") and not same_file(a, "-")
