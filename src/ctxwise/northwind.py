@@ -12,7 +12,9 @@ Every part is the library's own: :class:`~ctxwise.memory.Rules` captures the
 supervisor's sentence from the user turn, :func:`~ctxwise.tools.compile_rule`
 turns it into a :class:`~ctxwise.tools.RequireFact` rule in a
 :class:`~ctxwise.tools.PolicyGate`, :class:`~ctxwise.memory.CaseFacts` collects the
-order's facts from every message, :func:`~ctxwise.compaction.compact` archives the
+order's facts from every message and tool result (the ``"support"`` extractor preset:
+order ids, amounts and statuses are domain facts the default prose extractor leaves
+out), :func:`~ctxwise.compaction.compact` archives the
 transcript to a store and replaces the older range with a summary while the rules
 and facts move to the system part, and the window sent at every later step is
 rendered as an Anthropic request, where the rule is checked verbatim.
@@ -29,7 +31,7 @@ from typing import Any, Literal
 
 from ctxwise.compaction import Compaction, compact
 from ctxwise.formats import anthropic as anthropic_format
-from ctxwise.memory.facts import CaseFacts, Rules
+from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.memory.store import InMemoryStore, Store
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Transcript
 from ctxwise.tokens import CharCounter, TokenCounter
@@ -57,6 +59,8 @@ TOOL_VOCABULARY = {
     "address check": "address_check",
 }
 """Phrases a stated rule may use → the agent's tool names (for :func:`compile_rule`)."""
+# the scenario opts into every kind, tool results included: order ids and statuses
+_SUPPORT_FACTS = FactExtractor.preset("support")
 
 
 def _json(data: Any) -> str:
@@ -321,7 +325,7 @@ def run_northwind(
 
     def observe(new: Sequence[Message]) -> None:
         offset = len(messages) - len(new)
-        facts.update_from_messages(new, offset=offset)
+        facts.update_from_messages(new, offset=offset, extractor=_SUPPORT_FACTS)
         for text in rules.capture_messages(new, offset=offset):
             gate.add(compile_rule(text, TOOL_VOCABULARY))
 

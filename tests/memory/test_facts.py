@@ -19,6 +19,7 @@ from ctxwise import read_transcripts
 from ctxwise.assembly import Section
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.facts import (
+    DEFAULT_KINDS,
     KINDS,
     LIST_KEYS,
     MAX_TEXT_CHARS,
@@ -32,7 +33,7 @@ from ctxwise.memory.facts import (
 from ctxwise.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from tests.conftest import TAU
 
-EX = FactExtractor()
+EX = FactExtractor.preset("support")  # every kind, tool output and code: the tau-bench cases
 
 
 def pairs(text: str, *kinds: str) -> list[tuple[str, str]]:
@@ -365,7 +366,10 @@ def test_extractor_kinds() -> None:
     ]
     only = FactExtractor(kinds=["amount"])
     assert [(e.key, e.value) for e in only.extract(text)] == [("amount", "USD 25.00")]
-    assert set(FactExtractor().kinds) == set(KINDS)
+    assert set(EX.kinds) == set(KINDS)
+    # the default: generic kinds only, no domain patterns
+    assert set(FactExtractor().kinds) == set(DEFAULT_KINDS) == {"date", "email"}
+    assert [(e.key, e.value) for e in FactExtractor().extract(text)] == [("date", "2024-05-20")]
     with pytest.raises(UsageError, match="unknown fact kinds"):
         FactExtractor(kinds=["order_id", "shoe_size"])
     with pytest.raises(UsageError):
@@ -466,13 +470,16 @@ def test_update_from_text_latest_wins_and_lists_accumulate() -> None:
         "Please cancel reservations XEHM4B and UDMOP1. I paid $100.",
         source="message 1",
         at="t1",
+        extractor=EX,
     )
     assert changed == [
         Fact("reservation_ids", "XEHM4B, UDMOP1", "message 1", "t1"),
         Fact("amount", "USD 100.00", "message 1", "t1"),
     ]
     changed = facts.update_from_text(
-        "Also reservation UDMOP1 and reservation ZFA04Y; the fee was $30.", source="message 3"
+        "Also reservation UDMOP1 and reservation ZFA04Y; the fee was $30.",
+        source="message 3",
+        extractor=EX,
     )
     assert [(f.key, f.value) for f in changed] == [
         ("reservation_ids", "XEHM4B, UDMOP1, ZFA04Y"),
@@ -481,10 +488,12 @@ def test_update_from_text_latest_wins_and_lists_accumulate() -> None:
     assert facts.values("reservation_ids") == ["XEHM4B", "UDMOP1", "ZFA04Y"]
     assert facts.values("amount") == ["USD 30.00"]
     # nothing new: nothing changed, and provenance is kept
-    assert facts.update_from_text("reservation ZFA04Y, $30", source="message 5") == []
+    assert facts.update_from_text("reservation ZFA04Y, $30", source="message 5", extractor=EX) == []
     assert facts.get("amount") == Fact("amount", "USD 30.00", "message 3")
     # two values of one scalar kind in one text: the last one wins, reported once
-    assert facts.update_from_text("It was $10, no, $12.") == [Fact("amount", "USD 12.00")]
+    assert facts.update_from_text("It was $10, no, $12.", extractor=EX) == [
+        Fact("amount", "USD 12.00")
+    ]
     assert LIST_KEYS == {"reservation_id": "reservation_ids", "flight_number": "flight_numbers"}
 
 
@@ -546,7 +555,7 @@ def _conversation() -> list[Message]:
 
 def test_update_from_messages_sources_and_timestamps() -> None:
     facts = CaseFacts()
-    changed = facts.update_from_messages(_conversation(), at="2024-05-15T15:00:00")
+    changed = facts.update_from_messages(_conversation(), at="2024-05-15T15:00:00", extractor=EX)
     assert [(f.key, f.value, f.source) for f in changed] == [
         ("reservation_ids", "ZFA04Y", "message 1"),
         ("user_id", "mia_li_3668", "message 3"),
@@ -567,11 +576,11 @@ def test_update_from_messages_sources_and_timestamps() -> None:
 def test_update_from_messages_incrementally_with_offset() -> None:
     conversation = _conversation()
     whole, parts = CaseFacts(), CaseFacts()
-    whole.update_from_messages(conversation)
-    parts.update_from_messages(conversation[:4])
-    parts.update_from_messages(conversation[4:], offset=4)
-    assert list(parts) == list(whole)
-    assert parts.update_from_messages(conversation[4:], offset=4) == []
+    whole.update_from_messages(conversation, extractor=EX)
+    parts.update_from_messages(conversation[:4], extractor=EX)
+    parts.update_from_messages(conversation[4:], offset=4, extractor=EX)
+    assert list(parts) == list(whole) and len(whole) == 5
+    assert parts.update_from_messages(conversation[4:], offset=4, extractor=EX) == []
     with pytest.raises(UsageError):
         parts.update_from_messages(conversation, offset=-1)
     with pytest.raises(UsageError):
@@ -580,7 +589,7 @@ def test_update_from_messages_incrementally_with_offset() -> None:
 
 def test_round_trip_through_json() -> None:
     facts = CaseFacts()
-    facts.update_from_messages(_conversation(), at="t0")
+    facts.update_from_messages(_conversation(), at="t0", extractor=EX)
     data = json.loads(json.dumps(facts.to_dict()))
     assert data["version"] == 1
     back = CaseFacts.from_dict(data)
@@ -773,7 +782,7 @@ def test_tau_bench_user_ids_and_reservation_ids(data_dir: Path) -> None:
         facts = CaseFacts()
         changed: list[Fact] = []
         for i, message in enumerate(transcript.messages):
-            changed += facts.update_from_messages([message], offset=i)
+            changed += facts.update_from_messages([message], offset=i, extractor=EX)
 
         # user id: stated in what the user or agent said (as an id, not inside an e-mail)
         if re.search(rf"(?<![\w@.]){re.escape(uid)}(?![\w@])", said):
@@ -832,7 +841,7 @@ def test_tau_bench_users_state_no_standing_rules(data_dir: Path) -> None:
 def test_tau_bench_case_facts_stay_small_and_pinned(data_dir: Path) -> None:
     transcript = read_transcripts(TAU)[0]
     facts = CaseFacts()
-    facts.update_from_messages(transcript.messages)
+    facts.update_from_messages(transcript.messages, extractor=EX)
     assert facts.get("user_id") == Fact("user_id", "mia_li_3668", "message 3")
     assert "HAT136" in facts.values("flight_numbers")
     section = facts.section()

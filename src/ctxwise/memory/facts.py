@@ -1,13 +1,36 @@
 """Case facts and standing rules: the small, exact state pinned in every window.
 
-A support conversation turns on a few transactional facts (the order number, the
-reservation, the customer's user id, an amount, a date, a status) and on standing
-instructions the customer gave ("never call me before 9am"). Summaries blur both,
-so they are kept apart, updated in place, and pinned every turn, never summarized.
+A conversation turns on a few exact facts (a date, an e-mail address; in support
+work the order number, the reservation, the customer's user id, an amount, a
+status) and on standing instructions the user gave ("never call me before 9am").
+Summaries blur both, so they are kept apart, updated in place, and pinned every
+turn, never summarized. A wrong fact pinned that way is never corrected, so the
+default reads little and reads it carefully.
 
 :class:`FactExtractor` pulls facts from text with rules (offline, deterministic).
+What it reads is chosen explicitly; :data:`PRESETS` names two configurations:
+
+- ``"prose"``, the default (``FactExtractor()``, and what
+  :meth:`CaseFacts.update_from_messages` / :meth:`CaseFacts.update_from_text` use
+  when given no extractor): the generic kinds in :data:`DEFAULT_KINDS`, ``date``
+  and ``email``, from what the user and the assistant wrote. Code is blanked out
+  first (Markdown code fences of backticks or tildes, inline code spans,
+  ``<bash-input>``), and so is the tool output a harness puts into user text
+  (``<system-reminder>``, ``<local-command-stdout>``, ``<task-notification>``, …;
+  see :mod:`ctxwise.memory._prose`); tool results are not scanned at all. Dates
+  are in the default because a date means the same in any conversation; the
+  domain kinds are not, because their cues ("order", "$", "user") occur in any
+  code or log (an Elixir ``{:"$1", id}`` pattern reads as ``USD 1.00``).
+- ``"support"``: every kind in :data:`KINDS`, from everything, tool results
+  included (JSON ones by field name, below): a support or booking agent whose
+  ids, amounts and statuses come back from its tools. Opt in with
+  ``extractor=FactExtractor.preset("support")``, or build any mix:
+  ``FactExtractor(["order_id", "amount"], tool_output=True)``; ``code=True``
+  reads code too.
+
 Every :class:`Extraction` has a ``key`` from a small vocabulary, a normalized
-``value`` and the ``start``/``end`` span of the text it came from:
+``value`` and the ``start``/``end`` span of the text it came from (blanking keeps
+every offset):
 
 - ``order_id``: "order W2378156", "order number 8812", "#W2378156" → ``W2378156``
   (the ``#`` is dropped; a ``#`` with no "order" cue needs a letter prefix and 4+
@@ -41,11 +64,12 @@ Every :class:`Extraction` has a ``key`` from a small vocabulary, a normalized
   and 1–4 digits ("HAT136"; "UA 123" → ``UA123``).
 - ``email``: an e-mail address.
 
-Tool results that are JSON (text starting with ``{`` or ``[``) are read by their
-field names only (``user_id``, ``reservation_id``, ``order_id``, ``tracking_id`` /
-``tracking_number``, ``status`` when the payload names an order or reservation)
-plus e-mail addresses: flight search results are full of dates and prices that are
-options, not facts of the case.
+A text that looks like JSON (its first non-space character is ``{`` or ``[``, as
+in most JSON tool results) is read by its field names only (``user_id``,
+``reservation_id``, ``order_id``, ``tracking_id`` / ``tracking_number``, ``status``
+when the payload names an order or reservation) plus e-mail addresses: flight
+search results are full of dates and prices that are options, not facts of the
+case.
 
 Text over :data:`MAX_TEXT_CHARS` characters, empty keys and empty values raise
 :class:`~ctxwise.errors.UsageError`.
@@ -68,16 +92,20 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from ctxwise.assembly import Section
 from ctxwise.errors import FormatError, UsageError
+from ctxwise.memory._prose import prose_only
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, block_text
 
 __all__ = [
+    "DEFAULT_KINDS",
     "KINDS",
     "LIST_KEYS",
     "MAX_TEXT_CHARS",
+    "PRESETS",
     "CaseFacts",
     "Extraction",
     "Extractor",
@@ -102,6 +130,9 @@ KINDS: tuple[str, ...] = (
     "email",
 )
 """The keys :class:`FactExtractor` emits."""
+
+DEFAULT_KINDS: tuple[str, ...] = ("date", "email")
+"""The kinds a :class:`FactExtractor` looks for unless told otherwise: the generic ones."""
 
 LIST_KEYS: Mapping[str, str] = {
     "reservation_id": "reservation_ids",
@@ -174,7 +205,12 @@ class Extraction:
 
 
 class Extractor(Protocol):
-    """Anything that finds facts in text (:class:`FactExtractor` is the built-in one)."""
+    """Anything that finds facts in text (:class:`FactExtractor` is the built-in one).
+
+    :meth:`CaseFacts.update_from_messages` gives an extractor tool results only when
+    it has a ``tool_output`` attribute that is ``True``; one without the attribute
+    reads user and assistant text only, like the default.
+    """
 
     def extract(self, text: str) -> Sequence[Extraction]: ...
 
@@ -737,31 +773,96 @@ _STRUCTURED_KINDS = frozenset({"email"})
 
 
 class FactExtractor:
-    """Rule-based extraction of transactional facts from support text (see the module doc).
+    """Rule-based extraction of facts from conversation text (see the module doc).
 
-    ``kinds`` limits the extractor to some of :data:`KINDS`. :meth:`extract` returns
-    extractions in text order; where two rules claim overlapping text, the longer
-    (then the earlier-listed kind) wins.
+    ``kinds`` limits the extractor to some of :data:`KINDS`; the default is
+    :data:`DEFAULT_KINDS` (dates and e-mail addresses, the kinds that mean the same
+    in any conversation). ``code=False`` (the default) blanks Markdown code fences,
+    inline code spans and ``<bash-input>`` before scanning; ``tool_output=False``
+    (the default) blanks the tool output a harness puts in user text
+    (``<system-reminder>``, ``<local-command-stdout>``, …) and tells
+    :meth:`CaseFacts.update_from_messages` to skip tool results. Spans always refer
+    to the text given. :meth:`preset` builds the named configurations in
+    :data:`PRESETS`.
+
+    :meth:`extract` returns extractions in text order; where two rules claim
+    overlapping text, the longer (then the earlier-listed kind) wins. An extractor
+    is immutable; two with the same kinds and flags are equal.
     """
 
-    def __init__(self, kinds: Iterable[str] | None = None) -> None:
-        chosen = tuple(KINDS if kinds is None else kinds)
-        unknown = sorted(set(chosen) - set(KINDS))
+    __slots__ = ("_code", "_kinds", "_tool_output")
+
+    def __init__(
+        self,
+        kinds: Iterable[str] | None = None,
+        *,
+        tool_output: bool = False,
+        code: bool = False,
+    ) -> None:
+        if isinstance(kinds, str):
+            raise UsageError(f"kinds must be a list of kind names, not the string {kinds!r}")
+        chosen = tuple(DEFAULT_KINDS if kinds is None else kinds)
+        unknown = sorted(set(chosen) - set(KINDS), key=str)
         if unknown:
             raise UsageError(f"unknown fact kinds {unknown}; known: {', '.join(KINDS)}")
         if not chosen:
             raise UsageError("a FactExtractor needs at least one kind")
-        self.kinds: tuple[str, ...] = tuple(k for k in _RULES if k in chosen)
+        for name, flag in (("tool_output", tool_output), ("code", code)):
+            if not isinstance(flag, bool):
+                raise UsageError(f"{name} must be True or False, got {flag!r}")
+        self._kinds: tuple[str, ...] = tuple(k for k in _RULES if k in chosen)
+        self._tool_output = tool_output
+        self._code = code
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds this extractor looks for, in rule order."""
+        return self._kinds
+
+    @property
+    def tool_output(self) -> bool:
+        """Whether tool output is read: tool results in
+        :meth:`CaseFacts.update_from_messages`, harness output elements in text."""
+        return self._tool_output
+
+    @property
+    def code(self) -> bool:
+        """Whether code (fences, inline code spans, ``<bash-input>``) is read."""
+        return self._code
+
+    @classmethod
+    def preset(cls, name: str) -> FactExtractor:
+        """The extractor named ``name`` in :data:`PRESETS` (``"prose"``, ``"support"``)."""
+        found = PRESETS.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise UsageError(f"unknown fact extractor preset {name!r}; known: {', '.join(PRESETS)}")
+        return found
+
+    def _key(self) -> tuple[tuple[str, ...], bool, bool]:
+        return (self._kinds, self._tool_output, self._code)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FactExtractor):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __repr__(self) -> str:
-        return f"FactExtractor(kinds={list(self.kinds)!r})"
+        return (
+            f"FactExtractor(kinds={list(self._kinds)!r}, "
+            f"tool_output={self._tool_output}, code={self._code})"
+        )
 
     def extract(self, text: str) -> list[Extraction]:
         text = _check_text(text, "text")
+        if not (self._code and self._tool_output):
+            text = prose_only(text, code=self._code, tool_output=self._tool_output)
         structured = text.lstrip()[:1] in ("{", "[")
         low = text.lower()
-        found: list[Extraction] = [e for e in _json_fields(text, low) if e.key in self.kinds]
-        for kind in self.kinds:
+        found: list[Extraction] = [e for e in _json_fields(text, low) if e.key in self._kinds]
+        for kind in self._kinds:
             if structured and kind not in _STRUCTURED_KINDS:
                 continue
             found.extend(_RULES[kind](text, low))
@@ -774,7 +875,22 @@ class FactExtractor:
         return kept
 
 
-_DEFAULT_EXTRACTOR = FactExtractor()
+PRESETS: Mapping[str, FactExtractor] = MappingProxyType(
+    {
+        "prose": FactExtractor(),
+        "support": FactExtractor(KINDS, tool_output=True, code=True),
+    }
+)
+"""Named extractors, for :meth:`FactExtractor.preset`:
+
+- ``"prose"`` (the default everywhere): :data:`DEFAULT_KINDS` from what the user
+  and the assistant wrote, without code or tool output.
+- ``"support"``: every kind in :data:`KINDS`, from everything, tool results
+  included (JSON ones by field name): a customer-support or booking agent, whose
+  ids, amounts and statuses come back from its tools.
+"""
+
+_DEFAULT_EXTRACTOR = PRESETS["prose"]
 
 
 # --------------------------------------------------------------------------- case facts
@@ -911,8 +1027,9 @@ class CaseFacts:
     ) -> list[Fact]:
         """Extract facts from ``text`` and set them; return the facts that changed.
 
-        Each changed key appears once, with its final value, in the order it first
-        changed.
+        ``extractor`` defaults to the ``"prose"`` preset (dates and e-mail addresses
+        outside code). Each changed key appears once, with its final value, in the
+        order it first changed.
         """
         text = _check_text(text, "text")
         _check_optional(source, "source")
@@ -929,17 +1046,22 @@ class CaseFacts:
         at: str | None = None,
         extractor: Extractor | None = None,
     ) -> list[Fact]:
-        """Scan user and assistant text and tool results; return the facts that changed.
+        """Scan user and assistant text (and tool results, when the extractor reads
+        tool output); return the facts that changed.
 
-        The source of a fact is ``f"message {offset + i}"`` for ``messages[i]``; pass
-        ``offset`` when feeding a conversation in increments. ``at`` is the message's
-        own ``timestamp`` when it has one, else the ``at`` given. System messages,
-        thinking and tool calls are not scanned.
+        ``extractor`` defaults to the ``"prose"`` preset. Tool results are scanned
+        only when ``extractor.tool_output`` is ``True`` (the ``"support"`` preset, or
+        ``FactExtractor(tool_output=True)``); an extractor without that attribute
+        gets none. The source of a fact is ``f"message {offset + i}"`` for
+        ``messages[i]``; pass ``offset`` when feeding a conversation in increments.
+        ``at`` is the message's own ``timestamp`` when it has one, else the ``at``
+        given. System messages, thinking and tool calls are never scanned.
         """
         _check_optional(at, "at")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise UsageError(f"offset must be a non-negative integer, got {offset!r}")
         chosen = extractor or _DEFAULT_EXTRACTOR
+        tool_results = getattr(chosen, "tool_output", False) is True
         before = {k: f.value for k, f in self._facts.items()}
         touched: list[str] = []
         for i, msg in enumerate(messages):
@@ -951,7 +1073,7 @@ class CaseFacts:
             for block in msg.content:
                 if isinstance(block, TextBlock):
                     text = block.text
-                elif isinstance(block, ToolResultBlock):
+                elif isinstance(block, ToolResultBlock) and tool_results:
                     text = block_text(block)
                 else:
                     continue
