@@ -1,5 +1,6 @@
-"""Compaction: safe cuts, summary + verbatim tail, pinned facts and rules, archive
-first, bad input, the auto policy and its thrash protection, and real transcripts."""
+"""Compaction: cuts anywhere a tool pair stays whole, a total budget, the user's
+words verbatim, pinned facts and rules, archive first, bad input, the auto policy
+and its thrash protection, and every real transcript."""
 
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from ctxwise import (
     Rules,
     SQLiteStore,
     SummarizerError,
-    TailOverBudgetError,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -40,9 +40,15 @@ from ctxwise import (
     read_transcripts,
     safe_cut_points,
 )
-from ctxwise.compaction import PINNED_HEADER, SUMMARY_HEADER
+from ctxwise.compaction import (
+    PINNED_HEADER,
+    SUMMARY_HEADER,
+    CompactionBudgetError,
+    CompactionSettings,
+)
+from ctxwise.compaction.cuts import is_real_user
 from ctxwise.formats import anthropic, openai
-from ctxwise.memory import Fact, NewItem, Rule, StoreError
+from ctxwise.memory import Fact, FactExtractor, NewItem, Rule, StoreError
 from ctxwise.messages import ContentBlock, Placement
 from ctxwise.summarize import DEFAULT_INSTRUCTIONS, LLMSummarizer
 from tests._http import mock_client, response
@@ -51,6 +57,7 @@ from tests.conftest import TAU, claude_code_files, long_sessions
 # --------------------------------------------------------------------------- helpers
 
 RULE = "Do not refund order 4417 until the address check is done."
+SUPPORT = FactExtractor.preset("support")
 
 
 def user(text: str) -> Message:
@@ -173,25 +180,33 @@ def assert_valid_and_round_trips(t: Transcript) -> None:
 
 
 def last_user_index(t: Transcript) -> int:
-    return max(
-        i
-        for i, m in enumerate(t.messages)
-        if m.role == "user" and m.kind == "message" and m.text.strip() and not m.tool_results
-    )
+    return max(i for i, m in enumerate(t.messages) if is_real_user(m))
+
+
+def user_kept_verbatim(before: Transcript, r: Compaction, index: int) -> bool:
+    """Message ``index`` of ``before`` is in the result verbatim: in the tail as it
+    was, or in the summary as one excerpt line per line of its text."""
+    msg = before.messages[index]
+    if index >= r.cut_index:
+        return msg in r.transcript.messages
+    if msg in r.transcript.messages:  # the bare window: the task as it was written
+        return True
+    summary = summary_message(r.transcript).text.splitlines()
+    lines = [ln for b in msg.content if isinstance(b, TextBlock) for ln in b.text.splitlines()]
+    return all(f"[m{index} user] {ln}" in summary for ln in lines if ln.strip())
 
 
 # --------------------------------------------------------------------------- cut points
 
 
-def test_safe_cut_points_are_real_user_messages_outside_tool_pairs() -> None:
+def test_cuts_fall_anywhere_a_tool_pair_stays_whole() -> None:
     t = support()
     cuts = safe_cut_points(t)
-    # 1 is the first conversation message (nothing before it to summarize);
-    # 3, 8, 12 hold tool results
-    assert cuts == (5, 6, 10, 14)
-    for c in cuts:
-        m = t.messages[c]
-        assert m.role == "user" and not m.tool_results
+    # 3, 8 and 12 would separate a result from its call; 1 would summarize nothing;
+    # 16 (after the last message) leaves no tail
+    assert cuts == (2, 4, 5, 6, 7, 9, 10, 11, 13, 14, 15, 16)
+    for c in cuts[:-1]:
+        assert not t.messages[c].tool_results
 
 
 def test_a_user_note_inside_an_open_tool_call_is_not_a_cut() -> None:
@@ -203,7 +218,7 @@ def test_a_user_note_inside_an_open_tool_call_is_not_a_cut() -> None:
         Message("user", (ToolResultBlock("b", "y"),)),
         user("next"),
     )
-    assert safe_cut_points(Transcript(msgs)) == (5,)
+    assert safe_cut_points(Transcript(msgs)) == (1, 5, 6)
 
 
 def test_cut_points_start_after_a_previous_summary() -> None:
@@ -212,6 +227,126 @@ def test_cut_points_start_after_a_previous_summary() -> None:
     s = sum(1 for m in t.messages if m.role == "system")
     assert t.messages[s].kind == "compact_summary"
     assert all(c > s + 1 for c in cuts)
+
+
+def agent_run(steps: int = 30, size: int = 300) -> Transcript:
+    """One user prompt, then a long tool loop: what real agent runs look like."""
+    msgs: list[Message] = [
+        Message.text_message("system", "You are a coding agent."),
+        user("Fix the failing test in src/app/session.py and run the suite."),
+    ]
+    for i in range(steps):
+        msgs.append(call(i, "Read", path=f"src/app/mod_{i}.py"))
+        msgs.append(result(i, f"def f_{i}(): return {i}  # line\n" * size))
+    msgs.append(assistant("Fixed: mod_3 returned the wrong value; 397 tests pass."))
+    return Transcript(tuple(msgs), format="anthropic")
+
+
+def test_an_agent_run_with_one_user_message_compacts_mid_turn() -> None:
+    t = agent_run()
+    total = CharCounter().count_messages(t.messages)
+    r = compact(t, budget=total // 4)
+    assert r.compacted and r.mid_turn and r.tokens_after <= total // 4
+    assert r.transcript.messages[2].role == "assistant"  # the tail starts inside the turn
+    assert r.user_messages == (1,) and user_kept_verbatim(t, r, 1)
+    assert_valid_and_round_trips(r.transcript)
+    o = compact(openai.decode_messages(openai.encode_messages(t)), budget=total // 4)
+    assert_valid_and_round_trips(o.transcript)
+
+
+# --------------------------------------------------------------------------- the budget
+
+
+def test_the_whole_window_fits_the_budget() -> None:
+    t = support()
+    c = CharCounter()
+    total = c.count_messages(t.messages)
+    for budget in range(total // 3, total, 17):
+        r = compact(t, budget=budget)
+        assert r.compacted and r.budget == budget
+        assert c.count_messages(r.transcript.messages) == r.tokens_after <= budget
+        assert user_kept_verbatim(t, r, 14)
+        assert_valid_and_round_trips(r.transcript)
+
+
+def test_keep_tail_tokens_is_the_tails_target_inside_the_budget() -> None:
+    t = agent_run()
+    c = CharCounter()
+    total = c.count_messages(t.messages)
+    r = compact(t, budget=total // 2, keep_tail_tokens=total // 8)
+    assert (
+        r.tail_tokens
+        <= total // 8
+        < r.tail_tokens + c.count_messages(t.messages[r.cut_index - 2 : r.cut_index])
+    )
+    assert r.tokens_after <= total // 2
+    default = compact(t, budget=total // 2)  # half the room goes to the tail
+    assert default.tail_tokens > r.tail_tokens
+
+
+def test_an_empty_tail_is_allowed_when_only_the_task_fits() -> None:
+    t = agent_run(steps=5, size=50)
+    c = CharCounter()
+    system_and_task = c.count_messages(t.messages[:2])
+    r = compact(t, budget=system_and_task + 40)
+    assert r.compacted and r.cut_index == len(t.messages) and r.tail_tokens == 0
+    assert r.tokens_after <= system_and_task + 40
+    assert user_kept_verbatim(t, r, 1)
+    assert_valid_and_round_trips(r.transcript)
+
+
+def test_a_budget_below_the_system_part_and_the_task_names_the_parts() -> None:
+    t = support()
+    c = CharCounter()
+    system = c.count_messages(t.messages[:1])
+    with pytest.raises(CompactionBudgetError) as exc:
+        compact(t, budget=system - 1, extract=False)
+    err = exc.value
+    assert err.budget == system - 1 and err.parts["system"] == system
+    assert err.parts["latest user message"] == c.count_messages(t.messages[14:15])
+    assert err.required > err.budget and err.largest is not None
+    assert err.largest.message_index == 14
+    assert f"{system - 1:,}" in str(err) and "system" in str(err)
+    # a budget that holds the system part and the task, but no framing: the task as it was
+    bare = compact(t, budget=c.count_messages((t.messages[0], t.messages[14])), extract=False)
+    assert bare.compacted and bare.summary == ""
+    assert bare.transcript.messages[1:] == (t.messages[14],)
+
+
+def test_budget_error_pickles() -> None:
+    import pickle
+
+    err = CompactionBudgetError(10, {"system": 8, "latest user message": 5}, source="x.json")
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.parts == err.parts and back.source == "x.json"
+
+
+def test_the_user_messages_are_kept_verbatim_newest_first_within_their_share() -> None:
+    t = support()
+    r = compact(t, Recording(), budget=180, keep_tail_tokens=3)
+    assert r.cut_index > 14 and r.user_messages == (10, 14)  # the latest always, then newest
+    for i in r.user_messages:
+        assert user_kept_verbatim(t, r, i)
+    # room for all: every user message, except the rule (it is pinned, not repeated)
+    wide = compact(t, Recording(), keep_tail_tokens=3)
+    assert wide.user_messages == (1, 5, 10, 14) and RULE in system_text(wide.transcript)
+    # none at all with user_share=0, except the latest
+    r0 = compact(t, Recording(), keep_tail_tokens=3, user_share=0.0)
+    assert r0.user_messages == (14,)
+    assert "[m1 user]" in wide.summary and "[m1 user]" not in r0.summary
+
+
+def test_the_summarizer_gets_the_range_without_the_user_lines_it_already_has() -> None:
+    rec = Recording()
+    r = compact(support(), rec, keep_tail_turns=1, summary_tokens=2_000)
+    previous, turns, budget = rec.calls[0]
+    assert previous == "" and 0 < budget < 2_000
+    assert len(turns) == 13
+    for k, m in enumerate(turns, start=1):
+        if k in r.user_messages:
+            assert m.content == ()
+        else:
+            assert m == support().messages[k]
 
 
 # --------------------------------------------------------------------------- semantics
@@ -226,8 +361,8 @@ def test_summary_then_verbatim_tail() -> None:
     assert out[0].role == "system" and out[0].content[0] == t.messages[0].content[0]
     summary = out[1]
     assert summary.role == "user" and summary.kind == "compact_summary"
-    assert summary.text.startswith(SUMMARY_HEADER)
-    assert r.summary in summary.text
+    assert summary.text.startswith(SUMMARY_HEADER) and r.summary == summary.text
+    assert "The customer reported order W2378156 damaged." in summary.text
     # the tail is the very same message objects
     assert out[2:] == t.messages[10:]
     assert all(a is b for a, b in zip(out[2:], t.messages[10:], strict=True))
@@ -239,41 +374,34 @@ def test_summary_then_verbatim_tail() -> None:
     assert_valid_and_round_trips(r.transcript)
 
 
-def test_summarizer_gets_the_older_range_and_the_budget() -> None:
-    rec = Recording()
-    compact(support(), rec, keep_tail_turns=1, summary_tokens=123)
-    previous, turns, budget = rec.calls[0]
-    assert previous == "" and budget == 123
-    assert turns == list(support().messages[1:14])
-
-
 def test_keep_tail_tokens_takes_the_longest_tail_that_fits() -> None:
     t = support()
     c = CharCounter()
     sizes = {cut: c.count_messages(t.messages[cut:]) for cut in safe_cut_points(t)}
-    budget = sizes[10]  # fits from 10 on, not from 6
-    assert sizes[6] > budget
+    budget = sizes[10]  # fits from 10 on, not from 9
+    assert sizes[9] > budget
     r = compact(t, Recording(), keep_tail_tokens=budget)
     assert r.cut_index == 10 and r.tail_tokens <= budget
 
 
-def test_latest_user_message_is_never_summarized() -> None:
+def test_a_tail_smaller_than_the_last_turn_summarizes_the_latest_user_message_verbatim() -> None:
     t = support()
-    smallest = CharCounter().count_messages(t.messages[14:])
-    r = compact(t, Recording(), keep_tail_tokens=smallest)
-    assert r.cut_index == 14 == last_user_index(t)
-    assert t.messages[14] in r.transcript.messages
+    r = compact(t, Recording(), keep_tail_tokens=5)
+    assert r.cut_index == 16 and r.tail_tokens == 0
+    assert 14 in r.user_messages and user_kept_verbatim(t, r, 14)
+    assert_valid_and_round_trips(r.transcript)
 
 
 def test_default_summarizer_is_extractive_and_keeps_specifics() -> None:
     r = compact(support(), keep_tail_turns=1)
-    assert "W2378156" in r.summary
+    assert "W2378156" in r.summary and "1Z999AA10123456784" in r.summary
     assert r.summary_tokens <= 4_000 + 50
 
 
 def test_long_summaries_are_cut_to_the_budget() -> None:
     r = compact(support(), Recording("word " * 500), keep_tail_turns=1, summary_tokens=40)
-    assert CharCounter().count(r.summary) <= 40 and r.summary.endswith("[…]")
+    body = r.summary.splitlines()[-1]
+    assert CharCounter().count(body) <= 40 and body.endswith("[…]")
 
 
 def test_nothing_to_compact_is_a_no_op_with_a_reason() -> None:
@@ -283,15 +411,29 @@ def test_nothing_to_compact_is_a_no_op_with_a_reason() -> None:
     assert "already fits" in r.reason and r.tokens_after == r.tokens_before
     r2 = compact(t, Recording(), keep_tail_turns=50)
     assert not r2.compacted and "keeps them all" in r2.reason
+    r3 = compact(t, Recording(), budget=r.tokens_before)
+    assert not r3.compacted and "already fits the budget" in r3.reason
 
 
 def test_to_dict_is_json() -> None:
-    r = compact(support(), keep_tail_turns=1)
+    r = compact(support(), keep_tail_turns=1, extractor=SUPPORT)
     d = json.loads(json.dumps(r.to_dict()))
-    assert d["compacted"] is True and d["cut_index"] == 14
+    assert d["compacted"] is True and d["cut_index"] == 14 and d["budget"] is None
     assert d["tokens_saved"] == d["tokens_before"] - d["tokens_after"] > 0
     assert {f["key"] for f in d["facts"]} >= {"order_id"}
     assert d["rules"][0]["text"] == RULE
+    assert d["user_messages"] == [1, 5, 10] and d["mid_turn"] is False
+
+
+def test_settings_object_and_keywords_agree() -> None:
+    s = CompactionSettings(keep_tail_turns=1, summary_tokens=300)
+    a = compact(support(), settings=s)
+    b = compact(support(), keep_tail_turns=1, summary_tokens=300)
+    assert a == b
+    c = compact(support(), settings=s, keep_tail_tokens=100)  # one tail option replaces the other
+    assert c.tail_tokens <= 100
+    with pytest.raises(UsageError, match="unknown compaction setting"):
+        compact(support(), keep_tail_turns=1, bogus=1)  # type: ignore[call-arg]
 
 
 # --------------------------------------------------------------------------- facts and rules
@@ -299,7 +441,7 @@ def test_to_dict_is_json() -> None:
 
 def test_facts_and_rules_go_to_the_system_part_never_the_summary() -> None:
     t = support()
-    r = compact(t, keep_tail_turns=1)  # extractive: it would keep the rule sentence
+    r = compact(t, keep_tail_turns=1, extractor=SUPPORT)
     system = system_text(r.transcript)
     assert PINNED_HEADER in system
     assert RULE in system
@@ -307,18 +449,29 @@ def test_facts_and_rules_go_to_the_system_part_never_the_summary() -> None:
     summary = summary_message(r.transcript).text
     assert RULE not in summary and PINNED_HEADER not in summary
     assert "Case facts:" not in summary and "Rules:" not in summary
-    # every fact extracted from the summarized range is pinned
+    # every fact the configured extractor finds in the conversation is pinned
     expected = CaseFacts()
-    expected.update_from_messages(t.messages[: r.cut_index])
+    expected.update_from_messages(t.messages, extractor=SUPPORT)
     for f in expected:
         assert f"- {f.key}: {f.value}" in system
     assert [x.text for x in r.rules] == [RULE]
 
 
+def test_only_what_the_configured_extractor_finds_is_pinned() -> None:
+    r = compact(support(), Recording(), keep_tail_turns=1)  # the default: prose, no domain
+    assert not any(f.key in ("order_id", "tracking_number", "amount") for f in r.facts)
+    assert RULE in system_text(r.transcript)
+    dates = FactExtractor(["date"])
+    r2 = compact(support(), Recording(), keep_tail_turns=1, extractor=dates)
+    assert {f.key for f in r2.facts} <= {"date"}
+
+
 def test_given_facts_and_rules_win_and_are_pinned() -> None:
     facts = CaseFacts([Fact("order_id", "W9999999", source="crm")])
     rules = Rules(["Always confirm the address before shipping."])
-    r = compact(support(), Recording(), keep_tail_turns=1, facts=facts, rules=rules)
+    r = compact(
+        support(), Recording(), keep_tail_turns=1, facts=facts, rules=rules, extractor=SUPPORT
+    )
     system = system_text(r.transcript)
     assert "- order_id: W9999999 (crm)" in system  # over the extracted 4417
     assert "Always confirm the address before shipping." in system and RULE in system
@@ -336,7 +489,7 @@ def test_extract_false_pins_only_what_is_given() -> None:
 
 def test_recompaction_rolls_the_summary_and_keeps_one_pinned_block() -> None:
     t = support()
-    first = compact(t, keep_tail_turns=2)
+    first = compact(t, keep_tail_turns=2, extractor=SUPPORT)
     grown = replace(
         first.transcript,
         messages=(
@@ -347,10 +500,17 @@ def test_recompaction_rolls_the_summary_and_keeps_one_pinned_block() -> None:
         ),
     )
     rec = Recording("Address check requested for 4417.")
-    second = compact(grown, rec, keep_tail_turns=1)
+    second = compact(grown, rec, keep_tail_turns=1, extractor=SUPPORT)
     previous, turns, _ = rec.calls[0]
-    assert previous == first.summary  # the old summary rolls into the new one
+    old_lines = first.summary.splitlines()[1:]
+    # the old summary's excerpts roll into the new one; its user lines stay user lines
+    assert previous.splitlines() == [
+        ln for ln in old_lines if not ln.startswith("[m") or " user] " not in ln
+    ]
     assert all(m.kind == "message" for m in turns)
+    for ln in old_lines:
+        if " user] " in ln:
+            assert ln in second.summary
     system = system_text(second.transcript)
     assert system.count(PINNED_HEADER) == 1
     # facts pinned by the first compaction survive, new ones join, the rule stays
@@ -365,7 +525,7 @@ def test_recompaction_rolls_the_summary_and_keeps_one_pinned_block() -> None:
     assert not third.compacted
 
 
-def test_pinned_block_reads_back_exactly() -> None:
+def test_pinned_state_travels_as_data_and_reads_back_from_text() -> None:
     facts = CaseFacts(
         [
             Fact("order_id", "W1 (old)", source="message 3", at="2026-01-02T10:00:00Z"),
@@ -375,17 +535,26 @@ def test_pinned_block_reads_back_exactly() -> None:
     )
     r1 = compact(support(), Recording(), keep_tail_turns=2, facts=facts, extract=False)
     block = system_text(r1.transcript)
+    pinned = [b for m in r1.transcript.messages for b in m.content if b.extra.get("ctxwise.pinned")]  # type: ignore[union-attr]
+    assert len(pinned) == 1
     grown = replace(
         r1.transcript, messages=(*r1.transcript.messages, assistant("ok"), user("next"))
     )
     r2 = compact(grown, Recording(), keep_tail_turns=1, extract=False)
     assert system_text(r2.transcript) == block
+    # through a JSON request the data is gone; the rendering reads back the same
+    wire = anthropic.decode_request(json.loads(json.dumps(anthropic.encode_request(grown))))
+    r3 = compact(wire, Recording(), keep_tail_turns=1, extract=False)
+    assert system_text(r3.transcript) == block
 
 
 def test_summary_lines_restating_a_rule_are_dropped() -> None:
     rec = Recording(f"user: {RULE}\nuser: Order W2378156 arrived damaged.")
     r = compact(support(), rec, keep_tail_turns=1)
-    assert r.summary == "user: Order W2378156 arrived damaged."
+    assert "user: Order W2378156 arrived damaged." in r.summary
+    assert RULE not in r.summary  # neither the summarizer's line nor the user's (pinned)
+    only = compact(support(), Recording(f"user: {RULE}"), keep_tail_turns=1)
+    assert RULE not in only.summary and RULE in system_text(only.transcript)
 
 
 # --------------------------------------------------------------------------- media
@@ -419,6 +588,24 @@ def test_images_and_documents_in_the_summarized_range_are_listed_as_dropped() ->
         in summary_message(r.transcript).text
     )
     assert not any(isinstance(b, MediaBlock) for m in r.transcript.messages for b in m.content)
+
+
+def test_the_latest_user_messages_media_stays_with_it() -> None:
+    shot = MediaBlock("image", {"type": "file", "file_id": "file_abc"})
+    msgs = (
+        user("Look at order W2378156."),
+        assistant("Sure."),
+        Message("user", (TextBlock("Here is the box:"), shot)),
+        call(1, "inspect"),
+        result(1, "damaged " * 200),
+        assistant("It is damaged."),
+    )
+    t = Transcript(msgs, format="anthropic")
+    r = compact(t, Recording(), keep_tail_tokens=5)
+    assert r.cut_index == 6 and r.dropped_media == ()
+    summary = summary_message(r.transcript)
+    assert summary.content[-1] == shot and user_kept_verbatim(t, r, 2)
+    assert_valid_and_round_trips(r.transcript)
 
 
 # --------------------------------------------------------------------------- archive
@@ -504,11 +691,6 @@ def test_summarizer_that_returns_nothing_is_an_error(answer: Any) -> None:
     assert "empty summary" in exc.value.reason or "not text" in exc.value.reason
 
 
-def test_summary_that_only_restates_rules_is_an_error() -> None:
-    with pytest.raises(SummarizerError, match="only restated the pinned rules"):
-        compact(support(), Recording(f"user: {RULE}"), keep_tail_turns=1)
-
-
 def test_empty_transcripts_are_refused() -> None:
     with pytest.raises(EmptyTranscriptError, match="no messages"):
         compact(Transcript(()), keep_tail_turns=1)
@@ -539,40 +721,15 @@ def test_unanswered_call_is_refused() -> None:
         compact(t, Recording(), keep_tail_turns=1)
 
 
-def test_tail_over_budget_names_the_sizes_and_the_item() -> None:
-    msgs = (
-        *support().messages,
-        user("Read the whole log"),
-        call(7, "Read", path="/var/log/app.log"),
-        result(7, "log line " * 2_000),
-        assistant("It is long."),
-    )
-    t = Transcript(msgs, format="anthropic")
-    with pytest.raises(TailOverBudgetError) as exc:
-        compact(t, Recording(), keep_tail_tokens=500)
-    err = exc.value
-    assert err.keep_tail_tokens == 500 and err.tail_start == 16
-    assert err.tail_tokens == CharCounter().count_messages(msgs[16:]) > 500
-    assert err.largest is not None
-    assert (err.largest.message_index, err.largest.tool_name, err.largest.tool_use_id) == (
-        18,
-        "Read",
-        "toolu_7",
-    )
-    assert "500" in str(err) and f"{err.tail_tokens:,}" in str(err) and "toolu_7" in str(err)
-
-
-def test_no_safe_cut_at_all() -> None:
-    msgs = (user("do it"), call(1), result(1, "out " * 500), assistant("done"))
-    with pytest.raises(TailOverBudgetError, match="no safe cut point"):
-        compact(Transcript(msgs), Recording(), keep_tail_tokens=10)
-
-
 @pytest.mark.parametrize(
     "kwargs",
     [
         {},
         {"keep_tail_tokens": 10, "keep_tail_turns": 1},
+        {"budget": 0},
+        {"budget": True},
+        {"keep_tail_turns": 1, "user_share": 1.5},
+        {"keep_tail_turns": 1, "tail_share": 0},
         {"keep_tail_tokens": 0},
         {"keep_tail_turns": -1},
         {"keep_tail_turns": True},
@@ -625,7 +782,7 @@ def test_instructions_extend_an_llm_summarizers_prompt() -> None:
     r = compact(
         support(), summarizer, keep_tail_turns=1, instructions="Keep every tracking number."
     )
-    assert r.summary == "Order W2378156 damaged; 4417 pending."
+    assert r.summary.endswith("\nOrder W2378156 damaged; 4417 pending.")
     system = sent[0]["system"]
     assert system.startswith(DEFAULT_INSTRUCTIONS.split("{budget}")[0])
     assert system.endswith(
@@ -698,14 +855,14 @@ def test_auto_compactor_fires_over_the_trigger_only() -> None:
     assert auto.maybe_compact(t) is None
     grown = replace(t, messages=(*t.messages, user("One more thing about order 4417.")))
     r = auto.maybe_compact(grown)
-    assert r is not None and r.compacted and r.tokens_after <= total
+    assert r is not None and r.compacted and r.tokens_after <= auto.budget < total
     assert auto.compactions == 1 and auto.last is r
     assert RULE in system_text(r.transcript)
 
 
 def test_auto_compactor_tracks_facts_incrementally() -> None:
     t = support()
-    auto = AutoCompactor(Recording(), trigger_tokens=10_000, keep_tail_turns=1)
+    auto = AutoCompactor(Recording(), trigger_tokens=10_000, keep_tail_turns=1, extractor=SUPPORT)
     msgs = list(t.messages[:2])
     for m in t.messages[2:]:
         msgs.append(m)
@@ -713,17 +870,19 @@ def test_auto_compactor_tracks_facts_incrementally() -> None:
     assert auto.tracked_facts.get("tracking_number") is not None
     assert RULE in auto.tracked_rules
     auto.trigger_tokens = CharCounter().count_messages(msgs) - 1  # force the next one
+    auto.budget = auto.trigger_tokens - 1
     r = auto.maybe_compact(replace(t, messages=tuple(msgs)))
     assert r is not None
     system = system_text(r.transcript)
     assert "1Z999AA10123456784" in system and RULE in system
 
 
-def test_auto_compactor_default_tail_and_validation() -> None:
+def test_auto_compactor_default_budget_and_validation() -> None:
     auto = AutoCompactor()
-    assert auto.trigger_tokens == 150_000 and auto.keep_tail_tokens == 30_000
-    with pytest.raises(UsageError, match="must stay under trigger_tokens"):
-        AutoCompactor(trigger_tokens=1000, keep_tail_tokens=900, summary_tokens=100)
+    assert auto.trigger_tokens == 150_000 and auto.budget == 75_000
+    assert auto.settings == CompactionSettings()
+    with pytest.raises(UsageError, match="must be below trigger_tokens"):
+        AutoCompactor(trigger_tokens=1000, budget=1000)
     with pytest.raises(UsageError):
         AutoCompactor(keep_tail_tokens=10, keep_tail_turns=1)
     with pytest.raises(UsageError):
@@ -791,12 +950,12 @@ def test_slow_growth_never_counts_as_thrashing() -> None:
     assert done >= 4
 
 
-def test_a_compaction_that_cannot_get_under_the_trigger_raises_at_once() -> None:
-    auto = AutoCompactor(Recording(), trigger_tokens=1_000, keep_tail_turns=1)
-    msgs = (user("a"), assistant("b"), *_turn(1, 400))
-    with pytest.raises(CompactionThrashError, match="could not bring the window under") as exc:
+def test_a_task_larger_than_the_budget_raises_a_budget_error() -> None:
+    auto = AutoCompactor(Recording(), trigger_tokens=1_000, budget=500)
+    msgs = (user("hi"), assistant("ok"), user("x " * 1_200), *_turn(1, 400)[1:])
+    with pytest.raises(CompactionBudgetError) as exc:
         auto.maybe_compact(Transcript(msgs))
-    assert exc.value.item is not None and exc.value.item.tool_use_id == "toolu_101"
+    assert exc.value.budget == 500 and exc.value.parts["latest user message"] > 500
 
 
 # --------------------------------------------------------------------------- real data
@@ -804,7 +963,7 @@ def test_a_compaction_that_cannot_get_under_the_trigger_raises_at_once() -> None
 
 @cache
 def _claude_code(path: Path) -> Transcript:
-    return read_transcript(path)
+    return read_transcript(path).live_window()
 
 
 @cache
@@ -812,88 +971,106 @@ def _tau() -> list[Transcript]:
     return read_transcripts(TAU)
 
 
-def _check_real(t: Transcript, r: Compaction, keep_tokens: int | None) -> None:
+def _check_real(t: Transcript, r: Compaction, budget: int | None, keep: int | None) -> None:
+    """Valid under the format's rule, within the budget, the tail verbatim, and the
+    latest user message verbatim (in the tail or in the summary)."""
     assert_valid_and_round_trips(r.transcript)
+    c = CharCounter()
+    assert c.count_messages(r.transcript.messages) == r.tokens_after
+    if budget is not None:
+        assert r.tokens_after <= budget
     if not r.compacted:
         return
-    tail = r.transcript.messages[-(len(t.messages) - r.cut_index) :]
-    assert tail == t.messages[r.cut_index :]
-    last = last_user_index(t)
-    assert r.cut_index <= last and t.messages[last] in tail
-    if keep_tokens is not None:
-        assert r.tail_tokens <= keep_tokens
+    n_tail = len(t.messages) - r.cut_index
+    tail = r.transcript.messages[len(r.transcript.messages) - n_tail :] if n_tail else ()
+    assert tuple(tail) == t.messages[r.cut_index :]
+    if keep is not None and budget is None:
+        assert r.tail_tokens <= keep
+    users = [i for i, m in enumerate(t.messages) if is_real_user(m)]
+    if users:
+        assert user_kept_verbatim(t, r, users[-1])
+
+
+def _compact_or_refused(
+    t: Transcript, budget: int | None, keep: int | None, turns: int | None, summary: int
+) -> Compaction | None:
+    try:
+        return compact(
+            t,
+            budget=budget,
+            keep_tail_tokens=keep,
+            keep_tail_turns=turns,
+            summary_tokens=summary,
+            repair=True,  # 49 tau-bench trajectories reuse a tool call id
+        )
+    except CompactionBudgetError as exc:
+        # allowed only when what must stay (system, pinned, the task) alone is over
+        assert budget is not None
+        must = exc.parts["system"] + exc.parts["pinned"] + exc.parts["latest user message"]
+        assert must + exc.parts.get("summary framing", 0) > budget
+        return None
 
 
 @pytest.mark.data
 @pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
-@settings(max_examples=6)
+@settings(max_examples=8)
 @given(
-    keep_tokens=st.none() | st.integers(200, 60_000),
-    keep_turns=st.integers(1, 6),
-    summary=st.integers(50, 6_000),
+    share=st.floats(0.02, 1.2),
+    keep=st.none() | st.integers(1, 60_000),
+    turns=st.none() | st.integers(1, 4),
+    summary=st.integers(1, 6_000),
 )
-def test_property_every_claude_code_session_compacts_valid(
-    path: Path, data_dir: Path, keep_tokens: int | None, keep_turns: int, summary: int
+def test_property_every_claude_code_file_compacts_valid_within_budget(
+    path: Path, data_dir: Path, share: float, keep: int | None, turns: int | None, summary: int
 ) -> None:
     t = _claude_code(path)
-    try:
-        r = compact(
-            t,
-            keep_tail_tokens=keep_tokens,
-            keep_tail_turns=None if keep_tokens is not None else keep_turns,
-            summary_tokens=summary,
-            extract=False,
-        )
-    except TailOverBudgetError as exc:
-        assert keep_tokens is not None and exc.tail_tokens > keep_tokens
-        return
-    except SummarizerError as exc:
-        # a small budget where no sentence worth keeping fits: refused, never emitted
-        assert exc.reason == "it returned an empty summary" and exc.archive_id is None
-        return
-    _check_real(t, r, keep_tokens)
-    live = compact(t.live_window(), keep_tail_turns=1, summary_tokens=summary, extract=False)
-    assert_valid_and_round_trips(live.transcript)
+    budget = max(1, int(CharCounter().count_messages(t.messages) * share))
+    if keep is not None and turns is not None:
+        turns = None
+    r = _compact_or_refused(t, budget, keep, turns, summary)
+    if r is not None:
+        _check_real(t, r, budget, keep)
 
 
 @pytest.mark.data
-@settings(max_examples=80)
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
+@settings(max_examples=4)
+@given(keep=st.integers(1, 60_000), summary=st.integers(1, 6_000))
+def test_property_every_claude_code_file_compacts_to_a_tail_target(
+    path: Path, data_dir: Path, keep: int, summary: int
+) -> None:
+    t = _claude_code(path)
+    r = _compact_or_refused(t, None, keep, None, summary)
+    assert r is not None
+    _check_real(t, r, None, keep)
+
+
+@pytest.mark.data
+@settings(max_examples=120)
 @given(
     index=st.integers(0, 199),
-    keep_tokens=st.none() | st.integers(10, 5_000),
-    keep_turns=st.integers(1, 8),
-    summary=st.integers(20, 2_000),
+    share=st.floats(0.05, 1.2),
+    keep=st.none() | st.integers(1, 5_000),
+    turns=st.none() | st.integers(1, 8),
+    summary=st.integers(1, 2_000),
 )
-def test_property_every_tau_bench_trajectory_compacts_valid(
-    data_dir: Path, index: int, keep_tokens: int | None, keep_turns: int, summary: int
+def test_property_every_tau_bench_trajectory_compacts_valid_within_budget(
+    data_dir: Path, index: int, share: float, keep: int | None, turns: int | None, summary: int
 ) -> None:
-    t = _tau()[index]
-    try:
-        r = compact(
-            t,
-            keep_tail_tokens=keep_tokens,
-            keep_tail_turns=None if keep_tokens is not None else keep_turns,
-            summary_tokens=summary,
-            repair=True,  # 49 trajectories reuse a tool call id
-        )
-    except TailOverBudgetError as exc:
-        assert keep_tokens is not None and exc.tail_tokens > keep_tokens
+    from ctxwise import repair_pairing
+
+    t = repair_pairing(_tau()[index])[0]
+    budget = max(1, int(CharCounter().count_messages(t.messages) * share))
+    if keep is not None and turns is not None:
+        turns = None
+    r = _compact_or_refused(t, budget, keep, turns, summary)
+    if r is None:
         return
-    except SummarizerError as exc:
-        # a small budget where no sentence worth keeping fits: refused, never emitted
-        assert exc.reason == "it returned an empty summary" and exc.archive_id is None
-        return
+    _check_real(t, r, budget, keep)
     # tau-bench is OpenAI: valid under the OpenAI placement, and under Anthropic's
-    _check_real(replace(t, messages=repaired(t)), r, keep_tokens)
     assert r.transcript.problems("anthropic") == []
     a = anthropic.decode_request(json.loads(json.dumps(anthropic.encode_request(r.transcript))))
     assert a.problems("anthropic") == []
-
-
-def repaired(t: Transcript) -> tuple[Message, ...]:
-    from ctxwise import repair_pairing
-
-    return repair_pairing(t)[0].messages
 
 
 @pytest.mark.data
@@ -908,22 +1085,14 @@ def test_every_tau_bench_trajectory_compacts_to_one_turn(data_dir: Path) -> None
 
 @pytest.mark.data
 @pytest.mark.parametrize("path", long_sessions(), ids=lambda p: p.name)
-def test_long_sessions_compact_to_20k_keeping_the_last_user_message_and_facts(
+def test_long_sessions_compact_to_20k_keeping_the_last_user_message(
     path: Path, data_dir: Path
 ) -> None:
-    t = _claude_code(path)
-    r = compact(t, keep_tail_tokens=16_000, summary_tokens=3_000)
-    assert r.compacted and r.tokens_before > 100_000
+    t = read_transcript(path)
+    r = compact(t, budget=20_000)
+    live = t.live_window()
+    assert r.compacted and r.tokens_before == CharCounter().count_messages(live.messages)
     assert r.tokens_after <= 20_000, r.tokens_after
-    last = last_user_index(t)
-    assert r.cut_index <= last
-    kept = [m for m in r.transcript.messages if m == t.messages[last]]
-    assert kept and kept[0].text == t.messages[last].text
-    system = system_text(r.transcript)
-    expected = CaseFacts()
-    expected.update_from_messages(t.messages[: r.cut_index])
-    assert len(expected) > 0
-    for f in expected:
-        for value in expected.values(f.key):
-            assert " ".join(value.split()) in system, (f.key, value)
+    last = last_user_index(live)
+    assert user_kept_verbatim(live, r, last)
     assert_valid_and_round_trips(r.transcript)

@@ -50,7 +50,6 @@ window after Claude Code's own compaction), and takes about 8 ms at p50 on a
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
@@ -61,12 +60,12 @@ from ctxwise.messages import (
     Message,
     PairingProblem,
     Placement,
-    ProblemKind,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
 )
+from ctxwise.pairing import MISSING_RESULT_TEXT, PairingError, repair_pairing
 from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = [
@@ -94,13 +93,10 @@ DEFAULT_PLACEHOLDER = (
     "[Tool result cleared to save context. Call the tool again if you need this output.]"
 )
 """What a cleared tool result says instead of its content."""
-MISSING_RESULT_TEXT = "[No result was recorded for this tool call.]"
-"""The error result :func:`repair_pairing` gives a tool call that nothing answered."""
 
 CLEARED_MARK = "ctxwise.cleared"
 """``extra`` key on a block ctxwise cleared (``"tool_result"`` or ``"tool_input"``).
 No codec writes it, so it never reaches a provider."""
-_REPAIRED_MARK = "ctxwise.repaired"
 
 Reason: TypeAlias = Literal[
     "empty", "below_trigger", "nothing_to_clear", "below_clear_at_least", "keep_all"
@@ -116,38 +112,6 @@ class EditParameterError(UsageError):
         self.value = value
         self.detail = detail
         super().__init__(f"{parameter}={value!r}: {detail}")
-
-
-class PairingError(UsageError):
-    """A transcript whose tool calls and results do not pair up, so no edit of it is valid."""
-
-    def __init__(
-        self,
-        problems: Sequence[PairingProblem],
-        placement: Placement,
-        source: str | None = None,
-        *,
-        repairable: bool = True,
-    ) -> None:
-        self.problems = tuple(problems)
-        self.placement = placement
-        self.source = source
-        shown = "; ".join(
-            f"message {p.message_index}: {p.kind.value} {p.tool_use_id} ({p.detail})"
-            for p in self.problems[:5]
-        )
-        more = f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
-        hint = (
-            "; pass repair=True (CLI: --repair) to drop orphan results, answer unanswered "
-            "calls with an error result and rename reused ids"
-            if repairable
-            else "; misplaced results cannot be repaired"
-        )
-        where = f"{source}: " if source else ""
-        super().__init__(
-            f"{where}{len(self.problems)} tool pairing problem(s) under {placement!r} "
-            f"placement: {shown}{more}{hint}"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,128 +231,6 @@ def _placement_for(t: Transcript, placement: Placement | None) -> Placement:
     if t.format in ("anthropic", "claude-code"):
         return "anthropic"
     return "loose"
-
-
-# --------------------------------------------------------------------------- pairing
-
-
-def repair_pairing(
-    transcript: Transcript, *, placement: Placement | None = None
-) -> tuple[Transcript, tuple[PairingProblem, ...]]:
-    """The transcript with its tool pairing problems repaired, and the problems it had.
-
-    - a reused tool_use id is renamed ``<id>_2`` (``_3``, … whichever is free),
-      and so is the first later result that answers that call;
-    - a result that answers no pending call (an orphan, or a second answer) is
-      dropped, and a message left with no content is dropped with it;
-    - a call nothing answers gets an error result (:data:`MISSING_RESULT_TEXT`),
-      placed where ``placement`` wants it: first in the user message right after
-      the call (a new user message when the next message is not one), or, for
-      ``openai``, a tool message after the run of tool messages that follows it.
-
-    ``placement`` defaults to the transcript's format (``openai`` for OpenAI,
-    ``anthropic`` for Anthropic and Claude Code, else ``loose``). Problems left
-    after the repair (misplaced results) raise :class:`PairingError`.
-    """
-    rule = _placement_for(transcript, placement)
-    before = transcript.problems(rule)
-    if not before:
-        return transcript, ()
-    msgs = _rename_and_drop(transcript.messages)
-    staged = replace(transcript, messages=tuple(msgs))
-    missing: dict[int, list[str]] = {}
-    for p in staged.problems("loose"):
-        if p.kind is ProblemKind.UNANSWERED_USE:
-            missing.setdefault(p.message_index, []).append(p.tool_use_id)
-    for at in sorted(missing, reverse=True):
-        _answer(msgs, at, missing[at], rule)
-    fixed = replace(transcript, messages=tuple(msgs))
-    left = fixed.problems(rule)
-    if left:
-        raise PairingError(left, rule, transcript.source, repairable=False)
-    return fixed, tuple(before)
-
-
-def _rename_and_drop(messages: Sequence[Message]) -> list[Message]:
-    taken = {
-        i
-        for m in messages
-        for b in m.content
-        for i in (
-            (b.id,)
-            if isinstance(b, ToolUseBlock)
-            else (b.tool_use_id,)
-            if isinstance(b, ToolResultBlock)
-            else ()
-        )
-    }
-    issued: set[str] = set()
-    pending: dict[str, deque[str]] = {}
-    out: list[Message] = []
-    for m in messages:
-        blocks: list[ContentBlock] = []
-        changed = False
-        for b in m.content:
-            if isinstance(b, ToolUseBlock):
-                original = b.id
-                if original in issued:
-                    n = 2
-                    while f"{original}_{n}" in taken:
-                        n += 1
-                    taken.add(f"{original}_{n}")
-                    b = replace(
-                        b, id=f"{original}_{n}", extra={**b.extra, _REPAIRED_MARK: "renamed"}
-                    )
-                    changed = True
-                issued.add(original)
-                pending.setdefault(original, deque()).append(b.id)
-                blocks.append(b)
-            elif isinstance(b, ToolResultBlock):
-                queue = pending.get(b.tool_use_id)
-                if not queue:
-                    changed = True  # an orphan, or a second answer: dropped
-                    continue
-                new_id = queue.popleft()
-                if new_id != b.tool_use_id:
-                    b = replace(b, tool_use_id=new_id, extra={**b.extra, _REPAIRED_MARK: "renamed"})
-                    changed = True
-                blocks.append(b)
-            else:
-                blocks.append(b)
-        if changed and not blocks:
-            continue
-        out.append(replace(m, content=tuple(blocks)) if changed else m)
-    return out
-
-
-def _answer(msgs: list[Message], at: int, ids: list[str], rule: Placement) -> None:
-    # Chat Completions tool messages have no is_error: the text says it
-    is_error = None if rule == "openai" else True
-    results = tuple(
-        ToolResultBlock(i, MISSING_RESULT_TEXT, is_error, {_REPAIRED_MARK: "missing_result"})
-        for i in ids
-    )
-    if rule == "openai":
-        j = at + 1
-        while (
-            j < len(msgs)
-            and msgs[j].role == "user"
-            and msgs[j].content
-            and all(isinstance(b, ToolResultBlock) for b in msgs[j].content)
-        ):
-            j += 1
-        for k, r in enumerate(results):
-            msgs.insert(j + k, Message("user", (r,), extra={"openai._role": "tool"}))
-        return
-    nxt = msgs[at + 1] if at + 1 < len(msgs) else None
-    if nxt is not None and nxt.role == "user" and nxt.kind == "message":
-        lead = 0
-        while lead < len(nxt.content) and isinstance(nxt.content[lead], ToolResultBlock):
-            lead += 1
-        content = nxt.content[:lead] + results + nxt.content[lead:]
-        msgs[at + 1] = replace(nxt, content=content, plain=False)
-    else:
-        msgs.insert(at + 1, Message("user", results))
 
 
 def _checked(
@@ -526,13 +368,20 @@ def clear_tool_uses(
             before,
         )
     uses: list[tuple[int, int, ToolUseBlock]] = []
-    results: dict[str, tuple[int, int]] = {}
+    # a call's result, by the call's position: ids may repeat across compaction
+    # segments (a compacted tail copies its calls), never within one
+    results: dict[tuple[int, int], tuple[int, int]] = {}
+    starts = set(t.segment_starts())
+    pending: dict[str, tuple[int, int]] = {}
     for mi, m in enumerate(t.messages):
+        if mi in starts:
+            pending = {}
         for bi, b in enumerate(m.content):
             if isinstance(b, ToolUseBlock):
                 uses.append((mi, bi, b))
-            elif isinstance(b, ToolResultBlock):
-                results[b.tool_use_id] = (mi, bi)
+                pending[b.id] = (mi, bi)
+            elif isinstance(b, ToolResultBlock) and b.tool_use_id in pending:
+                results[pending.pop(b.tool_use_id)] = (mi, bi)
     older = uses[: max(0, len(uses) - keep)]
     changes: dict[tuple[int, int], ContentBlock | None] = {}
     items: list[ClearedItem] = []
@@ -542,7 +391,7 @@ def clear_tool_uses(
         if use.name in excluded:
             skipped["excluded"] += 1
             continue
-        loc = results.get(use.id)
+        loc = results.get((mi, bi))
         if loc is None:  # unanswered: only a transcript checked under no rule has one
             continue
         result = t.messages[loc[0]].content[loc[1]]

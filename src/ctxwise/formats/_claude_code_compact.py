@@ -43,10 +43,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxwise.compaction import Compaction
+from ctxwise.compaction.pinned import PINNED_KEY
+from ctxwise.compaction.result import Compaction
 from ctxwise.errors import UsageError
 from ctxwise.formats.anthropic import decode_block, encode_block
-from ctxwise.formats.claude_code import read_claude_code_lines
+from ctxwise.formats.claude_code import PINNED_EVENT_KEY, read_claude_code_lines
 from ctxwise.messages import ContentBlock, Message, TextBlock
 
 __all__ = ["ClaudeCodeWriteError", "compacted_claude_code"]
@@ -117,12 +118,18 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
             )
         return text
     messages = result.transcript.messages
-    at = next((i for i, m in enumerate(messages) if m.kind == "compact_summary"), None)
-    if at is None or any(m.role != "system" for m in messages[:at]):
+    # the first conversation message carries the summary (or, when the budget held
+    # only the task, the latest user message as it was)
+    at = next((i for i, m in enumerate(messages) if m.role != "system"), None)
+    if at is None or messages[at].role != "user":
         raise ClaudeCodeWriteError(source, "the compacted transcript has no summary message")
     pinned = [b for m in messages[:at] for b in m.content]
     summary_blocks = (*pinned, *messages[at].content)
     tail = messages[at + 1 :]
+    pinned_data = next(
+        (b.extra[PINNED_KEY] for b in pinned if isinstance(b, TextBlock) and PINNED_KEY in b.extra),
+        None,
+    )
 
     events: list[Mapping[str, Any]] = []
     for line in text.split("\n"):
@@ -133,9 +140,18 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
     has_main = any(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for e in events
     )
+    # the window that was compacted: the events after the last compaction boundary
+    last_boundary = max(
+        (
+            i
+            for i, e in enumerate(events)
+            if e.get("type") == "system" and e.get("subtype") == "compact_boundary"
+        ),
+        default=-1,
+    )
     convo = [
         e
-        for e in events
+        for e in events[last_boundary + 1 :]
         if e.get("type") in ("user", "assistant") and not (has_main and e.get("isSidechain"))
     ]
     last_uuid = next((e["uuid"] for e in reversed(events) if isinstance(e.get("uuid"), str)), None)
@@ -188,6 +204,8 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
         "uuid": summary_uuid,
         **stamp,
     }
+    if isinstance(pinned_data, Mapping):
+        summary_event[PINNED_EVENT_KEY] = pinned_data
     expected = [Message("user", summary_blocks, kind="compact_summary"), *tail]
 
     def chain(raw: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -209,7 +227,18 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
         return out
 
     first = tail[0].id if tail else None
-    starts = [i for i, e in enumerate(convo) if e.get("type") == "user" and e.get("uuid") == first]
+    if tail and tail[0].role == "assistant":  # a cut inside a turn: the message id
+        starts = [
+            i
+            for i, e in enumerate(convo)
+            if e.get("type") == "assistant"
+            and isinstance(e.get("message"), Mapping)
+            and e["message"].get("id") == first
+        ][:1]
+    else:
+        starts = [
+            i for i, e in enumerate(convo) if e.get("type") == "user" and e.get("uuid") == first
+        ]
     appended = chain(convo[starts[0] :]) if first is not None and len(starts) == 1 else None
     if appended is None or not _reads_back(appended, summary_event, expected, source):
         appended = chain([_synthesized(m, common, has_main, timestamp) for m in tail])

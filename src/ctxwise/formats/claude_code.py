@@ -25,10 +25,11 @@ transcript read from it and rewrites only the events whose tool blocks changed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,11 +49,17 @@ from ctxwise.messages import (
 )
 
 __all__ = [
+    "PINNED_EVENT_KEY",
     "ClaudeCodeReadReport",
     "patch_claude_code",
     "read_claude_code",
     "read_claude_code_lines",
 ]
+
+
+PINNED_EVENT_KEY = "ctxwisePinned"
+"""Key of a summary event ctxwise wrote that holds the pinned facts and rules as
+data (the reader puts it in the summary message's ``extra["ctxwise.pinned"]``)."""
 
 
 @dataclass(slots=True)
@@ -176,6 +183,7 @@ def read_claude_code_lines(
             continue
         plain = isinstance(raw["content"], str)
         kind: MessageKind = "compact_summary" if event.get("isCompactSummary") else "message"
+        pinned = event.get(PINNED_EVENT_KEY) if kind == "compact_summary" else None
         out.append(
             Message(
                 "user",
@@ -184,6 +192,7 @@ def read_claude_code_lines(
                 plain=plain,
                 id=_text(event.get("uuid")),
                 timestamp=_text(event.get("timestamp")),
+                extra={"ctxwise.pinned": pinned} if isinstance(pinned, Mapping) else {},
             )
         )
         if answers and open_assistant is not None:
@@ -263,9 +272,57 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
     :class:`~ctxwise.errors.FormatError`, as does a tool id that ``text`` lacks
     or holds twice. Nothing invalid is returned.
     """
+    lines = text.split("\n")
+    events = {
+        lineno: _parse_line(line, lineno + 1, source)
+        for lineno, line in enumerate(lines)
+        if line.strip()
+    }
+    has_main = any(
+        e.get("type") in ("user", "assistant") and not e.get("isSidechain") for e in events.values()
+    )
+    # One compaction segment at a time: the API never sees two, so a tool id may
+    # repeat across a boundary (a compacted tail copies its calls), never within one.
+    boundaries = [
+        i
+        for i, e in events.items()
+        if e.get("type") == "system" and e.get("subtype") == "compact_boundary"
+    ]
+    line_ranges = list(
+        zip([-1, *boundaries], [*boundaries, len(lines)], strict=True)
+    )  # (after this line, before that one)
+    if transcript.compactions:
+        starts = [b.index for b in transcript.compactions]
+        if len(starts) != len(boundaries):
+            raise FormatError(
+                source,
+                f"the transcript has {len(starts)} compaction boundaries, the session "
+                f"{len(boundaries)}; it was not read from this text",
+            )
+        bounds = [0, *starts, len(transcript.messages)]
+        pieces = [transcript.messages[a:b] for a, b in itertools.pairwise(bounds)]
+    else:  # the live window: the segment after the last boundary
+        pieces = [()] * (len(line_ranges) - 1) + [transcript.messages]
+    for (lo, hi), piece in zip(line_ranges, pieces, strict=True):
+        _patch_segment(lines, events, lo, hi, piece, has_main, source)
+    out = "\n".join(lines)
+    _check_round_trip(out, transcript, source)
+    return out
+
+
+def _patch_segment(
+    lines: list[str],
+    events: Mapping[int, Mapping[str, Any]],
+    lo: int,
+    hi: int,
+    messages: Sequence[Message],
+    has_main: bool,
+    source: str,
+) -> None:
+    """Write the tool blocks of ``messages`` back into the events on lines ``(lo, hi)``."""
     uses: dict[str, ToolUseBlock] = {}
     results: dict[str, ToolResultBlock] = {}
-    for m in transcript.messages:
+    for m in messages:
         for b in m.content:
             if isinstance(b, ToolUseBlock):
                 if b.id in uses:
@@ -277,20 +334,12 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
                         source, f"the transcript holds two tool_results for {b.tool_use_id!r}"
                     )
                 results[b.tool_use_id] = b
-    lines = text.split("\n")
-    events = {
-        lineno: _parse_line(line, lineno + 1, source)
-        for lineno, line in enumerate(lines)
-        if line.strip()
-    }
-    has_main = any(
-        e.get("type") in ("user", "assistant") and not e.get("isSidechain") for e in events.values()
-    )
     seen: set[tuple[str, str]] = set()
-    for lineno, event in events.items():
-        if event.get("type") not in ("user", "assistant") or (
-            has_main and event.get("isSidechain")
-        ):
+    for lineno in range(lo + 1, hi):
+        event = events.get(lineno)
+        if event is None or event.get("type") not in ("user", "assistant"):
+            continue
+        if has_main and event.get("isSidechain"):
             continue
         raw = event.get("message")
         if not isinstance(raw, Mapping):
@@ -320,9 +369,6 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
             f"({len(missing)} missing); the transcript was not read from this text, or "
             "was repaired (a repaired session cannot be written back as JSONL)",
         )
-    out = "\n".join(lines)
-    _check_round_trip(out, transcript, source)
-    return out
 
 
 def _patch_blocks(
