@@ -180,7 +180,7 @@ class TestMessagesJSONL:
         assert read_transcript_file(p).shape == "session"
 
     def test_anthropic_messages_jsonl(self, tmp_path: Path) -> None:
-        lines = [
+        lines: list[dict[str, Any]] = [
             {"role": "user", "content": "Look it up."},
             {
                 "role": "assistant",

@@ -1,0 +1,357 @@
+"""The CLI's input and output as a user meets them: files agents write, ``--out``
+as a symlink, a FIFO or ``-``, the umask, bad input, and one token total."""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise import composition, get_counter, read_transcripts
+from tests.conftest import TAU, claude_code_files
+from tests.formats.test_readers import TestMessagesJSONL, livemcp_task
+
+
+def ctxwise(*args: str | Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        input=stdin,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "120", "NO_COLOR": "1"},
+    )
+
+
+def ok(res: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def one_error_line(res: subprocess.CompletedProcess[str], *words: str) -> str:
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert res.stdout == ""
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ctxwise: error: "), res.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    return lines[0]
+
+
+def heavy_task(i: int) -> dict[str, Any]:
+    """A LiveMCPBench task with enough tool results for clear and compact to act on,
+    and a second user turn (compaction cuts before a user turn)."""
+    task = livemcp_task(i, calls=6)
+    task["messages"].insert(10, {"role": "user", "content": "Also add a word cloud."})
+    return task
+
+
+@pytest.fixture
+def results_file(tmp_path: Path) -> Path:
+    p = tmp_path / "claude-sonnet-4_Qwen3-Embedding-0.6B.json"
+    p.write_text(json.dumps([heavy_task(i) for i in range(3)], ensure_ascii=False, indent=4))
+    return p
+
+
+# -- files agents write ---------------------------------------------------------
+
+
+def test_livemcpbench_results_through_inspect_clear_compact(
+    results_file: Path, tmp_path: Path
+) -> None:
+    original = json.loads(results_file.read_text())
+    report = json.loads(ok(ctxwise("inspect", results_file, "--index", "1", "--json")).stdout)
+    assert (report["format"], report["shape"]) == ("openai", "records")
+    assert report["transcripts"] == 3 and report["index"] == 1
+    assert report["tools"]["route"]["calls"] == 6
+    table = ok(ctxwise("inspect", results_file, "--index", "-1")).stdout
+    assert "openai records, transcript 2 of 3" in " ".join(table.split())
+
+    out = tmp_path / "cleared.json"
+    args: list[str | Path] = ["--index", "1", "--keep-last", "1", "--out", out, "--json"]
+    cleared = json.loads(ok(ctxwise("clear", results_file, *args)).stdout)
+    assert cleared["shape"] == "records" and cleared["cleared_tool_uses"] == 5
+    assert cleared["tokens_before"] == report["total_tokens"]
+    body = json.loads(out.read_text())
+    assert body[0] == original[0] and body[2] == original[2]
+    assert {k: v for k, v in body[1].items() if k != "messages"} == {
+        k: v for k, v in original[1].items() if k != "messages"
+    }
+    assert len(body[1]["messages"]) == len(original[1]["messages"])
+
+    out2 = tmp_path / "compacted.json"
+    args = ["--index", "1", "--keep-tail-tokens", "1000", "--out", out2, "--json"]
+    compacted = json.loads(ok(ctxwise("compact", results_file, *args)).stdout)
+    assert compacted["written_as"] == "openai:records" and compacted["compacted"]
+    assert compacted["tokens_before"] == report["total_tokens"]
+    body = json.loads(out2.read_text())
+    assert body[0] == original[0] and body[2] == original[2]
+    assert len(body[1]["messages"]) < len(original[1]["messages"])
+    assert read_transcripts(out2)[1].problems("openai") == []
+
+
+def test_openai_jsonl_through_inspect_clear_compact(tmp_path: Path) -> None:
+    lines = heavy_task(0)["messages"]
+    src = tmp_path / "chat.jsonl"
+    src.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    report = json.loads(ok(ctxwise("inspect", src, "--json")).stdout)
+    assert (report["format"], report["shape"]) == ("openai", "jsonl")
+    out = tmp_path / "out.jsonl"
+    cleared = json.loads(
+        ok(ctxwise("clear", src, "--keep-last", "2", "--out", out, "--json")).stdout
+    )
+    assert cleared["shape"] == "jsonl" and cleared["tokens_before"] == report["total_tokens"]
+    written = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(written) == len(lines) and written[0] == lines[0]
+    assert (
+        sum(m.get("content") != o.get("content") for m, o in zip(written, lines, strict=True)) == 4
+    )
+    out2 = tmp_path / "compacted.jsonl"
+    compacted = json.loads(
+        ok(ctxwise("compact", src, "--keep-tail-tokens", "1000", "--out", out2, "--json")).stdout
+    )
+    assert compacted["written_as"] == "openai:jsonl"
+    assert compacted["tokens_before"] == report["total_tokens"]
+    assert all(json.loads(x)["role"] for x in out2.read_text().splitlines())
+
+
+@pytest.mark.parametrize(
+    ("bom", "codec"),
+    [
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF32_BE, "utf-32-be"),
+    ],
+)
+def test_bom_files_are_read_and_written_back_as_utf8(
+    tmp_path: Path, bom: bytes, codec: str
+) -> None:
+    src = tmp_path / "chat.json"
+    doc = [heavy_task(0)]
+    src.write_bytes(bom + json.dumps(doc, ensure_ascii=False, indent=4).encode(codec))
+    report = json.loads(ok(ctxwise("inspect", src, "--json")).stdout)
+    assert report["shape"] == "records"
+    out = tmp_path / "out.json"
+    ok(ctxwise("clear", src, "--out", out))
+    data = out.read_bytes()
+    assert not data.startswith(codecs.BOM_UTF8)
+    body = json.loads(data.decode("utf-8"))
+    assert {k: v for k, v in body[0].items() if k != "messages"} == {
+        k: v for k, v in doc[0].items() if k != "messages"
+    }
+    jl = tmp_path / "chat.jsonl"
+    text = "".join(json.dumps(m) + "\n" for m in TestMessagesJSONL.LINES)
+    jl.write_bytes(bom + text.encode(codec))
+    assert json.loads(ok(ctxwise("inspect", jl, "--json")).stdout)["shape"] == "jsonl"
+
+
+# -- --out ----------------------------------------------------------------------
+
+
+def test_out_dash_writes_the_transcript_to_stdout(results_file: Path) -> None:
+    res = ok(ctxwise("clear", results_file, "--index", "0", "--keep-last", "1", "--out", "-"))
+    body = json.loads(res.stdout)
+    assert len(body) == 3 and body[1] == json.loads(results_file.read_text())[1]
+    assert "wrote -" in res.stderr
+    res = ok(ctxwise("clear", results_file, "--out", "-", "--json"))
+    assert json.loads(res.stderr)["out"] == "-" and len(json.loads(res.stdout)) == 3
+    res = ok(ctxwise("compact", results_file, "--keep-tail-tokens", "1000", "--out", "-", "--json"))
+    assert json.loads(res.stderr)["written_as"] == "openai:records"
+    assert len(json.loads(res.stdout)[0]["messages"]) < len(heavy_task(0)["messages"])
+    res = ok(ctxwise("compact", results_file, "--keep-tail-tokens", "1000", "--out", "-"))
+    assert json.loads(res.stdout) and "wrote -" in res.stderr
+
+
+def test_out_dash_with_a_claude_code_session(tmp_path: Path) -> None:
+    events = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "hello"}],
+            },
+        },
+    ]
+    src = tmp_path / "s.jsonl"
+    src.write_text("".join(json.dumps(e) + "\n" for e in events))
+    res = ok(ctxwise("clear", src, "--out", "-"))
+    assert res.stdout == src.read_text()
+
+
+def test_out_symlink_replaces_the_target_and_keeps_the_link(
+    results_file: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    ok(ctxwise("clear", results_file, "--out", link))
+    assert link.is_symlink() and os.readlink(link) == "target.json"
+    assert len(json.loads(target.read_text())) == 3
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    # the input behind a link is still the input
+    in_link = tmp_path / "in.json"
+    in_link.symlink_to(results_file)
+    res = ctxwise("compact", results_file, "--keep-tail-tokens", "1000", "--out", in_link)
+    one_error_line(res, "is the input file")
+
+
+def test_out_fifo_is_written_in_place(results_file: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def reader() -> None:
+        with open(fifo, "rb") as f:
+            got.append(f.read())
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+    res = ctxwise("clear", results_file, "--out", fifo)
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the reader never saw end of file"
+    ok(res)
+    assert len(json.loads(got[0])) == 3
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert {p.name for p in tmp_path.iterdir()} == {results_file.name, "pipe"}
+
+
+def test_new_out_file_respects_the_umask(results_file: Path, tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        for cmd in (["clear"], ["compact", "--keep-tail-tokens", "1000"]):
+            out = tmp_path / f"{cmd[0]}.json"
+            ok(ctxwise(cmd[0], results_file, *cmd[1:], "--out", out))
+            assert stat.S_IMODE(out.stat().st_mode) == 0o644, cmd
+    finally:
+        os.umask(old)
+
+
+# -- bad input --------------------------------------------------------------------
+
+
+def test_bad_input_is_one_line_exit_2_and_nothing_written(
+    results_file: Path, tmp_path: Path
+) -> None:
+    text = results_file.read_text()
+    half = tmp_path / "half.json"
+    half.write_text(text[: len(text) // 2])
+    half_jsonl = tmp_path / "half.jsonl"
+    rows = "".join(json.dumps(m) + "\n" for m in TestMessagesJSONL.LINES)
+    half_jsonl.write_text(rows[: rows.index('"role": "tool"')])
+    broken = tmp_path / "broken.json"
+    tasks = [heavy_task(0), heavy_task(1)]
+    tasks[1]["messages"][2]["tool_calls"][0].pop("id")
+    broken.write_text(json.dumps(tasks))
+    utf16_odd = tmp_path / "odd.json"
+    utf16_odd.write_bytes(codecs.BOM_UTF16_LE + b"[\x00]")
+    out = tmp_path / "out.json"
+    out.write_text("precious")
+    cases: list[tuple[Path, tuple[str, ...]]] = [
+        (half, ("not JSON or JSONL", "line")),
+        (half_jsonl, ("half.jsonl:4:", "not valid messages JSONL")),
+        (broken, ("broken.json[1]", "read as OpenAI records", "message 2", "'id'")),
+        (utf16_odd, ("not UTF-16-LE text (byte 4",)),
+    ]
+    if Path("/proc/self/mem").exists():
+        cases.append((Path("/proc/self/mem"), ("cannot read",)))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for src, words in cases:
+        cmds: list[list[str | Path]] = [
+            ["inspect", src],
+            ["clear", src, "--out", out],
+            ["compact", src, "--keep-tail-tokens", "1000", "--out", out],
+        ]
+        for cmd in cmds:
+            one_error_line(ctxwise(*cmd), *words)
+        assert out.read_text() == "precious"
+    for dst, words in (
+        (tmp_path, ("is a directory",)),
+        (tmp_path / "missing" / "out.json", ("does not exist",)),
+    ):
+        one_error_line(ctxwise("clear", results_file, "--out", dst), "cannot write", *words)
+        res = ctxwise("compact", results_file, "--keep-tail-tokens", "1000", "--out", dst)
+        one_error_line(res, "cannot write", *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_router_build_writes_through_a_symlink(tmp_path: Path) -> None:
+    train = tmp_path / "train.jsonl"
+    rows = [("book a flight to Paris", "travel"), ("what is my balance", "bank")] * 3
+    train.write_text("".join(json.dumps({"text": t, "label": lb}) + "\n" for t, lb in rows))
+    target = tmp_path / "router.json"
+    target.write_text("old")
+    link = tmp_path / "current.json"
+    link.symlink_to(target)
+    ok(ctxwise("router", "build", "--train", train, "--out", link))
+    assert link.is_symlink() and json.loads(target.read_text())["format"]
+    one_error_line(
+        ctxwise("router", "build", "--train", train, "--out", tmp_path), "is a directory"
+    )
+
+
+# -- one token total --------------------------------------------------------------
+
+
+def _total(*args: str | Path) -> int:
+    return int(json.loads(ok(ctxwise(*args, "--json")).stdout)["total_tokens"])
+
+
+def _before(*args: str | Path) -> int:
+    return int(json.loads(ok(ctxwise(*args, "--json")).stdout)["tokens_before"])
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
+def test_inspect_clear_compact_agree_on_claude_code(
+    path: Path, data_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    live = _total("inspect", path, "--live")
+    assert live == _before("clear", path, "--live", "--out", out)
+    assert live == _before("compact", path, "--keep-tail-tokens", "100000000", "--out", out)
+    assert _total("inspect", path) == _before("clear", path, "--out", out)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("counter", ["char", "tiktoken"])
+def test_inspect_clear_compact_agree_on_tau_bench(
+    counter: str, data_dir: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.json"
+    c = ["--index", "7", "--counter", counter]
+    total = _total("inspect", TAU, *c)
+    assert total == _before("clear", TAU, *c, "--out", out)
+    assert total == _before("compact", TAU, *c, "--keep-tail-tokens", "100000000", "--out", out)
+
+
+@pytest.mark.data
+def test_every_tau_trajectory_counts_the_same_in_the_library(data_dir: Path) -> None:
+    from ctxwise.compaction import compact
+    from ctxwise.editing import clear_tool_uses
+    from ctxwise.summarize import ExtractiveSummarizer
+
+    ctr = get_counter("char")
+    for i, t in enumerate(read_transcripts(TAU)):
+        c = composition(t, ctr)
+        assert c.total_tokens == sum(c.by_kind.values()) == ctr.count_messages(t.messages), i
+        assert (
+            c.total_tokens
+            == clear_tool_uses(t, trigger_tokens=0, counter=ctr, repair=True).tokens_before
+        )
+        summarizer = ExtractiveSummarizer(ctr)
+        result = compact(t, summarizer, keep_tail_tokens=20000, counter=ctr, repair=True)
+        assert c.total_tokens == result.tokens_before, i
