@@ -216,7 +216,7 @@ class TestMessagesJSONL:
         with pytest.raises(FormatError) as info:
             read_transcripts(p)
         assert info.value.line == 5
-        assert "read as OpenAI JSONL (a message per line)" in str(info.value)
+        assert "read as OpenAI messages JSONL (auto-detected: a message object" in str(info.value)
         assert "needs 'tool_call_id'" in str(info.value)
 
 
@@ -255,7 +255,9 @@ class TestErrorsNameTheFormat:
         with pytest.raises(FormatError) as info:
             read_transcripts(p)
         msg = str(info.value)
-        assert msg.startswith(f"{p}: read as Anthropic messages (no OpenAI role or field): ")
+        assert msg.startswith(
+            f"{p}: read as Anthropic messages (auto-detected: no OpenAI role or field): "
+        )
 
     def test_given_format(self, tmp_path: Path) -> None:
         p = write_json(tmp_path / "r.json", {"messages": [{"role": "robot", "content": "x"}]})

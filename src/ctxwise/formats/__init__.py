@@ -31,7 +31,8 @@ byte order mark, the encoding JSON is exchanged in (RFC 8259 §8.1).
 
 A file that does not decode raises :class:`~ctxwise.errors.FormatError` whose
 message names what it was read as and, when the format was detected, why (for
-example ``read as Anthropic messages (no OpenAI role or field): message 0: …``);
+example ``read as Anthropic messages (auto-detected: no OpenAI role or field):
+message 0: …``);
 ``line`` is set for JSONL files.
 """
 
@@ -98,8 +99,8 @@ _SHAPE_LABELS = {
     "messages": "messages",
     "trajectory": "trajectory",
     "trajectories": "trajectories",
-    "records": "records (a list of objects with 'messages')",
-    "jsonl": "JSONL (a message per line)",
+    "records": "records",
+    "jsonl": "messages JSONL",
     "session": "JSONL",
 }
 
@@ -310,7 +311,7 @@ def read_transcript_file(path: str | Path, format: FormatName = "auto") -> Trans
         else:
             items = _decode(doc, shape, fmt, source, text)
     except FormatError as exc:
-        why = f" ({reason})" if reason else ""
+        why = f" (auto-detected: {reason})" if reason else ""
         raise FormatError(
             exc.source, f"read as {file.label}{why}: {exc.detail}", line=exc.line
         ) from None
