@@ -170,6 +170,18 @@ def test_out_dash_writes_the_transcript_to_stdout(results_file: Path) -> None:
     assert json.loads(res.stdout) and "wrote -" in res.stderr
 
 
+def test_out_dev_stdout_is_written_not_replaced(results_file: Path) -> None:
+    dev = Path("/dev/stdout")
+    if not dev.exists():
+        pytest.skip("no /dev/stdout")
+    was_link = dev.is_symlink()
+    res = ok(ctxwise("clear", results_file, "--out", dev, "--json"))
+    body, end = json.JSONDecoder().raw_decode(res.stdout)  # the transcript, then the report
+    assert len(body) == 3 and json.loads(res.stdout[end:])["out"] == str(dev)
+    assert dev.is_symlink() == was_link
+    assert not stat.S_ISREG(os.lstat(dev).st_mode)  # never replaced by a regular file
+
+
 def test_out_dash_with_a_claude_code_session(tmp_path: Path) -> None:
     events = [
         {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}},
