@@ -221,3 +221,14 @@ def test_same_file(tmp_path: Path) -> None:
     link.symlink_to(a)
     assert same_file(a, link) and same_file(a, tmp_path / "." / "a.json")
     assert not same_file(a, tmp_path / "b.json") and not same_file(a, "-")
+
+
+def test_output_error_pickles_with_its_fields() -> None:
+    import pickle
+
+    err = pickle.loads(pickle.dumps(OutputError("/x/out.json", "is a directory")))
+    assert (err.path, err.detail, str(err)) == (
+        "/x/out.json",
+        "is a directory",
+        "cannot write /x/out.json: is a directory",
+    )

@@ -19,7 +19,7 @@ from ctxwise.assembly import (
     assemble,
     order_for_recall,
 )
-from ctxwise.composition import Composition, CompositionItem, composition
+from ctxwise.composition import Composition, CompositionItem, ToolTokens, composition
 from ctxwise.costs import (
     CacheCost,
     ClearingBreakEven,
@@ -43,6 +43,7 @@ from ctxwise.errors import (
     CtxwiseError,
     FormatError,
     MissingDependencyError,
+    OutputError,
     PinnedOverflowError,
     ProviderError,
     SpecError,
@@ -50,7 +51,13 @@ from ctxwise.errors import (
     UnknownFormatError,
     UsageError,
 )
-from ctxwise.formats import detect_format, read_transcript, read_transcripts
+from ctxwise.formats import (
+    TranscriptFile,
+    detect_format,
+    read_transcript,
+    read_transcript_file,
+    read_transcripts,
+)
 from ctxwise.messages import (
     CompactBoundary,
     ContentBlock,
@@ -208,6 +215,7 @@ __all__ = [
     "Message",
     "MissingDependencyError",
     "OpaqueBlock",
+    "OutputError",
     "PairingError",
     "PairingProblem",
     "PinnedOverflowError",
@@ -238,9 +246,11 @@ __all__ = [
     "TokenCounter",
     "TokenizerUnavailableError",
     "ToolResultBlock",
+    "ToolTokens",
     "ToolUseBlock",
     "Trace",
     "Transcript",
+    "TranscriptFile",
     "TurnResult",
     "UnknownFormatError",
     "UsageError",
@@ -259,6 +269,7 @@ __all__ = [
     "load_spec",
     "order_for_recall",
     "read_transcript",
+    "read_transcript_file",
     "read_transcripts",
     "repair_pairing",
     "safe_cut_points",

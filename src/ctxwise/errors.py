@@ -107,6 +107,9 @@ class OutputError(UsageError):
         self.detail = detail
         super().__init__(f"cannot write {path}: {detail}")
 
+    def __reduce__(self) -> tuple[type[OutputError], tuple[str, str]]:
+        return (type(self), (self.path, self.detail))
+
 
 class MissingDependencyError(UsageError, ImportError):
     """An optional dependency is needed; the message names the install command."""
