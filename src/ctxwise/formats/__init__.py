@@ -192,7 +192,7 @@ def _detect(p: Path, body: str) -> tuple[_Format, Any, Shape, str]:
             objs = _parse_lines(body, str(p), "messages JSONL")
             fmt, why = _messages_format(objs)
             return fmt, objs, "jsonl", f"a message object per line, {why}"
-        return "claude-code", None, "session", "JSONL whose lines are not message objects"
+        return "claude-code", None, "session", "JSONL whose first line is not a message object"
     try:
         doc = json.loads(body)
     except json.JSONDecodeError as exc:
