@@ -50,7 +50,7 @@ from ctxwise.compaction.cuts import is_real_user
 from ctxwise.formats import anthropic, openai
 from ctxwise.memory import Fact, FactExtractor, NewItem, Rule, StoreError
 from ctxwise.messages import ContentBlock, Placement
-from ctxwise.summarize import DEFAULT_INSTRUCTIONS, LLMSummarizer
+from ctxwise.summarize import DEFAULT_INSTRUCTIONS, ExtractiveSummarizer, LLMSummarizer
 from tests._http import mock_client, response
 from tests.conftest import TAU, claude_code_files, long_sessions
 
@@ -336,17 +336,27 @@ def test_the_user_messages_are_kept_verbatim_newest_first_within_their_share() -
     assert "[m1 user]" in wide.summary and "[m1 user]" not in r0.summary
 
 
-def test_the_summarizer_gets_the_range_without_the_user_lines_it_already_has() -> None:
+def test_the_summarizer_gets_the_range_and_the_rest_of_the_budget() -> None:
     rec = Recording()
     r = compact(support(), rec, keep_tail_turns=1, summary_tokens=2_000)
     previous, turns, budget = rec.calls[0]
-    assert previous == "" and 0 < budget < 2_000
-    assert len(turns) == 13
-    for k, m in enumerate(turns, start=1):
-        if k in r.user_messages:
-            assert m.content == ()
-        else:
-            assert m == support().messages[k]
+    assert previous == "" and 0 < budget < 2_000  # the user lines took their part
+    assert turns == list(support().messages[1:14])
+    assert r.user_messages == (1, 5, 10)
+
+
+def test_the_extractive_summarizer_does_not_quote_the_kept_user_lines_twice() -> None:
+    class Seeing(ExtractiveSummarizer):
+        turns: list[Message] = []
+
+        def summarize(self, previous: str, turns: Sequence[Message], budget: int, **kw: Any) -> str:
+            type(self).turns = list(turns)
+            return super().summarize(previous, turns, budget, **kw)
+
+    r = compact(support(), Seeing(), keep_tail_turns=1)
+    for k, m in enumerate(Seeing.turns, start=1):
+        assert (m.content == ()) == (k in r.user_messages)
+    assert r.summary.count("[m1 user]") == 1
 
 
 # --------------------------------------------------------------------------- semantics

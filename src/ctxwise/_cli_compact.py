@@ -35,6 +35,7 @@ from ctxwise.formats import FORMATS
 if TYPE_CHECKING:
     from ctxwise.compaction import Compaction
     from ctxwise.formats import TranscriptFile
+    from ctxwise.memory.facts import FactExtractor
     from ctxwise.providers.chat import ChatModel
     from ctxwise.summarize import Summarizer
     from ctxwise.tokens import TokenCounter
@@ -98,6 +99,42 @@ def _output(result: Compaction, file: TranscriptFile, index: int) -> tuple[bytes
     return data, f"{file.format}:{shape}"
 
 
+FACT_CHOICES = ("prose", "support", "none")
+
+
+def _extractor(name: str) -> FactExtractor | None:
+    from ctxwise.memory.facts import FactExtractor
+
+    if name not in FACT_CHOICES:
+        raise UsageError(f"unknown --facts {name!r}; choose one of {', '.join(FACT_CHOICES)}")
+    return None if name == "none" else FactExtractor.preset(name)
+
+
+def _segments(
+    data: bytes, result: Compaction, fmt: str, counter: TokenCounter
+) -> list[dict[str, Any]]:
+    """Each compaction segment of what is written: its messages, tokens and pairing
+    problems (the API sees one segment at a time, so each is checked on its own)."""
+    from ctxwise.formats.claude_code import read_claude_code
+    from ctxwise.pairing import placement_for
+
+    written = (
+        read_claude_code(data.decode("utf-8", "surrogatepass"))
+        if fmt == "claude-code"
+        else result.transcript
+    )
+    rule = placement_for(result.transcript)
+    return [
+        {
+            "index": k,
+            "messages": len(seg.messages),
+            "tokens": counter.count_messages(seg.messages),
+            "problems": len(seg.problems(rule)),
+        }
+        for k, seg in enumerate(written.segments())
+    ]
+
+
 def compact_cmd(
     transcript: Annotated[
         Path, typer.Argument(help="A transcript file (JSON or Claude Code JSONL).")
@@ -112,9 +149,20 @@ def compact_cmd(
             "written in place); untouched on error.",
         ),
     ],
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help="The whole output window (system part, pinned facts and rules, summary and "
+            "tail) holds at most N tokens.",
+        ),
+    ] = None,
     keep_tail_tokens: Annotated[
         int | None,
-        typer.Option("--keep-tail-tokens", help="Keep the longest verbatim tail within N tokens."),
+        typer.Option(
+            "--keep-tail-tokens",
+            help="The verbatim tail's target: at most N tokens (within --budget, or alone).",
+        ),
     ] = None,
     keep_tail_turns: Annotated[
         int | None,
@@ -134,6 +182,15 @@ def compact_cmd(
         str | None, typer.Option(help="Model for the anthropic/openai summarizer.")
     ] = None,
     counter: Annotated[str, typer.Option(help="char | word | tiktoken.")] = "char",
+    facts: Annotated[
+        str,
+        typer.Option(
+            "--facts",
+            help=f"Which case facts to pin: {' | '.join(FACT_CHOICES)} (prose: dates and "
+            "e-mails the user and assistant wrote; support: orders, amounts, flights, "
+            "reservations and tool output too; none: no extraction).",
+        ),
+    ] = "prose",
     repair: Annotated[
         bool,
         typer.Option("--repair", help="Repair tool pairing problems instead of refusing."),
@@ -142,23 +199,30 @@ def compact_cmd(
 ) -> None:
     """Summarize the older part of a transcript, keep a verbatim tail, write the result.
 
-    Case facts and rules found in the summarized part are pinned in the system
-    part; the tail never separates a tool call from its result. The output keeps
+    With --budget N the whole output window holds at most N tokens (the tail
+    takes up to --keep-tail-tokens, or half of the room; the summary the rest), or
+    the command names the parts that alone exceed N. The cut may fall inside a tool
+    loop, never between a tool call and its result; the user's messages of the
+    summarized part stay verbatim in the summary. Case facts (--facts) and rules
+    are pinned in the system part. The output keeps
     the input's format: a Claude Code session (its window after the last compaction)
     is written as Claude Code JSONL (the original lines, then a compaction boundary,
     the summary and the tail, as Claude Code records its own compactions), which can
     be compacted again. --out may not be the input file.
     """
 
-    def run() -> tuple[Compaction, str, str]:
+    def run() -> tuple[Compaction, str, str, list[dict[str, Any]]]:
         from ctxwise import get_counter
         from ctxwise.compaction import compact
         from ctxwise.formats import read_transcript_file
 
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
-        if (keep_tail_tokens is None) == (keep_tail_turns is None):
-            raise UsageError("give exactly one of --keep-tail-tokens and --keep-tail-turns")
+        if keep_tail_tokens is not None and keep_tail_turns is not None:
+            raise UsageError("give at most one of --keep-tail-tokens and --keep-tail-turns")
+        if budget is None and keep_tail_tokens is None and keep_tail_turns is None:
+            raise UsageError("give --budget N, --keep-tail-tokens N or --keep-tail-turns N")
+        extractor = _extractor(facts)
         if same_file(transcript, out):
             raise UsageError(f"--out {out} is the input file; write the result somewhere else")
         ctr = get_counter(counter)
@@ -179,17 +243,21 @@ def compact_cmd(
         result = compact(
             t,
             chosen,
+            budget=budget,
             keep_tail_tokens=keep_tail_tokens,
             keep_tail_turns=keep_tail_turns,
             summary_tokens=summary_tokens,
             counter=ctr,
             repair=repair,
+            extract=extractor is not None,
+            extractor=extractor,
         )
         data, written_as = _output(result, file, index % len(items))
+        segments = _segments(data, result, fmt, ctr)
         write_output(out, data)
-        return result, fmt, written_as
+        return result, fmt, written_as, segments
 
-    result, fmt, written_as = _guard(run)
+    result, fmt, written_as, segments = _guard(run)
     err = str(out) == STDOUT  # standard output holds the transcript
     if as_json:
         report = {
@@ -198,6 +266,7 @@ def compact_cmd(
             "out": str(out),
             "written_as": written_as,
             **result.to_dict(),
+            "segments": segments,
         }
         (sys.stderr if err else sys.stdout).write(
             json.dumps(report, indent=2, ensure_ascii=False) + "\n"

@@ -199,8 +199,11 @@ def compact(
             f"keep_tail_turns={cfg.keep_tail_turns} keeps them all"
         )
     safe = cuts(messages, start)
+    if start > s and budget is not None:
+        # a previous summary can be summarized again on its own, to shrink it
+        safe = [start, *safe]
     if not safe:
-        return noop("no message can be summarized (a tool call is still waiting for its result)")
+        return noop("nothing after the system part and the summary can be summarized")
 
     # ---- what must stay: the system part with the pinned block, and the task
     state = _pinned(messages, s, start, facts, rules, cfg)
@@ -270,9 +273,14 @@ def compact(
             c = candidates[-1]
             # the least a window can be: the system part, the task as the user wrote
             # it (no summary framing) and whatever tail cannot be cut
-            task = (messages[latest],) if latest is not None and latest < c else ()
+            if latest is not None:
+                task: tuple[Message, ...] = (messages[latest],) if latest < c else ()
+            else:  # the task lives in the previous summary's user lines
+                lines = required(c)[0]
+                task = (Message.text_message("user", "\n".join(lines)),) if lines else ()
             bare = (*new_system, *task, *messages[c:])
-            if ctr.count_messages(bare) <= budget:
+            first = next((m for m in bare if m.role != "system"), None)
+            if first is not None and first.role == "user" and ctr.count_messages(bare) <= budget:
                 archive_id = archive(store, ns, transcript) if store is not None else None
                 return Compaction(
                     transcript=Transcript(bare, work.params, (), work.source, work.format),
@@ -295,7 +303,7 @@ def compact(
                     ),
                     repaired=repaired,
                     budget=budget,
-                    user_messages=(latest,) if task and latest is not None else (),
+                    user_messages=(latest,) if task and latest is not None and latest < c else (),
                     mid_turn=c < n and not is_real_user(messages[c]),
                 )
             parts = {
@@ -351,8 +359,9 @@ def compact(
     user_part = [line for group in earlier_lines for line in group] + must_lines
     summarizer_budget = content_budget - used
 
-    # turns for the summarizer: the range, with the messages kept verbatim blanked
-    blank = set(kept_users)
+    # turns for the summarizer: the range; an extractive one would quote the user
+    # messages kept verbatim a second time, so it gets them blanked
+    blank = set(kept_users) if isinstance(chosen, ExtractiveSummarizer) else set()
     turns = [
         Message(m.role, (), m.kind, m.plain, m.id, m.timestamp) if start + k in blank else m
         for k, m in enumerate(messages[start:cut])

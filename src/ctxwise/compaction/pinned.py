@@ -27,8 +27,11 @@ from ctxwise.messages import ContentBlock, Message, TextBlock
 
 __all__ = ["PINNED_HEADER", "PINNED_KEY", "PinnedState"]
 
-PINNED_HEADER = "Pinned through compaction (kept verbatim, never summarized):"
-"""First line of the block holding case facts and rules."""
+PINNED_HEADER = "[Pinned through compaction]"
+"""First line of the block holding case facts and rules (kept verbatim, never
+summarized; short, since it is paid for on every call)."""
+LEGACY_PINNED_HEADERS = ("Pinned through compaction (kept verbatim, never summarized):",)
+"""Headers earlier ctxwise versions wrote, still recognised."""
 PINNED_KEY = "ctxwise.pinned"
 """``extra`` key of a pinned block (or summary message) holding the state as data."""
 
@@ -145,7 +148,9 @@ class PinnedState:
 
 
 def is_pinned(block: ContentBlock) -> bool:
-    return isinstance(block, TextBlock) and block.text.startswith(PINNED_HEADER)
+    return isinstance(block, TextBlock) and block.text.startswith(
+        (PINNED_HEADER, *LEGACY_PINNED_HEADERS)
+    )
 
 
 def without_pinned(message: Message) -> Message | None:
