@@ -346,15 +346,15 @@ def test_the_summarizer_gets_the_range_and_the_rest_of_the_budget() -> None:
 
 
 def test_the_extractive_summarizer_does_not_quote_the_kept_user_lines_twice() -> None:
-    class Seeing(ExtractiveSummarizer):
-        turns: list[Message] = []
+    seen: list[Message] = []
 
+    class Seeing(ExtractiveSummarizer):
         def summarize(self, previous: str, turns: Sequence[Message], budget: int, **kw: Any) -> str:
-            type(self).turns = list(turns)
+            seen.extend(turns)
             return super().summarize(previous, turns, budget, **kw)
 
     r = compact(support(), Seeing(), keep_tail_turns=1)
-    for k, m in enumerate(Seeing.turns, start=1):
+    for k, m in enumerate(seen, start=1):
         assert (m.content == ()) == (k in r.user_messages)
     assert r.summary.count("[m1 user]") == 1
 
