@@ -10,6 +10,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -246,3 +247,157 @@ def fmt_ms(x: float) -> str:
 
 def fmt_pct(x: float) -> str:
     return f"{x:+.1%}"
+
+
+# --------------------------------------------------------------------------- summary baselines
+
+
+def char_capacity(counter: ctxwise.TokenCounter, budget: int) -> int | None:
+    """How many characters a :class:`~ctxwise.CharCounter` lets ``budget`` tokens
+    hold (``None`` for other counters, which cost a line by counting it)."""
+    if not isinstance(counter, ctxwise.CharCounter):
+        return None
+    cap = int(budget * 4 / (1 + counter.safety_margin)) + 2
+    while cap > 0 and counter.count("x" * cap) > budget:
+        cap -= 1
+    return cap
+
+
+def greedy_summary(
+    turns: Sequence[ctxwise.Message], budget: int, counter: ctxwise.TokenCounter
+) -> str:
+    """The naive greedy extractive baseline (issue 10): the lines of
+    :func:`ctxwise.summarize.render_turns`, ranked by the retention specifics they
+    hold that the summary does not hold yet, per character, picked best first while
+    they fit; kept lines in transcript order.
+
+    It gets the budget as exactly as ctxwise does: with a CharCounter a line costs
+    its characters plus the newline against the characters the budget holds; with
+    another counter its count plus one, and the result is checked whole at the end.
+    """
+    import heapq
+
+    from ctxwise.retention import specifics
+    from ctxwise.summarize import render_turns
+
+    lines = [x for x in render_turns(turns).splitlines() if x.strip()]
+    cap = char_capacity(counter, budget)
+    limit = cap + 1 if cap is not None else budget  # the last line has no newline
+    costs = [len(x) + 1 if cap is not None else counter.count(x) + 1 for x in lines]
+    specs = [specifics(x) for x in lines]
+    covered: set[object] = set()
+    heap = [(-len(s) / (len(x) + 1), i) for i, (x, s) in enumerate(zip(lines, specs, strict=True))]
+    heapq.heapify(heap)
+    chosen: list[int] = []
+    used = 0
+    while heap:
+        _, i = heapq.heappop(heap)
+        fresh = len(specs[i] - covered)
+        if not fresh or used + costs[i] > limit:
+            continue
+        score = fresh / (len(lines[i]) + 1)
+        if heap and score < -heap[0][0]:
+            heapq.heappush(heap, (-score, i))  # stale: re-rank
+            continue
+        chosen.append(i)
+        used += costs[i]
+        covered |= specs[i]
+    chosen.sort()
+    while chosen and counter.count("\n".join(lines[i] for i in chosen)) > budget:
+        chosen.remove(min(chosen, key=lambda i: len(specs[i]) / costs[i]))
+    return "\n".join(lines[i] for i in chosen)
+
+
+def greedy_excerpts(
+    turns: Sequence[ctxwise.Message], budget: int, counter: ctxwise.TokenCounter
+) -> str:
+    """The same greedy held to ctxwise's rules for a summary line: each line of a
+    block whole (stripped), written with its origin (``[m12 Bash result] …``), never a
+    numbering-only line, ranked by fresh specifics per character *of the written line*.
+
+    What :func:`greedy_summary` would keep if it had to say where each line came
+    from, as ctxwise does (and as compaction needs to point back into the archive).
+    """
+    import heapq
+
+    from ctxwise.retention import specifics
+    from ctxwise.summarize import format_excerpt
+
+    numbering = re.compile(r"[\W_]*(?:\d{1,3}[\W_]*)?")
+    names = {b.id: b.name for m in turns for b in m.content if isinstance(b, ToolUseBlock)}
+    lines: list[str] = []
+    for i, m in enumerate(turns):
+        for b in m.content:
+            if isinstance(b, TextBlock):
+                who = m.role
+            elif isinstance(b, ToolUseBlock):
+                who = f"{b.name} call"
+            elif isinstance(b, ToolResultBlock):
+                who = f"{names.get(b.tool_use_id, 'tool')} result"
+            else:
+                continue
+            for row in block_text(b).splitlines():
+                row = row.strip()
+                if row and not numbering.fullmatch(row):
+                    lines.append(format_excerpt(i, who, row))
+    lines = list(dict.fromkeys(lines))
+    cap = char_capacity(counter, budget)
+    limit = cap + 1 if cap is not None else budget
+    costs = [len(x) + 1 if cap is not None else counter.count(x) + 1 for x in lines]
+    specs = [specifics(x.split("] ", 1)[1]) for x in lines]  # the origin holds none
+    covered: set[object] = set()
+    heap = [(-len(s) / (len(x) + 1), i) for i, (x, s) in enumerate(zip(lines, specs, strict=True))]
+    heapq.heapify(heap)
+    chosen: list[int] = []
+    used = 0
+    while heap:
+        _, i = heapq.heappop(heap)
+        fresh = len(specs[i] - covered)
+        if not fresh or used + costs[i] > limit:
+            continue
+        score = fresh / (len(lines[i]) + 1)
+        if heap and score < -heap[0][0]:
+            heapq.heappush(heap, (-score, i))
+            continue
+        chosen.append(i)
+        used += costs[i]
+        covered |= specs[i]
+    chosen.sort()
+    while chosen and counter.count("\n".join(lines[i] for i in chosen)) > budget:
+        chosen.remove(min(chosen, key=lambda i: len(specs[i]) / costs[i]))
+    return "\n".join(lines[i] for i in chosen)
+
+
+def excerpt_texts(summary: str) -> str:
+    """A summary with every excerpt's origin prefix (``[m12 Bash result] ``) removed:
+    what retention is measured on, so a message number in a prefix never counts as a
+    kept number."""
+    from ctxwise.summarize import parse_excerpt
+
+    out = []
+    for line in summary.splitlines():
+        ex = parse_excerpt(line)
+        out.append(ex.text if ex is not None else line)
+    return "\n".join(out)
+
+
+_GUTTER_LINE = re.compile(r"^[ \t]*(\d+)[→\t]", re.MULTILINE)
+
+
+def gutter_only_numbers(messages: Sequence[ctxwise.Message]) -> set[Any]:
+    """The number specifics of ``messages`` that occur only as a line-number gutter
+    of tool output (``  12→code`` as Claude Code's Read prints, ``cat -n``): where a
+    line was in a file, not what it said. A view of :mod:`ctxwise.retention`'s
+    counts, not a change to them."""
+    from ctxwise.retention import Specific, specifics
+
+    gutters: set[str] = set()
+    elsewhere: set[str] = set()
+    for m in messages:
+        for b in m.content:
+            text = block_text(b)
+            if isinstance(b, ToolResultBlock):
+                gutters.update(_GUTTER_LINE.findall(text))
+                text = _GUTTER_LINE.sub("", text)
+            elsewhere.update(s.key for s in specifics(text) if s.kind == "number")
+    return {Specific("number", n) for n in gutters - elsewhere}

@@ -1,9 +1,34 @@
 from __future__ import annotations
 
-import pytest
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
 
-from ctxwise import CharCounter, Message, UsageError
-from ctxwise.summarize import ExtractiveSummarizer
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwise import CharCounter, Message, UsageError, read_transcript, read_transcripts
+from ctxwise.messages import TextBlock, ToolResultBlock, ToolUseBlock, block_text
+from ctxwise.retention import retention
+from ctxwise.summarize import (
+    CUT_LEFT,
+    CUT_RIGHT,
+    Excerpt,
+    ExtractiveSummarizer,
+    Summarizer,
+    format_excerpt,
+    parse_excerpt,
+)
+from ctxwise.tokens import TokenCounter, WordCounter
+from tests.conftest import TAU, claude_code_files
+
+NUMBERING = re.compile(r"[\W_]*(?:\d{1,3}[\W_]*)?")
 
 TURNS = [
     Message.text_message("user", "Hi there. I was charged twice for order W2378156 on May 2."),
@@ -18,27 +43,220 @@ TURNS = [
 ]
 
 
-def test_keeps_fact_and_instruction_sentences_verbatim_in_order() -> None:
+def uncut(text: str) -> tuple[str, bool, bool]:
+    left, right = text.startswith(CUT_LEFT), text.endswith(CUT_RIGHT)
+    if left:
+        text = text[len(CUT_LEFT) :]
+    if right:
+        text = text[: -len(CUT_RIGHT)]
+    return text, left, right
+
+
+def blocks_for(message: Message, who: str, names: dict[str, str]) -> list[str]:
+    """The texts of ``message``'s blocks an excerpt labelled ``who`` may come from."""
+    out = []
+    for b in message.content:
+        if isinstance(b, TextBlock):
+            label: str = message.role
+        elif isinstance(b, ToolUseBlock):
+            label = f"{b.name} call"
+        elif isinstance(b, ToolResultBlock):
+            label = f"{names.get(b.tool_use_id, 'tool')} result"
+        else:
+            continue
+        if label == who:
+            out.append(block_text(b))
+    return out
+
+
+def assert_excerpts(summary: str, turns: Sequence[Message], first_index: int = 0) -> None:
+    """Every line is an excerpt of the message and block it names: verbatim, from one
+    line, marked where cut, never empty or a bare number, in transcript order."""
+    names = {b.id: b.name for m in turns for b in m.content if isinstance(b, ToolUseBlock)}
+    last = -1
+    for line in summary.splitlines():
+        ex = parse_excerpt(line)
+        assert ex is not None, line
+        assert format_excerpt(ex.index, ex.who, ex.text) == line
+        assert first_index <= ex.index < first_index + len(turns), line
+        assert ex.index >= last, "lines come in transcript order"
+        last = ex.index
+        core, left, right = uncut(ex.text)
+        assert core.strip() == core and core, line
+        assert not NUMBERING.fullmatch(core), line
+        sources = [
+            row
+            for text in blocks_for(turns[ex.index - first_index], ex.who, names)
+            for row in text.splitlines()
+        ]
+        assert any(
+            core in row
+            and (left or row.lstrip().startswith(core))
+            and (right or row.rstrip().endswith(core))
+            for row in sources
+        ), line
+
+
+# --------------------------------------------------------------------------- excerpts
+
+
+def test_format_and_parse_excerpt_round_trip() -> None:
+    line = format_excerpt(40, "Bash result", CUT_LEFT + "lib/app.ex:12: warning" + CUT_RIGHT)
+    assert line == "[m40 Bash result] […] lib/app.ex:12: warning […]"
+    assert parse_excerpt(line) == Excerpt(40, "Bash result", "[…] lib/app.ex:12: warning […]")
+    assert parse_excerpt("user: plain line") is None
+    assert parse_excerpt("[m4 user] two\nlines") is None
+    assert CUT_RIGHT == " […]" and CUT_LEFT == "[…] "
+
+
+def test_keeps_fact_and_instruction_sentences_verbatim_with_origin_in_order() -> None:
     summary = ExtractiveSummarizer().summarize("", TURNS, 200)
     lines = summary.splitlines()
-    assert lines[0] == "user: I was charged twice for order W2378156 on May 2."
-    assert "user: Please do not refund to the old card, it expires until June." in lines
-    assert "assistant: I updated config/billing.yaml as asked." in lines
-    assert not any("Thanks for waiting" in line or "Hi there" in line for line in lines)
-    assert [lines.index(x) for x in lines] == sorted(lines.index(x) for x in lines)
+    assert "[m0 user] […] I was charged twice for order W2378156 on May 2." in lines
+    assert "[m2 user] Please do not refund to the old card, it expires until June. […]" in lines
+    assert any(x.startswith("[m3 assistant]") and "config/billing.yaml" in x for x in lines)
+    assert not any("Thanks for waiting" in x or "Hi there" in x for x in lines)
+    assert_excerpts(summary, TURNS)
 
 
-def test_budget_and_rolling() -> None:
+def test_first_index_numbers_the_messages() -> None:
+    summary = ExtractiveSummarizer().summarize("", TURNS, 200, first_index=100)
+    indices = {parse_excerpt(x).index for x in summary.splitlines()}  # type: ignore[union-attr]
+    assert indices == {100, 102, 103}
+    assert_excerpts(summary, TURNS, first_index=100)
+    with pytest.raises(UsageError):
+        ExtractiveSummarizer().summarize("", TURNS, 200, first_index=-1)
+
+
+def test_three_positional_arguments_still_work_as_a_summarizer() -> None:
+    summarizer: Summarizer = ExtractiveSummarizer()
+    assert isinstance(summarizer, Summarizer)
+    assert summarizer.summarize("", TURNS, 200) == ExtractiveSummarizer().summarize(
+        "", TURNS, 200, first_index=0
+    )
+
+
+def test_tool_calls_and_results_are_labelled_with_the_tool() -> None:
+    turns = [
+        Message.text_message("user", "Run the tests please."),
+        Message(
+            "assistant",
+            (ToolUseBlock("t1", "Bash", {"command": "mix test test/session_test.exs"}),),
+        ),
+        Message(
+            "user",
+            (
+                ToolResultBlock("t1", "Finished in 0.4 seconds\n397 tests, 3 failures"),
+                ToolResultBlock("t9", "orphan result with id X4417"),
+            ),
+        ),
+    ]
+    summary = ExtractiveSummarizer().summarize("", turns, 200)
+    lines = summary.splitlines()
+    assert any(x.startswith("[m1 Bash call] ") and "test/session_test.exs" in x for x in lines)
+    assert "[m2 Bash result] 397 tests, […]" in lines  # the number, grown by its word
+    assert any(x.startswith("[m2 tool result] ") and "X4417" in x for x in lines)
+    assert_excerpts(summary, turns)
+
+
+def test_a_long_line_gives_a_window_around_its_detail_not_the_whole_line() -> None:
+    noise = "lorem ipsum dolor sit amet " * 20
+    turns = [Message("user", (ToolResultBlock("t", noise + "see lib/app/session.ex " + noise),))]
+    summary = ExtractiveSummarizer().summarize("", turns, 40)
+    assert summary == "[m0 tool result] […] lib/app/session.ex […]"
+
+
+def test_no_numbering_only_lines() -> None:
+    turns = [
+        Message.text_message(
+            "assistant", "Plan:\n1. Fix lib/a.ex.\n2.\n3. Run the 397 tests.\n-\n  42\n"
+        ),
+        Message("user", (ToolResultBlock("t", "ok\n  42 passed\n88\n-\n(7)"),)),
+    ]
+    summary = ExtractiveSummarizer().summarize("", turns, 2_000)
+    lines = summary.splitlines()
+    assert "[m0 assistant] 1. Fix lib/a.ex." in lines  # a list item stays whole
+    assert "[m0 assistant] 3. Run the 397 tests." in lines
+    assert "[m1 tool result] 42 passed" in lines  # a bare number grows by its word
+    assert not any(x.endswith(("] 42", "] 88", "] -", "] 2.")) for x in lines)
+    assert_excerpts(summary, turns)
+
+
+def test_a_line_number_gutter_is_no_detail() -> None:
+    """A file read numbers its lines (``  12→code``): where a line was, not what it
+    said; the numbers of a gutter are not kept for their own sake."""
+    read = "\n".join(f"{n:>6}→  end" for n in range(10, 60)) + "\n    60→  see app/x.py"
+    turns = [Message("user", (ToolResultBlock("t", read),))]
+    summary = ExtractiveSummarizer().summarize("", turns, 2_000)
+    assert summary == "[m0 tool result] […] app/x.py"
+    # in a line that is not a gutter the same number is a detail
+    turns = [Message("user", (ToolResultBlock("t", "took 12 seconds"),))]
+    assert ExtractiveSummarizer().summarize("", turns, 2_000) == "[m0 tool result] took 12 seconds"
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def test_instruction_sentences_outrank_facts() -> None:
+    facts = "\n".join(f"build b{n:04d} took {100 + n} ms on host-{n}" for n in range(200))
+    turns = [
+        Message.text_message("user", "Never push to the main branch."),
+        Message("user", (ToolResultBlock("t", facts),)),
+        Message.text_message("user", "Also, you must keep the changelog."),
+    ]
+    counter = CharCounter()
+    summary = ExtractiveSummarizer(counter).summarize("", turns, 40)
+    assert counter.count(summary) <= 40
+    lines = summary.splitlines()
+    assert "[m0 user] Never push to the main branch." in lines
+    assert "[m2 user] Also, you must keep the changelog." in lines
+    assert_excerpts(summary, turns)
+
+
+def test_a_detail_said_twice_is_kept_once() -> None:
+    turns = [
+        Message("user", (ToolResultBlock("a", "deployed build 8cc42b0 to eu-west-1"),)),
+        Message("user", (ToolResultBlock("b", "deployed build 8cc42b0 to eu-west-1"),)),
+        Message("user", (ToolResultBlock("c", "checked 8cc42b0 again"),)),
+    ]
+    summary = ExtractiveSummarizer().summarize("", turns, 200)
+    assert summary == "[m0 tool result] […] 8cc42b0 to eu-west-1"
+
+
+def test_budget_and_rolling_with_the_previous_summary() -> None:
     counter = CharCounter()
     summarizer = ExtractiveSummarizer(counter)
     tight = summarizer.summarize("", TURNS, 25)
     assert counter.count(tight) <= 25 and "do not refund" in tight  # instructions weigh most
-    rolled = summarizer.summarize(
-        tight, [Message.text_message("user", "Ship it to 12 Elm St by Friday.")], 60
-    )
+    later = [Message.text_message("user", "Ship it to 12 Elm St by Friday.")]
+    rolled = summarizer.summarize(tight, later, 60, first_index=5)
     assert "do not refund" in rolled and "12 Elm St" in rolled
+    assert tight.splitlines()[0] in rolled.splitlines()  # carried with its origin, as it was
+    assert rolled.splitlines()[-1].startswith("[m5 user] ")
     with pytest.raises(UsageError):
         summarizer.summarize("", TURNS, 0)
+
+
+def test_previous_lines_compete_and_origin_less_lines_stay_verbatim() -> None:
+    previous = "\n".join(
+        [
+            "Earlier notes: ticket OPS-4417 is open.",
+            "[m3 Bash result] […] commit 8cc42b0 […]",
+            "[m7 user] thanks!",
+        ]
+    )
+    turns = [Message.text_message("user", "Now look at src/ctxwise/engine.py please.")]
+    summary = ExtractiveSummarizer().summarize(previous, turns, 500, first_index=10)
+    lines = summary.splitlines()
+    assert lines[0] == "Earlier notes: ticket OPS-4417 is open."  # origin-less lines first
+    assert "[m3 Bash result] […] commit 8cc42b0 […]" in lines  # carried as it was
+    assert "[m7 user] thanks!" not in lines  # no detail, no instruction
+    assert lines[-1].startswith("[m10 user] ") and "src/ctxwise/engine.py" in lines[-1]
+    # a tight budget keeps the part of an old excerpt that holds the detail, still marked
+    tight = ExtractiveSummarizer().summarize(
+        "[m3 Bash result] the deploy of commit 8cc42b0 went out to all regions fine", [], 12
+    )
+    assert tight == "[m3 Bash result] […] 8cc42b0 […]"
 
 
 def test_without_details_it_keeps_the_latest_words_rather_than_nothing() -> None:
@@ -47,5 +265,106 @@ def test_without_details_it_keeps_the_latest_words_rather_than_nothing() -> None
         Message.text_message("assistant", "Sure, looking now."),
     ]
     summary = ExtractiveSummarizer().summarize("", chat, 12)
-    assert summary == "assistant: Sure, looking now."
-    assert ExtractiveSummarizer().summarize("", chat, 200).startswith("user: Hello there.")
+    assert summary == "[m1 assistant] Sure, looking now."
+    assert ExtractiveSummarizer().summarize("", chat, 200).startswith("[m0 user] Hello there.")
+
+
+def test_deterministic_across_hash_seeds() -> None:
+    path = next(p for p in claude_code_files() if p.name == "tool_heavy.jsonl")
+    code = (
+        "import sys; from ctxwise import read_transcript; "
+        "from ctxwise.summarize import ExtractiveSummarizer; "
+        f"t = read_transcript({str(path)!r}); "
+        "sys.stdout.write(ExtractiveSummarizer().summarize('', t.messages, 400))"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("0", "1", "12345")
+    }
+    assert len(outs) == 1 and next(iter(outs))
+
+
+# --------------------------------------------------------------------------- real transcripts
+
+
+@functools.cache
+def _claude_code(name: str) -> tuple[Message, ...]:
+    return read_transcript(Path(name)).messages
+
+
+@functools.cache
+def _tau() -> tuple[tuple[Message, ...], ...]:
+    return tuple(t.messages for t in read_transcripts(TAU))
+
+
+def _counters() -> list[TokenCounter]:
+    return [CharCounter(), CharCounter(safety_margin=0.1), WordCounter()]
+
+
+@pytest.mark.data
+@settings(max_examples=60)
+@given(
+    which=st.integers(0, 10_000),
+    share=st.floats(0.05, 1.0),
+    budget=st.integers(1, 6_000),
+    first_index=st.integers(0, 500),
+    counter=st.sampled_from(range(3)),
+)
+def test_excerpts_are_verbatim_and_fit_on_real_transcripts(
+    data_dir: Path, which: int, share: float, budget: int, first_index: int, counter: int
+) -> None:
+    files = [str(p) for p in claude_code_files()]
+    tau = _tau()
+    pick = tau[which % len(tau)] if which % 3 == 0 else None
+    messages = pick if pick is not None else _claude_code(files[which % len(files)])
+    turns = messages[: max(1, int(len(messages) * share))]
+    ctr = _counters()[counter]
+    summary = ExtractiveSummarizer(ctr).summarize("", turns, budget, first_index=first_index)
+    assert ctr.count(summary) <= budget
+    assert_excerpts(summary, turns, first_index)
+    # rolling it on keeps it a valid summary of both: new lines excerpt the new turns,
+    # older ones the previous summary's excerpts (cut further at most)
+    later = messages[len(turns) :][:40]
+    if later:
+        start = first_index + len(turns)
+        rolled = ExtractiveSummarizer(ctr).summarize(summary, later, budget, first_index=start)
+        assert ctr.count(rolled) <= budget
+        old = [x for x in rolled.splitlines() if parse_excerpt(x).index < start]  # type: ignore[union-attr]
+        fresh = [x for x in rolled.splitlines() if x not in old]
+        assert_excerpts("\n".join(fresh), later, start)
+        before = [parse_excerpt(x) for x in summary.splitlines()]
+        for x in old:
+            ex = parse_excerpt(x)
+            assert ex is not None
+            core = uncut(ex.text)[0]
+            assert any(
+                b is not None and (b.index, b.who) == (ex.index, ex.who) and core in b.text
+                for b in before
+            ), x
+
+
+@pytest.mark.data
+def test_keeps_more_than_claude_codes_summary_on_the_long_sessions(data_dir: Path) -> None:
+    from tests.conftest import long_sessions
+
+    counter = CharCounter()
+    for path in long_sessions():
+        t = read_transcript(path)
+        boundary = t.compactions[0]
+        theirs = t.messages[boundary.index].text
+        compacted = t.messages[: boundary.index]
+        budget = counter.count(theirs)
+        ours = ExtractiveSummarizer(counter).summarize("", compacted, budget)
+        assert counter.count(ours) <= budget
+        assert_excerpts(ours, compacted)
+        # measured without the origin prefixes: a message number is no kept number
+        text = "\n".join(uncut(parse_excerpt(x).text)[0] for x in ours.splitlines())  # type: ignore[union-attr]
+        kept = retention(compacted, text).counts()["total"][0]
+        assert kept > 3 * retention(compacted, theirs).counts()["total"][0]
+        json.dumps(ours)  # one string

@@ -1,32 +1,54 @@
 """Summarizers: fold evicted turns into a rolling summary.
 
-:class:`ExtractiveSummarizer`, the offline default, keeps sentences verbatim: the
-ones that carry numbers, amounts, dates, ids, names, file paths and instructions
-("do not…", "must…", "until…"), within a token budget, in their original order.
-It never paraphrases, so what it keeps is exactly what was said.
+:class:`ExtractiveSummarizer`, the offline default, writes excerpts: each line is a
+verbatim, contiguous piece of one line of one content block, with its origin in
+front (``[m12 user] …``, ``[m40 Bash result] […] lib/app/session.ex […]``; see
+:func:`format_excerpt` and :func:`parse_excerpt`). It never paraphrases, so what it
+keeps is exactly what was said, and where; a reader (or compaction's archive) can
+go back to the message.
+
+What it keeps is chosen by a budgeted greedy cover of *specifics*, the
+hard-to-reconstruct details :func:`ctxwise.retention.specifics` names (file paths,
+ids, numbers, error messages), and of the user's instructions ("do not…",
+"must…", "until…"). Candidates are fine-grained: the sentences of what the user
+and the assistant said, and, in any other line, the windows over each run of
+neighbouring specifics, so a long tool-output line costs the few characters around
+its path rather than the whole line. A candidate is worth the specifics it holds
+that the summary does not hold yet (those the user or the assistant stated count
+double) plus a large weight when it is an instruction of the user's, per character
+of the line it writes, origin prefix and cut markers included; the best is taken
+while it fits, windows of one line that come close are merged into one excerpt, and
+the lines come out in transcript order. ``LLMSummarizer`` asks a model instead.
 """
 
 from __future__ import annotations
 
 import heapq
-import json
+import itertools
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ctxwise.errors import UsageError
-from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock, block_text
-from ctxwise.tokens import CharCounter, TokenCounter, truncate_to_tokens
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, block_text
+from ctxwise.retention import specifics
+from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
 if TYPE_CHECKING:
     from ctxwise.providers.chat import ChatModel
 
 __all__ = [
+    "CUT_LEFT",
+    "CUT_RIGHT",
     "DEFAULT_INSTRUCTIONS",
+    "Excerpt",
     "ExtractiveSummarizer",
     "LLMSummarizer",
     "Summarizer",
+    "format_excerpt",
+    "parse_excerpt",
     "render_turns",
 ]
 
@@ -55,34 +77,98 @@ def render_turns(turns: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+# --------------------------------------------------------------------------- excerpts
 
-# Details are found token by token (str.split, then cheap checks): about three
-# times faster than one regex pass over the text, which matters at 150k tokens.
-_HAS_DIGIT = re.compile(r"\d").search
-_HAS_ALPHA = re.compile(r"[^\W\d_]").search
-_AMOUNT = re.compile(r"[$€£¥]|\b(usd|eur|gbp|dollars?|euros?|cents?)\b", re.IGNORECASE)
+CUT_RIGHT = DEFAULT_MARKER
+"""Ends an excerpt cut before the end of its line (the marker of
+:func:`~ctxwise.tokens.truncate_to_tokens`)."""
+CUT_LEFT = DEFAULT_MARKER.strip() + " "
+"""Starts an excerpt cut after the start of its line."""
+
+_LEFT_CHARS = len(CUT_LEFT)
+_RIGHT_CHARS = len(CUT_RIGHT)
+_SNAP_CHARS = 8
+"""A window reaches the end of its line when no more than this many characters are
+left there: a short word reads better than a cut marker that saves little."""
+_EXCERPT = re.compile(r"\[m(\d+) ([^\]\n]+)\] (.*)")
+
+
+@dataclass(frozen=True, slots=True)
+class Excerpt:
+    """One summary line: message number ``index``, ``who`` said it (``user``,
+    ``assistant``, ``system``, ``<tool> call``, ``<tool> result``), and ``text``, a
+    verbatim piece of that message's block (with :data:`CUT_LEFT` / :data:`CUT_RIGHT`
+    where it was cut out of a longer line)."""
+
+    index: int
+    who: str
+    text: str
+
+
+def format_excerpt(index: int, who: str, text: str) -> str:
+    """One summary line: ``[m<index> <who>] <text>``."""
+    return f"[m{index} {who}] {text}"
+
+
+def parse_excerpt(line: str) -> Excerpt | None:
+    """The origin and text of a summary line, ``None`` for a line of another shape."""
+    m = _EXCERPT.fullmatch(line)
+    return Excerpt(int(m[1]), m[2], m[3]) if m else None
+
+
+def _uncut(text: str) -> tuple[str, bool, bool]:
+    """An excerpt's verbatim text and whether it was cut at the left, the right."""
+    left = text.startswith(CUT_LEFT)
+    if left:
+        text = text[len(CUT_LEFT) :]
+    right = text.endswith(CUT_RIGHT)
+    if right:
+        text = text[: -len(CUT_RIGHT)]
+    return text, left, right
+
+
+# --------------------------------------------------------------------------- reading
+
+# An *atom* is a run of the characters a retention specific (path, id, number) can
+# hold or look at around it; every other character, whitespace included, ends one.
+# So the specifics of a text are exactly the union of its atoms' (errors aside), and
+# an excerpt cut at atom boundaries holds the same specifics as its source. Only
+# atoms with a digit, a slash or a dot can hold one; the look-behind makes the scan
+# linear (one attempt per atom).
+_ATOM_CHARS = r"\w@.+\-/~:,"
+_ATOM = re.compile(rf"(?<![{_ATOM_CHARS}])[{_ATOM_CHARS}]*?[\d/.][{_ATOM_CHARS}]*")
+_BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_ERROR_WORD = re.compile(
+    r"\b(?:error|exception|failed|failure|panic|fatal)\b\s*[:!-]"
+    r"|\*\*\s*\(\w+(?:error|exception)\)"
+)
+"""Where an error message may start (what :func:`ctxwise.retention.specifics` reads
+as one), matched on lower-cased text."""
+_ERROR_WORD_ANY_CASE = re.compile(_ERROR_WORD.pattern, re.IGNORECASE)
+_ERROR_HINTS = ("rror", "RROR", "xception", "ail", "AIL", "anic", "atal", "ATAL")
+
+
+def _error_positions(text: str) -> list[int]:
+    if not any(h in text for h in _ERROR_HINTS):
+        return []
+    low = text.lower()
+    if len(low) != len(text):  # lower-casing moved characters: match case-blind
+        return [m.start() for m in _ERROR_WORD_ANY_CASE.finditer(text)]
+    return [m.start() for m in _ERROR_WORD.finditer(low)]
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+_NUMBERING = re.compile(r"[\W_]*(?:\d{1,3}[\W_]*)?")
+"""A list number or punctuation alone (``1.``, ``-``, ``12)``): never a summary line."""
+_GUTTER = re.compile(r"[ \t]*\d+[→\t]")
+"""A line-number gutter, as file reads print (``  12→code``, ``cat -n``): in tool
+output it tells where a line was, not what it said, so it is no detail to keep."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _STRIP = ".,;:()[]{}\"'`<>!?*"
 
-
-def _wordset(words: str) -> frozenset[str]:
-    return frozenset(words.split())
-
-
-_EXTENSIONS = _wordset(
-    "py pyi js jsx mjs ts tsx ex exs heex erl rb go rs "
-    "java kt c h cc cpp hpp cs swift php sh sql md rst "
-    "txt json jsonl yaml yml toml ini cfg csv html css scss vue xml "
-    "proto lock log"
-)
-_DATE_WORDS = _wordset(
-    "jan feb mar apr may jun jul aug sep sept "
-    "oct nov dec january february march april june july august "
-    "september october november december monday tuesday wednesday thursday friday saturday "
-    "sunday today tomorrow yesterday tonight"
-)
-_INSTRUCTION_WORDS = _wordset(
-    "never always must mustn't until unless only require required requires deadline"
+_INSTRUCTION_WORDS = frozenset(
+    {"never", "always", "must", "mustn't", "until", "unless", "only", "deadline"}
+    | {"require", "required", "requires"}
 )
 _INSTRUCTION_PHRASES = (
     "do not",
@@ -94,241 +180,525 @@ _INSTRUCTION_PHRASES = (
     "no later than",
     "from now on",
 )
-_ERROR_WORDS = _wordset("error errors exception failed failure traceback fatal")
 _INSTRUCTION_WEIGHT = 8  # instructions outrank facts: losing one changes behaviour
 _CONVERSATION_FACTOR = 2  # what the user and assistant said outranks tool output,
 # which a tool call can fetch again
+_PROSE = frozenset(("user", "assistant", "system"))
+
+_RUN_ATOMS = 8
+"""A window spans at most this many neighbouring specific-bearing atoms …"""
+_RUN_CHARS = 160
+"""… and at most this many characters (one atom alone may be longer)."""
+_SENTENCE_CHARS = 200
+"""A sentence the user or the assistant said is kept whole up to this long; a
+longer one may give windows too."""
+_CONTEXT_CHARS = 32
+"""A window without a letter (a bare number) grows by one word, if one is this near."""
+_SCAN_CHARS = 240_000
+"""Tool calls and results are read whole up to this many characters in all. Past
+it, a tool call is read by its first :data:`_CALL_CHARS` characters and a tool
+result by its lines within as many characters at each end as keeps them all within
+the rest: what a command reported and how it ended (errors, totals) sit there,
+while the middle of a file or a log is what a tool call can fetch again. This
+bounds the time of a call on a long range."""
+_MIN_KEEP_CHARS = 200
+_CALL_CHARS = 1000
+"""A tool call is read by its first this many characters on a long range (its
+input as JSON: the path, the command, the start of a file body)."""
+_ERROR_CHARS = 120
+"""An error line is kept from its error word on, this many characters at most."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Sentence:
-    instruction: bool
-    units: dict[str, int]
-    """The details it carries, normalized text → worth: ids, paths and amounts 3
-    (the hardest to reconstruct), dates and error lines 2-3, numbers and names 1."""
-
-
-_WORD, _ID, _NUMBER, _OTHER = range(4)
-_TokenInfo = tuple[str, int, bool, bool, bool, bool, bool]
-
-
-def _classify(raw: str) -> _TokenInfo:
-    """What a whitespace-separated token is, apart from its neighbours:
-    (normalized text, kind, capitalised, date word, instruction word, error word,
-    ends in lowercase or , ; :)."""
-    tok = raw.strip(_STRIP)
-    low = tok.casefold()
-    kind = _OTHER
-    if not tok or tok.isalpha():  # most tokens: a plain word
-        kind = _WORD if tok else _OTHER
-    elif _HAS_DIGIT(tok):
-        kind = _ID if (_HAS_ALPHA(tok) or "/" in tok) else _NUMBER  # an id, a version
-    elif ("/" in tok and _HAS_ALPHA(tok)) or (  # a path, a file name
-        "." in tok and tok.rsplit(".", 1)[1].casefold() in _EXTENSIONS
-    ):
-        kind = _ID
-    capital = bool(tok) and tok[0].isupper() and tok[1:].islower()
-    return (
-        low if tok else "",
-        kind,
-        capital,
-        low in _DATE_WORDS,
-        low in _INSTRUCTION_WORDS,
-        low in _ERROR_WORDS,
-        bool(raw) and (raw[-1].islower() or raw[-1] in ",;:"),
-    )
-
-
-def _read(sentence: str, cache: dict[str, _TokenInfo]) -> _Sentence:
+def _is_instruction(sentence: str) -> bool:
     folded = sentence.casefold()
-    instruction = any(p in folded for p in _INSTRUCTION_PHRASES)
-    error = False
-    units: dict[str, int] = {}
-    amount = 0
-    prev_lower = False
-    for raw in sentence.split():
-        info = cache.get(raw)
-        if info is None:
-            info = cache[raw] = _classify(raw)
-        low, kind, capital, date_word, instruction_word, error_word, ends_lower = info
-        worth = 0
-        if kind == _ID:
-            worth = 3  # ids, versions, paths and file names: the hardest to reconstruct
-        elif kind == _NUMBER:
-            if amount == 0:
-                amount = 3 if _AMOUNT.search(sentence) else 1
-            worth = amount
-        elif low:
-            if date_word:
-                worth = 2
-            elif prev_lower and capital:
-                worth = 1  # a capitalised word mid-sentence: likely a name
-            else:
-                instruction = instruction or instruction_word
-                error = error or error_word
-        prev_lower = ends_lower
-        if worth > units.get(low, 0):
-            units[low] = worth
-    if error:
-        units["error: " + " ".join(folded.split())[:60]] = 3
-    return _Sentence(instruction, units)
+    if any(p in folded for p in _INSTRUCTION_PHRASES):
+        return True
+    return any(w.strip(_STRIP) in _INSTRUCTION_WORDS for w in folded.split())
 
 
-_ARG_CHARS = 120
-_TOOL_LINES = 40
-"""A long tool result is read by its first and last this many lines: what a
-command reported and how it ended (errors, totals) sit there, while the middle of
-a file listing or a log is what a tool call can fetch again. On the shared Claude
-Code sessions this skips about two thirds of the text and keeps the retention
-figures of ``benchmarks/bench_retention.py`` within a few specifics."""
-
-
-def _call(block: ToolUseBlock) -> str:
-    """A tool call as ``name(key=value, …)``, long values elided: the call's
-    details (paths, ids) without the file body an edit carries."""
-    args = []
-    for key, value in block.input.items():
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-        text = " ".join(text.split())
-        if len(text) > _ARG_CHARS:
-            text = text[: _ARG_CHARS // 2].rstrip() + " […]"
-        args.append(f"{key}={text}")
-    return f"{block.name}({', '.join(args)})"
-
-
-def _lines(turns: Sequence[Message]) -> list[tuple[int, str]]:
-    """Like :func:`render_turns`, with tool calls in their short form; each line
-    with the number of the block it came from."""
-    lines = []
-    group = 0
-    for m in turns:
-        for b in m.content:
-            group += 1
-            if isinstance(b, ToolUseBlock):
-                lines.append((group, f"{m.role} called {_call(b)}"))
-                continue
-            text = block_text(b).strip()
-            if not text:
-                continue
-            rows = [x for x in text.splitlines() if x.strip()]
-            if isinstance(b, ToolResultBlock):
-                if len(rows) > 2 * _TOOL_LINES:
-                    rows = rows[:_TOOL_LINES] + rows[-_TOOL_LINES:]
-                lines.extend((group, f"tool result: {x}") for x in rows)
-            else:
-                lines.extend((group, f"{m.role}: {x}") for x in rows)
-    return lines
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
 
 
 @dataclass(slots=True)
-class _Candidate:
-    order: int
-    group: int
+class _Line:
+    """One line of a block (or of the previous summary) that may give excerpts."""
+
+    index: int  # message number; -1 for an origin-less line of the previous summary
+    who: str
     text: str
-    cost: int
-    base: int
-    factor: int
-    units: dict[str, int]
+    order: tuple[int, int, int]  # transcript order
+    cut_left: bool = False  # already an excerpt cut at that end
+    cut_right: bool = False
+    lo: int = 0  # the text without surrounding whitespace is text[lo:hi]
+    hi: int = 0
+    prefix: int = 0  # characters of the origin prefix
+    chosen: list[tuple[int, int]] = field(default_factory=list)
+
+    def pieces(self, extra: tuple[int, int] | None = None) -> list[tuple[int, int]]:
+        """The chosen windows (plus ``extra``), close ones merged: a gap shorter than
+        what a second excerpt line would cost is cheaper kept."""
+        spans = sorted([*self.chosen, extra] if extra else self.chosen)
+        merged: list[tuple[int, int]] = []
+        gap = self.prefix + len(CUT_LEFT) + len(CUT_RIGHT) + 1
+        for s, e in spans:
+            if merged and s - merged[-1][1] <= gap:
+                merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+            else:
+                merged.append((s, e))
+        return merged
+
+    def render(self, s: int, e: int) -> str:
+        if self.index < 0:
+            return self.text
+        left = CUT_LEFT if self.cut_left or s > self.lo else ""
+        right = CUT_RIGHT if self.cut_right or e < self.hi else ""
+        return format_excerpt(self.index, self.who, left + self.text[s:e] + right)
+
+    def chars(self, s: int, e: int) -> int:
+        """Characters of ``render(s, e)``, plus the newline."""
+        if self.index < 0:
+            return len(self.text) + 1
+        left = _LEFT_CHARS if self.cut_left or s > self.lo else 0
+        right = _RIGHT_CHARS if self.cut_right or e < self.hi else 0
+        return self.prefix + left + (e - s) + right + 1
 
 
-def _gain(c: _Candidate, covered: set[str], taken: dict[int, int]) -> float:
-    fresh = sum(w for u, w in c.units.items() if u not in covered)
-    if c.factor == 1:
-        # tool output: each further line from the same result is worth less, so
-        # one long listing (scan ids, line numbers) cannot fill the summary
-        return (c.base + fresh) / (1 + taken.get(c.group, 0))
-    return float(c.factor * (c.base + fresh))
+_Hit = tuple[int, int, tuple[str, ...]]  # an atom: start, end, its specifics
+_Candidate = tuple[int, int, int, tuple[str, ...], int]  # line, start, end, units, chars
+
+
+def _unit(kind: str, key: str) -> str:
+    return kind + "\x00" + key
+
+
+class _Reader:
+    """Turns blocks into lines and candidate windows, reading each atom once."""
+
+    def __init__(self) -> None:
+        self.lines: list[_Line] = []
+        self.candidates: list[_Candidate] = []
+        self.plain: list[tuple[int, int, int]] = []  # prose sentences without a detail
+        self.spoken: set[str] = set()  # specifics the user or the assistant stated
+        self.instructions: set[str] = set()
+        self._atoms: dict[str, tuple[str, ...]] = {}
+        self._seen: set[tuple[str, str]] = set()
+
+    def hits(self, text: str) -> list[_Hit]:
+        """The atoms of ``text`` that hold specifics."""
+        hits = []
+        atoms = self._atoms
+        for m in _ATOM.finditer(text):
+            atom = m.group()
+            units = atoms.get(atom)
+            if units is None:
+                units = atoms[atom] = tuple(_unit(x.kind, x.key) for x in specifics(atom))
+            if units:
+                hits.append((m.start(), m.end(), units))
+        return hits
+
+    def block(self, index: int, who: str, text: str, block_no: int, cut: bool = False) -> None:
+        """Candidates from one block's ``text`` (``cut``: only its start was given)."""
+        hits = self.hits(text)
+        prose = who in _PROSE
+        errors = _error_positions(text)
+        if not hits and not prose and not errors:
+            return
+        rows = text.splitlines()
+        if len(rows) == 1:
+            starts = [0]
+        else:
+            starts = [0, *itertools.accumulate(map(len, text.splitlines(keepends=True)))]
+        by_line: dict[int, list[_Hit]] = {}
+        if len(rows) == 1:
+            if hits:
+                by_line[0] = hits
+            wanted: Sequence[int] = [0]
+        else:
+            for hit in hits:
+                by_line.setdefault(bisect_right(starts, hit[0]) - 1, []).append(hit)
+            if prose:
+                wanted = range(len(rows))
+            else:
+                wanted = sorted({*by_line, *(bisect_right(starts, e) - 1 for e in errors)})
+        seen = self._seen
+        if len(rows) == 1:
+            error_rows = {0} if errors else set()
+        else:
+            error_rows = {bisect_right(starts, e) - 1 for e in errors}
+        for j in wanted:
+            line = rows[j]
+            key = (who, line)
+            if key in seen or not line.strip():
+                continue  # a line said twice is read once (its first time)
+            seen.add(key)
+            line_hits = by_line.get(j, [])
+            s0 = starts[j]
+            if s0:
+                line_hits = [(s - s0, e - s0, u) for s, e, u in line_hits]
+            if line_hits and not prose and line_hits[0][0] <= 16:
+                gutter = _GUTTER.match(line)
+                if gutter is not None and line_hits[0][1] == gutter.end() - 1:
+                    line_hits = line_hits[1:]  # a line number, not a detail
+            row = _Line(
+                index, who, line, (index, block_no, j), cut_right=cut and j == len(rows) - 1
+            )
+            self.line(row, line_hits, prose, j in error_rows)
+
+    def line(self, line: _Line, hits: list[_Hit], prose: bool, error: bool = True) -> None:
+        """Candidates from one line; ``error``: it may hold an error message."""
+        text = line.text
+        line.lo = len(text) - len(text.lstrip())
+        line.hi = len(text.rstrip())
+        if line.index >= 0:
+            line.prefix = len(str(line.index)) + len(line.who) + 4  # "[m", " ", "] "
+        n = len(self.lines)
+        self.lines.append(line)
+        if prose:
+            for _, _, found in hits:
+                self.spoken.update(found)
+        if line.index < 0:  # the previous summary's own words: whole, as they are
+            whole = [u for _, _, us in hits for u in us]
+            if _is_instruction(text):
+                whole.append(_unit("instruction", _fold(text)))
+                self.instructions.add(whole[-1])
+            if whole:
+                units = tuple(dict.fromkeys(whole))
+                self.candidates.append((n, line.lo, line.hi, units, line.chars(line.lo, line.hi)))
+            else:
+                self.plain.append((n, line.lo, line.hi))
+            return
+        if error and _error_positions(text):
+            self.errors(n, line, hits)
+        if prose:
+            self.sentences(n, line, hits)
+        else:
+            self.windows(n, line, hits)
+
+    def windows(self, n: int, line: _Line, hits: list[_Hit]) -> None:
+        """A window over each run of neighbouring atoms that hold specifics."""
+        add = self.candidates.append
+        k = len(hits)
+        for i in range(k):
+            start = hits[i][0]
+            units = hits[i][2]
+            for j in range(i, min(k, i + _RUN_ATOMS)):
+                end = hits[j][1]
+                if j > i:
+                    if end - start > _RUN_CHARS:
+                        break
+                    units = units + tuple(u for u in hits[j][2] if u not in units)
+                window = self.window(line, start, end)
+                if window is not None:
+                    add((n, window[0], window[1], units, line.chars(*window)))
+
+    def window(self, line: _Line, s: int, e: int) -> tuple[int, int] | None:
+        """``[s, e)`` grown to the line's ends when a cut marker would cost more, and by
+        one word when it holds no letter; ``None`` when it stays numbering only."""
+        text, lo, hi = line.text, line.lo, line.hi
+        if s - lo <= _SNAP_CHARS:
+            s = lo
+        if hi - e <= _SNAP_CHARS:
+            e = hi
+        if _LETTER.search(text, s, e) is not None:
+            return s, e
+        m = _LETTER.search(text, e, min(hi, e + _CONTEXT_CHARS))
+        if m is not None:
+            stop = text.find(" ", m.end(), hi)
+            e = hi if stop < 0 or hi - stop <= _SNAP_CHARS else stop
+        else:
+            lead = text[max(lo, s - _CONTEXT_CHARS) : s]
+            found = [x.start() for x in _LETTER.finditer(lead)]
+            if found:
+                s = text.rfind(" ", lo, s - len(lead) + found[-1]) + 1 or lo
+                if s - lo <= _SNAP_CHARS:
+                    s = lo
+        if _NUMBERING.fullmatch(text, s, e):
+            return None
+        return s, e
+
+    def errors(self, n: int, line: _Line, hits: list[_Hit]) -> None:
+        """An error line from the word before its error word on (its message is a
+        specific when the summary holds its first 40 characters)."""
+        text = line.text
+        keys = [x.key for x in specifics(text) if x.kind == "error"]
+        if not keys:
+            return
+        at = _error_positions(text)[0]
+        s = text.rfind(" ", line.lo, at) + 1 or line.lo
+        e = min(line.hi, s + _ERROR_CHARS)
+        if e < line.hi:
+            space = text.rfind(" ", s, e)
+            e = space if space > s else e
+        window = self.window(line, s, e)
+        if window is None:
+            return
+        s, e = window
+        folded = _fold(text[s:e])
+        found = [_unit("error", k) for k in keys if k[:40] in folded]
+        if found:
+            found += [u for a, b, us in hits if s <= a and b <= e for u in us]
+            self.candidates.append((n, s, e, tuple(dict.fromkeys(found)), line.chars(s, e)))
+
+    def sentences(self, n: int, line: _Line, hits: list[_Hit]) -> None:
+        """What the user, the assistant or the system said: whole sentences, and
+        windows too inside a sentence longer than :data:`_SENTENCE_CHARS`."""
+        text = line.text
+        cuts = [line.lo]
+        for m in _SENTENCE_END.finditer(text, line.lo, line.hi):
+            if not _NUMBERING.fullmatch(text, cuts[-1], m.start()):  # "1. Do x": one
+                cuts.append(m.end())
+        cuts.append(line.hi)
+        for s, e in itertools.pairwise(cuts):
+            e = len(text[s:e].rstrip()) + s
+            if e <= s or _NUMBERING.fullmatch(text, s, e):
+                continue
+            inside = [h for h in hits if s <= h[0] and h[1] <= e]
+            if e - s > _SENTENCE_CHARS:
+                self.windows(n, line, inside)
+            found = [u for _, _, us in inside for u in us]
+            if line.who == "user" and _is_instruction(text[s:e]):
+                found.append(_unit("instruction", _fold(text[s:e])))
+                self.instructions.add(found[-1])
+            if found:
+                self.candidates.append((n, s, e, tuple(dict.fromkeys(found)), line.chars(s, e)))
+            elif line.who != "system":
+                self.plain.append((n, s, e))
+
+
+def _char_capacity(counter: TokenCounter, budget: int) -> int | None:
+    """The characters ``budget`` tokens hold when ``counter`` is a
+    :class:`~ctxwise.tokens.CharCounter` (its count depends on the length only),
+    ``None`` for any other counter."""
+    if type(counter) is not CharCounter:
+        return None
+    cap = int(budget * 4 / (1 + counter.safety_margin)) + 2
+    while cap > 0 and counter.count("x" * cap) > budget:
+        cap -= 1
+    return cap
+
+
+def _head_and_tail(text: str, keep: int) -> tuple[str, bool]:
+    """A tool result's lines within its first and last ``keep`` characters, the
+    middle left out as one empty line (so its lines stay verbatim and in order); and
+    whether the text returned ends inside a line (a first line longer than ``keep``)."""
+    if len(text) <= 2 * keep:
+        return text, False
+    head = text.rfind("\n", 0, keep)
+    if head < 0:
+        end = max(text.rfind(" ", 0, keep), text.rfind('"', 0, keep))
+        return text[: max(end, 1)], True
+    tail = text.find("\n", len(text) - keep)
+    if tail < 0 or tail <= head:
+        return text[:head], False
+    return text[:head] + "\n\n" + text[tail + 1 :], False
+
+
+def _keep_chars(results: Sequence[str], room: int) -> int:
+    """The most characters at each end of a tool result that keep all of them within
+    ``room`` characters (at least :data:`_MIN_KEEP_CHARS`)."""
+    lo, hi = _MIN_KEEP_CHARS, max((len(t) for t in results), default=0) // 2 + 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(min(len(t), 2 * mid) for t in results) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _tool_name(name: str | None) -> str:
+    if not name or "]" in name or _BREAK.search(name) or not name.strip():
+        return "tool"
+    return name
 
 
 class ExtractiveSummarizer:
-    """Verbatim sentences that carry facts and instructions, in order, under a budget.
+    """Verbatim excerpts that carry specifics and instructions, in order, under a budget.
 
-    Selection is a budgeted greedy cover: a sentence is worth its instruction
-    weight plus the details (ids, paths, amounts, dates, numbers, names, error
-    lines) it carries *that the summary does not hold yet*, doubled for what the
-    user or assistant said (tool output can be fetched again), divided by its
-    tokens. So a detail repeated in twenty tool results costs one sentence, and
-    the budget goes to distinct specifics. Identical sentences are kept once.
+    Each line is ``format_excerpt(index, who, text)``: message number ``first_index
+    + i`` for ``turns[i]``; ``who`` is the role for text, ``<tool> call`` for a tool
+    call (its input as compact JSON, as :func:`~ctxwise.messages.block_text` gives
+    it) and ``<tool> result`` for a tool result (``tool`` when the call is not in
+    ``turns``); ``text`` a contiguous piece of one line of that block, marked with
+    :data:`CUT_LEFT` / :data:`CUT_RIGHT` where it was cut out of a longer line.
+    Thinking, images and opaque blocks are not read. No line is empty or a bare list
+    number or punctuation; a bare number grows by its neighbouring word.
 
-    The previous summary's sentences compete with the new turns' on the same
-    terms, so the summary rolls: older detail leaves only when newer detail that
-    weighs more needs the room.
+    Selection is a budgeted greedy cover (lazy: a gain only shrinks as the summary
+    covers more, so a stale candidate is re-scored when it surfaces). A candidate is
+    a sentence of what the user, the assistant or the system said (windows too inside
+    a long one), or, in any other line, a window over a run of neighbouring atoms that
+    hold specifics (paths, ids, numbers; see :func:`ctxwise.retention.specifics`), or
+    an error line from its error word on. It is worth the specifics it holds that the
+    summary does not hold yet (one the user or the assistant stated counts double:
+    tool output can be fetched again) plus, for a sentence of the user's that
+    instructs ("do not…", "must…", "until…"), a weight that puts it ahead of any
+    fact; divided by the characters of the line it writes, origin and markers
+    included. So a detail repeated in twenty tool results costs one excerpt, a line
+    said twice is read once, and a long line costs only the window around its
+    detail. Windows of one line closer than a second line would cost are merged.
+
+    The previous summary's lines compete on the same terms: its excerpts keep their
+    origin (and may be cut further), its other lines are kept whole, as they are, and
+    come first. So the summary rolls: older detail leaves only when newer detail that
+    weighs more needs the room. When nothing carries a detail or an instruction, the
+    latest sentences the user and the assistant said that fit are kept instead.
+
+    The time of a call is bounded on long ranges: past :data:`_SCAN_CHARS` of tool
+    calls and results, only their starts and ends are read. With a
+    :class:`~ctxwise.tokens.CharCounter` the budget is met exactly in characters;
+    with another counter each line costs its count plus one, and the whole summary is
+    counted again at the end (dropping the last picks while it is over).
     """
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter = counter if counter is not None else CharCounter()
 
-    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str:
+    def summarize(
+        self, previous: str, turns: Sequence[Message], budget: int, *, first_index: int = 0
+    ) -> str:
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
-        candidates: list[_Candidate] = []
-        plain: list[tuple[int, str]] = []  # sentences with no detail and no instruction
-        tokens: dict[str, _TokenInfo] = {}  # token → what it is, read once a call
-        seen: set[str] = set()
-        earlier = [(-i, line) for i, line in enumerate(previous.splitlines(), start=1)]
-        for group, line in [*earlier, *_lines(turns)]:
-            prefix = ""
-            body = line
-            head, sep, rest = line.partition(": ")
-            if sep and head in ("user", "assistant", "system", "tool result"):
-                prefix, body = head + ": ", rest
-            factor = 1 if prefix == "tool result: " else _CONVERSATION_FACTOR
-            for piece in _SENTENCE_END.split(body):
-                sentence = piece.strip()
-                text = prefix + sentence
-                if not sentence or text in seen:
+        if isinstance(first_index, bool) or not isinstance(first_index, int) or first_index < 0:
+            raise UsageError(f"first_index must be an integer ≥ 0, got {first_index!r}")
+        reader = _Reader()
+        for n, raw in enumerate(previous.splitlines()):
+            if not raw.strip():
+                continue
+            ex = parse_excerpt(raw)
+            if ex is None:
+                reader.line(_Line(-1, "", raw, (-1, 0, n)), reader.hits(raw), False)
+                continue
+            text, left, right = _uncut(ex.text)
+            if text.strip() and not _NUMBERING.fullmatch(text.strip()):
+                line = _Line(ex.index, ex.who, text, (ex.index, -1, n), left, right)
+                reader.line(line, reader.hits(text), ex.who in _PROSE)
+        names = {b.id: b.name for m in turns for b in m.content if isinstance(b, ToolUseBlock)}
+        blocks: list[tuple[int, str, str, int, bool]] = []  # index, who, text, block, result
+        for i, m in enumerate(turns):
+            for k, b in enumerate(m.content):
+                if isinstance(b, TextBlock):
+                    who: str = m.role
+                elif isinstance(b, ToolUseBlock):
+                    who = _tool_name(b.name) + " call"
+                elif isinstance(b, ToolResultBlock):
+                    who = _tool_name(names.get(b.tool_use_id)) + " result"
+                else:
                     continue
-                seen.add(text)
-                read = _read(sentence, tokens)
-                base = _INSTRUCTION_WEIGHT if read.instruction else 0
-                units = read.units
-                if not base and not units:
-                    plain.append((factor, text))
-                    continue
-                cost = self.counter.count(text) + 1  # + the newline
-                candidates.append(
-                    _Candidate(len(candidates), group, text, cost, base, factor, units)
+                blocks.append(
+                    (first_index + i, who, block_text(b), k, isinstance(b, ToolResultBlock))
                 )
-        # Lazy greedy: a gain only shrinks as the summary covers more, so a stale
-        # heap entry is re-scored when it surfaces. Ties go to newer sentences.
-        covered: set[str] = set()
-        taken: dict[int, int] = {}
-        heap = [(-_gain(c, covered, taken) / c.cost, -c.order) for c in candidates]
-        heapq.heapify(heap)
-        kept: list[int] = []
-        used = 0
-        while heap and used < budget:
-            neg_ratio, neg_order = heapq.heappop(heap)
-            c = candidates[-neg_order]
-            if used + c.cost > budget:
-                continue
-            ratio = _gain(c, covered, taken) / c.cost
-            if ratio <= 0:
-                continue
-            if ratio < -neg_ratio and heap and ratio < -heap[0][0]:
-                heapq.heappush(heap, (-ratio, neg_order))
-                continue
-            kept.append(c.order)
-            used += c.cost
-            covered.update(c.units)
-            taken[c.group] = taken.get(c.group, 0) + 1
-        if not kept:
-            return self._latest(plain, budget)
-        return "\n".join(candidates[i].text for i in sorted(kept))
+        tool_chars = sum(len(x[2]) for x in blocks if x[1] not in _PROSE)
+        if tool_chars <= _SCAN_CHARS:
+            for index, who, text, k, _ in blocks:
+                reader.block(index, who, text, k)
+        else:
+            calls = [x[2] for x in blocks if x[1] not in _PROSE and not x[4]]
+            results = [x[2] for x in blocks if x[4]]
+            room = _SCAN_CHARS - sum(min(len(t), _CALL_CHARS) for t in calls)
+            keep = _keep_chars(results, room)
+            for index, who, text, k, result in blocks:
+                cut = False
+                if result:
+                    text, cut = _head_and_tail(text, keep)
+                elif who not in _PROSE and len(text) > _CALL_CHARS:
+                    end = max(text.rfind(" ", 0, _CALL_CHARS), text.rfind('"', 0, _CALL_CHARS))
+                    text, cut = text[: max(end, 1)], True
+                reader.block(index, who, text, k, cut)
+        return self._select(reader, budget)
 
-    def _latest(self, plain: Sequence[tuple[int, str]], budget: int) -> str:
+    def _select(self, reader: _Reader, budget: int) -> str:
+        lines, candidates = reader.lines, reader.candidates
+        cap = _char_capacity(self.counter, budget)
+        limit = cap + 1 if cap is not None else budget + 1  # the last line has no newline
+        count = self.counter.count
+
+        def cost(line: _Line, extra: tuple[int, int] | None = None) -> int:
+            pieces = line.pieces(extra)
+            if cap is not None:
+                return sum(line.chars(s, e) for s, e in pieces)
+            return sum(count(line.render(s, e)) + 1 for s, e in pieces)
+
+        weights: dict[str, int] = dict.fromkeys(reader.spoken, _CONVERSATION_FACTOR)
+        weights.update(
+            dict.fromkeys(reader.instructions, _INSTRUCTION_WEIGHT * _CONVERSATION_FACTOR)
+        )
+        covered: set[str] = set()
+        get = weights.get
+
+        def gain(units: tuple[str, ...]) -> int:
+            return sum(get(u, 1) for u in units if u not in covered)
+
+        heap = [(-sum(get(u, 1) for u in c[3]) / c[4], n) for n, c in enumerate(candidates)]
+        heapq.heapify(heap)
+        spent: dict[int, int] = {}
+        picks: list[int] = []
+        used = 0
+        smallest = min((c[4] for c in candidates), default=0)
+        while heap:
+            _, n = heapq.heappop(heap)
+            li, s, e, units, chars = candidates[n]
+            if cap is not None and chars > limit - used and li not in spent:
+                if limit - used < smallest:
+                    break  # nothing fits any more
+                continue  # cannot fit (a window of a line already kept may merge for less)
+            g = gain(units)
+            if g <= 0:
+                continue
+            ratio = g / chars
+            if heap and ratio < -heap[0][0]:
+                heapq.heappush(heap, (-ratio, n))
+                continue
+            line = lines[li]
+            before = spent.get(li, 0)
+            if before:
+                after = cost(line, (s, e))
+            else:
+                after = chars if cap is not None else count(line.render(s, e)) + 1
+            if used + after - before > limit:
+                continue
+            used += after - before
+            spent[li] = after
+            line.chosen.append((s, e))
+            covered.update(units)
+            picks.append(li)
+        if not picks:
+            return self._latest(reader, budget)
+        out = self._render(lines, spent)
+        while picks and count(out) > budget:  # a counter that is not additive per line
+            lines[picks.pop()].chosen.pop()
+            out = self._render(lines, spent)
+        return out
+
+    @staticmethod
+    def _render(lines: Sequence[_Line], touched: dict[int, int]) -> str:
+        rows = [
+            (line.order, s, line.render(s, e))
+            for li in touched
+            for line in (lines[li],)
+            for s, e in line.pieces()
+        ]
+        rows.sort()
+        return "\n".join(r for _, _, r in rows)
+
+    def _latest(self, reader: _Reader, budget: int) -> str:
         """Nothing carried a detail or an instruction: keep the latest sentences the
-        user and the assistant said (tool output only if they said nothing) that fit."""
-        pool = [t for f, t in plain if f != 1] or [t for _, t in plain]
+        user and the assistant said (tool output is never plain prose) that fit."""
         chosen: list[str] = []
         used = 0
-        for text in reversed(pool):
+        for li, s, e in sorted(reader.plain, key=lambda p: (reader.lines[p[0]].order, p[1]))[::-1]:
+            text = reader.lines[li].render(s, e)
             cost = self.counter.count(text) + 1
-            if used + cost > budget:
+            if used + cost > budget + 1:
                 break
             chosen.append(text)
             used += cost
-        return "\n".join(reversed(chosen))
+        out = "\n".join(reversed(chosen))
+        while chosen and self.counter.count(out) > budget:
+            chosen.pop()
+            out = "\n".join(reversed(chosen))
+        return out
 
 
 DEFAULT_INSTRUCTIONS = """\
