@@ -2,8 +2,8 @@
 
 Transcripts:
 
-- the three long Claude Code sessions of the shared data, whole (about
-  123k–146k CharCounter tokens each);
+- the three long Claude Code sessions of the shared data, whole, as one window
+  (their compaction boundaries dropped: about 123k–146k CharCounter tokens each);
 - ``scaled-150k``: those sessions' messages one after the other (tool ids
   suffixed per copy), cut after the first message at or past 150,000 tokens
   where no tool call is open, then one closing user message. Real text, no
@@ -12,17 +12,19 @@ Transcripts:
   short user turns, each with an order lookup tool call and a JSON result,
   until 150,000 tokens: many user turns, many case facts.
 
-Configurations (p50 and p99 over ``ITERATIONS`` runs after one warm-up; the
-tail is ``keep_tail_tokens=30_000``, :class:`AutoCompactor`'s default at the
-150,000-token trigger, and ``summary_tokens=4_000``):
+Configurations (p50 and p99 over ``ITERATIONS`` runs after one warm-up; a total
+budget of 75,000 tokens, :class:`AutoCompactor`'s default at the 150,000-token
+trigger, with the default split and ``summary_tokens=4_000``):
 
 - ``compact``: :func:`ctxwise.compact` with its defaults: extractive summary and
-  the fact and rule scan of the summarized range (``extract=True``);
+  the fact and rule scan of the conversation (``extract=True``, the prose preset);
+- ``compact, support facts``: the same with the ``support`` fact preset (every
+  kind, tool output read);
 - ``compact, facts kept``: ``extract=False``, as :class:`AutoCompactor` calls it
   (it scans each message once as it arrives, see ``track per message``);
-- ``summarizer alone``: ``ExtractiveSummarizer.summarize`` on the same range;
+- ``summarizer alone``: ``ExtractiveSummarizer.summarize`` on the summarized range;
 - ``fact scan alone``: ``CaseFacts.update_from_messages`` + ``Rules.capture_messages``
-  on the same range;
+  on the whole conversation;
 - ``compaction only``: ``compact`` with a constant summarizer and
   ``extract=False``: ctxwise's own work (cut points, token counts, media, the
   pinned block, assembly);
@@ -56,12 +58,13 @@ from ctxwise import (
     read_transcript,
     safe_cut_points,
 )
+from ctxwise.memory import FactExtractor
 from ctxwise.summarize import ExtractiveSummarizer
 
 ITERATIONS = 11
 TARGET_MS = 100.0
 SCALED_TOKENS = 150_000
-KEEP_TAIL = 30_000
+BUDGET = 75_000
 SUMMARY = 4_000
 COUNTER = CharCounter()
 
@@ -166,7 +169,7 @@ def measure(fn: Callable[[], object], n: int = ITERATIONS) -> dict[str, float]:
 
 def track_per_message(t: Transcript) -> float:
     """Mean ms per message of AutoCompactor's incremental fact tracking."""
-    auto = AutoCompactor(Constant(), trigger_tokens=10**9, keep_tail_tokens=1)
+    auto = AutoCompactor(Constant(), trigger_tokens=10**9)
     msgs = t.messages
     total = 0
     for k in range(1, len(msgs) + 1):
@@ -177,25 +180,29 @@ def track_per_message(t: Transcript) -> float:
 
 def run(t: Transcript, label: str) -> dict[str, Any]:
     tokens = COUNTER.count_messages(t.messages)
-    first = compact(t, keep_tail_tokens=KEEP_TAIL, summary_tokens=SUMMARY)
+    first = compact(t, budget=BUDGET, summary_tokens=SUMMARY)
     cut = first.cut_index
     s = sum(1 for m in t.messages if m.role == "system")
     older = t.messages[s:cut]
     ex = ExtractiveSummarizer(COUNTER)
+    support_facts = FactExtractor.preset("support")
 
     def scan() -> None:
-        CaseFacts().update_from_messages(older, offset=s)
-        Rules().capture_messages(older, offset=s)
+        CaseFacts().update_from_messages(t.messages[s:], offset=s)
+        Rules().capture_messages(t.messages[s:], offset=s)
 
     configs = {
-        "compact": lambda: compact(t, keep_tail_tokens=KEEP_TAIL, summary_tokens=SUMMARY),
-        "compact, facts kept": lambda: compact(
-            t, keep_tail_tokens=KEEP_TAIL, summary_tokens=SUMMARY, extract=False
+        "compact": lambda: compact(t, budget=BUDGET, summary_tokens=SUMMARY),
+        "compact, support facts": lambda: compact(
+            t, budget=BUDGET, summary_tokens=SUMMARY, extractor=support_facts
         ),
-        "summarizer alone": lambda: ex.summarize("", older, SUMMARY),
+        "compact, facts kept": lambda: compact(
+            t, budget=BUDGET, summary_tokens=SUMMARY, extract=False
+        ),
+        "summarizer alone": lambda: ex.summarize("", older, SUMMARY, first_index=s),
         "fact scan alone": scan,
         "compaction only": lambda: compact(
-            t, Constant(), keep_tail_tokens=KEEP_TAIL, summary_tokens=SUMMARY, extract=False
+            t, Constant(), budget=BUDGET, summary_tokens=SUMMARY, extract=False
         ),
     }
     timings = {name: measure(fn) for name, fn in configs.items()}
@@ -217,7 +224,7 @@ def run(t: Transcript, label: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    sessions = [read_transcript(p) for p in long_sessions()]
+    sessions = [replace(read_transcript(p), compactions=()) for p in long_sessions()]
     inputs = [(t, p.name[:8]) for t, p in zip(sessions, long_sessions(), strict=True)]
     inputs.append((scaled(sessions, SCALED_TOKENS), "scaled-150k"))
     inputs.append((support(SCALED_TOKENS), "support-150k"))
@@ -244,7 +251,7 @@ def main() -> None:
             f"{r['rules_pinned']} rules pinned)"
         )
     print_table(
-        f"compaction, keep_tail_tokens={KEEP_TAIL:,}, summary_tokens={SUMMARY:,} "
+        f"compaction to a budget of {BUDGET:,}, summary_tokens={SUMMARY:,} "
         f"(CharCounter; target p50 <= {TARGET_MS:g} ms)",
         ["transcript", "tokens", "configuration", "p50 ms", "p99 ms", "met"],
         rows,
@@ -255,7 +262,7 @@ def main() -> None:
         {
             "iterations": ITERATIONS,
             "target_ms": TARGET_MS,
-            "keep_tail_tokens": KEEP_TAIL,
+            "budget": BUDGET,
             "summary_tokens": SUMMARY,
             "counter": COUNTER.name,
             "results": results,

@@ -15,7 +15,7 @@ from ctxwise import CharCounter, read_transcript, read_transcripts
 from ctxwise.compaction import DEFAULT_SUMMARY_TOKENS, PINNED_HEADER, SUMMARY_HEADER
 from ctxwise.formats import anthropic, openai
 from tests._http import mock_client, response
-from tests.conftest import TAU, long_sessions
+from tests.conftest import TAU, claude_code_files, long_sessions
 
 
 def ctxwise(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -404,3 +404,58 @@ def test_llm_summarizer_failure_is_one_line_and_writes_nothing(
     assert err.count("\n") == 1 and "summarizer LLMSummarizer failed" in err
     assert "Overloaded" in err and "unchanged" in err
     assert not dst.exists()
+
+
+# --------------------------------------------------------------------------- budgets and chains
+
+
+def _in_process(capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, Any, str]:
+    code, out, err = _run_in_process([str(a) for a in args], capsys)
+    return code, (json.loads(out) if code == 0 and out.strip() else None), err
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
+def test_claude_code_files_compact_clear_compact_clear(
+    path: Path, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """compact → clear → compact → clear on every shared Claude Code file, each
+    step within its budget and every segment of every file written valid."""
+    code, live, err = _in_process(capsys, "inspect", path, "--live", "--json")
+    assert code == 0, err
+    budget = live["total_tokens"] // 2
+    files = [tmp_path / f"step{k}.jsonl" for k in range(4)]
+    code, first, err = _in_process(
+        capsys, "compact", path, "--budget", budget, "--out", files[0], "--json"
+    )
+    if code:  # only the compaction subagents: their one prompt is over half the file
+        assert "too small" in err and path.name.startswith("agent-acompact")
+        return
+    assert first["compacted"] and first["tokens_after"] <= first["budget"] == budget
+    assert all(s["problems"] == 0 for s in first["segments"])
+    assert len(first["segments"]) == len(read_transcript(path).compactions) + 1 + 1
+    code, cleared, err = _in_process(
+        capsys, "clear", files[0], "--keep-last", "1", "--out", files[1], "--json"
+    )
+    assert code == 0, err
+    again_budget = max(1, cleared["tokens_after"] // 2)
+    code, again, err = _in_process(
+        capsys, "compact", files[1], "--budget", again_budget, "--out", files[2], "--json"
+    )
+    if code:
+        assert "too small" in err
+    else:
+        assert again["tokens_after"] <= again_budget
+        assert all(s["problems"] == 0 for s in again["segments"])
+        code, _, err = _in_process(capsys, "clear", files[2], "--out", files[3], "--json")
+        assert code == 0, err
+        code, report, err = _in_process(capsys, "inspect", files[3], "--json")
+        assert code == 0 and report["problems"] == [], err
+
+
+def test_budget_error_names_the_parts(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    out = ctxwise("compact", src, "--budget", "3", "--out", tmp_path / "o.json")
+    assert_one_error_line(out, "budget 3 tokens is too small", "system", "latest user message")
+    assert not (tmp_path / "o.json").exists()

@@ -31,8 +31,7 @@ __all__ = [
 ]
 
 DEFAULT_SUMMARY_TOKENS = 4_000
-"""The summary's ceiling: Claude Code's own summaries in the shared sessions hold
-3,000-4,000 tokens."""
+"""The summary's ceiling, about the size of Claude Code's own summaries."""
 DEFAULT_USER_SHARE = 0.25
 """Share of the summary budget kept for the user's earlier messages, verbatim."""
 DEFAULT_TAIL_SHARE = 0.5
