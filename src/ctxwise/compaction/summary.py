@@ -18,7 +18,6 @@ summary message after the text.
 from __future__ import annotations
 
 import inspect
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,34 +27,15 @@ from ctxwise.compaction.pinned import is_pinned
 from ctxwise.errors import UsageError
 from ctxwise.memory.facts import Rules
 from ctxwise.messages import ContentBlock, Message, TextBlock
-from ctxwise.summarize import LLMSummarizer, Summarizer
+from ctxwise.summarize import LLMSummarizer, Summarizer, format_excerpt, parse_excerpt
 from ctxwise.tokens import TokenCounter
 
-__all__ = ["SummaryCall", "format_excerpt", "parse_excerpt", "summarizer_call"]
+__all__ = ["SummaryCall", "summarizer_call"]
 
 _INSTRUCTIONS_LEAD = "\n\nAdditional instructions for this compaction:\n"
-_EXCERPT = re.compile(r"^\[m(\d+) ([^\]\n]+)\] (.*)$")
 
 SummaryCall = Callable[[str, Sequence[Message], int, int], str]
 """``(previous, turns, budget, first_index) -> summary``."""
-
-
-def format_excerpt(index: int, who: str, text: str) -> str:
-    """One summary line: ``[m<index> <who>] <text>``."""
-    return f"[m{index} {who}] {text}"
-
-
-@dataclass(frozen=True, slots=True)
-class Excerpt:
-    index: int
-    who: str
-    text: str
-
-
-def parse_excerpt(line: str) -> Excerpt | None:
-    """The origin and text of a summary line, ``None`` for a line of another shape."""
-    m = _EXCERPT.match(line)
-    return Excerpt(int(m[1]), m[2], m[3]) if m else None
 
 
 def user_lines(index: int, message: Message) -> list[str]:
