@@ -194,6 +194,15 @@ def test_a_line_number_gutter_is_no_detail() -> None:
     assert ExtractiveSummarizer().summarize("", turns, 2_000) == "[m0 tool result] took 12 seconds"
 
 
+def test_an_error_line_is_kept_from_its_error_word_and_cut_cleanly() -> None:
+    line = "    at boot: error: " + "a" * 105 + "     " + "b" * 30
+    turns = [Message("user", (ToolResultBlock("t", line),))]
+    summary = ExtractiveSummarizer().summarize("", turns, 2_000)
+    assert summary == "[m0 tool result] […] error: " + "a" * 105 + " […]"
+    assert retention(turns, summary).counts()["total"] == [1, 1]
+    assert_excerpts(summary, turns)
+
+
 # --------------------------------------------------------------------------- selection
 
 
@@ -308,7 +317,7 @@ def _counters() -> list[TokenCounter]:
 
 
 @pytest.mark.data
-@settings(max_examples=60)
+@settings(max_examples=150)
 @given(
     which=st.integers(0, 10_000),
     share=st.floats(0.05, 1.0),

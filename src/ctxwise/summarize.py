@@ -401,6 +401,8 @@ class _Reader:
         if hi - e <= _SNAP_CHARS:
             e = hi
         if _LETTER.search(text, s, e) is not None:
+            while text[e - 1].isspace():  # a cut at a space (an error line's end)
+                e -= 1
             return s, e
         m = _LETTER.search(text, e, min(hi, e + _CONTEXT_CHARS))
         if m is not None:
@@ -413,6 +415,8 @@ class _Reader:
                 s = text.rfind(" ", lo, s - len(lead) + found[-1]) + 1 or lo
                 if s - lo <= _SNAP_CHARS:
                     s = lo
+        while e > s and text[e - 1].isspace():
+            e -= 1
         if _NUMBERING.fullmatch(text, s, e):
             return None
         return s, e
