@@ -222,6 +222,18 @@ def test_instruction_sentences_outrank_facts() -> None:
     assert_excerpts(summary, turns)
 
 
+def test_a_statement_with_dont_is_no_instruction() -> None:
+    facts = "\n".join(f"build b{n:04d} took {100 + n} ms" for n in range(50))
+    turns = [
+        Message.text_message("user", "I don't remember the order number, sorry."),
+        Message.text_message("user", "Please don't email me before 9."),
+        Message("user", (ToolResultBlock("t", facts),)),
+    ]
+    summary = ExtractiveSummarizer().summarize("", turns, 30)
+    assert "[m1 user] Please don't email me before 9." in summary.splitlines()
+    assert "remember" not in summary
+
+
 def test_a_detail_said_twice_is_kept_once() -> None:
     turns = [
         Message("user", (ToolResultBlock("a", "deployed build 8cc42b0 to eu-west-1"),)),

@@ -180,6 +180,8 @@ _INSTRUCTION_PHRASES = (
     "no later than",
     "from now on",
 )
+_NOT_INSTRUCTING = frozenset({"i", "we", "they", "he", "she", "it", "that", "this", "which"})
+"""Subjects before "do not" / "don't" that make it a statement, not an instruction."""
 _INSTRUCTION_WEIGHT = 8  # instructions outrank facts: losing one changes behaviour
 _CONVERSATION_FACTOR = 2  # what the user and assistant said outranks tool output,
 # which a tool call can fetch again
@@ -210,9 +212,16 @@ _ERROR_CHARS = 120
 
 
 def _is_instruction(sentence: str) -> bool:
+    """Whether a sentence instructs: an instruction word, or a phrase like "do not"
+    that is not about the speaker or a third party ("I don't remember")."""
     folded = sentence.casefold()
-    if any(p in folded for p in _INSTRUCTION_PHRASES):
-        return True
+    for phrase in _INSTRUCTION_PHRASES:
+        at = folded.find(phrase)
+        while at >= 0:
+            before = folded[:at].split()
+            if not before or before[-1].strip(_STRIP) not in _NOT_INSTRUCTING:
+                return True
+            at = folded.find(phrase, at + 1)
     return any(w.strip(_STRIP) in _INSTRUCTION_WORDS for w in folded.split())
 
 
