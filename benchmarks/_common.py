@@ -379,25 +379,3 @@ def excerpt_texts(summary: str) -> str:
         ex = parse_excerpt(line)
         out.append(ex.text if ex is not None else line)
     return "\n".join(out)
-
-
-_GUTTER_LINE = re.compile(r"^[ \t]*(\d+)[→\t]", re.MULTILINE)
-
-
-def gutter_only_numbers(messages: Sequence[ctxwise.Message]) -> set[Any]:
-    """The number specifics of ``messages`` that occur only as a line-number gutter
-    of tool output (``  12→code`` as Claude Code's Read prints, ``cat -n``): where a
-    line was in a file, not what it said. A view of :mod:`ctxwise.retention`'s
-    counts, not a change to them."""
-    from ctxwise.retention import Specific, specifics
-
-    gutters: set[str] = set()
-    elsewhere: set[str] = set()
-    for m in messages:
-        for b in m.content:
-            text = block_text(b)
-            if isinstance(b, ToolResultBlock):
-                gutters.update(_GUTTER_LINE.findall(text))
-                text = _GUTTER_LINE.sub("", text)
-            elsewhere.update(s.key for s in specifics(text) if s.kind == "number")
-    return {Specific("number", n) for n in gutters - elsewhere}

@@ -22,10 +22,15 @@ Code's summary, and the same counter. The excerpt summaries are measured without
 their origin prefixes (a message number ``[m42 …]`` would otherwise count as a
 kept number 42); the JSON also gives their counts as written.
 
-About half the specifics of these ranges are numbers that occur only as the
-line-number gutter of a file read (``  12→code``): where a line was, not what it
-said. ctxwise does not spend the summary on them; the table also gives every count
-without them (the JSON: ``total_without_gutters``).
+About half the numbers in these ranges occur only as the line-number gutter of a
+file read (``  12→code``): where a line was, not what it said. The measure does not
+count them (:mod:`ctxwise.retention`); the table also gives every count with them
+(``count_gutters=True``; the JSON: ``total_with_gutters``), where the naive greedy,
+which fills its summary with bare gutter lines, keeps more.
+
+``ctxwise compact`` is the summary message :func:`ctxwise.compaction.compact`
+writes for the same range at the same size (the user's messages verbatim first,
+then the summarizer's excerpts; the header line left out).
 
 Matching is generous to all: case-insensitive, and a path counts as kept when
 its file name alone is. Specifics are split by origin: ``conversation`` (what the
@@ -39,20 +44,21 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from _common import (
     excerpt_texts,
     greedy_excerpts,
     greedy_summary,
-    gutter_only_numbers,
     long_sessions,
     percentile,
     print_table,
     say,
     write_results,
 )
-from ctxwise import CharCounter, read_transcript
+from ctxwise import CharCounter, Message, Transcript, read_transcript
+from ctxwise.compaction import compact
 from ctxwise.retention import retention
 from ctxwise.summarize import ExtractiveSummarizer
 
@@ -89,13 +95,16 @@ def main() -> None:
             "greedy": greedy_summary(compacted, budget, counter),
             "greedy_excerpts": greedy_excerpts(compacted, budget, counter),
             "ctxwise": ours,
+            "ctxwise compact": _compaction_summary(compacted, budget, counter),
         }
         measured = {
             name: text if name in ("claude_code", "greedy") else excerpt_texts(text)
             for name, text in written.items()
         }
         results = {name: retention(compacted, text) for name, text in measured.items()}
-        gutters = gutter_only_numbers(compacted)
+        raw = {
+            name: retention(compacted, text, count_gutters=True) for name, text in measured.items()
+        }
         entry: dict[str, Any] = {
             "session": path.name,
             "boundary_index": boundary.index,
@@ -111,14 +120,10 @@ def main() -> None:
                 "runs": len(times),
             },
             "counts": {name: r.counts() for name, r in results.items()},
-            "gutter_only_numbers": len(gutters),
-            "total_without_gutters": {
-                name: [len(_every(r.kept) - gutters), len(_every(r.present) - gutters)]
-                for name, r in results.items()
-            },
+            "total_with_gutters": {name: r.counts()["total"] for name, r in raw.items()},
             "counts_as_written": {
                 name: retention(compacted, written[name]).counts()["total"]
-                for name in ("greedy_excerpts", "ctxwise")
+                for name in ("greedy_excerpts", "ctxwise", "ctxwise compact")
             },
             "specifics": {},
         }
@@ -133,7 +138,7 @@ def main() -> None:
         for name, r in results.items():
             c = r.counts()
             kept, present = c["total"]
-            plain_kept, plain_present = entry["total_without_gutters"][name]
+            raw_kept, raw_present = entry["total_with_gutters"][name]
             by_kind = [
                 sum(c[o].get(k, [0, 0])[0] for o in ("conversation", "tool_output")) for k in KINDS
             ]
@@ -144,7 +149,7 @@ def main() -> None:
                     entry["summary_tokens"][name],
                     entry["summary_lines"][name],
                     f"{kept} / {present}",
-                    f"{plain_kept} / {plain_present}",
+                    f"{raw_kept} / {raw_present}",
                     len(r.kept["conversation"]),
                     len(r.kept["tool_output"]),
                     *by_kind,
@@ -165,15 +170,15 @@ def main() -> None:
             "tokens",
             "lines",
             "kept / present",
-            "without gutters",
+            "with gutter numbers",
             "conversation",
             "tool output",
             *KINDS,
         ],
         rows,
         align="llrrrrrrrrrr",
-        caption="without gutters: leaving out the numbers that occur only as a line-number "
-        "gutter of tool output ('  12→code', as a file read prints)",
+        caption="with gutter numbers: also counting the line numbers of file reads "
+        "('  12→code'), which the measure leaves out",
     )
     speed = _time_150k(counter, args.repeat)
     say(
@@ -182,6 +187,21 @@ def main() -> None:
         f"{speed['min_ms']} ms min"
     )
     write_results("bench_retention", {"sessions": sessions, "range_150k": speed})
+
+
+def _compaction_summary(messages: Sequence[Message], budget: int, counter: CharCounter) -> str:
+    """The summary :func:`compact` writes for all of ``messages`` (no tail), its header
+    line left out, at most ``budget`` tokens: the summary budget is lowered until the
+    text fits (the latest user message is kept on top of ``summary_tokens``)."""
+    t = Transcript(tuple(messages), format="claude-code")
+    size = budget
+    while size > 0:
+        r = compact(t, keep_tail_tokens=1, summary_tokens=size, extract=False, counter=counter)
+        text = "\n".join(r.summary.splitlines()[1:])
+        if counter.count(text) <= budget:
+            return text
+        size -= max(1, counter.count(text) - budget)
+    return ""
 
 
 def _time_150k(counter: CharCounter, repeat: int) -> dict[str, Any]:

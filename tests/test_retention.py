@@ -86,3 +86,19 @@ def test_ctxwise_keeps_more_specifics_than_claude_codes_own_summary(
     assert ours_r.counts()["total"][0] > theirs_r.counts()["total"][0]
     # also on what the user and the agent said, not only on tool output
     assert len(ours_r.kept["conversation"]) > len(theirs_r.kept["conversation"])
+
+
+def test_line_number_gutters_are_not_specifics() -> None:
+    from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+
+    read = "     57→def load(path):\n     58→    return open(path).read()  # 4417 bytes\n"
+    msgs = [
+        Message("assistant", (ToolUseBlock("t1", "Read", {"file_path": "src/app.py"}),)),
+        Message("user", (ToolResultBlock("t1", read),)),
+    ]
+    numbers = {s.key for s in retention(msgs, "").present["tool_output"] if s.kind == "number"}
+    assert numbers == {"4417"}  # the gutters say where a line was, not what it said
+    gutter_lines = "57→\n58→"
+    assert retention(msgs, gutter_lines).counts()["total"][0] == 0
+    raw = retention(msgs, gutter_lines, count_gutters=True)
+    assert {s.key for s in raw.kept["tool_output"]} == {"57", "58"}

@@ -10,7 +10,11 @@ lists the *specifics* of a text and checks which of them a summary still holds:
 - ``id``: a token mixing letters and digits (``spotter-gqc.1``, ``W4417``, a
   commit hash ``8cc42b0``, a uuid);
 - ``number``: a number of two or more digits that is not part of an id or a path
-  (``397`` tests, ``4,417``, ``12.50``);
+  (``397`` tests, ``4,417``, ``12.50``). The line-number gutter of tool output
+  (``    57→code`` as Claude Code's Read prints it, ``cat -n``'s ``57<tab>``) is not
+  a specific: it says where a line was in a file, not what it said, and a summary
+  of bare gutter lines would score without keeping anything (``count_gutters=True``
+  counts them, for comparison with figures measured that way);
 - ``error``: the message of an error line (what follows ``error:``, ``Error:``,
   ``** (CompileError)``, ``failed:`` …), first 60 characters, whitespace folded,
   kept when the summary holds its first 40 characters.
@@ -56,6 +60,7 @@ _ERROR = re.compile(
     re.IGNORECASE,
 )
 _SPACE = re.compile(r"\s+")
+_GUTTER = re.compile(r"^[ \t]*\d+[→\t]", re.MULTILINE)
 
 
 def _fold(text: str) -> str:
@@ -115,11 +120,14 @@ def _kept(spec: Specific, folded: str, summary_specifics: set[Specific]) -> bool
     return spec.key in folded
 
 
-def _origin_texts(messages: Sequence[Message]) -> Iterable[tuple[Origin, str]]:
+def _origin_texts(
+    messages: Sequence[Message], count_gutters: bool = False
+) -> Iterable[tuple[Origin, str]]:
     for m in messages:
         for b in m.content:
             if isinstance(b, ToolResultBlock):
-                yield "tool_output", block_text(b)
+                text = block_text(b)
+                yield "tool_output", text if count_gutters else _GUTTER.sub("", text)
             elif isinstance(b, TextBlock | ToolUseBlock):
                 yield "conversation", block_text(b)
 
@@ -147,7 +155,9 @@ class Retention:
         return out
 
 
-def retention(messages: Sequence[Message], summary: str) -> Retention:
+def retention(
+    messages: Sequence[Message], summary: str, *, count_gutters: bool = False
+) -> Retention:
     """Which specifics of ``messages`` the ``summary`` holds, by origin.
 
     A specific seen both in the conversation and in tool output counts under
@@ -157,7 +167,7 @@ def retention(messages: Sequence[Message], summary: str) -> Retention:
     in_summary = specifics(summary)
     conversation: set[Specific] = set()
     tool_output: set[Specific] = set()
-    for origin, text in _origin_texts(messages):
+    for origin, text in _origin_texts(messages, count_gutters):
         (conversation if origin == "conversation" else tool_output).update(specifics(text))
     tool_output -= conversation
     present: dict[Origin, frozenset[Specific]] = {
