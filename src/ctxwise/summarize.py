@@ -24,10 +24,11 @@ the lines come out in transcript order. ``LLMSummarizer`` asks a model instead.
 from __future__ import annotations
 
 import heapq
+import inspect
 import itertools
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -50,6 +51,7 @@ __all__ = [
     "format_excerpt",
     "parse_excerpt",
     "render_turns",
+    "summarize_range",
 ]
 
 
@@ -58,6 +60,27 @@ class Summarizer(Protocol):
     """Folds turns into a summary of at most ``budget`` tokens."""
 
     def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> str: ...
+
+
+def summarize_range(
+    summarizer: Summarizer,
+    previous: str,
+    turns: Sequence[Message],
+    budget: int,
+    *,
+    first_index: int = 0,
+) -> str:
+    """``summarizer.summarize(previous, turns, budget)``, telling it that ``turns[0]``
+    is message ``first_index`` when its ``summarize`` takes ``first_index=`` (the
+    origin an excerpt names)."""
+    try:
+        takes = "first_index" in inspect.signature(summarizer.summarize).parameters
+    except (TypeError, ValueError):
+        takes = False
+    if takes:
+        loose: Callable[..., str] = summarizer.summarize
+        return loose(previous, turns, budget, first_index=first_index)
+    return summarizer.summarize(previous, turns, budget)
 
 
 def render_turns(turns: Sequence[Message]) -> str:

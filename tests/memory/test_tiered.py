@@ -85,3 +85,20 @@ def test_tau_bench_trajectory(data_dir: Path) -> None:
     assert memory.archive and memory.summary
     assert Transcript(tuple(memory.working)).problems() == []
     assert "mia_li_3668" in memory.summary  # the user id survives in the summary, verbatim
+
+
+def test_evicted_turns_are_summarized_with_their_archive_index() -> None:
+    from ctxwise.summarize import parse_excerpt
+
+    memory = TieredMemory(working_tokens=60, working_turns=2)
+    for i in range(6):
+        memory.add(
+            Message.text_message("user", f"Order W{1000 + i} arrived damaged on May {i + 2}.")
+        )
+        memory.add(Message.text_message("assistant", f"Noted for order W{1000 + i}."))
+    lines = [parse_excerpt(x) for x in memory.summary.splitlines()]
+    assert lines and all(x is not None for x in lines)
+    for ex in lines:
+        assert ex is not None
+        assert f"W{1000 + ex.index // 2}" in ex.text  # the origin is the archive's index
+        assert memory.archive[ex.index].text.find(ex.text.strip("[…] ")) >= 0

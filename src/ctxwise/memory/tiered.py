@@ -25,7 +25,7 @@ from ctxwise.errors import UsageError
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
-from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns
+from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
 from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = ["Pinned", "TieredMemory"]
@@ -109,8 +109,11 @@ class TieredMemory:
             evicted.extend(self.working[:end])
             del self.working[:end]
         if evicted:
+            first = len(self.archive)  # the evicted turns' index in the archive
             self.archive.extend(evicted)
-            self.summary = self.summarizer.summarize(self.summary, evicted, self.summary_tokens)
+            self.summary = summarize_range(
+                self.summarizer, self.summary, evicted, self.summary_tokens, first_index=first
+            )
             if self.longterm is not None:
                 self.longterm.remember_many(
                     NewItem(line, {"tier": "archive"})
