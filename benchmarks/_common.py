@@ -271,41 +271,16 @@ def greedy_summary(
     hold that the summary does not hold yet, per character, picked best first while
     they fit; kept lines in transcript order.
 
-    It gets the budget as exactly as ctxwise does: with a CharCounter a line costs
-    its characters plus the newline against the characters the budget holds; with
-    another counter its count plus one, and the result is checked whole at the end.
+    It ranks by the measure's own specifics (a line-number gutter is none) and gets
+    the budget as exactly as ctxwise does (:func:`_greedy_pick`).
     """
-    import heapq
-
     from ctxwise.retention import specifics
     from ctxwise.summarize import render_turns
 
     lines = [x for x in render_turns(turns).splitlines() if x.strip()]
-    cap = char_capacity(counter, budget)
-    limit = cap + 1 if cap is not None else budget  # the last line has no newline
-    costs = [len(x) + 1 if cap is not None else counter.count(x) + 1 for x in lines]
-    specs = [specifics(x) for x in lines]
-    covered: set[object] = set()
-    heap = [(-len(s) / (len(x) + 1), i) for i, (x, s) in enumerate(zip(lines, specs, strict=True))]
-    heapq.heapify(heap)
-    chosen: list[int] = []
-    used = 0
-    while heap:
-        _, i = heapq.heappop(heap)
-        fresh = len(specs[i] - covered)
-        if not fresh or used + costs[i] > limit:
-            continue
-        score = fresh / (len(lines[i]) + 1)
-        if heap and score < -heap[0][0]:
-            heapq.heappush(heap, (-score, i))  # stale: re-rank
-            continue
-        chosen.append(i)
-        used += costs[i]
-        covered |= specs[i]
-    chosen.sort()
-    while chosen and counter.count("\n".join(lines[i] for i in chosen)) > budget:
-        chosen.remove(min(chosen, key=lambda i: len(specs[i]) / costs[i]))
-    return "\n".join(lines[i] for i in chosen)
+    # ranked by the measure's own specifics: a line without a file read's gutter
+    specs = [specifics(_GUTTER.sub("", x.removeprefix("tool result: "))) for x in lines]
+    return _greedy_pick(lines, specs, budget, counter)
 
 
 def greedy_excerpts(
@@ -318,7 +293,6 @@ def greedy_excerpts(
     What :func:`greedy_summary` would keep if it had to say where each line came
     from, as ctxwise does (and as compaction needs to point back into the archive).
     """
-    import heapq
 
     from ctxwise.retention import specifics
     from ctxwise.summarize import format_excerpt
@@ -341,10 +315,28 @@ def greedy_excerpts(
                 if row and not numbering.fullmatch(row):
                     lines.append(format_excerpt(i, who, row))
     lines = list(dict.fromkeys(lines))
+    # the origin holds no specific; a tool output line is measured without its gutter
+    specs = [specifics(_GUTTER.sub("", x.split("] ", 1)[1])) for x in lines]
+    return _greedy_pick(lines, specs, budget, counter)
+
+
+_GUTTER = re.compile(r"^[ \t]*\d+[→\t]")
+
+
+def _greedy_pick(
+    lines: Sequence[str], specs: Sequence[set[Any]], budget: int, counter: ctxwise.TokenCounter
+) -> str:
+    """Lines by fresh specifics per character, best first while they fit (a lazy
+    greedy: a stale score is re-ranked when it surfaces); kept in their order.
+
+    With a CharCounter a line costs its characters plus the newline against the
+    characters the budget holds; with another counter its count plus one, and the
+    result is checked whole at the end."""
+    import heapq
+
     cap = char_capacity(counter, budget)
-    limit = cap + 1 if cap is not None else budget
+    limit = cap + 1 if cap is not None else budget  # the last line has no newline
     costs = [len(x) + 1 if cap is not None else counter.count(x) + 1 for x in lines]
-    specs = [specifics(x.split("] ", 1)[1]) for x in lines]  # the origin holds none
     covered: set[object] = set()
     heap = [(-len(s) / (len(x) + 1), i) for i, (x, s) in enumerate(zip(lines, specs, strict=True))]
     heapq.heapify(heap)
@@ -357,7 +349,7 @@ def greedy_excerpts(
             continue
         score = fresh / (len(lines[i]) + 1)
         if heap and score < -heap[0][0]:
-            heapq.heappush(heap, (-score, i))
+            heapq.heappush(heap, (-score, i))  # stale: re-rank
             continue
         chosen.append(i)
         used += costs[i]

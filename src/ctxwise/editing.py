@@ -65,7 +65,7 @@ from ctxwise.messages import (
     ToolUseBlock,
     Transcript,
 )
-from ctxwise.pairing import MISSING_RESULT_TEXT, PairingError, repair_pairing
+from ctxwise.pairing import MISSING_RESULT_TEXT, PairingError, placement_for, repair_pairing
 from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = [
@@ -220,17 +220,9 @@ def _input_names(value: object) -> frozenset[str] | None:
 
 
 def _placement_for(t: Transcript, placement: Placement | None) -> Placement:
-    if placement is not None:
-        if placement not in ("loose", "anthropic", "openai"):
-            raise EditParameterError(
-                "placement", placement, "must be 'loose', 'anthropic' or 'openai'"
-            )
-        return placement
-    if t.format == "openai":
-        return "openai"
-    if t.format in ("anthropic", "claude-code"):
-        return "anthropic"
-    return "loose"
+    if placement is not None and placement not in ("loose", "anthropic", "openai"):
+        raise EditParameterError("placement", placement, "must be 'loose', 'anthropic' or 'openai'")
+    return placement_for(t, placement)
 
 
 def _checked(

@@ -219,8 +219,11 @@ _SENTENCE_CHARS = 200
 longer one may give windows too."""
 _CONTEXT_CHARS = 32
 """A window without a letter (a bare number) grows by one word, if one is this near."""
-_SCAN_CHARS = 240_000
-"""Tool calls and results are read whole up to this many characters in all. Past
+_SCAN_CHARS = 320_000
+"""Tool calls and results are read whole up to this many characters in all (about
+80,000 tokens: half of a 150,000-token window, and what keeps a compaction of one
+under its time target on two cores; ``bench_retention`` and ``bench_compaction``
+give the figures). Past
 it, a tool call is read by its first :data:`_CALL_CHARS` characters and a tool
 result by its lines within as many characters at each end as keeps them all within
 the rest: what a command reported and how it ended (errors, totals) sit there,

@@ -8,7 +8,7 @@ from typing import Unpack
 from ctxwise.compaction.core import compact, scannable
 from ctxwise.compaction.errors import CompactionThrashError, largest_item
 from ctxwise.compaction.result import Compaction
-from ctxwise.compaction.settings import CompactionSettings, SettingsOverrides
+from ctxwise.compaction.settings import CompactionSettings, SettingsOverrides, positive
 from ctxwise.compaction.summary import summarizer_call
 from ctxwise.errors import UsageError
 from ctxwise.memory.facts import CaseFacts, Fact, Rule, Rules
@@ -73,13 +73,13 @@ class AutoCompactor:
         refill_messages: int = 6,
         **overrides: Unpack[SettingsOverrides],
     ) -> None:
-        _positive("trigger_tokens", trigger_tokens)
-        _positive("max_attempts", max_attempts)
-        _positive("refill_messages", refill_messages)
+        positive("trigger_tokens", trigger_tokens)
+        positive("max_attempts", max_attempts)
+        positive("refill_messages", refill_messages)
         cfg = (settings if settings is not None else CompactionSettings()).with_overrides(overrides)
         if budget is None:
             budget = max(1, trigger_tokens // 2)
-        _positive("budget", budget)
+        positive("budget", budget)
         if budget >= trigger_tokens:
             raise UsageError(
                 f"budget ({budget:,}) must be below trigger_tokens ({trigger_tokens:,}), or "
@@ -183,9 +183,3 @@ class AutoCompactor:
         self.last = result
         self._scanned = result.transcript.messages
         return result
-
-
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    return value

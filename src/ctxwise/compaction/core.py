@@ -17,7 +17,7 @@ from ctxwise.compaction.errors import (
 )
 from ctxwise.compaction.pinned import PinnedState, system_part
 from ctxwise.compaction.result import Compaction, DroppedMedia, dropped_media, media_note
-from ctxwise.compaction.settings import CompactionSettings, SettingsOverrides
+from ctxwise.compaction.settings import CompactionSettings, SettingsOverrides, positive
 from ctxwise.compaction.summary import (
     compose,
     extra_blocks,
@@ -65,12 +65,6 @@ def scannable(m: Message) -> Message:
         elif isinstance(b, TextBlock):
             blocks.append(TextBlock(text[:FACT_TEXT_CHARS]))
     return replace(m, content=tuple(blocks))
-
-
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _pinned(
@@ -122,7 +116,7 @@ def compact(
         raise UsageError(f"compact() takes a Transcript, got {type(transcript).__name__}")
     cfg = (settings if settings is not None else CompactionSettings()).with_overrides(overrides)
     if budget is not None:
-        _positive("budget", budget)
+        positive("budget", budget)
     elif cfg.keep_tail_tokens is None and cfg.keep_tail_turns is None:
         raise UsageError("give a budget, keep_tail_tokens or keep_tail_turns")
     ns = check_namespace(cfg.namespace) if store is not None else tuple(cfg.namespace)

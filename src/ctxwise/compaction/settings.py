@@ -56,9 +56,11 @@ class SettingsOverrides(TypedDict, total=False):
     namespace: Sequence[str]
 
 
-def _positive(name: str, value: object) -> None:
+def positive(name: str, value: object) -> int:
+    """``value`` when it is a positive int; else :class:`UsageError` naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
 def _share(name: str, value: object, *, low_open: bool) -> None:
@@ -115,10 +117,10 @@ class CompactionSettings:
         if self.keep_tail_tokens is not None and self.keep_tail_turns is not None:
             raise UsageError("give at most one of keep_tail_tokens and keep_tail_turns")
         if self.keep_tail_tokens is not None:
-            _positive("keep_tail_tokens", self.keep_tail_tokens)
+            positive("keep_tail_tokens", self.keep_tail_tokens)
         if self.keep_tail_turns is not None:
-            _positive("keep_tail_turns", self.keep_tail_turns)
-        _positive("summary_tokens", self.summary_tokens)
+            positive("keep_tail_turns", self.keep_tail_turns)
+        positive("summary_tokens", self.summary_tokens)
         _share("user_share", self.user_share, low_open=False)
         _share("tail_share", self.tail_share, low_open=True)
         if self.instructions is not None and (
