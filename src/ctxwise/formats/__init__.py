@@ -43,7 +43,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, get_args
 
 from ctxwise._io import read_text_file
 from ctxwise.errors import FormatError, UnknownFormatError, UsageError
@@ -78,16 +78,7 @@ Shape: TypeAlias = Literal[
     "jsonl",
     "session",
 ]
-SHAPES: tuple[str, ...] = (
-    "request",
-    "response",
-    "messages",
-    "trajectory",
-    "trajectories",
-    "records",
-    "jsonl",
-    "session",
-)
+SHAPES: tuple[str, ...] = get_args(Shape)
 _Format: TypeAlias = Literal["anthropic", "openai", "claude-code"]
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
