@@ -367,3 +367,33 @@ def test_every_tau_trajectory_counts_the_same_in_the_library(data_dir: Path) -> 
         summarizer = ExtractiveSummarizer(ctr)
         result = compact(t, summarizer, keep_tail_tokens=20000, counter=ctr, repair=True)
         assert c.total_tokens == result.tokens_before, i
+
+
+def test_livemcpbench_tasks_as_published_compact_to_a_budget(tmp_path: Path) -> None:
+    """One user prompt, then the tool loop: the cut falls inside the loop."""
+    src = tmp_path / "results.json"
+    tasks = [livemcp_task(i, calls=6) for i in range(2)]
+    src.write_text(json.dumps(tasks, ensure_ascii=False, indent=4))
+    live = json.loads(ok(ctxwise("inspect", src, "--index", "0", "--json")).stdout)
+    budget = live["total_tokens"] // 2
+    out = tmp_path / "out.json"
+    args: list[str | Path] = ["--index", "0", "--budget", str(budget), "--out", out, "--json"]
+    report = json.loads(ok(ctxwise("compact", src, *args)).stdout)
+    assert report["compacted"] and report["mid_turn"] and report["tokens_after"] <= budget
+    assert report["segments"] == [
+        {
+            "index": 0,
+            "messages": report["kept_messages"],
+            "tokens": report["tokens_after"],
+            "problems": 0,
+        }
+    ]
+    body = json.loads(out.read_text())
+    assert body[1] == tasks[1]
+    prompt = next(m["content"] for m in tasks[0]["messages"] if m["role"] == "user")
+    written = read_transcripts(out)[0]
+    assert written.problems("openai") == []
+    text = "\n".join(m.text for m in written.messages)
+    assert all(
+        f"user] {line}" in text or line in text for line in prompt.splitlines() if line.strip()
+    )
