@@ -985,6 +985,9 @@ def _check_real(t: Transcript, r: Compaction, budget: int | None, keep: int | No
     """Valid under the format's rule, within the budget, the tail verbatim, and the
     latest user message verbatim (in the tail or in the summary)."""
     assert_valid_and_round_trips(r.transcript)
+    for rule in ("anthropic", "openai"):  # valid under each rule the source met
+        if not t.problems(rule):
+            assert r.transcript.problems(rule) == [], rule
     c = CharCounter()
     assert c.count_messages(r.transcript.messages) == r.tokens_after
     if budget is not None:

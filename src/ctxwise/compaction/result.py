@@ -41,6 +41,10 @@ class DroppedMedia:
 class Compaction:
     """What :func:`compact` did.
 
+    ``summary`` is the summary message's text: the header line, the user's
+    messages kept verbatim, the summarizer's part and the media note ("" when the
+    budget held only the system part and the task).
+
     ``transcript`` is the compacted transcript (the input, after repair if asked,
     when nothing was compacted: then ``reason`` says why). ``cut_index`` is the
     input index where the verbatim tail starts; ``summarized_messages`` how many
