@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,22 @@ def test_pinned_facts_and_rules_survive_a_second_compaction_of_the_written_file(
     assert [r.text for r in second.rules][:1] == ["Never push to main."]
     # the old pinned block is not fed back into the summary as text
     assert PINNED_HEADER not in second.summary
+
+
+def test_a_window_of_only_the_task_is_written_and_compacts_again() -> None:
+    text = unanswered_session().replace("Still there?", "Thanks")
+    text = "\n".join(line for line in text.split("\n") if '"u6"' not in line)
+    t = read_claude_code(text)
+    task = t.messages[-1]
+    from ctxwise import CharCounter
+
+    budget = CharCounter().count_messages((task,))
+    bare = compact(t, budget=budget, extract=False)
+    assert bare.compacted and bare.summary == "" and bare.transcript.messages == (task,)
+    out = compacted_claude_code(text, bare)
+    live = read_claude_code(out).live_window()
+    assert live.messages[0].kind == "compact_summary" and live.messages[0].text == task.text
+    # a later compaction keeps the task: the summary message holds it as written
+    grown = replace(live, messages=(*live.messages, Message.text_message("assistant", "ok " * 40)))
+    again = compact(grown, budget=budget + 12, extract=False)
+    assert task.text in "\n".join(m.text for m in again.transcript.messages)

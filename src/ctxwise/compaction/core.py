@@ -317,10 +317,16 @@ def compact(
                 f"nothing lies before the last {cfg.keep_tail_turns} user turn(s) but the "
                 "system part and the summary"
             )
-        cut = next(c for c in safe if c >= at)
+        at_turn = next((c for c in safe if c >= at), None)
+        if at_turn is None:
+            return noop("no safe cut at or after the kept user turns")
+        cut = at_turn
     else:
         assert cfg.keep_tail_tokens is not None
-        cut = next(c for c in safe if suffix[c] <= cfg.keep_tail_tokens)
+        fitting = next((c for c in safe if suffix[c] <= cfg.keep_tail_tokens), None)
+        if fitting is None:
+            return noop("no safe cut leaves a tail within keep_tail_tokens")
+        cut = fitting
 
     # ---- the summary's budget
     tail = messages[cut:]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwise.compaction.cuts import SUMMARY_HEADER, strip_header
+from ctxwise.compaction.cuts import SUMMARY_HEADER, starts_with_header, strip_header
 from ctxwise.compaction.pinned import is_pinned
 from ctxwise.errors import UsageError
 from ctxwise.memory.facts import Rules
@@ -70,6 +70,10 @@ def read_previous(message: Message | None) -> PreviousSummary:
     text = "\n".join(
         b.text for b in message.content if isinstance(b, TextBlock) and not is_pinned(b)
     )
+    if not starts_with_header(text):
+        # a window that held only the task: the user's message as it was written
+        lines = tuple(x for x in text.splitlines() if x.strip())
+        return PreviousSummary((lines,) if lines else (), "")
     groups: list[list[str]] = []
     last: int | None = None
     rest: list[str] = []
