@@ -39,6 +39,7 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_compaction.py
 	$(BIN)/python benchmarks/bench_retention.py
 	$(BIN)/python benchmarks/bench_trim.py
+	$(BIN)/python benchmarks/bench_compact_all.py
 	$(BIN)/python benchmarks/bench_memory.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
 
