@@ -241,7 +241,11 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
     ``transcript`` is an edit of ``read_claude_code(text)`` (or of its
     :meth:`~ctxwise.messages.Transcript.live_window`), such as
     ``clear_tool_uses(...).transcript``. Blocks are matched by id, not position:
-    a ``tool_use`` by ``id``, a ``tool_result`` by ``tool_use_id``.
+    a ``tool_use`` by ``id``, a ``tool_result`` by ``tool_use_id``, within each
+    compaction segment (the lines between two ``compact_boundary`` events, matched
+    to the transcript's segments in order; a live window is the last one), so a
+    tail that a compaction copied, whose ids repeat those before its boundary, is
+    patched in its own segment.
 
     - A block whose edited form differs gets the edited fields (a cleared
       result's ``content``, a cleared call's ``input``); its other keys and
