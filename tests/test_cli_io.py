@@ -302,7 +302,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(
 
 def test_router_build_writes_through_a_symlink(tmp_path: Path) -> None:
     train = tmp_path / "train.jsonl"
-    rows = [("book a flight to Paris", "travel"), ("what is my balance", "bank")] * 3
+    rows = [("book a flight to Paris", "travel"), ("what is my balance", "bank")] * 5
+    rows += [(f"tell me joke number {i}", "oos") for i in range(5)]
     train.write_text("".join(json.dumps({"text": t, "label": lb}) + "\n" for t, lb in rows))
     target = tmp_path / "router.json"
     target.write_text("old")
@@ -310,6 +311,9 @@ def test_router_build_writes_through_a_symlink(tmp_path: Path) -> None:
     link.symlink_to(target)
     ok(ctxwise("router", "build", "--train", train, "--out", link))
     assert link.is_symlink() and json.loads(target.read_text())["format"]
+    assert (tmp_path / "router.json.npz").is_file()  # beside the link's target
+    for path in (link, target):
+        ok(ctxwise("route", path, "--query", "a flight to Rome"))
     one_error_line(
         ctxwise("router", "build", "--train", train, "--out", tmp_path), "is a directory"
     )

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwise import FormatError, UsageError
+from ctxwise import FormatError, OutputError, UsageError
 from ctxwise.routing import (
     BowScorer,
     EmbeddingScorer,
@@ -18,6 +18,8 @@ from ctxwise.routing import (
     calibrate,
     routing_metrics,
 )
+from ctxwise.routing.calibration import harmonic_mean
+from ctxwise.routing.router import arrays_path
 
 
 def billing_router(**kwargs: float) -> IntentRouter:
@@ -122,12 +124,52 @@ class TestPersistence:
         for q in ["cancel and refund charge", "I need a refund", "stop my account", "hello"]:
             assert loaded.route(q).to_dict() == router.route(q).to_dict()
         data = json.loads(path.read_text())
-        assert data["format"] == "ctxwise-router" and data["version"] == 1
+        assert data["format"] == "ctxwise-router" and data["version"] == 2
+        assert data["state"] is None  # bag of words: nothing fitted, no arrays file
+        assert not arrays_path(path).exists()
+
+    def test_version_1_files_load_and_refit(self, tmp_path: Path) -> None:
+        router = billing_router(threshold=0.25, margin=0.1)
+        doc = router.to_dict()
+        doc["version"] = 1
+        del doc["state"]
+        path = tmp_path / "v1.json"
+        path.write_text(json.dumps(doc))
+        loaded = IntentRouter.load(path)
+        assert (
+            loaded.route("I need a refund").to_dict() == router.route("I need a refund").to_dict()
+        )
+
+    def test_hashing_embedding_scorer_is_restored_not_refitted(self, tmp_path: Path) -> None:
+        router = IntentRouter(EmbeddingScorer("hashing"), threshold=0.1)
+        router.add("billing", ["refund my payment", "send the invoice"])
+        router.add("cancel", ["cancel my subscription", "close the account"])
+        path = tmp_path / "emb.json"
+        router.save(path)
+        assert arrays_path(path).is_file()
+        loaded = IntentRouter.load(path)
+        assert loaded._fitted  # restored from the arrays
+        for q in ["refund the invoice", "close it", "weather"]:
+            assert loaded.route(q).to_dict() == router.route(q).to_dict()
+
+    def test_save_refuses_stdout_and_missing_folders(self, tmp_path: Path) -> None:
+        router = IntentRouter(EmbeddingScorer("hashing"))
+        router.add("a", ["hello there"])
+        router.add("b", ["goodbye now"])
+        with pytest.raises(UsageError, match="two files"):
+            router.save("-")
+        with pytest.raises(OutputError, match="does not exist"):
+            router.save(tmp_path / "missing" / "r.json")
+        with pytest.raises(OutputError, match="directory"):
+            router.save(tmp_path)
+        assert list(tmp_path.iterdir()) == []
 
     @pytest.mark.parametrize(
         ("doc", "match"),
         [
             ({"format": "ctxwise-router", "version": 99}, "version 99"),
+            ({"format": "ctxwise-router", "version": True}, "version True"),
+            ([1, 2], "not a ctxwise router"),
             ({"format": "something-else", "version": 1}, "not a ctxwise router"),
             ({"format": "ctxwise-router", "version": 1}, "malformed"),
             (
@@ -183,6 +225,16 @@ class TestCalibration:
         m = routing_metrics(["a", "a", "b", "oos", "oos"], ["a", None, "b", None, "a"])
         assert m.in_scope_accuracy == pytest.approx(2 / 3)
         assert m.oos_recall == 0.5 and m.oos_precision == 0.5
+
+    def test_balanced_is_the_harmonic_mean_and_the_default(self) -> None:
+        assert harmonic_mean(0.9, 0.6) == pytest.approx(0.72)
+        assert harmonic_mean(0.0, 0.0) == 0.0
+        m = routing_metrics(["a", "b", "oos", "oos"], ["a", None, None, "a"])
+        assert m.harmonic_mean == pytest.approx(harmonic_mean(0.5, 0.5))
+        assert m.to_dict()["harmonic_mean"] == 0.5
+        router = billing_router()
+        report = router.fit([("refund payment", "billing"), ("stop it", "cancel"), ("hi", "oos")])
+        assert report.objective == "balanced"
 
     def test_calibrate_validates(self) -> None:
         import numpy as np

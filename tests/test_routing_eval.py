@@ -11,8 +11,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxwise.routing import IntentRouter, LexicalScorer, RouteReason
-from ctxwise.routing.evaluation import clinc150_splits, evaluate, load_labeled, write_labeled
+from ctxwise import FormatError
+from ctxwise.routing import EmbeddingScorer, IntentRouter, LexicalScorer, RouteReason
+from ctxwise.routing._ngrams import CharWbNgrams, WordNgrams
+from ctxwise.routing.evaluation import (
+    build_router,
+    clinc150_splits,
+    evaluate,
+    holdout_split,
+    load_labeled,
+    write_labeled,
+)
+from ctxwise.routing.router import arrays_path
 from tests.conftest import DATA
 
 pytest.importorskip("sklearn", reason="needs the lexical extra: pip install 'ctxwise[lexical]'")
@@ -62,6 +72,125 @@ def test_lexical_fast_path_matches_scikit_learn(clinc_slice: dict[str, Path]) ->
     )
     cols = [list(svc.classes_).index(n) for n in router.scorer.labels]
     np.testing.assert_allclose(ours, 1 / (1 + np.exp(-ref[:, cols])), rtol=1e-9, atol=1e-12)
+
+
+EDGE_TEXTS = [
+    "",
+    " ",
+    "a",
+    "ab",
+    "Éé ÇA  \t x\u00a0y",
+    "İstanbul ǅ ß ﬁ",
+    "x\u2028y z\u3000w",
+    "日本語 テキスト",
+    "i'm a\tb\n\nc  lead",
+    "\ud800 lone surrogate",
+    "x\x00y",
+]
+
+
+def test_analyzers_match_scikit_learn(clinc_slice: dict[str, Path]) -> None:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    texts = [t for t, _ in load_labeled(clinc_slice["train"])] + EDGE_TEXTS
+    word = TfidfVectorizer(ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b").build_analyzer()
+    char = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5)).build_analyzer()
+    assert [word(t) for t in texts] == [WordNgrams(1, 2)(t) for t in texts]
+    assert [char(t) for t in texts] == [CharWbNgrams(2, 5)(t) for t in texts]
+
+
+LOAD_AND_ROUTE = """
+import json, sys
+from ctxwise.routing import IntentRouter
+router = IntentRouter.load(sys.argv[1])
+queries = json.loads(sys.stdin.read())
+out = [d.to_dict(top_scores=None) for d in router.route_many(queries)]
+print(json.dumps({"sklearn": "sklearn" in sys.modules, "decisions": out}))
+"""
+
+
+def test_saved_lexical_router_routes_in_a_fresh_process_without_fitting(
+    clinc_slice: dict[str, Path], tmp_path: Path
+) -> None:
+    router = IntentRouter.from_labeled(load_labeled(clinc_slice["train"]), LexicalScorer())
+    router.fit(load_labeled(clinc_slice["fit"]))
+    path = tmp_path / "router.json"
+    router.save(path)
+    doc = json.loads(path.read_text())
+    assert doc["version"] == 2 and doc["state"]["file"] == "router.json.npz"
+    queries = [t for t, _ in load_labeled(clinc_slice["test"])] + [
+        t for t in EDGE_TEXTS if t.strip()
+    ]
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_ROUTE, str(path)],
+        input=json.dumps(queries),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    result = json.loads(out.stdout)
+    assert result["sklearn"] is False  # restored from the arrays: nothing was fitted
+    assert result["decisions"] == [d.to_dict(top_scores=None) for d in router.route_many(queries)]
+
+
+def test_bad_arrays_files(clinc_slice: dict[str, Path], tmp_path: Path) -> None:
+    import hashlib
+
+    router = IntentRouter.from_labeled(load_labeled(clinc_slice["train"]), LexicalScorer())
+    path = tmp_path / "r.json"
+    router.save(path)
+    doc = json.loads(path.read_text())
+    blob = arrays_path(path).read_bytes()
+
+    def variant(name: str, edit: dict, arrays: bytes | None) -> Path:  # type: ignore[type-arg]
+        p = tmp_path / name
+        changed = {**doc, "state": {**doc["state"], "file": p.name + ".npz", **edit}}
+        p.write_text(json.dumps(changed))
+        if arrays is not None:
+            arrays_path(p).write_bytes(arrays)
+            if "sha256" not in edit:
+                changed["state"]["sha256"] = hashlib.sha256(arrays).hexdigest()
+                p.write_text(json.dumps(changed))
+        return p
+
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, coef_index=np.array([object()], dtype=object))
+    cases = [
+        (variant("missing.json", {}, None), "missing"),
+        (variant("stale.json", {"sha256": "0" * 64}, blob), "SHA-256 differs"),
+        (variant("pickled.json", {}, pickled.read_bytes()), "cannot read the router's arrays"),
+        (variant("truncated.json", {}, blob[:1000]), "cannot read the router's arrays"),
+        (variant("escape.json", {"file": "../r.json.npz"}, None), "bad arrays file"),
+        (variant("labels.json", {"labels": ["x"]}, blob), "intents differ"),
+        (variant("meta.json", {"meta": {"analyzers": []}}, blob), "malformed scorer state"),
+    ]
+    for p, match in cases:
+        with pytest.raises(FormatError, match=match):
+            IntentRouter.load(p)
+
+
+def test_linear_embedding_head_round_trips(clinc_slice: dict[str, Path], tmp_path: Path) -> None:
+    train = load_labeled(clinc_slice["train"])
+    router = IntentRouter.from_labeled(train, EmbeddingScorer("hashing", head="linear"))
+    router.fit(load_labeled(clinc_slice["fit"]))
+    path = tmp_path / "linear.json"
+    router.save(path)
+    queries = [t for t, _ in load_labeled(clinc_slice["test"])][:100]
+    again = IntentRouter.load(path)
+    assert again._fitted
+    assert [d.to_dict() for d in again.route_many(queries)] == [
+        d.to_dict() for d in router.route_many(queries)
+    ]
+
+
+def test_build_router_holds_out_every_fifth_row_per_label() -> None:
+    rows = [(f"{label} {i}", label) for label in ("a", "b", "oos") for i in range(10)]
+    train, fit = holdout_split(rows)
+    assert len(fit) == 6 and {label for _, label in fit} == {"a", "b", "oos"}
+    assert set(train) | set(fit) == set(rows) and not set(train) & set(fit)
+    _router, report, how = build_router(rows)
+    assert "every 5th row" in how and report.objective == "balanced"
 
 
 def test_fitted_router_refuses_out_of_scope_and_round_trips(
@@ -156,22 +285,85 @@ def test_cli_build_route_eval(clinc_slice: dict[str, Path], tmp_path: Path) -> N
     assert {"n", "in_scope_accuracy", "oos_recall", "p50_ms"} <= set(json.loads(ev.stdout))
 
 
+def test_cli_build_without_fit_file_calibrates_on_held_out_rows(
+    clinc_slice: dict[str, Path], tmp_path: Path
+) -> None:
+    router = tmp_path / "router.json"
+    out = cli("router", "build", "--train", clinc_slice["train"], "--out", router, "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert "every 5th row" in report["calibrated_on"] and report["objective"] == "balanced"
+    assert arrays_path(router).is_file()
+    query = load_labeled(clinc_slice["test"])[0][0]
+    assert cli("route", router, "--query", query, "--json").returncode == 0
+
+
+def test_cli_objective(clinc_slice: dict[str, Path]) -> None:
+    common = ["--train", clinc_slice["train"], "--test", clinc_slice["test"]]
+    common += ["--fit-on", clinc_slice["fit"], "--scorer", "bow", "--json"]
+    results = {}
+    for objective in ("accuracy", "balanced", "macro_f1"):
+        out = cli("eval", "routing", *common, "--objective", objective)
+        assert out.returncode == 0, out.stderr
+        results[objective] = json.loads(out.stdout)
+        assert results[objective]["objective"] == objective
+    assert "harmonic_mean" in results["balanced"]
+    bad = cli("eval", "routing", *common, "--objective", "recall")
+    assert bad.returncode == 2 and "unknown objective" in bad.stderr
+
+
 def test_cli_bad_router_input(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"format": "ctxwise-router", "version": 0}))
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"routes": []}')
+    latin1 = tmp_path / "latin1.json"
+    latin1.write_bytes('{"format": "ctxwise-router", "t": "é"}'.encode("latin-1"))
     bad_rows = tmp_path / "rows.jsonl"
     bad_rows.write_text('{"text": "hi"}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(json.dumps({"text": f"hi {i}", "label": "a"}) + "\n" for i in range(9)))
+    non_utf8 = tmp_path / "latin1.jsonl"
+    non_utf8.write_bytes('{"text": "café", "label": "a"}\n'.encode("latin-1"))
+    rows = [{"text": f"{w} {i}", "label": w} for w in ("alpha", "beta") for i in range(10)]
+    no_oos = tmp_path / "no_oos.jsonl"
+    no_oos.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tiny = tmp_path / "tiny.jsonl"
+    tiny_rows = [{"text": t, "label": lab} for t, lab in (("a", "x"), ("b", "y"))]
+    tiny.write_text("".join(json.dumps(r) + "\n" for r in tiny_rows))
+    tiny_fit = tmp_path / "tiny_fit.jsonl"
+    tiny_fit.write_text(tiny.read_text() + json.dumps({"text": "c", "label": "oos"}) + "\n")
+    out_path = tmp_path / "r.json"
     cases = [
         ["route", old, "--query", "hi"],
+        ["route", foreign, "--query", "hi"],
+        ["route", latin1, "--query", "hi"],
+        ["route", tmp_path, "--query", "hi"],
         ["route", tmp_path / "missing.json", "--query", "hi"],
         ["eval", "routing", "--train", bad_rows, "--test", bad_rows],
+        ["eval", "routing", "--train", one, "--test", one],
+        ["eval", "routing", "--train", no_oos, "--test", no_oos, "--fit-on", no_oos],
         ["data", "clinc150", bad_rows, tmp_path / "out"],
-        ["router", "build", "--train", bad_rows, "--out", tmp_path / "r.json"],
+        ["router", "build", "--train", bad_rows, "--out", out_path],
+        ["router", "build", "--train", empty, "--out", out_path],
+        ["router", "build", "--train", one, "--out", out_path],
+        ["router", "build", "--train", non_utf8, "--out", out_path],
+        ["router", "build", "--train", no_oos, "--out", out_path],
+        ["router", "build", "--train", no_oos, "--fit-on", no_oos, "--out", out_path],
+        ["router", "build", "--train", tiny, "--fit-on", tiny_fit, "--out", out_path],
+        ["router", "build", "--train", no_oos, "--out", tmp_path / "nowhere" / "r.json"],
+        ["router", "build", "--train", no_oos, "--out", tmp_path],
+        ["router", "build", "--train", no_oos, "--out", "-"],
+        ["router", "build", "--train", no_oos, "--out", out_path, "--objective", "x"],
     ]
     for args in cases:
         out = cli(*args)
         assert out.returncode == 2, (args, out.stderr)
         assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+        assert "Traceback" not in out.stderr
+        assert not out_path.exists() and not arrays_path(out_path).exists(), args
     good = tmp_path / "good.json"
     r = IntentRouter()
     r.add("a", ["hello there"])

@@ -10,13 +10,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
-from ctxwise.errors import UsageError
+from ctxwise.errors import OutputError, UsageError
 
 if TYPE_CHECKING:
     from ctxwise.routing import Scorer
     from ctxwise.routing.decision import RouteDecision
 
 SCORERS = ("bow", "lexical", "embedding", "hybrid")  # ctxwise.routing.SCORERS, without numpy
+OBJECTIVES = ("accuracy", "balanced", "macro_f1")  # ctxwise.routing.calibration.OBJECTIVES
 
 router_app = typer.Typer(help="Build intent routers.", no_args_is_help=True)
 eval_app = typer.Typer(help="Evaluate components on labeled data.", no_args_is_help=True)
@@ -28,6 +29,30 @@ EmbedderOpt = Annotated[
     typer.Option(help="Embedder for embedding/hybrid: hashing, hashing:DIM, minilm, st:DIR."),
 ]
 HeadOpt = Annotated[str, typer.Option(help="Embedding head: nearest or linear.")]
+ObjectiveOpt = Annotated[
+    str,
+    typer.Option(
+        help="What calibration maximises: balanced (harmonic mean of in-scope accuracy "
+        "and OOS recall), accuracy (0.75 × in-scope accuracy + 0.25 × OOS recall) "
+        "or macro_f1."
+    ),
+]
+
+
+def _objective(name: str) -> Any:
+    if name not in OBJECTIVES:
+        raise UsageError(f"unknown objective {name!r}; choose {', '.join(OBJECTIVES)}")
+    return name
+
+
+def _check_out(out: Path) -> None:
+    """Fail before the (slow) fit when the router cannot be written to ``out``."""
+    if str(out) == "-":
+        raise UsageError("--out: a router is saved as two files (JSON and .npz); give a path")
+    if out.is_dir():
+        raise OutputError(str(out), "is a directory")
+    if not out.parent.is_dir():
+        raise OutputError(str(out), f"folder {out.parent} does not exist")
 
 
 def _scorer(name: str, embedder: str | None, head: str) -> Scorer:
@@ -83,25 +108,41 @@ def build_cmd(
     train: Annotated[
         Path, typer.Option(help='JSONL of {"text", "label"}; label "oos" = out of scope.')
     ],
-    out: Annotated[Path, typer.Option(help="Where to write the router (JSON).")],
-    fit_on: Annotated[Path | None, typer.Option(help="Labeled JSONL to calibrate on.")] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the router: PATH (JSON) and PATH.npz.")],
+    fit_on: Annotated[
+        Path | None,
+        typer.Option(
+            help="Labeled JSONL to calibrate on, with oos rows (default: every 5th row "
+            "of each label held out of --train)."
+        ),
+    ] = None,
     scorer: ScorerOpt = "lexical",
     embedder: EmbedderOpt = None,
     head: HeadOpt = "nearest",
+    objective: ObjectiveOpt = "balanced",
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
-    """Train a router on labeled examples, calibrate it, and save it."""
+    """Train a router on labeled examples, calibrate it, and save it (always fitted)."""
     from ctxwise.routing.evaluation import load_labeled
 
     def run() -> dict[str, Any]:
-        from ctxwise.routing import IntentRouter
+        from ctxwise.routing.evaluation import build_router
 
+        goal = _objective(objective)
+        _check_out(out)
         examples = load_labeled(train)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
-        r = IntentRouter.from_labeled(examples, _scorer(scorer, embedder, head))
+        r, fitted, how = build_router(
+            examples,
+            scorer=_scorer(scorer, embedder, head),
+            fit_on=fit_rows,
+            objective=goal,
+            train_source=str(train),
+            fit_source=str(fit_on),
+        )
         report: dict[str, Any] = {"intents": len(r.intents), "scorer": r.scorer.name}
-        if fit_rows is not None:
-            report.update(r.fit(fit_rows).to_dict())
+        report.update(fitted.to_dict())
+        report["calibrated_on"] = how
         r.save(out)
         report["out"] = str(out)
         return report
@@ -110,13 +151,12 @@ def build_cmd(
     if as_json:
         _print_json(report)
         return
+    after = report["after"]
     typer.echo(
-        f"wrote {report['out']}: {report['intents']} intents, scorer {report['scorer']}"
-        + (
-            f", threshold {report['threshold']:.4f}, margin {report['margin']}"
-            if "threshold" in report
-            else ""
-        )
+        f"wrote {report['out']}: {report['intents']} intents, scorer {report['scorer']}, "
+        f"threshold {report['threshold']:.4f}, margin {report['margin']}; calibrated for "
+        f"{report['objective']} on {report['calibrated_on']}: in-scope accuracy "
+        f"{after['in_scope_accuracy']:.3f}, OOS recall {after['oos_recall']:.3f}"
     )
 
 
@@ -128,17 +168,26 @@ def eval_routing_cmd(
     scorer: ScorerOpt = "lexical",
     embedder: EmbedderOpt = None,
     head: HeadOpt = "nearest",
+    objective: ObjectiveOpt = "balanced",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
-    """Train on --train, calibrate on --fit-on, measure on --test."""
-    from ctxwise.routing.evaluation import evaluate, load_labeled
+    """Train on --train, calibrate on --fit-on for --objective, measure on --test."""
+    from ctxwise.routing.evaluation import check_fit_rows, check_training, evaluate, load_labeled
 
     def run() -> dict[str, Any]:
+        goal = _objective(objective)
         rows = load_labeled(train)
         test_rows = load_labeled(test)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
+        check_training(rows, str(train))
+        if fit_rows is not None:
+            check_fit_rows(fit_rows, str(fit_on))
         return evaluate(
-            rows, test_rows, scorer=_scorer(scorer, embedder, head), fit_on=fit_rows
+            rows,
+            test_rows,
+            scorer=_scorer(scorer, embedder, head),
+            fit_on=fit_rows,
+            objective=goal,
         ).to_dict()
 
     result = _guard(run)

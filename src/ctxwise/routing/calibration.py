@@ -22,23 +22,37 @@ import numpy.typing as npt
 from ctxwise.errors import UsageError
 
 __all__ = [
+    "DEFAULT_OBJECTIVE",
+    "OBJECTIVES",
     "OUT_OF_SCOPE",
     "Calibration",
     "FitReport",
     "RoutingMetrics",
     "calibrate",
     "decide",
+    "harmonic_mean",
     "routing_metrics",
 ]
 
 OUT_OF_SCOPE = "oos"
 MARGINS = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3)
 Objective: TypeAlias = Literal["accuracy", "balanced", "macro_f1"]
-"""``accuracy``: the share of queries handled right (routed to the right intent, or
-refused when out of scope) when a share ``oos_share`` of traffic is out of scope,
-i.e. ``(1 - oos_share) × in-scope accuracy + oos_share × OOS recall``;
-``balanced``: the same with ``oos_share = 0.5``; ``macro_f1``: macro F1 over the
-intents and the out-of-scope class."""
+"""``balanced`` (the default): the harmonic mean of in-scope accuracy and OOS
+recall, ``2ar / (a + r)``, which is high only when both are: neither can be traded
+away for the other. ``accuracy``: the share of queries handled right (routed to the
+right intent, or refused when out of scope) when a share ``oos_share`` of traffic
+is out of scope, i.e. ``(1 - oos_share) × in-scope accuracy + oos_share × OOS
+recall``; ``macro_f1``: macro F1 over the intents and the out-of-scope class."""
+OBJECTIVES: tuple[Objective, ...] = ("accuracy", "balanced", "macro_f1")
+DEFAULT_OBJECTIVE: Objective = "balanced"
+
+
+def harmonic_mean(in_scope_accuracy: float, oos_recall: float) -> float:
+    """The ``balanced`` objective: ``2ar / (a + r)``, 0 when both are 0."""
+    total = in_scope_accuracy + oos_recall
+    return 2 * in_scope_accuracy * oos_recall / total if total > 0 else 0.0
+
+
 Matrix = npt.NDArray[np.float64]
 TopTwo: TypeAlias = tuple[npt.NDArray[np.int64], Matrix, npt.NDArray[np.int64], Matrix]
 
@@ -72,6 +86,11 @@ class RoutingMetrics:
     oos_precision: float
     macro_f1: float
 
+    @property
+    def harmonic_mean(self) -> float:
+        """Of in-scope accuracy and OOS recall: the ``balanced`` objective."""
+        return harmonic_mean(self.in_scope_accuracy, self.oos_recall)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "n": self.n,
@@ -79,6 +98,7 @@ class RoutingMetrics:
             "out_of_scope": self.out_of_scope,
             "in_scope_accuracy": round(self.in_scope_accuracy, 4),
             "oos_recall": round(self.oos_recall, 4),
+            "harmonic_mean": round(self.harmonic_mean, 4),
             "oos_precision": round(self.oos_precision, 4),
             "macro_f1": round(self.macro_f1, 4),
         }
@@ -170,7 +190,7 @@ def _objective_value(
     acc = float((chosen[in_scope] == gold_idx[in_scope]).mean()) if in_scope.any() else 0.0
     rec = float((chosen[~in_scope] == -1).mean()) if (~in_scope).any() else 0.0
     if objective == "balanced":
-        return (acc + rec) / 2
+        return harmonic_mean(acc, rec)
     if objective == "accuracy":
         return (1 - oos_share) * acc + oos_share * rec
     # macro F1 over intents present and the out-of-scope class (-1)
@@ -189,13 +209,14 @@ def calibrate(
     gold: Sequence[str],
     labels: Sequence[str],
     *,
-    objective: Objective = "accuracy",
+    objective: Objective = DEFAULT_OBJECTIVE,
     oos_share: float = 0.25,
     per_intent: bool = True,
     min_gain: float = 0.005,
 ) -> Calibration:
-    """The threshold, margin and per-intent thresholds that do best on ``(scores, gold)``."""
-    if objective not in ("accuracy", "balanced", "macro_f1"):
+    """The threshold, margin and per-intent thresholds that do best on ``(scores, gold)``
+    for ``objective`` (see :data:`Objective`; ``oos_share`` applies to ``accuracy``)."""
+    if objective not in OBJECTIVES:
         raise UsageError(f"unknown objective {objective!r}; choose accuracy, balanced or macro_f1")
     if not (0 < oos_share < 1):
         raise UsageError(f"oos_share must be between 0 and 1, got {oos_share!r}")

@@ -18,13 +18,103 @@ import numpy as np
 
 from ctxwise._io import read_text_file, write_output
 from ctxwise.errors import FormatError, OutputError, UsageError
-from ctxwise.routing.calibration import OUT_OF_SCOPE, routing_metrics
+from ctxwise.routing.calibration import (
+    DEFAULT_OBJECTIVE,
+    OUT_OF_SCOPE,
+    FitReport,
+    Objective,
+    routing_metrics,
+)
 from ctxwise.routing.router import IntentRouter
 from ctxwise.routing.scorers import Scorer
 
-__all__ = ["EvalResult", "clinc150_splits", "evaluate", "load_labeled", "write_labeled"]
+__all__ = [
+    "HOLDOUT_EVERY",
+    "EvalResult",
+    "build_router",
+    "check_fit_rows",
+    "check_training",
+    "clinc150_splits",
+    "evaluate",
+    "holdout_split",
+    "load_labeled",
+    "write_labeled",
+]
 
 Labeled = list[tuple[str, str]]
+HOLDOUT_EVERY = 5
+
+
+def check_training(rows: Labeled, source: str = "training data") -> None:
+    """A :class:`~ctxwise.errors.UsageError` unless ``rows`` name at least two intents."""
+    intents = sorted({label for _, label in rows if label != OUT_OF_SCOPE})
+    if len(intents) < 2:
+        found = f"one ({intents[0]!r})" if intents else "none"
+        raise UsageError(f"{source}: a router needs at least two intents, found {found}")
+
+
+def check_fit_rows(rows: Labeled, source: str = "fit data") -> None:
+    """A :class:`~ctxwise.errors.UsageError` unless ``rows`` hold both out-of-scope
+    and in-scope examples, which calibration needs."""
+    if not any(label == OUT_OF_SCOPE for _, label in rows):
+        raise UsageError(
+            f"{source}: no out-of-scope rows (label {OUT_OF_SCOPE!r}); calibration needs "
+            "them to choose when to refuse"
+        )
+    if all(label == OUT_OF_SCOPE for _, label in rows):
+        raise UsageError(f"{source}: no in-scope rows; calibration needs them too")
+
+
+def holdout_split(rows: Labeled, every: int = HOLDOUT_EVERY) -> tuple[Labeled, Labeled]:
+    """``(train, fit)``: every ``every``-th row of each label (its 5th, 10th, … in
+    file order, out-of-scope rows included) goes to ``fit``, the rest to ``train``.
+    Deterministic, and a label with fewer than ``every`` rows stays whole in train."""
+    seen: dict[str, int] = {}
+    train: Labeled = []
+    fit: Labeled = []
+    for text, label in rows:
+        seen[label] = seen.get(label, 0) + 1
+        (fit if seen[label] % every == 0 else train).append((text, label))
+    return train, fit
+
+
+def build_router(
+    train: Labeled,
+    *,
+    scorer: Scorer | None = None,
+    fit_on: Labeled | None = None,
+    objective: Objective = DEFAULT_OBJECTIVE,
+    train_source: str = "training data",
+    fit_source: str = "fit data",
+) -> tuple[IntentRouter, FitReport, str]:
+    """A fitted, calibrated router, its fit report, and what it was calibrated on.
+
+    With ``fit_on`` the router trains on all of ``train`` and calibrates on
+    ``fit_on``. Without it, :func:`holdout_split` holds every 5th row of each label
+    out of ``train`` to calibrate on, and the router trains on the other four
+    fifths (so the calibration is measured on rows the scorer never saw).
+
+    Raises:
+        UsageError: fewer than two intents; no out-of-scope rows to calibrate on;
+            a fit label with no training rows; too little text for the scorer.
+    """
+    check_training(train, train_source)
+    how = fit_source
+    if fit_on is None:
+        train, fit_on = holdout_split(train)
+        how = f"every {HOLDOUT_EVERY}th row of each label, held out of {train_source}"
+        if not any(label == OUT_OF_SCOPE for _, label in fit_on):
+            raise UsageError(
+                f"{train_source}: no out-of-scope rows to calibrate on (it needs at least "
+                f"{HOLDOUT_EVERY} labelled {OUT_OF_SCOPE!r}); add them, or pass a fit "
+                "file with some"
+            )
+        check_training(train, train_source)
+    else:
+        check_fit_rows(fit_on, fit_source)
+    router = IntentRouter.from_labeled(train, scorer)
+    report = router.fit(fit_on, objective=objective)
+    return router, report, how
 
 
 def load_labeled(path: str | Path) -> Labeled:
@@ -72,6 +162,7 @@ class EvalResult:
     p99_ms: float
     fit_seconds: float
     scorer: str
+    objective: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +174,7 @@ class EvalResult:
             "p99_ms": round(self.p99_ms, 4),
             "fit_seconds": round(self.fit_seconds, 3),
             "scorer": self.scorer,
+            "objective": self.objective,
         }
 
 
@@ -92,12 +184,17 @@ def evaluate(
     *,
     scorer: Scorer | None = None,
     fit_on: Labeled | None = None,
+    objective: Objective = DEFAULT_OBJECTIVE,
     latency_queries: int = 1000,
     clock: Callable[[], int] = time.perf_counter_ns,
 ) -> EvalResult:
     """Train a router on ``train`` (``"oos"`` rows become negatives), calibrate it on
-    ``fit_on`` when given, and measure it on ``test``: metrics, and the latency of
-    single-query ``route`` calls on the first ``latency_queries`` test queries."""
+    ``fit_on`` for ``objective`` when given, and measure it on ``test``: metrics, and
+    the latency of single-query ``route`` calls on the first ``latency_queries`` test
+    queries."""
+    check_training(train)
+    if fit_on is not None:
+        check_fit_rows(fit_on)
     start = clock()
     router = IntentRouter.from_labeled(train, scorer)
     unknown = sorted(
@@ -106,7 +203,7 @@ def evaluate(
     if unknown:
         raise UsageError(f"test labels with no training examples: {', '.join(unknown[:5])}")
     if fit_on is not None:
-        router.fit(fit_on)
+        router.fit(fit_on, objective=objective)
     else:
         router.route("warm up")  # fit the scorer before timing
     fit_seconds = (clock() - start) / 1e9
@@ -126,6 +223,7 @@ def evaluate(
         p99_ms=float(np.percentile(times, 99)) if times else 0.0,
         fit_seconds=fit_seconds,
         scorer=router.scorer.name,
+        objective=objective if fit_on is not None else None,
     )
 
 

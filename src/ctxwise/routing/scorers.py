@@ -7,20 +7,25 @@ match. The router turns a row into a decision with a threshold and a margin.
 - :class:`BowScorer` — bag-of-words cosine: token → count maps, cosine is the
   dot product over the shared vocabulary divided by the norms; an intent's score
   is its best-matching example. No dependencies, no training.
-- :class:`LexicalScorer` — TF-IDF word and character n-grams with a logistic
-  regression trained on the utterances (scikit-learn, extra ``lexical``). Out-of-
-  scope examples become their own class, which pulls probability away from the
-  intents. Scores are class probabilities.
+- :class:`LexicalScorer` — TF-IDF word and character n-grams with a linear SVM
+  trained on the utterances (scikit-learn, extra ``lexical``). Out-of-scope
+  examples become their own class, which pulls score away from the intents.
 - :class:`EmbeddingScorer` — an :class:`~ctxwise.embeddings.Embedder` with either
   a nearest-example cosine head (no training) or a logistic-regression head on
   the embeddings (scikit-learn).
+
+A scorer that learns parameters can also be a :class:`SavableScorer`: ``state()``
+gives them as JSON-ready metadata plus numpy arrays, and ``restore()`` rebuilds the
+fitted scorer from them without fitting (or importing scikit-learn), which is how
+a saved router loads in milliseconds.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -28,6 +33,7 @@ import numpy.typing as npt
 
 from ctxwise.embeddings import Embedder, get_embedder, tokenize
 from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.routing._ngrams import CharWbNgrams, WordNgrams, analyzer_from_spec
 from ctxwise.routing.decision import Intent
 
 __all__ = [
@@ -36,11 +42,16 @@ __all__ = [
     "EmbeddingScorer",
     "HybridScorer",
     "LexicalScorer",
+    "SavableScorer",
     "Scorer",
+    "ScorerState",
     "make_scorer",
 ]
 
 Matrix = npt.NDArray[np.float64]
+ScorerState = tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]
+"""A fitted scorer's parameters: JSON-ready metadata and named numpy arrays
+(numeric dtypes only, so they load with ``allow_pickle=False``)."""
 OOS = "__out_of_scope__"
 
 
@@ -61,6 +72,49 @@ class Scorer(Protocol):
     def params(self) -> dict[str, Any]:
         """JSON-ready constructor arguments, for saving a router."""
         ...
+
+
+@runtime_checkable
+class SavableScorer(Scorer, Protocol):
+    """A scorer whose fitted parameters can be saved and restored without fitting."""
+
+    def state(self) -> ScorerState:
+        """The fitted parameters; a :class:`~ctxwise.errors.UsageError` if not fitted."""
+        ...
+
+    def restore(
+        self,
+        labels: Sequence[str],
+        meta: Mapping[str, Any],
+        arrays: Mapping[str, npt.NDArray[Any]],
+    ) -> None:
+        """Become the fitted scorer ``state()`` described; ``ValueError`` (or
+        ``KeyError``, ``TypeError``) when the parameters are inconsistent."""
+        ...
+
+
+def _texts_to_array(texts: Sequence[str]) -> npt.NDArray[np.uint8]:
+    """Strings as one UTF-8 byte array, newline-separated (no string holds one)."""
+    if any("\n" in t for t in texts):
+        raise UsageError("a vocabulary entry contains a newline; it cannot be saved")
+    data = "\n".join(texts).encode("utf-8", "surrogatepass")
+    return np.frombuffer(data, dtype=np.uint8)
+
+
+def _array_to_texts(data: npt.NDArray[Any], count: int) -> list[str]:
+    if data.dtype != np.uint8 or data.ndim != 1:
+        raise ValueError("a vocabulary must be a 1-D uint8 array")
+    texts = data.tobytes().decode("utf-8", "surrogatepass").split("\n") if count else []
+    if len(texts) != count:
+        raise ValueError(f"vocabulary holds {len(texts)} entries, expected {count}")
+    return texts
+
+
+def _float_array(arrays: Mapping[str, npt.NDArray[Any]], key: str, shape: tuple[int, ...]) -> Any:
+    value = arrays[key]
+    if value.dtype.kind != "f" or value.shape != shape:
+        raise ValueError(f"array {key!r}: expected float {shape}, got {value.dtype} {value.shape}")
+    return value
 
 
 def _require_fit(labels: tuple[str, ...], name: str) -> None:
@@ -135,12 +189,11 @@ class BowScorer:
         return out
 
 
-def _sklearn(purpose: str) -> Any:
-    try:
-        import sklearn
-    except ImportError:
-        raise MissingDependencyError("scikit-learn", "lexical", purpose) from None
-    return sklearn
+def _sklearn(purpose: str) -> None:
+    """Fail early, naming the extra, when scikit-learn is not installed (found, not
+    imported: importing it costs most of a second, which a loaded router never pays)."""
+    if importlib.util.find_spec("sklearn") is None:
+        raise MissingDependencyError("scikit-learn", "lexical", purpose)
 
 
 class LexicalScorer:
@@ -150,7 +203,8 @@ class LexicalScorer:
     in (0, 1) with 0.5 on the decision boundary. Out-of-scope examples, when given,
     train their own class. Training uses scikit-learn; scoring one query runs on the
     fitted arrays directly (no scikit-learn call), which keeps it well under a
-    millisecond.
+    millisecond; the analyzers are :mod:`ctxwise.routing._ngrams`, which match
+    scikit-learn's, so a restored scorer (:meth:`restore`) never imports it.
     """
 
     def __init__(self, c: float = 0.5, char_ngrams: bool = True) -> None:
@@ -194,14 +248,22 @@ class LexicalScorer:
             raise UsageError(
                 "the lexical scorer needs two intents, or one intent and out-of-scope examples"
             )
-        vectorizers = [
-            TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b\w+\b")
-        ]
+        analyzers: list[WordNgrams | CharWbNgrams] = [WordNgrams(1, 2)]
+        min_dfs = [1]
         if self.char_ngrams:
-            vectorizers.append(
-                TfidfVectorizer(sublinear_tf=True, analyzer="char_wb", ngram_range=(2, 5), min_df=2)
-            )
-        blocks = [v.fit_transform(texts) for v in vectorizers]
+            analyzers.append(CharWbNgrams(2, 5))
+            min_dfs.append(2)
+        vectorizers = [
+            TfidfVectorizer(sublinear_tf=True, analyzer=a, min_df=m)
+            for a, m in zip(analyzers, min_dfs, strict=True)
+        ]
+        try:
+            blocks = [v.fit_transform(texts) for v in vectorizers]
+        except ValueError:  # "empty vocabulary", "After pruning, no terms remain"
+            raise UsageError(
+                f"too little text for the {self.name} scorer ({len(texts)} examples): no "
+                "word or character n-gram is shared by two of them; add examples"
+            ) from None
         if self.embedder is not None:
             blocks.append(sp.csr_matrix(self.embedder.embed(texts) * self.embedding_weight))
         model = LinearSVC(C=self.c, random_state=0)
@@ -218,11 +280,67 @@ class LexicalScorer:
         self._bias = bias[columns]
         offset = 0
         self._parts = []
-        for v in vectorizers:
+        for a, v in zip(analyzers, vectorizers, strict=True):
             vocab = {str(k): int(idx) for k, idx in v.vocabulary_.items()}
-            self._parts.append((v.build_analyzer(), vocab, np.asarray(v.idf_), offset))
+            self._parts.append((a, vocab, np.asarray(v.idf_, dtype=np.float64), offset))
             offset += len(vocab)
         self._embedding_offset = offset
+
+    def state(self) -> ScorerState:
+        """Vocabularies, idf weights, the SVM's weights (stored sparse: its many exact
+        zeros are left out) and intercepts."""
+        _require_fit(self._labels, self.name)
+        arrays: dict[str, npt.NDArray[Any]] = {}
+        for n, (_, vocab, idf, _) in enumerate(self._parts):
+            terms = sorted(vocab, key=vocab.__getitem__)
+            arrays[f"vocab_{n}"] = _texts_to_array(terms)
+            arrays[f"idf_{n}"] = idf
+        flat = np.flatnonzero(self._coef)
+        arrays["coef_index"] = flat.astype(np.int32 if self._coef.size < 2**31 else np.int64)
+        arrays["coef_value"] = self._coef.ravel()[flat]
+        arrays["bias"] = self._bias
+        meta = {
+            "analyzers": [a.spec() for a, *_ in self._parts],
+            "vocab_sizes": [len(vocab) for _, vocab, _, _ in self._parts],
+            "coef_shape": list(self._coef.shape),
+        }
+        return meta, arrays
+
+    def restore(
+        self,
+        labels: Sequence[str],
+        meta: Mapping[str, Any],
+        arrays: Mapping[str, npt.NDArray[Any]],
+    ) -> None:
+        specs, sizes = meta["analyzers"], meta["vocab_sizes"]
+        rows, k = (int(x) for x in meta["coef_shape"])
+        if len(specs) != len(sizes) or k != len(labels) or k == 0:
+            raise ValueError("scorer state does not match the router's intents")
+        parts = []
+        offset = 0
+        for n, (spec, size) in enumerate(zip(specs, sizes, strict=True)):
+            terms = _array_to_texts(arrays[f"vocab_{n}"], int(size))
+            vocab = {t: i for i, t in enumerate(terms)}
+            if len(vocab) != len(terms):
+                raise ValueError(f"vocabulary {n} has duplicate entries")
+            idf = _float_array(arrays, f"idf_{n}", (len(terms),))
+            parts.append((analyzer_from_spec(spec), vocab, idf.astype(np.float64), offset))
+            offset += len(terms)
+        extra = rows - offset
+        if extra < 0 or (extra > 0) != (self.embedder is not None):
+            raise ValueError(f"weights have {rows} rows for {offset} lexical features")
+        index = arrays["coef_index"]
+        if index.dtype.kind not in "iu" or index.ndim != 1:
+            raise ValueError("coef_index must be a 1-D integer array")
+        if index.size and (int(index.min()) < 0 or int(index.max()) >= rows * k):
+            raise ValueError("coef_index out of range")
+        coef = np.zeros(rows * k, dtype=np.float64)
+        coef[index] = _float_array(arrays, "coef_value", (index.size,))
+        self._coef = coef.reshape(rows, k)
+        self._bias = _float_array(arrays, "bias", (k,)).astype(np.float64)
+        self._parts = parts
+        self._embedding_offset = offset
+        self._labels = tuple(labels)
 
     def _decision(self, query: str, embedding: Any = None) -> npt.NDArray[np.float64]:
         out = self._bias.copy()
@@ -306,7 +424,8 @@ class EmbeddingScorer:
         self._labels: tuple[str, ...] = ()
         self._vectors: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
-        self._model: Any = None
+        self._weights: Matrix = np.zeros((0, 0))  # linear head: dims × classes
+        self._intercept: Matrix = np.zeros(0)
         self._columns: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     @property
@@ -347,14 +466,66 @@ class EmbeddingScorer:
         model.fit(x, y)
         classes = list(model.classes_)
         self._columns = np.array([classes.index(n) for n in self._labels], dtype=np.int64)
-        self._model = model
+        self._weights = np.ascontiguousarray(np.asarray(model.coef_, dtype=np.float64).T)
+        self._intercept = np.asarray(model.intercept_, dtype=np.float64)
+
+    def _proba(self, q: npt.NDArray[Any]) -> Matrix:
+        """The logistic regression's class probabilities, as ``predict_proba``."""
+        z = np.asarray(q, dtype=np.float64) @ self._weights + self._intercept
+        if z.shape[1] == 1:  # two classes: one logit, for the second
+            p1 = 1.0 / (1.0 + np.exp(-z[:, 0]))
+            return np.column_stack([1.0 - p1, p1])
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        result: Matrix = e / e.sum(axis=1, keepdims=True)
+        return result
+
+    def state(self) -> ScorerState:
+        """``nearest``: the examples' vectors grouped by intent; ``linear``: the
+        logistic regression's weights, intercepts and class columns."""
+        _require_fit(self._labels, self.name)
+        if self.head == "nearest":
+            return {"head": "nearest"}, {"vectors": self._vectors, "starts": self._starts}
+        arrays = {"weights": self._weights, "intercept": self._intercept}
+        return {"head": "linear"}, {**arrays, "columns": self._columns}
+
+    def restore(
+        self,
+        labels: Sequence[str],
+        meta: Mapping[str, Any],
+        arrays: Mapping[str, npt.NDArray[Any]],
+    ) -> None:
+        if meta.get("head") != self.head:
+            raise ValueError(f"state is for head {meta.get('head')!r}, not {self.head!r}")
+        k = len(labels)
+        if self.head == "nearest":
+            vectors, starts = arrays["vectors"], arrays["starts"]
+            if vectors.dtype.kind != "f" or vectors.ndim != 2 or starts.shape != (k,):
+                raise ValueError("nearest-head state has the wrong shapes")
+            if starts.dtype.kind not in "iu" or (
+                k and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= len(vectors))
+            ):
+                raise ValueError("nearest-head starts must rise from 0 within the vectors")
+            self._vectors, self._starts = vectors, starts.astype(np.int64)
+        else:
+            weights, columns = arrays["weights"], arrays["columns"]
+            if weights.dtype.kind != "f" or weights.ndim != 2:
+                raise ValueError("linear-head weights must be a 2-D float array")
+            classes = weights.shape[1] if weights.shape[1] > 1 else 2
+            if columns.shape != (k,) or columns.dtype.kind not in "iu":
+                raise ValueError("linear-head columns do not match the intents")
+            if k and (int(columns.min()) < 0 or int(columns.max()) >= classes):
+                raise ValueError("linear-head columns out of range")
+            self._weights = weights.astype(np.float64)
+            self._intercept = _float_array(arrays, "intercept", (weights.shape[1],))
+            self._columns = columns.astype(np.int64)
+        self._labels = tuple(labels)
 
     def scores(self, queries: Sequence[str]) -> Matrix:
         _require_fit(self._labels, self.name)
         q = self.embedder.embed(list(queries))
         if self.head == "linear":
-            proba = self._model.predict_proba(q)
-            return np.asarray(proba[:, self._columns], dtype=np.float64)
+            return np.ascontiguousarray(self._proba(q)[:, self._columns])
         out = np.empty((len(queries), len(self._labels)))
         for lo in range(0, len(queries), 256):  # bounded memory for large batches
             sims = q[lo : lo + 256] @ self._vectors.T  # cosines: rows are unit vectors
