@@ -48,7 +48,8 @@ def test_deterministic_across_processes() -> None:
 
 
 def test_tokenize_and_names() -> None:
-    assert tokenize("Don't STOP, it's 9-5!") == ["don't", "stop", "it's", "9", "5"]
+    assert tokenize("Don't STOP, it's 9-5!") == ["don", "t", "stop", "it", "s", "9", "5"]
+    assert tokenize("Café naïve 東京") == ["cafe", "naive", "東", "京"]  # not ASCII-only
     assert get_embedder("hashing:32").dim == 32
     with pytest.raises(UsageError):
         get_embedder("word2vec")

@@ -1,6 +1,7 @@
 """Text embedders behind one protocol.
 
-- :class:`HashingEmbedder`: the offline default. The hashing trick on
+- :class:`HashingEmbedder`: the offline default. The hashing trick over the
+  analyzer's words (:func:`ctxwise.text.words`, and their bigrams) on
   ``hashlib.sha256``: a token's bucket is ``int(first 8 hex digits) mod dim`` and
   its sign is ``+1`` when the 9th hex digit is even, ``-1`` when odd. Deterministic
   across processes and machines (no salted ``hash()``), no model, no download.
@@ -14,7 +15,6 @@ Every embedder returns L2-normalised float32 rows, so a dot product is a cosine.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from functools import lru_cache
 from itertools import pairwise
@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.text import words
 
 __all__ = [
     "Embedder",
@@ -36,12 +37,11 @@ __all__ = [
 
 Vectors = npt.NDArray[np.float32]
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-
 
 def tokenize(text: str) -> list[str]:
-    """Lower-case word tokens (letters and digits; an apostrophe suffix stays on)."""
-    return _TOKEN.findall(text.lower())
+    """The analyzer's word terms (:func:`ctxwise.text.words`: NFKC, case folding,
+    Unicode words, one term per Han or kana character)."""
+    return words(text)
 
 
 @runtime_checkable

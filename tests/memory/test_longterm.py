@@ -13,6 +13,7 @@ from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import UsageError
 from ctxwise.memory import InMemoryStore, LongTermMemory, NewItem, SQLiteStore, Store
 from ctxwise.memory.longterm import STOPWORDS, lexical_query
+from ctxwise.text import Analyzer
 
 EMB = HashingEmbedder(64)
 NS = ("acme", "user-7")
@@ -63,7 +64,8 @@ def conversation(prefix: bool = True) -> list[NewItem]:
 
 
 def test_a_turn_is_found_through_its_reply() -> None:
-    memory = LongTermMemory(InMemoryStore(), NS, EMB, context=0)
+    # unstemmed: "painted" (D1:3) would otherwise match "painting" and credit D1:2
+    memory = LongTermMemory(InMemoryStore(analyzer=Analyzer(stem=None)), NS, EMB, context=0)
     memory.remember_many(conversation())
     hits = memory.recall("own painting", k=3, mode="lexical")
     assert hits[0].item.id == "D1:2" and hits[0].via == "hit" and hits[0].lexical_rank == 1
@@ -80,14 +82,15 @@ def test_a_query_naming_one_speaker_prefers_what_they_said() -> None:
     memory = LongTermMemory(InMemoryStore(), NS, EMB, context=0, successor_share=0.0)
     memory.remember_many(conversation(prefix=False))
     for who, turn in (("Mel", "D1:5"), ("Ann", "D1:4")):
-        top = memory.recall(f"When did {who} go hiking on Sunday?", k=2)
+        top = memory.recall(f"When did {who} go hiking on Sunday?", k=3)
         assert top[0].item.id == turn and top[0].mentioned
-        assert {h.item.id for h in top} == {"D1:4", "D1:5"}
+        assert {"D1:4", "D1:5"} <= {h.item.id for h in top}  # D1:2 names Mel too
     both = memory.recall("Did Ann and Mel go hiking on Sunday?", k=2)
     assert not any(h.mentioned for h in both)  # two names: no preference
     off = LongTermMemory(memory.store, NS, EMB, context=0, successor_share=0.0, mention_field=None)
-    top = off.recall("When did Mel go hiking on Sunday?", k=2)
-    assert top[0].item.id == "D1:4" and not any(h.mentioned for h in top)  # tie: older first
+    top = [h.item.id for h in off.recall("When did Mel go hiking on Sunday?", k=3)]
+    assert top.index("D1:4") < top.index("D1:5")  # a tie: older first
+    assert not any(h.mentioned for h in off.recall("When did Mel go hiking on Sunday?", k=3))
 
 
 def test_filters_hold_for_items_found_through_their_reply() -> None:

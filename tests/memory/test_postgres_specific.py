@@ -598,3 +598,44 @@ def test_bulk_load_rejects_a_bad_memory_setting(store: PostgresStore) -> None:
         store.bulk_load(maintenance_work_mem="1GB; DROP TABLE x"),
     ):
         pass
+
+
+def test_a_schema_from_before_the_analyzer_is_migrated_and_reindexed(
+    open_store: Callable[..., PostgresStore],
+    dsn: str,
+    schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with monkeypatch.context() as mp:  # the schema as ctxwise wrote it before m004
+        mp.setattr(postgres_module, "MIGRATIONS", MIGRATIONS[:3])
+        mp.setattr(PostgresStore, "_check_analyzer", lambda self: None)
+        open_store().close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {s}.items (ns, id, seq, text, metadata, ntok) VALUES"
+                " ('a', 'x', 0, 'Refunded twice: Café au lait', '{{}}', 5),"
+                " ('a', 'y', 1, 'nothing to see', '{{}}', 3)"
+            ).format(s=sql.Identifier(schema))
+        )
+        conn.execute(
+            sql.SQL("INSERT INTO {s}.counters VALUES ('a', 2, 2, 8)").format(
+                s=sql.Identifier(schema)
+            )
+        )
+    store = open_store()
+    assert [name for name, _ in store.migrations()][-1] == "m004_analyzed_terms"
+    hits = store.lexical_search(("a",), "refund cafe", 5)
+    assert [it.id for it, _ in hits] == ["x"]
+    reference = InMemoryStore()
+    reference.put_many(
+        ("a",),
+        [NewItem("Refunded twice: Café au lait", {}, "x"), NewItem("nothing to see", {}, "y")],
+    )
+    assert hits[0][1] == pytest.approx(reference.lexical_search(("a",), "refund cafe", 5)[0][1])
+    store.close()
+    from ctxwise.text import Analyzer
+
+    unstemmed = open_store(analyzer=Analyzer(stem=None))  # another analyzer: re-indexed
+    assert unstemmed.lexical_search(("a",), "refund", 5) == []
+    assert [it.id for it, _ in unstemmed.lexical_search(("a",), "refunded", 5)] == ["x"]

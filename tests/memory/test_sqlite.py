@@ -22,18 +22,21 @@ from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann
 from ctxwise.memory import sqlite as sqlite_module
 from ctxwise.memory.sqlite import SCHEMA_VERSION
 from ctxwise.memory.store import fts_tokens
+from ctxwise.text import Analyzer
+
+ANALYZED = "004_analyzed_terms_per_namespace"
 
 
 def test_migrations_are_recorded_and_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     first = SQLiteStore(path)
     assert (
-        first.migrations == ["001_items", "002_fts", "003_counts"]
+        first.migrations == ["001_items", "002_fts", "003_counts", ANALYZED]
         and len(first.migrations) == SCHEMA_VERSION
     )
     first.close()
     again = SQLiteStore(path)
-    assert again.migrations == ["001_items", "002_fts", "003_counts"]
+    assert again.migrations == ["001_items", "002_fts", "003_counts", ANALYZED]
     assert again._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     again.close()
 
@@ -121,10 +124,10 @@ def _exact(store: SQLiteStore, ns: tuple[str, ...], query: str, k: int) -> list[
     """FTS5's exact BM25 scores of the best k rows of ``ns`` (no bound)."""
     terms = sorted(set(fts_tokens(query)))
     match = " OR ".join(f'"{t}"' for t in terms)
+    t = f'"{store.lexical_table(ns)}"'
     rows = store._conn.execute(
-        "SELECT -bm25(items_fts) FROM items_fts JOIN items ON items.rowid = items_fts.rowid"
-        " WHERE items_fts MATCH ? AND items.ns = ? ORDER BY bm25(items_fts) LIMIT ?",
-        (match, "/".join(ns), k),
+        f"SELECT -bm25({t}) FROM {t} WHERE {t} MATCH ? ORDER BY bm25({t}) LIMIT ?",
+        (match, k),
     ).fetchall()
     return [r[0] for r in rows]
 
@@ -328,7 +331,7 @@ def test_counts_survive_the_migration_from_schema_2(tmp_path: Path) -> None:
         conn.execute("ALTER TABLE counters DROP COLUMN n_vectors")
         conn.execute("DELETE FROM migrations WHERE position = 3")
     store = SQLiteStore(path)
-    assert store.migrations[-1] == "003_counts"
+    assert store.migrations[-2:] == ["003_counts", ANALYZED]
     assert store.count(NS) == 5 and store.count(("other",)) == 1
     assert store._conn.execute("SELECT sum(n_vectors) FROM counters").fetchone()[0] == 5
     assert sorted(store.namespaces()) == [NS, ("other",)]
@@ -422,3 +425,34 @@ def test_the_cached_matrix_always_equals_a_fresh_load(
         assert got == _exact_vectors(path, ns, q, 8)
     store.close()
     other.close()
+
+
+def test_a_file_from_before_the_analyzer_is_migrated_and_reindexed(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:  # schema 3: one porter FTS5 table for the file
+        conn.execute(
+            "CREATE TABLE migrations (position INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)"
+        )
+        for position, (name, steps) in enumerate(sqlite_module.MIGRATIONS[:3], start=1):
+            for step in steps:
+                assert isinstance(step, str)
+                conn.execute(step)
+            conn.execute("INSERT INTO migrations VALUES (?, ?)", (position, name))
+        conn.execute("INSERT INTO counters (ns, next_seq) VALUES ('a', 0), ('b', 0)")
+        conn.execute(
+            "INSERT INTO items (ns, id, seq, text, index_text, metadata) VALUES"
+            " ('a', 'x', 0, 'Refunded twice', 'earlier turn Refunded twice: Café', '{}'),"
+            " ('a', 'y', 1, 'nothing to see', 'nothing to see', '{}'),"
+            " ('b', 'z', 0, 'refund elsewhere', 'refund elsewhere', '{}')"
+        )
+    store = SQLiteStore(path)
+    assert store.migrations[-1] == ANALYZED
+    tables = {r[0] for r in store._conn.execute("SELECT name FROM sqlite_master")}
+    assert "items_fts" not in tables and store.lexical_table(("a",)) in tables
+    assert [it.id for it, _ in store.lexical_search(("a",), "refund cafe turns", 5)] == ["x"]
+    assert [it.id for it, _ in store.lexical_search(("b",), "refund", 5)] == ["z"]
+    store.close()
+    unstemmed = SQLiteStore(path, analyzer=Analyzer(stem=None))  # another analyzer: re-indexed
+    assert unstemmed.lexical_search(("a",), "refund", 5) == []
+    assert [it.id for it, _ in unstemmed.lexical_search(("a",), "refunded", 5)] == ["x"]
+    unstemmed.close()

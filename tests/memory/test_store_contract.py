@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import os
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +16,14 @@ from hypothesis import strategies as st
 
 from ctxwise import UsageError
 from ctxwise.embeddings import HashingEmbedder
-from ctxwise.memory import LongTermMemory, NamespaceNotFoundError, NewItem, Store
+from ctxwise.memory import (
+    InMemoryStore,
+    LongTermMemory,
+    NamespaceNotFoundError,
+    NewItem,
+    SQLiteStore,
+    Store,
+)
 from tests.memory.conftest import DIM
 
 EMB = HashingEmbedder(DIM)
@@ -168,3 +179,134 @@ def test_recency_needs_a_clock_and_prefers_new(make_store: Callable[[], Store]) 
 def test_vectors_are_float32_unit() -> None:
     v = EMB.embed(["abc"])[0]
     assert v.dtype == np.float32 and float(np.linalg.norm(v)) == pytest.approx(1.0)
+
+
+# one analyzer, one BM25: every backend ranks alike ---------------------------------
+
+UNICODE = [
+    ("cafe", "Café naïve au centre-ville, crème brûlée"),
+    ("tokyo", "東京タワーに行きました"),
+    ("munich", "Straße in München, Ölpreis gestiegen"),
+    ("greek", "Mixed Ελληνικά and English words"),
+    ("russian", "Привет мир, заказ 8812 доставлен"),
+    ("plain", "the parcel shipped on Monday"),
+]
+
+
+@pytest.mark.parametrize(
+    ("query", "want"),
+    [
+        ("cafe", "cafe"),
+        ("naïve creme brulee", "cafe"),
+        ("CAFÉ", "cafe"),
+        ("東京", "tokyo"),
+        ("タワー", "tokyo"),
+        ("strasse munchen", "munich"),
+        ("ΕΛΛΗΝΙΚΆ", "greek"),
+        ("привет", "russian"),
+        ("заказ 8812", "russian"),
+        ("shipping parcels", "plain"),
+    ],
+)
+def test_accented_cjk_and_mixed_script_items_are_recalled(
+    make_store: Callable[[], Store], query: str, want: str
+) -> None:
+    store = make_store()
+    store.put_many(A, [item(text, id) for id, text in UNICODE])
+    assert store.lexical_search(A, query, 1)[0][0].id == want
+    memory = LongTermMemory(store, A, EMB)
+    assert memory.recall(query, k=1)[0].item.id == want
+
+
+def _scores(store: Store, ns: tuple[str, ...], queries: list[str]) -> list[list[tuple[str, float]]]:
+    return [[(it.id, s) for it, s in store.lexical_search(ns, q, 10)] for q in queries]
+
+
+def test_one_namespace_never_changes_another_namespaces_scores(
+    make_store: Callable[[], Store],
+) -> None:
+    store = make_store()
+    a, b = ("stats", "a"), ("stats", "b")
+    rng = np.random.default_rng(7)
+    words = ["refund", "parcel", "router", "laptop", "berlin", "osaka", "late", "broken"]
+    store.put_many(a, [NewItem(" ".join(rng.choice(words, 4)) + f" case {i}") for i in range(50)])
+    queries = ["refund broken router", "osaka parcel", "late laptop case 7", "berlin"]
+    before = _scores(store, a, queries)
+    store.put_many(
+        b, [NewItem(" ".join(rng.choice(words, 2)) + " refund refund") for _ in range(10_000)]
+    )
+    assert _scores(store, a, queries) == before
+
+
+def _corpus(n: int) -> list[NewItem]:
+    rng = np.random.default_rng(11)
+    vocab = [
+        "refund", "refunded", "parcel", "parcels", "router", "laptop", "berlin", "osaka",
+        "late", "broken", "charged", "twice", "café", "東京", "order", "8812", "mia", "kai",
+    ]  # fmt: skip
+    texts = [" ".join(rng.choice(vocab, int(rng.integers(2, 9)))) for _ in range(n)]
+    return [item(t, f"i{i}", n=i % 3) for i, t in enumerate(texts)]
+
+
+AGREEMENT_QUERIES = [
+    "refund", "refunds for broken routers", "Cafe in Tokyo 東京", "order 8812 charged twice",
+    "mia kai", "late parcel osaka", "the", "laptop berlin broken late", "ORDER", "twice twice",
+]  # fmt: skip
+
+
+def _same_top(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    """The same top k, best first; items whose scores tie may swap."""
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9, abs=1e-12)
+    groups: dict[float, tuple[set[str], set[str]]] = {}
+    for (gid, gs), (wid, _) in zip(got, want, strict=True):
+        key = round(gs, 9)
+        groups.setdefault(key, (set(), set()))
+        groups[key][0].add(gid)
+        groups[key][1].add(wid)
+    cut = round(want[-1][1], 9) if want else None
+    for key, (g, w) in groups.items():
+        if key != cut:  # the last tie group may be cut at k by either backend
+            assert g == w
+
+
+def _backends(tmp_path: Path) -> dict[str, Store]:
+    stores: dict[str, Store] = {
+        "memory": InMemoryStore(),
+        "sqlite": SQLiteStore(tmp_path / "agree.db"),
+    }
+    dsn = os.environ.get("CTXWISE_PG_DSN")
+    if dsn and importlib.util.find_spec("psycopg") and importlib.util.find_spec("pgvector"):
+        from ctxwise.memory.postgres import PostgresStore
+
+        stores["postgres"] = PostgresStore(dsn, dim=DIM, schema=f"t_{uuid.uuid4().hex[:12]}")
+    return stores
+
+
+def test_every_backend_ranks_alike(tmp_path: Path) -> None:
+    """The same items and queries give the same top 10 (ties aside) on memory,
+    SQLite and PostgreSQL (when CTXWISE_PG_DSN names one): the store's own lexical
+    search, with and without a filter, and LongTermMemory's lexical recall."""
+    stores = _backends(tmp_path)
+    try:
+        items = _corpus(600)
+        results: dict[str, list[list[tuple[str, float]]]] = {}
+        for name, store in stores.items():
+            store.put_many(A, items)
+            store.put_many(B, items[:50])  # another namespace's items change nothing
+            memory = LongTermMemory(store, ("agree", "conv"), EMB)
+            memory.remember_many(NewItem(it.text, it.metadata, it.id) for it in items)
+            rows = _scores(store, A, AGREEMENT_QUERIES)
+            for q in AGREEMENT_QUERIES:
+                rows.append([(h.item.id, h.score) for h in memory.recall(q, k=10, mode="lexical")])
+                filtered = store.lexical_search(A, q, 10, {"n": 1})
+                rows.append([(it.id, s) for it, s in filtered])
+            results[name] = rows
+        assert all(len(r) == 10 for r in results["memory"][:3])
+        for rows in results.values():
+            for got, want in zip(rows, results["memory"], strict=True):
+                _same_top(got, want)
+    finally:
+        for name, store in stores.items():
+            if name == "postgres":
+                store.drop()  # type: ignore[attr-defined]
+            store.close()

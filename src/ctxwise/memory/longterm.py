@@ -6,7 +6,8 @@ What is indexed (at ``remember``):
   before it (default two: in a conversation, the turn it answers and the one
   before) and the values of its ``index_metadata`` keys (default ``date``), so a
   question about an exchange, or about when something was said, finds the turn
-  that holds it. The context comes from what this instance remembered, in order;
+  that holds it. The context is read from the store (the namespace's last items,
+  :meth:`Store.recent`), so every process writing a namespace indexes alike;
 - the vector embeds the item's own text only (embedding the turn before it too
   blurs what a turn says: MiniLM vector-only recall@10 0.45 against 0.51 alone).
 
@@ -54,7 +55,6 @@ The same logic runs over every store.
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -70,9 +70,9 @@ from ctxwise.memory.store import (
     check_k,
     check_namespace,
     check_text,
-    fts_tokens,
     matches,
 )
+from ctxwise.text import STOPWORDS, words
 
 __all__ = ["RRF_K", "STOPWORDS", "LongTermMemory", "RecallMode", "Recalled", "lexical_query"]
 
@@ -82,23 +82,12 @@ usual 60: with a pool of 50, it lets the top ranks of each ranking count more.""
 
 RecallMode: TypeAlias = Literal["hybrid", "lexical", "vector"]
 
-_STOPWORD_TEXT = """a about after all also am an and any are as at be been before being but by can
-    could d did do does doing done during for from had has have having he her here hers
-    him his how i if in into is it its just ll m me might my no nor not now of on or our
-    ours re s she should so some such t than that the their theirs them then there these
-    they this those to too up us ve very was we were what when where which while who whom
-    whose why will with would you your yours"""
-STOPWORDS = frozenset(_STOPWORD_TEXT.split())
-"""English function words and question words left out of lexical queries. They
-match most items, so they add little to BM25 but still reorder it: dropping them
-raised lexical recall@10 on LoCoMo dev from 0.671 to 0.694."""
-
 
 def lexical_query(query: str, stopwords: Collection[str] = STOPWORDS) -> str:
     """The words of ``query`` a lexical search uses: without ``stopwords`` (the
     query itself when nothing else is left)."""
-    words = [w for w in fts_tokens(query) if w not in stopwords]
-    return " ".join(words) if words else query
+    kept = [w for w in words(query) if w not in stopwords]
+    return " ".join(kept) if kept else query
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +185,6 @@ class LongTermMemory:
         if isinstance(stopwords, str) or not all(isinstance(w, str) for w in stopwords):
             raise UsageError("stopwords is a collection of lower-case words")
         self.stopwords = frozenset(stopwords)
-        self._tail: deque[str] = deque(maxlen=max(context, 1))
         self.store = store
         self.namespace: Namespace = check_namespace(namespace)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
@@ -249,7 +237,11 @@ class LongTermMemory:
         for batch in batched(items, batch_size):
             for item in batch:
                 check_text(item.text)
-            tail = list(self._tail)
+            tail = (
+                [it.text for it in self.store.recent(self.namespace, self.context)]
+                if self.context
+                else []
+            )
             indexed = []
             for it in batch:
                 indexed.append(self.index_text(it, tail))
@@ -267,7 +259,6 @@ class LongTermMemory:
                 for i, it in enumerate(batch)
             ]
             ids.extend(self.store.put_many(self.namespace, ready))
-            self._tail.extend(it.text for it in batch)  # only once the batch is stored
         return ids
 
     def recall(
@@ -377,12 +368,12 @@ class LongTermMemory:
         field = self.mention_field
         if field is None or not self.mention_boost:
             return
-        words = fts_tokens(query)
+        said = words(query)
         named: set[str] = set()
         for value in {c.item.metadata.get(field) for c in candidates}:
             if isinstance(value, str) and value.strip():
-                name = fts_tokens(value)
-                if name and _contains(words, name):
+                name = words(value)
+                if name and _contains(said, name):
                     named.add(value)
         if len(named) != 1:
             return

@@ -4,23 +4,28 @@ One schema per store (``ctxwise`` by default) holds three tables:
 
 ``items``
     one row per item, keyed by ``(ns, id)``, where ``ns`` is the namespace joined by
-    ``/`` (namespace parts never contain ``/``). ``tsv`` is a generated ``tsvector``
-    (the ``simple`` configuration: lower-cased words, no stemming, no stop words) with a
-    GIN index; ``metadata`` is ``jsonb`` with a GIN index for containment filters;
+    ``/`` (namespace parts never contain ``/``). ``tsv`` is a ``tsvector`` of the
+    store analyzer's terms of the item's indexed text (:mod:`ctxwise.text`; built in
+    Python as a ``tsvector`` literal, so PostgreSQL's parser and locale never change a
+    term) with a GIN index; ``index_text`` is that text when it is not ``text``;
+    ``metadata`` is ``jsonb`` with a GIN index for containment filters;
     ``embedding`` is a pgvector ``vector(dim)``, NULL for lexical-only items.
 ``counters``
     one row per namespace: the next ``seq``, the number of items and of tokens. Every
     write locks its namespace's row first, so concurrent writers never share a ``seq``
     and never deadlock, and BM25's collection statistics cost one row read.
+``settings``
+    the analyzer's name: a store opened with another analyzer re-indexes every item.
 ``migrations``
     the name and time of every schema migration applied, in order (as in simonw/llm).
     A schema that records a migration this code does not know was written by a newer
     ctxwise, and is refused.
 
-Lexical search is Okapi BM25 (k1 = 1.2, b = 0.75, as :class:`InMemoryStore`) computed
-in SQL over the lexemes PostgreSQL's parser finds in the query, an item matching any of
-them; collection statistics come from ``counters``, document frequencies are counted per
-query. A namespace of more than ``LEXICAL_CAP`` (1,000) items ranks a bounded
+Lexical search is BM25 as every store computes it
+(:func:`ctxwise.memory.store.bm25_idf`, :func:`~ctxwise.memory.store.bm25_term`: SQLite
+FTS5's formula), in SQL over the analyzer's terms of the query, an item matching any
+of them; the namespace's statistics come from ``counters`` and document frequencies
+are counted in the namespace. A namespace of more than ``LEXICAL_CAP`` (1,000) items ranks a bounded
 candidate set exactly instead of every matching row: the rows holding a rare lexeme
 (the rarest lexemes whose counts add up to at most the cap), the newest ``LEXICAL_CAP``
 rows holding every other lexeme and, if that leaves fewer than k, the newest
@@ -30,11 +35,9 @@ remembered, per process, until the namespace has changed by more than
 ``DF_DRIFT`` (2%) of the count (a rare lexeme's count, below 50, is taken again
 after any write). Two limits of
 PostgreSQL's text search apply: a term's frequency in one item
-counts at most 256 occurrences, and an item whose index would exceed the 1 MB
-``tsvector`` limit is indexed from the longest prefix of its text (halving) that fits.
-The parser also differs from :func:`fts_tokens` at the edges: ``foo-bar`` is indexed as
-``foo-bar``, ``foo`` and ``bar``; ``foo_bar`` as ``foo`` and ``bar``; an e-mail address or
-URL whole.
+counts at most 256 occurrences (and positions past 16,383 count once), and an item
+whose index would exceed the 1 MB ``tsvector`` limit is indexed from the longest
+prefix of its terms (halving) that fits.
 
 Vector search ranks by cosine similarity (``1 - (embedding <=> query)``) within the
 namespace. An HNSW index (``vector_cosine_ops``, m 16, ef_construction 64; searched
@@ -64,6 +67,8 @@ import numpy as np
 
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory.store import (
+    BM25_B,
+    BM25_K1,
     MemoryItem,
     Namespace,
     NewItem,
@@ -73,8 +78,8 @@ from ctxwise.memory.store import (
     check_k,
     check_namespace,
     check_text,
-    fts_tokens,
 )
+from ctxwise.text import Analyzer
 
 try:
     import psycopg
@@ -92,6 +97,37 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MAX_DIM = 16_000  # pgvector's limit for the vector type
 _INT64 = (-(2**63), 2**63 - 1)
 _FTS_FAST_BYTES = 100_000  # below this, a text's tsvector fits in 1 MB: no subtransaction
+_TSV_MAX_BYTES = 1_000_000  # PostgreSQL's tsvector limit is 1 MiB; stay under it
+_MAX_POS = 16_383  # tsvector positions are 14 bits
+_MAX_POSITIONS = 256  # positions kept per lexeme
+
+
+def _quote(lexeme: str) -> str:
+    """A lexeme quoted for a tsvector or tsquery literal."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _tsvector(terms: Sequence[str]) -> tuple[str, int]:
+    """A ``tsvector`` literal of ``terms`` (a position each, as ``to_tsvector``
+    gives) and how many terms it holds: the longest prefix (halving) that fits."""
+    n = len(terms)
+    while True:
+        positions: dict[str, list[int]] = {}
+        for i, term in enumerate(terms[:n], start=1):
+            found = positions.setdefault(term, [])
+            if len(found) < _MAX_POSITIONS and (not found or found[-1] < _MAX_POS):
+                found.append(min(i, _MAX_POS))
+        size = sum(len(t.encode("utf-8")) + 2 * len(p) + 8 for t, p in positions.items())
+        if size <= _TSV_MAX_BYTES or n <= 1:
+            literal = " ".join(
+                _quote(t) + ":" + ",".join(map(str, p)) for t, p in positions.items()
+            )
+            return literal, n
+        n //= 2
+
+
+_REINDEX = "-- ctxwise: every item's terms by the store's analyzer"
+"""A migration step run in Python (:meth:`PostgresStore._reindex`), not as SQL."""
 
 # Ordered, named, applied once each and recorded in <schema>.migrations. Append only:
 # never edit or reorder a migration that has shipped. Placeholders: {schema} (the
@@ -154,21 +190,33 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             " USING hnsw (embedding {ext}.vector_cosine_ops) WITH (m = 16, ef_construction = 64)",
         ),
     ),
+    (
+        "m004_analyzed_terms",
+        (
+            # one analyzer for every store (ctxwise.text): tsv holds its terms, written
+            # by the store; index_text is what was indexed when it is not the text
+            "ALTER TABLE {schema}.items DROP COLUMN tsv",
+            "ALTER TABLE {schema}.items ADD COLUMN index_text text",
+            "ALTER TABLE {schema}.items ADD COLUMN tsv tsvector NOT NULL DEFAULT ''",
+            "ALTER TABLE {schema}.items ALTER COLUMN tsv DROP DEFAULT",
+            "CREATE TABLE {schema}.settings (key text PRIMARY KEY, value text NOT NULL)",
+            _REINDEX,  # every item's terms by the store's analyzer (PostgresStore._reindex)
+            "CREATE INDEX items_tsv ON {schema}.items USING gin (tsv)",
+        ),
+    ),
 )
 
 _COLUMNS = "i.id, i.seq, i.text, i.raw, i.metadata, i.created_at"
 
 _LEXICAL = """
 WITH terms AS MATERIALIZED (
-    SELECT t.lexeme AS lex,
-           '''' || replace(replace(t.lexeme, '\\', '\\\\'), '''', '''''') || '''' AS quoted
-    FROM unnest(to_tsvector('pg_catalog.simple', %(query)s)) AS t
+    SELECT t.lex, t.quoted FROM unnest(%(lexes)s::text[], %(quoted)s::text[]) AS t(lex, quoted)
 ), st AS MATERIALIZED (
     SELECT c.n_items::float8 AS n,
            greatest(c.n_tokens::float8 / c.n_items, 1e-9) AS avgdl
     FROM {schema}.counters c WHERE c.ns = %(ns)s AND c.n_items > 0
 ), idf AS MATERIALIZED (
-    SELECT terms.lex, ln(1 + (st.n - d.df + 0.5) / (d.df + 0.5)) AS w
+    SELECT terms.lex, greatest(ln((st.n - d.df + 0.5) / (d.df + 0.5)), 0) AS w
     FROM terms CROSS JOIN st
     CROSS JOIN LATERAL (
         SELECT count(*)::float8 AS df FROM {schema}.items j
@@ -183,7 +231,8 @@ WITH terms AS MATERIALIZED (
       AND x.lexeme = ANY(ARRAY(SELECT idf.lex FROM idf)) {filters}
 ), hits AS (
     SELECT tf.seq,
-           sum(idf.w * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.ntok / st.avgdl))) AS score
+           sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
+               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / st.avgdl))) AS score
     FROM tf JOIN idf ON idf.lex = tf.lex CROSS JOIN st
     GROUP BY tf.seq
     ORDER BY score DESC, tf.seq
@@ -200,7 +249,7 @@ ORDER BY hits.score DESC, hits.seq
 # frequencies %(dfs)s of the query's lexemes %(lexes)s counted beforehand.
 _LEXICAL_SCORE = """
 WITH idf AS MATERIALIZED (
-    SELECT t.lex, ln(1 + (%(n)s - t.df + 0.5) / (t.df + 0.5)) AS w
+    SELECT t.lex, greatest(ln((%(n)s - t.df + 0.5) / (t.df + 0.5)), 0) AS w
     FROM unnest(%(lexes)s::text[], %(dfs)s::float8[]) AS t(lex, df)
 ), tf AS MATERIALIZED (
     SELECT i.seq, i.ntok, x.lexeme AS lex, cardinality(x.positions)::float8 AS tf
@@ -209,7 +258,8 @@ WITH idf AS MATERIALIZED (
       AND x.lexeme = ANY(%(lexes)s::text[]) {filters}
 ), hits AS (
     SELECT tf.seq,
-           sum(idf.w * tf.tf * 2.2 / (tf.tf + 1.2 * (0.25 + 0.75 * tf.ntok / %(avgdl)s))) AS score
+           sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
+               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / %(avgdl)s))) AS score
     FROM tf JOIN idf ON idf.lex = tf.lex
     GROUP BY tf.seq
     ORDER BY score DESC, tf.seq
@@ -239,6 +289,16 @@ FROM {schema}.items i
 WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
 ORDER BY i.embedding OPERATOR({ext}.<=>) %(q)s LIMIT %(k)s
 """
+_BM25_SQL = {
+    "{k1p1}": repr(BM25_K1 + 1),
+    "{k1}": repr(BM25_K1),
+    "{one_b}": repr(1 - BM25_B),
+    "{b}": repr(BM25_B),
+}
+for _name, _value in _BM25_SQL.items():
+    _LEXICAL = _LEXICAL.replace(_name, _value)
+    _LEXICAL_SCORE = _LEXICAL_SCORE.replace(_name, _value)
+
 HNSW_EF_SEARCH = 200
 """Candidates an HNSW search keeps (at least ``k``); pgvector's default is 40."""
 
@@ -323,7 +383,10 @@ class PostgresStore(Store):
         schema: str = "ctxwise",
         create: bool = True,
         connect_timeout: int = 10,
+        analyzer: Analyzer | None = None,
     ) -> None:
+        if analyzer is not None:
+            self.analyzer = analyzer
         if not isinstance(conninfo, str):
             raise UsageError("conninfo must be a libpq connection string or postgresql:// URI")
         if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= _MAX_DIM:
@@ -359,6 +422,7 @@ class PostgresStore(Store):
                 self._ext = self._vector_extension(create)
                 self._migrate(create)
                 self._check_dim()
+                self._check_analyzer()
         except BaseException:
             self.close()
             raise
@@ -489,6 +553,9 @@ class PostgresStore(Store):
                 if name in done:
                     continue
                 for statement in statements:
+                    if statement == _REINDEX:
+                        self._reindex(conn)
+                        continue
                     conn.execute(
                         self._sql(
                             statement,
@@ -500,6 +567,69 @@ class PostgresStore(Store):
                 conn.execute(
                     self._sql("INSERT INTO {schema}.migrations (name) VALUES (%s)"), [name]
                 )
+
+    def _reindex(self, conn: psycopg.Connection[Any]) -> None:
+        """Every item's ``tsv`` and ``ntok`` from its indexed text by the store's
+        analyzer, the namespaces' token counts, and the analyzer's name (inside the
+        caller's transaction)."""
+        last: tuple[str, int] = ("", -1)
+        while True:
+            rows = conn.execute(
+                self._sql(
+                    "SELECT ns, seq, coalesce(index_text, text) FROM {schema}.items"
+                    " WHERE (ns, seq) > (%s, %s) ORDER BY ns, seq LIMIT 5000"
+                ),
+                list(last),
+            ).fetchall()
+            if not rows:
+                break
+            updates = []
+            for ns, seq, indexed in rows:
+                literal, ntok = _tsvector(self.analyzer.words(indexed))
+                updates.append([literal, ntok, ns, seq])
+            with conn.cursor() as cur:
+                cur.executemany(
+                    self._sql(
+                        "UPDATE {schema}.items SET tsv = %s::tsvector, ntok = %s"
+                        " WHERE ns = %s AND seq = %s"
+                    ),
+                    updates,
+                )
+            last = (rows[-1][0], rows[-1][1])
+        conn.execute(
+            self._sql(
+                "UPDATE {schema}.counters c SET n_tokens = coalesce("
+                "(SELECT sum(i.ntok) FROM {schema}.items i WHERE i.ns = c.ns), 0)"
+            )
+        )
+        conn.execute(
+            self._sql(
+                "INSERT INTO {schema}.settings (key, value) VALUES ('analyzer', %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            ),
+            [self.analyzer.name],
+        )
+        self._df.clear()
+
+    def _analyzer_name(self, conn: psycopg.Connection[Any]) -> str | None:
+        row = conn.execute(
+            self._sql("SELECT value FROM {schema}.settings WHERE key = 'analyzer'")
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def _check_analyzer(self) -> None:
+        """Re-index the schema when its terms were made by another analyzer."""
+        assert self._conn is not None
+        conn = self._conn
+        if self._analyzer_name(conn) == self.analyzer.name:
+            return
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                [f"ctxwise:schema:{self.schema}"],
+            )
+            if self._analyzer_name(conn) != self.analyzer.name:
+                self._reindex(conn)
 
     def _vector_index_sql(self) -> sql.Composed:
         statement = dict(MIGRATIONS)["m003_hnsw"][0].replace(
@@ -663,8 +793,22 @@ class PostgresStore(Store):
                 raise UsageError(f"created_at is a number (epoch seconds), got {created_at!r}")
             created_at = float(created_at)
         vector = None if item.vector is None else self._vector(item.vector, "an item's vector")
-        ntok = len(fts_tokens(item.text))
-        return item.id or None, [text, raw, metadata_text, created_at, ntok, vector]
+        indexed = text
+        if item.index_text is not None and item.index_text != item.text:
+            check_text(item.index_text)
+            indexed = item.index_text.replace("\x00", " ")
+        tsv, ntok = _tsvector(self.analyzer.words(indexed))
+        index_text = None if indexed == text else indexed
+        return item.id or None, [
+            text,
+            raw,
+            metadata_text,
+            created_at,
+            ntok,
+            vector,
+            index_text,
+            tsv,
+        ]
 
     def _filters(self, filters: Mapping[str, Any] | None) -> tuple[sql.Composable, dict[str, Any]]:
         """SQL for ``matches(metadata, filters)``: jsonb containment for scalars,
@@ -743,8 +887,9 @@ class PostgresStore(Store):
                 cur.executemany(
                     self._sql(
                         "INSERT INTO {schema}.items"
-                        " (ns, id, seq, text, raw, metadata, created_at, ntok, embedding)"
-                        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+                        " (ns, id, seq, text, raw, metadata, created_at, ntok, embedding,"
+                        " index_text, tsv)"
+                        " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s::tsvector)"
                     ),
                     [[key, ids[i], base + i, *rows[i][1]] for i in kept],
                 )
@@ -816,6 +961,9 @@ class PostgresStore(Store):
         except UnicodeEncodeError:
             raise UsageError("the query is not valid Unicode (lone surrogates)") from None
         key = _ns_key(ns)
+        lexes = sorted(set(self.analyzer.words(query)))
+        if not lexes:
+            return []
         with self._db() as conn, conn.transaction():
             stats = conn.execute(
                 self._sql(
@@ -824,11 +972,18 @@ class PostgresStore(Store):
                 [key],
             ).fetchone()
             if stats is not None and stats[1] > LEXICAL_CAP:
-                rows = self._lexical_bounded(conn, key, query, k, where, params, stats)
+                rows = self._lexical_bounded(conn, key, lexes, k, where, params, stats)
             else:
                 statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
                 rows = conn.execute(
-                    statement, {"query": query, "ns": key, "k": k, **params}
+                    statement,
+                    {
+                        "lexes": lexes,
+                        "quoted": [_quote(x) for x in lexes],
+                        "ns": key,
+                        "k": k,
+                        **params,
+                    },
                 ).fetchall()
         return [(self._item(ns, row), float(row[6])) for row in rows]
 
@@ -836,7 +991,7 @@ class PostgresStore(Store):
         self,
         conn: psycopg.Connection[Any],
         key: str,
-        query: str,
+        lexes: list[str],
         k: int,
         where: sql.Composable,
         params: dict[str, Any],
@@ -845,16 +1000,7 @@ class PostgresStore(Store):
         """Exact BM25 over a bounded set of candidate rows (a namespace of more than
         ``LEXICAL_CAP`` items; see the module docstring)."""
         next_seq, n_items, n_tokens = (int(x) for x in stats)
-        lexes = sorted(
-            {
-                r[0]
-                for r in conn.execute(
-                    "SELECT t.lexeme FROM unnest(to_tsvector('pg_catalog.simple', %s)) AS t",
-                    [query],
-                )
-            }
-        )
-        quoted = {lex: "'" + lex.replace("\\", "\\\\").replace("'", "''") + "'" for lex in lexes}
+        quoted = {lex: _quote(lex) for lex in lexes}
         base = {"ns": key, **params}
 
         def seqs(tsquery: str, limit: int | None, newest: bool) -> list[int]:
@@ -980,6 +1126,20 @@ class PostgresStore(Store):
                 [_ns_key(ns), sorted(wanted)],
             ).fetchall()
         return [self._item(ns, row) for row in rows]
+
+    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        ns = check_namespace(namespace)
+        if n <= 0:
+            return []
+        with self._db() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM {{schema}}.items i"
+                    " WHERE i.ns = %s ORDER BY i.seq DESC LIMIT %s"
+                ),
+                [_ns_key(ns), n],
+            ).fetchall()
+        return [self._item(ns, row) for row in reversed(rows)]
 
     def namespaces(self) -> list[Namespace]:
         with self._db() as conn:

@@ -7,13 +7,23 @@
 - per-namespace counts kept by triggers, so ``count`` and ``namespaces`` read one
   small table.
 
-Lexical search is FTS5 BM25 (``porter unicode61``), with its cost bounded. FTS5
-scores every row a query matches, so a query of common words over a big store
+Lexical search is FTS5 BM25 over the store analyzer's terms
+(:mod:`ctxwise.text`): each item's ``terms`` column holds them, space-joined, and
+each namespace has an FTS5 table of its own over that column (``tokenize='ascii'``:
+every non-ASCII character is a token character and terms hold no ASCII
+punctuation, so FTS5 sees exactly the analyzer's terms). A namespace's BM25
+statistics (item count, average length, document frequencies) are its own, so
+another namespace's writes never change its scores, and the scores equal
+:class:`InMemoryStore`'s and ``PostgresStore``'s. The analyzer's name is recorded
+in the file; opening it with another analyzer re-indexes every item.
+
+The search's cost is bounded. FTS5
+scores every row a query matches, so a query of common words over a big namespace
 would score most of it. Here, at most ``LEXICAL_CAP`` (4,000) rows are scored per
 step:
 
 1. each query term's row count is taken, stopping at ``LEXICAL_CAP + 1``;
-2. a store of at most ``LEXICAL_CAP`` rows, or a query whose terms match at most
+2. a namespace of at most ``LEXICAL_CAP`` rows, or a query whose terms match at most
    that many rows in all, is ranked exactly (one OR query): every small store,
    e.g. each LoCoMo conversation, is searched exactly;
 3. otherwise terms found in at least half of the recent rows are left out (FTS5
@@ -30,8 +40,6 @@ step:
 A score is always the row's exact BM25 for the terms its step queried, never more
 than its full score. On 1M synthetic support sentences, the top 10 of this plan
 agreed with the exact top 10 on every benchmark query (benchmarks/bench_memory.py).
-The file's FTS5 statistics (idf, average length) are shared by its namespaces; a
-namespace is selected with a join only when the file holds more than one.
 
 Vector search, per namespace:
 
@@ -61,10 +69,10 @@ import json
 import math
 import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +80,7 @@ import numpy.typing as npt
 from ctxwise.errors import UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
+    BM25_K1,
     MemoryItem,
     Namespace,
     NewItem,
@@ -81,13 +90,56 @@ from ctxwise.memory.store import (
     check_k,
     check_namespace,
     check_text,
-    fts_tokens,
 )
+from ctxwise.text import Analyzer
 
 __all__ = ["ANN_MIN_ITEMS", "LEXICAL_CAP", "SCHEMA_VERSION", "SQLiteStore", "VectorIndexInfo"]
 
-# (name, statements): append only; never edit a migration that has shipped.
-MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+Step: TypeAlias = "str | Callable[[SQLiteStore, sqlite3.Connection], None]"
+
+
+def _reindex(store: SQLiteStore, c: sqlite3.Connection) -> None:
+    """Every item's ``terms`` from its ``index_text`` by the store's analyzer, and
+    each namespace's FTS5 table rebuilt from them (inside the caller's transaction)."""
+    rows = c.execute("SELECT rowid, index_text FROM items").fetchall()
+    for start in range(0, len(rows), _CHUNK):
+        part = rows[start : start + _CHUNK]
+        c.executemany(
+            "UPDATE items SET terms = ? WHERE rowid = ?",
+            [(store.analyzer.terms(text), rowid) for rowid, text in part],
+        )
+    for (name,) in c.execute("SELECT name FROM lexical_tables").fetchall():
+        c.execute(f'DROP TABLE IF EXISTS "{name}"')
+    c.execute("DELETE FROM lexical_tables")
+    for (key,) in c.execute("SELECT DISTINCT ns FROM items").fetchall():
+        name = _create_table(c, key)
+        c.execute(
+            f'INSERT INTO "{name}" (rowid, terms) SELECT rowid, terms FROM items WHERE ns = ?',
+            (key,),
+        )
+    c.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('analyzer', ?)", (store.analyzer.name,)
+    )
+
+
+def _table_name(key: str) -> str:
+    return "lex_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+def _create_table(c: sqlite3.Connection, key: str) -> str:
+    """The namespace's FTS5 table, created (and registered) if missing."""
+    name = _table_name(key)
+    c.execute(
+        f'CREATE VIRTUAL TABLE IF NOT EXISTS "{name}" USING fts5('
+        "terms, content='items', content_rowid='rowid', tokenize='ascii')"
+    )
+    c.execute("INSERT OR IGNORE INTO lexical_tables (ns, name) VALUES (?, ?)", (key, name))
+    return name
+
+
+# (name, steps): append only; never edit a migration that has shipped. A step is a
+# statement or a function of (store, connection), run in the migration's transaction.
+MIGRATIONS: tuple[tuple[str, tuple[Step, ...]], ...] = (
     (
         "001_items",
         (
@@ -147,6 +199,21 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             END""",
         ),
     ),
+    (
+        "004_analyzed_terms_per_namespace",
+        (
+            # one analyzer for every store (ctxwise.text), and BM25 statistics per
+            # namespace: each namespace gets an FTS5 table over the analyzed terms
+            "ALTER TABLE items ADD COLUMN terms TEXT NOT NULL DEFAULT ''",
+            "DROP TRIGGER IF EXISTS items_ai",
+            "DROP TRIGGER IF EXISTS items_ad",
+            "DROP TABLE IF EXISTS items_fts",
+            """CREATE TABLE IF NOT EXISTS lexical_tables (
+                ns TEXT PRIMARY KEY, name TEXT UNIQUE NOT NULL
+            )""",
+            _reindex,
+        ),
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -160,7 +227,7 @@ ANN_MIN_ITEMS = 50_000
 """Vectors in a namespace from which an HNSW index is used (with usearch)."""
 ANN_SAVE_SHARE = 0.1
 """The index is saved again once this share of it changed (and on close)."""
-_BM25_BOUND = 2.2  # k1 + 1: no term adds more than idf x this to an FTS5 bm25 score
+_BM25_BOUND = BM25_K1 + 1  # no term adds more than idf x this to a bm25 score
 _MMAP_BYTES = 1 << 30
 _CHUNK = 50_000
 
@@ -243,58 +310,67 @@ class _Lexical:
     """One bounded lexical search inside a read transaction (see the module docstring)."""
 
     def __init__(
-        self, conn: sqlite3.Connection, key: str, where: str, params: list[Any], joined: bool
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        key: str,
+        total: int,
+        where: str,
+        params: list[Any],
     ) -> None:
         self.conn = conn
+        self.table = t = f'"{table}"'
         self.key = key
-        self.where = where
-        self.params = params
-        self.joined = joined
-        if joined:
-            self.source = (
-                "FROM items_fts JOIN items ON items.rowid = items_fts.rowid "
-                f"WHERE items_fts MATCH ? AND +items.ns = ?{where}"
-            )
-            self.args: list[Any] = [key, *params]
+        self.total = total
+        if where:
+            self.source = f"FROM {t} JOIN items ON items.rowid = {t}.rowid WHERE {t} MATCH ?{where}"
+            self.args: list[Any] = list(params)
         else:
-            self.source = "FROM items_fts WHERE items_fts MATCH ?"
+            self.source = f"FROM {t} WHERE {t} MATCH ?"
             self.args = []
 
     def count(self, term: str, limit: int) -> int:
-        """Rows (in the whole file) holding ``term``, counting no further than ``limit``."""
-        sql = "SELECT count(*) FROM (SELECT rowid FROM items_fts WHERE items_fts MATCH ? LIMIT ?)"
+        """The namespace's rows holding ``term``, counting no further than ``limit``."""
+        t = self.table
+        sql = f"SELECT count(*) FROM (SELECT rowid FROM {t} WHERE {t} MATCH ? LIMIT ?)"
         return int(self.conn.execute(sql, (_phrase(term), limit)).fetchone()[0])
 
-    def share(self, term: str, total: int) -> float:
-        """The share of the newest ``STOP_WINDOW`` rows that hold ``term``."""
-        window = min(STOP_WINDOW, total)
+    def share(self, term: str) -> float:
+        """The share of the namespace's newest ``STOP_WINDOW`` rows that hold ``term``."""
+        window = min(STOP_WINDOW, self.total)
+        lo = self.conn.execute(
+            "SELECT rowid FROM items WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+            (self.key, max(window - 1, 0)),
+        ).fetchone()
         found = self.conn.execute(
-            "SELECT count(*) FROM items_fts WHERE items_fts MATCH ? AND rowid > ?",
-            (_phrase(term), total - window),
+            f"SELECT count(*) FROM {self.table} WHERE {self.table} MATCH ? AND rowid >= ?",
+            (_phrase(term), int(lo[0]) if lo else 0),
         ).fetchone()[0]
         return float(found) / max(window, 1)
 
     def window(self, match: str) -> int | None:
         """The rowid of the ``LEXICAL_CAP``-th newest match, or None if there are fewer."""
+        t = self.table
         found = self.conn.execute(
-            f"SELECT items_fts.rowid {self.source} ORDER BY items_fts.rowid DESC LIMIT 1 OFFSET ?",
+            f"SELECT {t}.rowid {self.source} ORDER BY {t}.rowid DESC LIMIT 1 OFFSET ?",
             (match, *self.args, LEXICAL_CAP - 1),
         ).fetchone()
         return None if found is None else int(found[0])
 
     def score(self, match: str, depth: int, *, recent: bool = False) -> list[tuple[int, float]]:
         """Best ``depth`` (rowid, BM25) for ``match``; ``recent``: the newest cap only."""
+        t = self.table
         lo = self.window(match) if recent else None
-        bound = "" if lo is None else " AND items_fts.rowid >= ?"
+        bound = "" if lo is None else f" AND {t}.rowid >= ?"
         rows = self.conn.execute(
-            f"SELECT items_fts.rowid, bm25(items_fts) {self.source}{bound} "
-            "ORDER BY bm25(items_fts), items_fts.rowid LIMIT ?",
+            f"SELECT {t}.rowid, bm25({t}) {self.source}{bound} "
+            f"ORDER BY bm25({t}), {t}.rowid LIMIT ?",
             (match, *self.args, *([] if lo is None else [lo]), depth),
         ).fetchall()
         return [(int(r), -float(s)) for r, s in rows]
 
     def run(self, terms: list[str], depth: int) -> list[tuple[int, float]]:
-        total = int(self.conn.execute("SELECT max(rowid) FROM items").fetchone()[0] or 0)
+        total = self.total
         if total <= LEXICAL_CAP:
             return self.score(_any(terms), depth)
         df = {t: self.count(t, LEXICAL_CAP + 1) for t in terms}
@@ -303,7 +379,7 @@ class _Lexical:
             return []
         if sum(df[t] for t in present) <= LEXICAL_CAP:
             return self.score(_any(present), depth)
-        stop = {t for t in present if df[t] > LEXICAL_CAP and self.share(t, total) >= STOP_SHARE}
+        stop = {t for t in present if df[t] > LEXICAL_CAP and self.share(t) >= STOP_SHARE}
         kept = [t for t in present if t not in stop] or present[:1]
         rare: list[str] = []
         used = 0
@@ -384,6 +460,8 @@ class SQLiteStore(Store):
     ``ann_min_items``: vectors in a namespace from which an HNSW index is used when
     the ``usearch`` package (extra ``ann``) is installed; ``None`` always searches by
     brute force. The index of a file-backed store is saved in ``<file>.ann/``.
+    ``analyzer`` (default :data:`ctxwise.text.DEFAULT_ANALYZER`) makes the lexical
+    terms; a file indexed by another analyzer is re-indexed when opened.
     """
 
     def __init__(
@@ -393,7 +471,10 @@ class SQLiteStore(Store):
         timeout: float = 30.0,
         ann_min_items: int | None = ANN_MIN_ITEMS,
         ann_params: _ann.AnnParams | None = None,
+        analyzer: Analyzer | None = None,
     ) -> None:
+        if analyzer is not None:
+            self.analyzer = analyzer
         if ann_min_items is not None and (
             isinstance(ann_min_items, bool) or not isinstance(ann_min_items, int)
         ):
@@ -412,6 +493,7 @@ class SQLiteStore(Store):
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
             self._migrate()
+            self._check_analyzer()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
         self._lock = threading.RLock()
@@ -448,12 +530,40 @@ class SQLiteStore(Store):
                     c.execute("ROLLBACK")
                     continue
                 for statement in statements:
-                    c.execute(statement)
+                    if isinstance(statement, str):
+                        c.execute(statement)
+                    else:
+                        statement(self, c)
                 c.execute("INSERT INTO migrations (position, name) VALUES (?, ?)", (position, name))
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
+
+    def _check_analyzer(self) -> None:
+        """Re-index the file when its terms were made by another analyzer."""
+        c = self._conn
+        found = c.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+        if found is not None and found[0] == self.analyzer.name:
+            return
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            found = c.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+            if found is None or found[0] != self.analyzer.name:
+                _reindex(self, c)
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    def lexical_table(self, namespace: Sequence[str]) -> str | None:
+        """The name of the namespace's FTS5 table (None before its first write)."""
+        key = _key(check_namespace(namespace))
+        with self._lock:
+            found = self._conn.execute(
+                "SELECT name FROM lexical_tables WHERE ns = ?", (key,)
+            ).fetchone()
+        return None if found is None else str(found[0])
 
     @property
     def migrations(self) -> list[str]:
@@ -477,46 +587,51 @@ class SQLiteStore(Store):
                 if vec.ndim != 1:
                     raise UsageError("a vector must be one-dimensional")
                 blob = vec.tobytes()
-            rows.append((item, meta, blob))
+            indexed = item.index_text if item.index_text is not None else item.text
+            rows.append((item, meta, blob, indexed, self.analyzer.terms(indexed)))
         if not rows:
             return []
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                self._check_dim(rows)
+                self._check_dim([(item, meta, blob) for item, meta, blob, _, _ in rows])
+                table = _create_table(c, key)
                 c.execute("INSERT OR IGNORE INTO counters (ns, next_seq) VALUES (?, 0)", (key,))
                 first = c.execute("SELECT next_seq FROM counters WHERE ns = ?", (key,)).fetchone()
                 seq = int(first[0])
                 ids = [
                     item.id if item.id is not None else f"m{seq + i}"
-                    for i, (item, _, _) in enumerate(rows)
+                    for i, (item, _, _, _, _) in enumerate(rows)
                 ]
                 last = {item_id: i for i, item_id in enumerate(ids)}  # a repeated id: last wins
                 unique = list(last)
                 for start in range(0, len(unique), 500):
                     part = unique[start : start + 500]
-                    c.execute(
-                        f"DELETE FROM items WHERE ns = ? AND id IN ({','.join('?' * len(part))})",
-                        (key, *part),
-                    )
+                    self._delete_rows(c, table, key, part)
                 c.executemany(
                     "INSERT INTO items (ns, id, seq, text, index_text, metadata, created_at,"
-                    " vector) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " vector, terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             key,
                             ids[i],
                             seq + i,
                             item.text,
-                            item.index_text if item.index_text is not None else item.text,
+                            indexed,
                             meta,
                             item.created_at,
                             blob,
+                            terms,
                         )
-                        for i, (item, meta, blob) in enumerate(rows)
+                        for i, (item, meta, blob, indexed, terms) in enumerate(rows)
                         if last[ids[i]] == i
                     ],
+                )
+                c.execute(
+                    f'INSERT INTO "{table}" (rowid, terms) SELECT rowid, terms FROM items'
+                    " WHERE ns = ? AND seq >= ?",
+                    (key, seq),
                 )
                 c.execute("UPDATE counters SET next_seq = ? WHERE ns = ?", (seq + len(rows), key))
                 c.execute("COMMIT")
@@ -552,16 +667,33 @@ class SQLiteStore(Store):
                 "INSERT INTO meta (key, value) VALUES ('dim', ?)", (str(dims.pop()),)
             )
 
+    @staticmethod
+    def _delete_rows(c: sqlite3.Connection, table: str, key: str, ids: Sequence[str]) -> int:
+        """Delete the namespace's rows with these ids, and their terms from its index."""
+        marks = ",".join("?" * len(ids))
+        old = c.execute(
+            f"SELECT rowid, terms FROM items WHERE ns = ? AND id IN ({marks})", (key, *ids)
+        ).fetchall()
+        if not old:
+            return 0
+        c.executemany(
+            f'INSERT INTO "{table}" ("{table}", rowid, terms) VALUES (\'delete\', ?, ?)', old
+        )
+        c.executemany("DELETE FROM items WHERE rowid = ?", [(r,) for r, _ in old])
+        return len(old)
+
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
+        unique = list(dict.fromkeys(ids))
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                n = sum(
-                    c.execute("DELETE FROM items WHERE ns = ? AND id = ?", (key, i)).rowcount
-                    for i in ids
-                )
+                found = c.execute("SELECT name FROM lexical_tables WHERE ns = ?", (key,)).fetchone()
+                n = 0
+                if found is not None:
+                    for start in range(0, len(unique), 500):
+                        n += self._delete_rows(c, found[0], key, unique[start : start + 500])
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
@@ -602,7 +734,7 @@ class SQLiteStore(Store):
     ) -> list[tuple[MemoryItem, float]]:
         key = _key(check_namespace(namespace))
         check_k(k)
-        terms = sorted(set(fts_tokens(query)))
+        terms = sorted(set(self.analyzer.words(query)))
         if not terms:
             return []
         where, params = _filter_sql(filters)
@@ -610,13 +742,14 @@ class SQLiteStore(Store):
             c = self._conn
             c.execute("BEGIN")  # one snapshot for every step
             try:
-                shared = (
-                    c.execute(
-                        "SELECT count(*) FROM (SELECT 1 FROM counters WHERE n_items > 0 LIMIT 2)"
-                    ).fetchone()[0]
-                    > 1
-                )
-                plan = _Lexical(c, key, where, params, joined=bool(where) or shared)
+                found = c.execute(
+                    "SELECT t.name, c.n_items FROM lexical_tables t JOIN counters c"
+                    " ON c.ns = t.ns WHERE t.ns = ?",
+                    (key,),
+                ).fetchone()
+                if found is None or not found[1]:
+                    return []
+                plan = _Lexical(c, found[0], key, int(found[1]), where, params)
                 scored = plan.run(terms, k)
                 rows = self._by_rowid(key, [r for r, _ in scored])
             finally:
@@ -904,6 +1037,16 @@ class SQLiteStore(Store):
                 (key, *[int(s) for s in seqs]),
             ).fetchall()
         return [_row(r) for r in rows]
+
+    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        key = _key(check_namespace(namespace))
+        if n <= 0:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE ns = ? ORDER BY seq DESC LIMIT ?", (key, n)
+            ).fetchall()
+        return [_row(r) for r in reversed(rows)]
 
     def namespaces(self) -> list[Namespace]:
         with self._lock:

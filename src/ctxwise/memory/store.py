@@ -12,8 +12,8 @@ embedded default, one file), ``PostgresStore`` (extra ``postgres``).
 
 from __future__ import annotations
 
+import heapq
 import math
-import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,8 +24,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxwise.errors import CtxwiseError, UsageError
+from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
 __all__ = [
+    "BM25_B",
+    "BM25_K1",
     "MAX_TEXT_CHARS",
     "InMemoryStore",
     "MemoryItem",
@@ -34,6 +37,8 @@ __all__ = [
     "NewItem",
     "Store",
     "StoreError",
+    "bm25_idf",
+    "bm25_term",
     "check_k",
     "check_namespace",
     "fts_tokens",
@@ -112,12 +117,26 @@ def check_text(text: str) -> str:
     return text
 
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
 def fts_tokens(text: str) -> list[str]:
-    """Lower-case word tokens, as the lexical indexes see them."""
-    return _WORD.findall(text.lower())
+    """The default analyzer's terms of ``text`` (:func:`ctxwise.text.words`)."""
+    return DEFAULT_ANALYZER.words(text)
+
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_idf(n_items: float, df: float) -> float:
+    """BM25's idf as every store computes it (SQLite FTS5's formula):
+    ``ln((N - df + 0.5) / (df + 0.5))``, and 1e-6 where that is not positive (a
+    term in at least half of the namespace's items)."""
+    value = math.log((n_items - df + 0.5) / (df + 0.5))
+    return value if value > 0 else 1e-6
+
+
+def bm25_term(idf: float, tf: float, length: float, avgdl: float) -> float:
+    """One term's BM25 contribution (k1 1.2, b 0.75; statistics of one namespace)."""
+    return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
 
 
 def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:
@@ -125,7 +144,16 @@ def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> b
 
 
 class Store(ABC):
-    """The contract. Implement the abstract methods; the rest builds on them."""
+    """The contract. Implement the abstract methods; the rest builds on them.
+
+    Lexical search indexes and queries the terms of :attr:`analyzer` (by default
+    :data:`ctxwise.text.DEFAULT_ANALYZER`) and scores them by BM25 (:func:`bm25_idf`,
+    :func:`bm25_term`) with the statistics (item count, average length, document
+    frequencies) of the searched namespace only, so every backend ranks alike and
+    no namespace's items change another's scores.
+    """
+
+    analyzer: Analyzer = DEFAULT_ANALYZER
 
     @abstractmethod
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
@@ -159,6 +187,10 @@ class Store(ABC):
     @abstractmethod
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         """Items by insertion order (for neighbour expansion)."""
+
+    @abstractmethod
+    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        """The ``n`` items stored last in the namespace (highest ``seq``), oldest first."""
 
     @abstractmethod
     def namespaces(self) -> list[Namespace]:
@@ -204,10 +236,12 @@ def check_k(k: int) -> int:
 class InMemoryStore(Store):
     """The reference store: plain Python and numpy, nothing persisted.
 
-    Lexical scoring is Okapi BM25 (k1 = 1.2, b = 0.75) over :func:`fts_tokens`.
+    Lexical scoring is BM25 (:func:`bm25_term`) over the analyzer's terms.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, analyzer: Analyzer | None = None) -> None:
+        if analyzer is not None:
+            self.analyzer = analyzer
         self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, Counter[str]]]] = {}
         self._seq: dict[Namespace, int] = {}
         self._clock = 0
@@ -227,7 +261,7 @@ class InMemoryStore(Store):
             stored = MemoryItem(item_id, ns, item.text, dict(item.metadata), seq, item.created_at)
             vec = None if item.vector is None else np.asarray(item.vector, dtype=np.float32)
             indexed = item.index_text if item.index_text is not None else item.text
-            rows[item_id] = (stored, vec, Counter(fts_tokens(indexed)))
+            rows[item_id] = (stored, vec, Counter(self.analyzer.words(indexed)))
             ids.append(item_id)
         return ids
 
@@ -245,7 +279,7 @@ class InMemoryStore(Store):
     ) -> list[tuple[MemoryItem, float]]:
         rows = self._rows.get(check_namespace(namespace), {})
         check_k(k)
-        terms = set(fts_tokens(query))
+        terms = sorted(set(self.analyzer.words(query)))
         if not rows or not terms:
             return []
         n = len(rows)
@@ -260,8 +294,7 @@ class InMemoryStore(Store):
             for t in terms:
                 tf = counts.get(t, 0)
                 if tf:
-                    idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
-                    score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / avg))
+                    score += bm25_term(bm25_idf(n, df[t]), tf, length, avg)
             if score > 0:
                 scored.append((item, score))
         scored.sort(key=lambda p: (-p[1], p[0].seq))
@@ -289,6 +322,15 @@ class InMemoryStore(Store):
         rows = self._rows.get(check_namespace(namespace), {})
         wanted = set(seqs)
         return sorted((it for it, _, _ in rows.values() if it.seq in wanted), key=lambda it: it.seq)
+
+    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        rows = self._rows.get(check_namespace(namespace), {})
+        if n <= 0:
+            return []
+        return sorted(
+            heapq.nlargest(n, (it for it, _, _ in rows.values()), key=lambda it: it.seq),
+            key=lambda it: it.seq,
+        )
 
     def namespaces(self) -> list[Namespace]:
         return sorted(ns for ns, rows in self._rows.items() if rows)
