@@ -16,8 +16,13 @@ What it does, with semantic-router's documented defaults:
 2. Uncalibrated: ``confidence_threshold=None`` (the default): the best route always
    wins, so it never refuses.
 3. ``router.fit(X, y)`` on the fit file (``y=None`` for out-of-scope rows;
-   ``method="platt"``), then ``router.confidence_threshold = 0.5`` as the README's
-   calibration example does ("act only when it's more likely right than wrong").
+   ``method="platt"``), then one ``router.confidence_threshold`` chosen on the same
+   fit file for the same objective as ctxwise's (``--objective``; ``balanced``:
+   the harmonic mean of in-scope accuracy and OOS recall): every distinct
+   calibrated confidence of the fit queries' best route is a candidate (and one
+   below them all); a fit query is routed right when its best route is its label
+   and passes, and an out-of-scope one is refused when its best route does not
+   pass. (The README's example value, 0.5, is reported too, as ``threshold_0_5``.)
 
 The test set is scored once, through the path of semantic-router's own
 ``router.evaluate`` (``_scores_many``: one encoder call for the batch, then an index
@@ -38,7 +43,34 @@ import time
 from importlib.metadata import version
 from typing import Any
 
-CALIBRATED_THRESHOLD = 0.5  # the README's calibration example
+README_THRESHOLD = 0.5  # the README's calibration example, for reference
+
+
+def objective_value(acc: float, rec: float, objective: str) -> float:
+    """ctxwise's calibration objectives (``ctxwise.routing.calibration``)."""
+    if objective == "accuracy":
+        return 0.75 * acc + 0.25 * rec
+    return 2 * acc * rec / (acc + rec) if acc + rec > 0 else 0.0
+
+
+def choose_threshold(
+    names: list[str | None], confidence: list[float], gold: list[str | None], objective: str
+) -> tuple[float, float]:
+    """The confidence threshold that maximises ``objective`` on the fit queries, and
+    its value; on ties the lowest threshold wins."""
+    n_in = sum(g is not None for g in gold) or 1
+    n_oos = sum(g is None for g in gold) or 1
+    candidates = sorted(set(confidence))
+    candidates.insert(0, candidates[0] - 1e-9 if candidates else 0.0)
+    best = (-1.0, 0.0)
+    rows = list(zip(names, confidence, gold, strict=True))
+    for t in candidates:
+        acc = sum(g is not None and n == g and c >= t for n, c, g in rows)
+        rec = sum(g is None and c < t for _, c, g in rows)
+        value = objective_value(acc / n_in, rec / n_oos, objective)
+        if value > best[0] + 1e-12:
+            best = (value, t)
+    return best[1], best[0]
 
 
 def read_jsonl(path: str) -> list[tuple[str, str]]:
@@ -53,6 +85,7 @@ def main() -> None:
     parser.add_argument("--test", required=True)
     parser.add_argument("--latency-queries", type=int, default=500)
     parser.add_argument("--oos-label", default="oos")
+    parser.add_argument("--objective", default="balanced", choices=("balanced", "accuracy"))
     args = parser.parse_args()
 
     # only local files: never reach a model hub
@@ -115,17 +148,31 @@ def main() -> None:
     stored = {u for utts in grouped.values() for u in utts}
     t0 = time.perf_counter()
     report = router.fit(x_fit, y_fit)
-    router.confidence_threshold = CALIBRATED_THRESHOLD
+    # every route passes a threshold of 0: the best route and its calibrated confidence
+    router.confidence_threshold = 0.0
+    fit_choices = [router._choose(s, 1, None) for s in run(router._scores_many(x_fit))]
+    threshold, fit_value = choose_threshold(
+        [c.name for c in fit_choices],
+        [float(c.confidence or 0.0) for c in fit_choices],
+        y_fit,
+        args.objective,
+    )
+    router.confidence_threshold = threshold
     calibrate_s = time.perf_counter() - t0
     assert router.calibrator is not None
     calibrated = route_all()
+    fit_predicted = [
+        c.name if float(c.confidence or 0.0) >= threshold else None for c in fit_choices
+    ]
+    router.confidence_threshold = README_THRESHOLD
+    at_readme_value = route_all()
+    router.confidence_threshold = threshold
     params = router.calibrator.params
     raw_bar = None
-    if router.calibrator.method == "platt" and params["a"][0] > 0:
+    if router.calibrator.method == "platt" and params["a"][0] > 0 and 0 < threshold < 1:
         # the raw score at which the calibrated confidence crosses the threshold
         a, b = params["a"][0], params["b"][0]
-        p = CALIBRATED_THRESHOLD
-        raw_bar = (math.log(p / (1 - p)) - b) / a
+        raw_bar = (math.log(threshold / (1 - threshold)) - b) / a
 
     result = {
         "versions": {
@@ -148,7 +195,14 @@ def main() -> None:
         "test_scoring_seconds": test_scoring_s,
         "uncalibrated": {"threshold": None, **uncalibrated},
         "calibrated": {
-            "threshold": CALIBRATED_THRESHOLD,
+            "threshold": threshold,
+            "objective": args.objective,
+            "fit_objective_value": fit_value,
+            "fit_predicted": fit_predicted,
+            "threshold_0_5": {
+                "predicted": at_readme_value["predicted"],
+                "threshold": README_THRESHOLD,
+            },
             "calibrator": router.calibrator.to_dict(),
             "raw_score_equivalent_threshold": raw_bar,
             "fit_seconds": calibrate_s,

@@ -18,6 +18,7 @@ from ctxwise.routing.evaluation import (
     build_router,
     clinc150_splits,
     evaluate,
+    held_out_intents,
     holdout_split,
     load_labeled,
     write_labeled,
@@ -191,6 +192,30 @@ def test_build_router_holds_out_every_fifth_row_per_label() -> None:
     assert set(train) | set(fit) == set(rows) and not set(train) & set(fit)
     _router, report, how = build_router(rows)
     assert "every 5th row" in how and report.objective == "balanced"
+
+
+def test_held_out_intent_splits(tmp_path: Path) -> None:
+    if not CLINC.is_file():
+        pytest.skip(f"CLINC150 not found at {CLINC} (set CTXWISE_DATA)")
+    clinc150_splits(CLINC, tmp_path / "full")
+    full = load_labeled(tmp_path / "full" / "fit.jsonl")
+    intents = sorted({label for _, label in full if label != "oos"})
+    seen: set[str] = set()
+    for offset in (0, 1, 2):
+        out = tmp_path / f"ho{offset}"
+        counts = clinc150_splits(CLINC, out, hold_out_every=7, offset=offset)
+        held = held_out_intents(intents, 7, offset)
+        assert held == intents[offset::7] and len(held) == counts["held_out"] == 22
+        assert not seen & set(held)
+        seen |= set(held)
+        train = load_labeled(out / "train.jsonl")
+        assert counts["train"] == 15100 - 22 * 100 and not {g for _, g in train} & set(held)
+        fit = load_labeled(out / "fit.jsonl")
+        assert [t for t, _ in fit] == [t for t, _ in full]
+        assert all(g == "oos" for (_, g), (_, orig) in zip(fit, full, strict=True) if orig in held)
+        assert sum(g == "oos" for _, g in fit) == 100 + 22 * 20
+    bad = cli("data", "clinc150", CLINC, tmp_path / "x", "--hold-out-every", "7", "--offset", "7")
+    assert bad.returncode == 2 and "offset" in bad.stderr and not (tmp_path / "x").exists()
 
 
 def test_fitted_router_refuses_out_of_scope_and_round_trips(

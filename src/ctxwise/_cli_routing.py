@@ -208,13 +208,26 @@ def eval_routing_cmd(
 def clinc150_cmd(
     data_full: Annotated[Path, typer.Argument(help="CLINC150 data_full.json.")],
     out_dir: Annotated[Path, typer.Argument(help="Folder for train/fit/test JSONL.")],
+    hold_out_every: Annotated[
+        int | None,
+        typer.Option(
+            help="Held-out-intent split: of the intents sorted by name, leave every K-th "
+            "out of train and label its fit and test rows oos."
+        ),
+    ] = None,
+    offset: Annotated[int, typer.Option(help="First held-out intent's position (0 to K-1).")] = 0,
 ) -> None:
     """Write CLINC150 as train (train+oos_train), fit (val+oos_val), test (test+oos_test)."""
     from ctxwise.routing.evaluation import clinc150_splits
 
-    counts = _guard(lambda: clinc150_splits(data_full, out_dir))
+    counts = _guard(
+        lambda: clinc150_splits(data_full, out_dir, hold_out_every=hold_out_every, offset=offset)
+    )
+    held = counts.pop("held_out", None)
     typer.echo(
-        ", ".join(f"{name}.jsonl: {n:,} rows" for name, n in counts.items()) + f" → {out_dir}"
+        ", ".join(f"{name}.jsonl: {n:,} rows" for name, n in counts.items())
+        + (f" ({held} intents held out as oos)" if held is not None else "")
+        + f" → {out_dir}"
     )
 
 

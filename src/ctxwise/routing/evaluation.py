@@ -36,6 +36,7 @@ __all__ = [
     "check_training",
     "clinc150_splits",
     "evaluate",
+    "held_out_intents",
     "holdout_split",
     "load_labeled",
     "write_labeled",
@@ -227,9 +228,32 @@ def evaluate(
     )
 
 
-def clinc150_splits(data_full: str | Path, out_dir: str | Path) -> dict[str, int]:
+def held_out_intents(intents: Sequence[str], every: int, offset: int = 0) -> list[str]:
+    """The intents a held-out-intent split removes: sorted by name, every
+    ``every``-th one starting at position ``offset`` (0-based)."""
+    if isinstance(every, bool) or not isinstance(every, int) or every < 2:
+        raise UsageError(f"hold-out-every must be an integer of 2 or more, got {every!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < every:
+        raise UsageError(f"offset must be an integer from 0 to {every - 1}, got {offset!r}")
+    return [name for i, name in enumerate(sorted(set(intents))) if i % every == offset]
+
+
+def clinc150_splits(
+    data_full: str | Path,
+    out_dir: str | Path,
+    *,
+    hold_out_every: int | None = None,
+    offset: int = 0,
+) -> dict[str, int]:
     """Write CLINC150 as ``train.jsonl`` (train + oos_train), ``fit.jsonl`` (val +
-    oos_val) and ``test.jsonl`` (test + oos_test); the out-of-scope label is ``"oos"``."""
+    oos_val) and ``test.jsonl`` (test + oos_test); the out-of-scope label is ``"oos"``.
+
+    With ``hold_out_every=K``, a held-out-intent split (unseen intents must be
+    refused): of the 150 intents sorted by name, those at positions ``offset``,
+    ``offset + K``, … (:func:`held_out_intents`; 22 intents for K = 7 and offsets
+    0–2) are left out of ``train.jsonl`` entirely, and their rows in ``fit.jsonl``
+    and ``test.jsonl`` are labelled ``"oos"`` (beside the original out-of-scope
+    rows). The counts returned then include ``held_out`` (how many intents)."""
     src = Path(data_full)
     try:
         data = json.loads(src.read_text(encoding="utf-8"))
@@ -246,6 +270,13 @@ def clinc150_splits(data_full: str | Path, out_dir: str | Path) -> dict[str, int
         raise FormatError(
             str(src), "not CLINC150 data_full.json (needs train/val/test and oos_* splits)"
         )
+    try:
+        intents = [str(label) for _, label in data["train"]]
+    except (TypeError, ValueError) as exc:
+        raise FormatError(str(src), f"malformed CLINC150 rows: {exc}") from None
+    held: set[str] = set()
+    if hold_out_every is not None:
+        held = set(held_out_intents(intents, hold_out_every, offset))
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -254,6 +285,12 @@ def clinc150_splits(data_full: str | Path, out_dir: str | Path) -> dict[str, int
     counts = {}
     for name, keys in splits.items():
         rows = [(str(text), str(label)) for key in keys for text, label in data[key]]
+        if name == "train":
+            rows = [r for r in rows if r[1] not in held]
+        else:
+            rows = [(text, OUT_OF_SCOPE if label in held else label) for text, label in rows]
         write_labeled(out / f"{name}.jsonl", rows)
         counts[name] = len(rows)
+    if hold_out_every is not None:
+        counts["held_out"] = len(held)
     return counts
