@@ -45,7 +45,6 @@ from typing import Any
 from _common import fmt_ms, print_table, say, summarize_ns, write_results
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.memory import LongTermMemory, NewItem, SQLiteStore, Store
-from ctxwise.memory.store import fts_tokens
 
 NAMES = ["Mia", "Omar", "Lena", "Kenji", "Ana", "Yusuf", "Priya", "Tom", "Chen", "Sofia"]
 PRODUCTS = ["router", "laptop", "headphones", "standing desk", "coffee grinder", "monitor"]
@@ -110,12 +109,13 @@ def lexical_overlap(
 ) -> float:
     """Bounded lexical top 10 against FTS5's exact BM25 over every query term."""
     conn = sqlite3.connect(path)
+    table = f'"{store.lexical_table(ns)}"'  # the namespace's FTS5 table
     hits = total = 0
     for q in qs[:LEXICAL_CHECKS]:
-        match = " OR ".join('"' + t + '"' for t in sorted(set(fts_tokens(q))))
+        match = " OR ".join('"' + t + '"' for t in sorted(set(store.analyzer.words(q))))
         exact = conn.execute(
-            "SELECT rowid, -bm25(items_fts) FROM items_fts WHERE items_fts MATCH ?"
-            " ORDER BY bm25(items_fts) LIMIT 2000",
+            f"SELECT rowid, -bm25({table}) FROM {table} WHERE {table} MATCH ?"
+            f" ORDER BY bm25({table}) LIMIT 2000",
             (match,),
         ).fetchall()
         if len(exact) < 10:

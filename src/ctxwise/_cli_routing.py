@@ -241,27 +241,45 @@ def eval_memory_cmd(
         str, typer.Option(help="hashing, hashing:DIM, minilm, st:DIR.")
     ] = "hashing",
     format: Annotated[str, typer.Option("--format", help="auto, generic or locomo.")] = "auto",
+    store: Annotated[
+        str,
+        typer.Option(
+            help="Where to remember: memory, sqlite:///PATH or postgresql://… (schema"
+            " ctxwise_eval); namespaces eval/<conversation>."
+        ),
+    ] = "sqlite://",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Remember every turn, recall for every question: recall@k, hybrid and baselines."""
     from ctxwise.embeddings import get_embedder
     from ctxwise.memory.evaluation import evaluate_recall, load_conversations
+    from ctxwise.memory.urls import open_store, store_kind
 
     def run() -> dict[str, Any]:
+        kind = store_kind(store)  # a bad URL fails before anything is read or written
         try:
             ks = [int(x) for x in k.split(",") if x.strip()]
         except ValueError:
             raise UsageError(f"--k must be comma-separated integers, got {k!r}") from None
-        return evaluate_recall(
-            load_conversations(data, format), ks, embedder=get_embedder(embedder)
+        conversations = load_conversations(data, format)
+        emb = get_embedder(embedder)
+        result = evaluate_recall(
+            conversations,
+            ks,
+            embedder=emb,
+            store_factory=lambda: open_store(store, dim=emb.dim, schema="ctxwise_eval"),
         )
+        return {**result, "store": kind}
 
     result = _guard(run)
     if as_json:
         _print_json(result)
         return
     console, buf = _buffered_console()
-    table = Table(title=f"recall on {data.name} ({result['n']} questions)", title_justify="left")
+    table = Table(
+        title=f"recall on {data.name} ({result['n']} questions, {result['store']} store)",
+        title_justify="left",
+    )
     table.add_column("method")
     for key in result["recall_at"]:
         table.add_column(f"recall@{key}", justify="right")

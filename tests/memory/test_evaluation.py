@@ -103,7 +103,7 @@ def test_recall_on_locomo_dev(data_dir: Path) -> None:
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
     hybrid = result["recall_at"]["10"]
     lexical = result["baselines"]["lexical"]["recall_at"]["10"]
-    # issue 4's offline target is 0.60; measured 0.761 (lexical 0.758) with the defaults
+    # issue 4's offline target is 0.60; measured 0.761 (lexical 0.763) with the defaults
     assert hybrid >= 0.74 and lexical >= 0.74
     assert hybrid >= lexical - 0.01  # the weak hashing vector ranking does not cost recall
     assert result["recall_at"]["1"] <= result["recall_at"]["10"]

@@ -27,6 +27,7 @@ from ctxwise.memory.store import (
     StoreError,
 )
 from ctxwise.memory.tiered import Pinned, TieredMemory
+from ctxwise.memory.urls import StoreURLError, open_store
 
 __all__ = [
     "CaseFacts",
@@ -48,7 +49,9 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoreError",
+    "StoreURLError",
     "TieredMemory",
+    "open_store",
 ]
 
 
