@@ -310,3 +310,16 @@ def test_every_backend_ranks_alike(tmp_path: Path) -> None:
             if name == "postgres":
                 store.drop()  # type: ignore[attr-defined]
             store.close()
+
+
+def test_context_is_read_from_the_store(make_store: Callable[[], Store]) -> None:
+    """A second LongTermMemory (another process, a restart) indexes its first item
+    with the turns stored before it, as one instance writing all of them would."""
+    store = make_store()
+    LongTermMemory(store, A, EMB, context=1).remember("I adopted a puppy last week")
+    later = LongTermMemory(make_store(), A, EMB, context=1, successor_share=0.0)
+    later.remember("Rex, after my grandpa")
+    hits = later.recall("puppy", k=2, mode="lexical")
+    assert [h.item.text for h in hits] == ["I adopted a puppy last week", "Rex, after my grandpa"]
+    assert [it.text for it in store.recent(A, 5)] == [h.item.text for h in hits]
+    assert store.recent(A, 0) == [] and store.recent(B, 3) == []

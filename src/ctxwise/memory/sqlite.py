@@ -15,7 +15,10 @@ punctuation, so FTS5 sees exactly the analyzer's terms). A namespace's BM25
 statistics (item count, average length, document frequencies) are its own, so
 another namespace's writes never change its scores, and the scores equal
 :class:`InMemoryStore`'s and ``PostgresStore``'s. The analyzer's name is recorded
-in the file; opening it with another analyzer re-indexes every item.
+in the file; opening it with another analyzer re-indexes every item. A namespace's
+table costs ~17 KB and ~3 ms when its first item is written, and every table is in
+the schema SQLite reads when it opens the file (2,000 namespaces: 35 MB, opened in
+0.18 s): for many thousands of tenants, prefer ``PostgresStore``.
 
 The search's cost is bounded. FTS5
 scores every row a query matches, so a query of common words over a big namespace
