@@ -323,3 +323,11 @@ def test_context_is_read_from_the_store(make_store: Callable[[], Store]) -> None
     assert [h.item.text for h in hits] == ["I adopted a puppy last week", "Rex, after my grandpa"]
     assert [it.text for it in store.recent(A, 5)] == [h.item.text for h in hits]
     assert store.recent(A, 0) == [] and store.recent(B, 3) == []
+
+
+def test_a_long_index_text_is_indexed_alike(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    long = "padding " * 150_000 + "needle"  # longer than one item's text may be
+    store.put_many(A, [NewItem("short", {}, "long", index_text=long), NewItem("needle", {}, "n")])
+    found = {it.id: s for it, s in store.lexical_search(A, "needle", 5)}
+    assert set(found) == {"long", "n"} and found["n"] > found["long"]

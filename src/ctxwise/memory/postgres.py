@@ -795,7 +795,12 @@ class PostgresStore(Store):
         vector = None if item.vector is None else self._vector(item.vector, "an item's vector")
         indexed = text
         if item.index_text is not None and item.index_text != item.text:
-            check_text(item.index_text)
+            if not isinstance(item.index_text, str):
+                raise UsageError(f"index_text is a string, got {type(item.index_text).__name__}")
+            try:  # no length limit: other stores index any length too
+                item.index_text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError("index_text is not valid Unicode (lone surrogates)") from None
             indexed = item.index_text.replace("\x00", " ")
         tsv, ntok = _tsvector(self.analyzer.words(indexed))
         index_text = None if indexed == text else indexed
