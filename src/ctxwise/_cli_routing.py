@@ -248,15 +248,20 @@ def eval_memory_cmd(
             " ctxwise_eval); namespaces eval/<conversation>."
         ),
     ] = "sqlite://",
+    preset: Annotated[
+        str, typer.Option(help="Recall preset: neutral (the default) or dialogue.")
+    ] = "neutral",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Remember every turn, recall for every question: recall@k, hybrid and baselines."""
     from ctxwise.embeddings import get_embedder
     from ctxwise.memory.evaluation import evaluate_recall, load_conversations
+    from ctxwise.memory.longterm import recall_settings
     from ctxwise.memory.urls import open_store, store_kind
 
     def run() -> dict[str, Any]:
         kind = store_kind(store)  # a bad URL fails before anything is read or written
+        recall_settings(preset)  # so does an unknown preset
         try:
             ks = [int(x) for x in k.split(",") if x.strip()]
         except ValueError:
@@ -268,6 +273,7 @@ def eval_memory_cmd(
             ks,
             embedder=emb,
             store_factory=lambda: open_store(store, dim=emb.dim, schema="ctxwise_eval"),
+            options={"preset": preset},
         )
         return {**result, "store": kind}
 
@@ -277,13 +283,15 @@ def eval_memory_cmd(
         return
     console, buf = _buffered_console()
     table = Table(
-        title=f"recall on {data.name} ({result['n']} questions, {result['store']} store)",
+        title=f"recall on {data.name} ({result['n']} questions, {result['store']} store,"
+        f" preset {result['settings'].get('preset')})",
         title_justify="left",
     )
     table.add_column("method")
     for key in result["recall_at"]:
         table.add_column(f"recall@{key}", justify="right")
     rows = [("hybrid", result), *[(m, b) for m, b in result["baselines"].items()]]
+    rows += [(f"hybrid, category {c}", v) for c, v in result["by_category"].items()]
     for name, values in rows:
         table.add_row(name, *[f"{v:.3f}" for v in values["recall_at"].values()])
     console.print(table)

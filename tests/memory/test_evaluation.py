@@ -98,13 +98,17 @@ def test_evaluate_recall_reports_its_settings_and_takes_options() -> None:
 def test_recall_on_locomo_dev(data_dir: Path) -> None:
     data = load_conversations(LOCOMO)
     assert sum(len(c["questions"]) for c in data["conversations"]) > 700
-    result = evaluate_recall(data, (1, 10))
+    neutral = evaluate_recall(data, (1, 10))
+    assert neutral["settings"]["preset"] == "neutral"
+    result = evaluate_recall(data, (1, 10), options={"preset": "dialogue"})
     assert {"n", "recall_at", "by_category", "baselines", "p50_ms", "p99_ms"} <= set(result)
     assert set(result["by_category"]) == {"1", "2", "3", "4"}
     hybrid = result["recall_at"]["10"]
     lexical = result["baselines"]["lexical"]["recall_at"]["10"]
-    # issue 4's offline target is 0.60; measured 0.761 (lexical 0.763) with the defaults
-    assert hybrid >= 0.74 and lexical >= 0.74
+    # issue 4's offline target is 0.60 (README: the figures per preset)
+    assert neutral["recall_at"]["10"] >= 0.70
+    assert hybrid >= 0.75 and lexical >= 0.74
+    assert hybrid > neutral["recall_at"]["10"]  # the preset is worth having on dialogue
     assert hybrid >= lexical - 0.01  # the weak hashing vector ranking does not cost recall
     assert result["recall_at"]["1"] <= result["recall_at"]["10"]
 
@@ -116,7 +120,10 @@ def test_recall_on_locomo_dev_with_minilm(data_dir: Path) -> None:
     from ctxwise.embeddings import SentenceTransformerEmbedder
 
     result = evaluate_recall(
-        load_conversations(LOCOMO), (10,), embedder=SentenceTransformerEmbedder()
+        load_conversations(LOCOMO),
+        (10,),
+        embedder=SentenceTransformerEmbedder(),
+        options={"preset": "dialogue"},
     )
     hybrid = result["recall_at"]["10"]
     best_single = max(b["recall_at"]["10"] for b in result["baselines"].values())
@@ -139,6 +146,8 @@ def test_eval_memory_cli(data_dir: Path, tmp_path: Path) -> None:
             str(LOCOMO),
             "--k",
             "1,5",
+            "--preset",
+            "dialogue",
             "--json",
         ],
         capture_output=True,
@@ -146,7 +155,18 @@ def test_eval_memory_cli(data_dir: Path, tmp_path: Path) -> None:
         timeout=300,
     )
     assert out.returncode == 0, out.stderr
-    assert set(json.loads(out.stdout)["recall_at"]) == {"1", "5"}
+    result = json.loads(out.stdout)
+    assert set(result["recall_at"]) == {"1", "5"} and result["settings"]["preset"] == "dialogue"
+    unknown = subprocess.run(
+        [
+            *(sys.executable, "-m", "ctxwise.cli", "eval", "memory", "--data", str(LOCOMO)),
+            *("--preset", "locomo"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert unknown.returncode == 2 and "unknown recall preset" in unknown.stderr
     bad = subprocess.run(
         [sys.executable, "-m", "ctxwise.cli", "eval", "memory", "--data", str(LOCOMO), "--k", "x"],
         capture_output=True,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import UsageError
 from ctxwise.memory import InMemoryStore, LongTermMemory, NewItem, SQLiteStore, Store
-from ctxwise.memory.longterm import STOPWORDS, lexical_query
+from ctxwise.memory.longterm import PRESETS, STOPWORDS, RecallSettings, lexical_query
 from ctxwise.text import Analyzer
 
 EMB = HashingEmbedder(64)
@@ -65,21 +65,25 @@ def conversation(prefix: bool = True) -> list[NewItem]:
 
 def test_a_turn_is_found_through_its_reply() -> None:
     # unstemmed: "painted" (D1:3) would otherwise match "painting" and credit D1:2
-    memory = LongTermMemory(InMemoryStore(analyzer=Analyzer(stem=None)), NS, EMB, context=0)
+    memory = LongTermMemory(
+        InMemoryStore(analyzer=Analyzer(stem=None)), NS, EMB, preset="dialogue", context=0
+    )
     memory.remember_many(conversation())
     hits = memory.recall("own painting", k=3, mode="lexical")
     assert hits[0].item.id == "D1:2" and hits[0].via == "hit" and hits[0].lexical_rank == 1
     # D1:1 matches no query word; its reply does, so it comes along, ranked, within k
     found = {h.item.id: h for h in hits}
     assert found["D1:1"].via == "successor" and found["D1:1"].lexical_rank is None
-    assert found["D1:1"].score == pytest.approx(0.3 * hits[0].score)
-    plain = LongTermMemory(memory.store, NS, EMB, context=0, successor_share=0.0)
+    assert found["D1:1"].score == pytest.approx(memory.successor_share * hits[0].score)
+    plain = LongTermMemory(memory.store, NS, EMB, preset="dialogue", context=0, successor_share=0)
     assert "D1:1" not in {h.item.id for h in plain.recall("own painting", k=3, mode="lexical")}
 
 
 def test_a_query_naming_one_speaker_prefers_what_they_said() -> None:
     # the names are only in the metadata: the two hiking turns tie on the words
-    memory = LongTermMemory(InMemoryStore(), NS, EMB, context=0, successor_share=0.0)
+    memory = LongTermMemory(
+        InMemoryStore(), NS, EMB, preset="dialogue", context=0, successor_share=0.0
+    )
     memory.remember_many(conversation(prefix=False))
     for who, turn in (("Mel", "D1:5"), ("Ann", "D1:4")):
         top = memory.recall(f"When did {who} go hiking on Sunday?", k=3)
@@ -87,14 +91,14 @@ def test_a_query_naming_one_speaker_prefers_what_they_said() -> None:
         assert {"D1:4", "D1:5"} <= {h.item.id for h in top}  # D1:2 names Mel too
     both = memory.recall("Did Ann and Mel go hiking on Sunday?", k=2)
     assert not any(h.mentioned for h in both)  # two names: no preference
-    off = LongTermMemory(memory.store, NS, EMB, context=0, successor_share=0.0, mention_field=None)
+    off = LongTermMemory(memory.store, NS, EMB, context=0)  # neutral: no mention boost
     top = [h.item.id for h in off.recall("When did Mel go hiking on Sunday?", k=3)]
     assert top.index("D1:4") < top.index("D1:5")  # a tie: older first
     assert not any(h.mentioned for h in off.recall("When did Mel go hiking on Sunday?", k=3))
 
 
 def test_filters_hold_for_items_found_through_their_reply() -> None:
-    memory = LongTermMemory(InMemoryStore(), NS, EMB, context=0)
+    memory = LongTermMemory(InMemoryStore(), NS, EMB, preset="dialogue", context=0)
     memory.remember_many(conversation())
     hits = memory.recall("own painting", k=6, filters={"speaker": "Ann"})
     assert hits and all(h.item.metadata["speaker"] == "Ann" for h in hits)
@@ -102,17 +106,33 @@ def test_filters_hold_for_items_found_through_their_reply() -> None:
 
 def test_settings_and_bad_parameters() -> None:
     memory = LongTermMemory(InMemoryStore(), NS, EMB)
-    assert memory.settings() == {
+    neutral = {
+        "preset": "neutral",
         "embedder": "hashing:64",
         "weights": [1.0, 0.5],
         "rrf_k": 10,
         "context": 2,
-        "index_metadata": ["date"],
-        "successor_share": 0.3,
-        "mention_field": "speaker",
-        "mention_boost": 0.5,
+        "index_metadata": ["date", "time"],
+        "successor_share": 0.0,
+        "mention_field": None,
+        "mention_boost": 0.0,
         "stopwords": len(STOPWORDS),
     }
+    assert memory.settings() == neutral
+    dialogue = PRESETS["dialogue"]
+    assert dialogue.successor_share > 0 and dialogue.mention_field == "speaker"
+    assert dialogue.mention_boost > 0
+    named = LongTermMemory(InMemoryStore(), NS, EMB, preset="dialogue", rrf_k=20)
+    assert named.settings()["preset"] == "dialogue" and named.rrf_k == 20
+    assert named.successor_share == dialogue.successor_share  # the rest from the preset
+    given = LongTermMemory(InMemoryStore(), NS, EMB, preset=RecallSettings(context=0))
+    assert given.settings()["preset"] is None and given.context == 0
+    off = LongTermMemory(InMemoryStore(), NS, EMB, preset="dialogue", mention_field="")
+    assert off.mention_field is None
+    with pytest.raises(UsageError, match="unknown recall preset"):
+        LongTermMemory(InMemoryStore(), NS, EMB, preset="locomo")
+    with pytest.raises(UsageError):
+        RecallSettings(rrf_k=0)
     store = InMemoryStore()
     bad: list[dict[str, object]] = [
         {"context": -1},
@@ -124,6 +144,7 @@ def test_settings_and_bad_parameters() -> None:
         {"mention_boost": True},
         {"index_metadata": "date"},
         {"stopwords": "the"},
+        {"mention_field": 3},
     ]
     for kwargs in bad:
         with pytest.raises(UsageError):
@@ -144,15 +165,16 @@ WORDS = st.sampled_from(["order", "refund", "the", "dog", "Ann:", "Rex", "what",
     query=st.lists(WORDS, min_size=1, max_size=4).map(" ".join),
     k=st.integers(1, 12),
     mode=st.sampled_from(["hybrid", "lexical", "vector"]),
+    preset=st.sampled_from(sorted(PRESETS)),
 )
 def test_recall_returns_exactly_k_distinct_items(
-    texts: list[str], query: str, k: int, mode: str
+    texts: list[str], query: str, k: int, mode: str, preset: str
 ) -> None:
     """Vector search ranks every item (pool 50 > 30 items), so every mode that uses
     it returns exactly min(k, distinct texts); nothing is returned twice or beyond k."""
     store = InMemoryStore()
     ns = ("prop", hashlib.sha256("|".join(texts).encode()).hexdigest()[:12])
-    memory = LongTermMemory(store, ns, EMB)
+    memory = LongTermMemory(store, ns, EMB, preset=preset)
     memory.remember_many(NewItem(t, {"speaker": t.split()[0]}) for t in texts)
     hits = memory.recall(query, k=k, mode=mode)  # type: ignore[arg-type]
     ids = [h.item.id for h in hits]

@@ -16,6 +16,7 @@ from ctxwise import (
 )
 from ctxwise.assembly import Section
 from ctxwise.memory import InMemoryStore, LongTermMemory, TieredMemory
+from ctxwise.memory.tiered import turn_items
 from tests.conftest import TAU
 
 
@@ -102,3 +103,60 @@ def test_evicted_turns_are_summarized_with_their_archive_index() -> None:
         assert ex is not None
         assert f"W{1000 + ex.index // 2}" in ex.text  # the origin is the archive's index
         assert memory.archive[ex.index].text.find(ex.text.strip("[…] ")) >= 0
+
+
+def test_longterm_keeps_one_item_per_turn() -> None:
+    """A user message, an assistant reply, and a tool call with its results are one
+    item each, with role, speaker, tool, position and time (not one per line)."""
+    store = InMemoryStore()
+    ltm = LongTermMemory(store, ("t", "turns"), context=0)
+    memory = TieredMemory(working_turns=1, longterm=ltm)
+    call = ToolUseBlock("t1", "get_order", {"id": "W2378156"})
+    result = '{\n    "order": "W2378156",\n    "status": "delivered"\n}'
+    sent = [
+        Message("user", (TextBlock("Where is order W2378156?"),), timestamp="2026-05-02T10:00Z"),
+        Message("assistant", (TextBlock("Let me look."), call)),
+        Message("user", (ToolResultBlock("t1", result),)),
+        Message("assistant", (TextBlock("It was delivered.\nAnything else?"),), id="msg_9"),
+        Message("user", (TextBlock("No, thanks."),), extra={"name": "Mia"}),
+        Message.text_message("assistant", "Bye."),
+    ]
+    for m in sent:
+        memory.add(m)
+    items = sorted(store.by_seq(ltm.namespace, range(10)), key=lambda it: it.seq)
+    assert [it.metadata["position"] for it in items] == [0, 1, 3, 4]  # "Bye." is working
+    assert [it.metadata["role"] for it in items] == ["user", "assistant", "assistant", "user"]
+    assert items[0].text == "user: Where is order W2378156?"
+    assert items[0].metadata["time"] == "2026-05-02T10:00Z" and items[0].metadata["tool"] is None
+    tool = items[1]
+    assert tool.metadata["tool"] == "get_order" and tool.metadata["speaker"] == "assistant"
+    assert tool.text.startswith("assistant: Let me look.\nassistant called get_order")
+    assert '"status": "delivered"' in tool.text and tool.text.endswith("}")  # the whole result
+    assert items[2].id == "msg_9" and items[2].text.count("\n") == 1  # one reply, two lines
+    assert items[3].text == "Mia: No, thanks." and items[3].metadata["speaker"] == "Mia"
+    hits = ltm.recall("status delivered", k=1)
+    assert hits[0].item.metadata["tool"] == "get_order"
+
+
+def test_turn_items_is_the_evaluation_write_path() -> None:
+    from ctxwise.memory.evaluation import turn_items as eval_items
+    from ctxwise.memory.evaluation import turn_messages
+
+    conv = {
+        "turns": [
+            {"id": "D1:1", "speaker": "Ann", "text": "I adopted Rex", "date": "1 May 2023"},
+            {"id": "D1:2", "speaker": "Bob", "text": "  ", "date": "1 May 2023"},
+            {"id": "D1:3", "speaker": "Bob", "text": "Lovely!", "date": "1 May 2023"},
+        ]
+    }
+    assert eval_items(conv) == turn_items(turn_messages(conv))
+    first, second = eval_items(conv)
+    assert (first.id, first.text, second.id) == ("D1:1", "Ann: I adopted Rex", "D1:3")
+    assert first.metadata == {
+        "role": "user",
+        "speaker": "Ann",
+        "tool": None,
+        "position": 0,
+        "time": "1 May 2023",
+    }
+    assert second.metadata["position"] == 2

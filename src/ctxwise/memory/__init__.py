@@ -15,7 +15,7 @@ from ctxwise.memory.facts import (
     Rule,
     Rules,
 )
-from ctxwise.memory.longterm import LongTermMemory, Recalled, RecallMode
+from ctxwise.memory.longterm import PRESETS, LongTermMemory, Recalled, RecallMode, RecallSettings
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import (
     InMemoryStore,
@@ -30,6 +30,7 @@ from ctxwise.memory.tiered import Pinned, TieredMemory
 from ctxwise.memory.urls import StoreURLError, open_store
 
 __all__ = [
+    "PRESETS",
     "CaseFacts",
     "Extraction",
     "Extractor",
@@ -43,6 +44,7 @@ __all__ = [
     "NewItem",
     "Pinned",
     "RecallMode",
+    "RecallSettings",
     "Recalled",
     "Rule",
     "Rules",

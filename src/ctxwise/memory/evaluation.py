@@ -8,8 +8,10 @@ Generic format (JSON)::
          "questions": [{"question": "...", "evidence": ["D1:1"], "category": "1"}, ...]}
     ]}
 
-Every turn is remembered (text ``"speaker: text"``; speaker, date and session in
-the metadata; id = the turn id) in the conversation's own namespace; every
+Every turn is remembered as :class:`~ctxwise.memory.TieredMemory` remembers a
+turn (:func:`turn_items`: text ``"speaker: text"``; role, speaker, position and
+the date as time in the metadata; id = the turn id), in the conversation's own
+namespace, with the recall settings of a preset (``options={"preset": ...}``); every
 question is a recall query; recall@k is the fraction of a question's evidence
 turns in the top k ("any": at least one, "all": every one), per category and
 overall, for hybrid recall and, in the same run, for lexical-only and vector-only.
@@ -18,10 +20,7 @@ overall, for hybrid recall and, in the same run, for lexical-only and vector-onl
 parsed for every ``D<s>:<t>`` and ids that name no turn are dropped; a shared
 image's caption is kept in its turn's text, as ``[shares <caption>]``).
 
-On ``locomo_dev5.json`` with the default settings, recall@10 is 0.761 hybrid /
-0.763 lexical / 0.315 vector with the hashing embedder, on every store
-(``ctxwise eval memory --store``), and 0.775 hybrid / 0.532 vector with MiniLM
-(measured before the one analyzer; figures per step in :mod:`ctxwise.memory.longterm`).
+The README's Memory section gives the figures on LoCoMo dev, per preset and store.
 """
 
 from __future__ import annotations
@@ -42,8 +41,16 @@ from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.longterm import LongTermMemory, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import NewItem, Store
+from ctxwise.memory.tiered import turn_items as tiered_turn_items
+from ctxwise.messages import Message, TextBlock
 
-__all__ = ["evaluate_recall", "load_conversations", "locomo_to_generic", "turn_items"]
+__all__ = [
+    "evaluate_recall",
+    "load_conversations",
+    "locomo_to_generic",
+    "turn_items",
+    "turn_messages",
+]
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _OPTIONS = frozenset(inspect.signature(LongTermMemory).parameters) - {
@@ -134,19 +141,32 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
     return dict(data)
 
 
-def turn_items(conversation: Mapping[str, Any]) -> list[NewItem]:
-    """What the evaluation remembers of a generic-format conversation: one item
-    per non-empty turn, text ``"speaker: text"``, speaker, date and session in the
-    metadata, id = the turn id."""
-    return [
-        NewItem(
-            f"{t['speaker']}: {t['text']}" if t.get("speaker") else t["text"],
-            {"speaker": t.get("speaker"), "date": t.get("date"), "session": t.get("session")},
-            str(t["id"]),
+def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
+    """A generic-format conversation as messages: each turn a user message with
+    the turn's id, its date as the timestamp and its speaker as ``extra["name"]``."""
+    out = []
+    for t in conversation["turns"]:
+        speaker = t.get("speaker")
+        date = t.get("date")
+        out.append(
+            Message(
+                "user",
+                (TextBlock(str(t.get("text", ""))),),
+                plain=True,
+                id=str(t["id"]),
+                timestamp=str(date) if date is not None else None,
+                extra={"name": speaker} if isinstance(speaker, str) and speaker else {},
+            )
         )
-        for t in conversation["turns"]
-        if str(t.get("text", "")).strip()
-    ]
+    return out
+
+
+def turn_items(conversation: Mapping[str, Any]) -> list[NewItem]:
+    """What the evaluation remembers of a generic-format conversation: what
+    :class:`~ctxwise.memory.TieredMemory` remembers of the same turns
+    (:func:`~ctxwise.memory.tiered.turn_items` of :func:`turn_messages`): one item
+    per non-empty turn, text ``"speaker: text"``, id = the turn id."""
+    return tiered_turn_items(turn_messages(conversation))
 
 
 def _percent(values: list[float]) -> float:

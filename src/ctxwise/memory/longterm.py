@@ -1,15 +1,21 @@
 """Long-term memory: remember text, recall it by similarity.
 
+The settings are a :class:`RecallSettings`, named by a preset (:data:`PRESETS`):
+``"neutral"``, the default, assumes nothing about the text beyond English function
+words; ``"dialogue"`` adds steps 3 and 4 below, which assume conversations between
+named speakers.
+
 What is indexed (at ``remember``):
 
 - lexical search indexes the item with the ``context`` items remembered just
   before it (default two: in a conversation, the turn it answers and the one
-  before) and the values of its ``index_metadata`` keys (default ``date``), so a
-  question about an exchange, or about when something was said, finds the turn
-  that holds it. The context is read from the store (the namespace's last items,
-  :meth:`Store.recent`), so every process writing a namespace indexes alike;
+  before) and the values of its ``index_metadata`` keys (default ``date`` and
+  ``time``), so a question about an exchange, or about when something was said,
+  finds the turn that holds it. The context is read from the store (the
+  namespace's last items, :meth:`Store.recent`), so every process writing a
+  namespace indexes alike;
 - the vector embeds the item's own text only (embedding the turn before it too
-  blurs what a turn says: MiniLM vector-only recall@10 0.45 against 0.51 alone).
+  blurs what a turn says).
 
 How recall ranks (at ``recall``):
 
@@ -18,14 +24,15 @@ How recall ranks (at ``recall``):
    the vector query is the query as written;
 2. the lexical (BM25/FTS) and vector rankings, ``pool`` deep each, are fused by
    weighted reciprocal rank fusion: ``weight / (rrf_k + rank)`` summed over the
-   rankings (default weights 1.0 lexical / 0.5 vector, ``rrf_k`` 10);
-3. an item gains ``successor_share`` (default 0.3) of the fused score of the item
-   remembered right after it: a reply often names what the turn before it was
+   rankings (``weights`` lexical / vector and ``rrf_k``);
+3. an item gains ``successor_share`` (neutral: 0, off) of the fused score of the
+   item remembered right after it: a reply often names what the turn before it was
    about ("is this your own painting?"), so a turn is also found through its
    reply (an item in neither ranking is fetched, ``via="successor"``);
 4. when the query names exactly one value of the ``mention_field`` metadata key
-   (default ``speaker``) among the candidates, their scores are multiplied by
-   ``1 + mention_boost`` (default 0.5): a question about Ann prefers what Ann said;
+   (neutral: None, off; dialogue: ``speaker``) among the candidates, their scores
+   are multiplied by ``1 + mention_boost``: a question about Ann prefers what Ann
+   said;
 5. optional recency weighting (a half-life in seconds, against an injected clock)
    and de-duplication of identical texts, then the best ``k``: exactly ``k`` when
    there are that many candidates; neighbour expansion, only when asked, comes
@@ -33,31 +40,18 @@ How recall ranks (at ``recall``):
 
 Steps 3–5 run in every mode: ``mode="lexical"`` and ``mode="vector"`` are the same
 pipeline with one ranking, the baselines the evaluation compares hybrid against.
-
-Every default was chosen on LoCoMo dev (``locomo_dev5.json``: 760 questions of
-categories 1–4, the only labelled set here), so these are dev-set figures.
-recall@1/5/10 with the defaults (``ctxwise eval memory``): hashing embedder —
-hybrid 0.399/0.689/0.761, lexical 0.385/0.683/0.763, vector 0.132/0.253/0.315, on
-every store (:mod:`ctxwise.text`'s analyzer; 0.722 hybrid without its stemming);
-MiniLM, before that analyzer — hybrid 0.419/0.704/0.775, vector 0.188/0.427/0.532.
-Before (context one, no stopwords, dates or steps 3–4, weights 1.0/0.3, ``rrf_k``
-60): hashing hybrid recall@10 0.628 and lexical 0.662; MiniLM hybrid 0.691. Choosing the settings on
-four conversations and scoring the fifth, in turn, gives hybrid recall@10 0.761
-(hashing) and 0.774 (MiniLM). With the hashing embedder, hybrid is no better than
-lexical: its vector ranking (word counts) adds almost nothing BM25 does not have.
-Neither does a better fusion help much (``benchmarks/bench_fusion.py``): a
-logistic-regression ranker over both rankings' scores and ranks, trained on four
-conversations and scored on the fifth, reaches 0.787 with MiniLM against 0.779 for
-the same ranker over the lexical ranking alone, and nothing with hashing: once the
-lexical index holds each turn's context, the vector ranking has little left to add.
-The same logic runs over every store.
+The same logic runs over every store. The neutral values of steps 1–2 are generic
+choices (a low ``rrf_k`` lets the top ranks count, the vector ranking at half
+weight); the dialogue preset's values were chosen on LoCoMo dev, on four
+conversations at a time and scored on the fifth (``ctxwise eval memory --preset``;
+the README gives the figures).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
 from ctxwise.embeddings import Embedder, HashingEmbedder
@@ -75,7 +69,17 @@ from ctxwise.memory.store import (
 )
 from ctxwise.text import STOPWORDS, words
 
-__all__ = ["RRF_K", "STOPWORDS", "LongTermMemory", "RecallMode", "Recalled", "lexical_query"]
+__all__ = [
+    "PRESETS",
+    "RRF_K",
+    "STOPWORDS",
+    "LongTermMemory",
+    "RecallMode",
+    "RecallSettings",
+    "Recalled",
+    "lexical_query",
+    "recall_settings",
+]
 
 RRF_K = 10
 """Default ``k`` of reciprocal rank fusion (``weight / (k + rank)``). Lower than the
@@ -138,34 +142,34 @@ def _weights(value: tuple[float, float]) -> tuple[float, float]:
     return float(value[0]), float(value[1])
 
 
-class LongTermMemory:
-    """Remember and recall in one namespace of a store.
+@dataclass(frozen=True, slots=True)
+class RecallSettings:
+    """How :class:`LongTermMemory` indexes and ranks (the module docstring gives
+    each step). The defaults are the ``"neutral"`` preset: nothing that assumes a
+    kind of text beyond English function words.
 
-    The module docstring says what is indexed and how recall ranks. Parameters:
-    ``weights`` (lexical, vector) and ``rrf_k`` for the fusion; ``context`` items
-    before each one and ``index_metadata`` keys added to its lexical index;
-    ``successor_share`` of the next item's score given to an item (0 turns it
-    off); ``mention_field`` / ``mention_boost`` (None or 0 turn it off);
-    ``stopwords`` left out of lexical queries (empty: keep every word). Every
-    default was chosen on LoCoMo dev.
+    - ``weights`` (lexical, vector) and ``rrf_k``: the fusion (1.0 / 0.5, 10);
+    - ``context``: items before each one added to its lexical index (2);
+    - ``index_metadata``: metadata keys whose values are indexed (``date``, ``time``);
+    - ``successor_share``: the share of the next item's score an item gets
+      (0: off; it assumes each item answers the one before it, as in a dialogue);
+    - ``mention_field`` / ``mention_boost``: prefer the items whose field value the
+      query names (None / 0: off; it assumes named speakers);
+    - ``stopwords``: left out of lexical queries (empty: keep every word).
     """
 
-    def __init__(
-        self,
-        store: Store,
-        namespace: Sequence[str],
-        embedder: Embedder | None = None,
-        *,
-        clock: Callable[[], float] | None = None,
-        weights: tuple[float, float] = (1.0, 0.5),
-        context: int = 2,
-        index_metadata: Sequence[str] = ("date",),
-        rrf_k: int = RRF_K,
-        successor_share: float = 0.3,
-        mention_field: str | None = "speaker",
-        mention_boost: float = 0.5,
-        stopwords: Collection[str] = STOPWORDS,
-    ) -> None:
+    weights: tuple[float, float] = (1.0, 0.5)
+    rrf_k: int = RRF_K
+    context: int = 2
+    index_metadata: tuple[str, ...] = ("date", "time")
+    successor_share: float = 0.0
+    mention_field: str | None = None
+    mention_boost: float = 0.0
+    stopwords: frozenset[str] = STOPWORDS
+
+    def __post_init__(self) -> None:
+        context, rrf_k = self.context, self.rrf_k
+        index_metadata: Any = self.index_metadata
         if isinstance(context, bool) or not isinstance(context, int) or context < 0:
             raise UsageError(f"context must be 0 or more items, got {context!r}")
         if isinstance(rrf_k, bool) or not isinstance(rrf_k, int) or rrf_k < 1:
@@ -176,16 +180,91 @@ class LongTermMemory:
             raise UsageError(
                 f"index_metadata is a sequence of metadata keys, not {index_metadata!r}"
             )
-        self.weights = _weights(weights)
-        self.context = context
-        self.index_metadata = tuple(index_metadata)
-        self.rrf_k = rrf_k
-        self.successor_share = _share("successor_share", successor_share)
-        self.mention_field = mention_field
-        self.mention_boost = _share("mention_boost", mention_boost)
+        if self.mention_field is not None and not isinstance(self.mention_field, str):
+            raise UsageError(f"mention_field is a metadata key or None, not {self.mention_field!r}")
+        stopwords: Any = self.stopwords
         if isinstance(stopwords, str) or not all(isinstance(w, str) for w in stopwords):
             raise UsageError("stopwords is a collection of lower-case words")
-        self.stopwords = frozenset(stopwords)
+        object.__setattr__(self, "weights", _weights(self.weights))
+        object.__setattr__(self, "index_metadata", tuple(index_metadata))
+        object.__setattr__(self, "successor_share", _share("successor_share", self.successor_share))
+        object.__setattr__(self, "mention_boost", _share("mention_boost", self.mention_boost))
+        object.__setattr__(self, "stopwords", frozenset(stopwords))
+
+
+PRESETS: Mapping[str, RecallSettings] = {
+    "neutral": RecallSettings(),
+    "dialogue": RecallSettings(successor_share=0.3, mention_field="speaker", mention_boost=0.5),
+}
+"""Named recall settings. ``neutral`` (the default) assumes nothing about the text;
+``dialogue`` is for conversations between named speakers (items with a ``speaker``
+metadata value, each turn answering the one before): a turn gets 0.3 of its
+reply's score and a question naming one speaker prefers that speaker's turns. Its
+values were chosen on LoCoMo dev (the README gives the figures)."""
+
+
+def recall_settings(preset: str | RecallSettings = "neutral", **overrides: Any) -> RecallSettings:
+    """A preset by name (or settings as given), with ``overrides`` (None = keep)."""
+    if isinstance(preset, RecallSettings):
+        base = preset
+    elif isinstance(preset, str) and preset in PRESETS:
+        base = PRESETS[preset]
+    else:
+        raise UsageError(f"unknown recall preset {preset!r}; choose {', '.join(sorted(PRESETS))}")
+    changed = {key: value for key, value in overrides.items() if value is not None}
+    return replace(base, **changed) if changed else base
+
+
+class LongTermMemory:
+    """Remember and recall in one namespace of a store.
+
+    The module docstring says what is indexed and how recall ranks. ``preset``
+    names the :class:`RecallSettings` (:data:`PRESETS`: ``"neutral"``, the
+    default, or ``"dialogue"``) or gives them; each keyword after it overrides one
+    setting (None keeps the preset's; ``mention_field=""`` turns the mention
+    boost off). ``settings()`` says what ran.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        namespace: Sequence[str],
+        embedder: Embedder | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        preset: str | RecallSettings = "neutral",
+        weights: tuple[float, float] | None = None,
+        context: int | None = None,
+        index_metadata: Sequence[str] | None = None,
+        rrf_k: int | None = None,
+        successor_share: float | None = None,
+        mention_field: str | None = None,
+        mention_boost: float | None = None,
+        stopwords: Collection[str] | None = None,
+    ) -> None:
+        self.preset = preset if isinstance(preset, str) else None
+        chosen = recall_settings(
+            preset,
+            weights=weights,
+            context=context,
+            index_metadata=index_metadata,
+            rrf_k=rrf_k,
+            successor_share=successor_share,
+            mention_field=mention_field,
+            mention_boost=mention_boost,
+            stopwords=stopwords,
+        )
+        if chosen.mention_field == "":
+            chosen = replace(chosen, mention_field=None)
+        self.recall_settings = chosen
+        self.weights = chosen.weights
+        self.context = chosen.context
+        self.index_metadata = chosen.index_metadata
+        self.rrf_k = chosen.rrf_k
+        self.successor_share = chosen.successor_share
+        self.mention_field = chosen.mention_field
+        self.mention_boost = chosen.mention_boost
+        self.stopwords = chosen.stopwords
         self.store = store
         self.namespace: Namespace = check_namespace(namespace)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
@@ -194,6 +273,7 @@ class LongTermMemory:
     def settings(self) -> dict[str, Any]:
         """The recall settings, as plain JSON-ready values (for reports)."""
         return {
+            "preset": self.preset,
             "embedder": self.embedder.name,
             "weights": list(self.weights),
             "rrf_k": self.rrf_k,

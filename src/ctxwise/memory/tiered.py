@@ -7,7 +7,11 @@
   injected :class:`~ctxwise.summarize.Summarizer`, and kept verbatim in the
   archive (and in the long-term store, when there is one): nothing evicted is
   silently lost.
-- **Long-term tier**: :class:`~ctxwise.memory.LongTermMemory` recall.
+- **Long-term tier**: :class:`~ctxwise.memory.LongTermMemory` recall. Evicted
+  turns are remembered one item per turn (:func:`turn_items`): a user message, an
+  assistant reply, or an assistant message that calls tools together with the
+  messages holding their results, with role, speaker, tool, position and time as
+  metadata. ``ctxwise eval memory`` remembers its conversations the same way.
 - **Pinned**: case facts and standing rules (anything with ``section()``), in every
   window, never summarized.
 
@@ -18,17 +22,17 @@ highest, then recalled items, then the summary; case facts and rules pinned.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ctxwise.assembly import Section
 from ctxwise.errors import UsageError
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem
-from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+from ctxwise.messages import Message
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
 from ctxwise.tokens import CharCounter, TokenCounter
 
-__all__ = ["Pinned", "TieredMemory"]
+__all__ = ["Pinned", "TieredMemory", "turn_items"]
 
 
 @runtime_checkable
@@ -36,6 +40,61 @@ class Pinned(Protocol):
     """Something rendered as a pinned section every turn (case facts, rules)."""
 
     def section(self) -> Section: ...
+
+
+def _results_end(messages: Sequence[Message], start: int) -> int:
+    """Index after the messages, from ``start + 1`` on, that answer the tool calls
+    of ``messages[start]``."""
+    pending = {b.id for b in messages[start].tool_uses}
+    end = start + 1
+    while pending and end < len(messages):
+        answered = {b.tool_use_id for b in messages[end].tool_results}
+        if not answered & pending:
+            break
+        pending -= answered
+        end += 1
+    return end
+
+
+def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
+    """What long-term memory keeps of ``messages``: one item per turn.
+
+    A turn is a user message, an assistant reply, or an assistant message that
+    calls tools together with the messages that hold their results (so a tool
+    result is never an item apart from its call). The text is the turn rendered
+    as :func:`~ctxwise.summarize.render_turns` does, its first line headed by the
+    speaker: the message's ``extra["name"]`` when it has one (OpenAI's participant
+    name), otherwise its role. Metadata: ``role``, ``speaker``, ``tool`` (the
+    called tools' names, comma-separated, or None), ``position`` (the index of the
+    turn's first message, counted from ``first``) and ``time`` (that message's
+    timestamp, or None). The item's id is that message's id, when it has one (the
+    same message remembered twice is one item). Turns with no text are skipped.
+    """
+    items: list[NewItem] = []
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        end = _results_end(messages, i) if message.tool_uses else i + 1
+        name = message.extra.get("name")
+        speaker = name if isinstance(name, str) and name.strip() else message.role
+        lines = render_turns(messages[i:end]).splitlines()
+        if lines and lines[0].startswith(f"{message.role}: "):
+            lines[0] = f"{speaker}: " + lines[0][len(message.role) + 2 :]
+        elif lines and lines[0].startswith(f"{message.role} called "):
+            lines[0] = f"{speaker} " + lines[0][len(message.role) + 1 :]
+        text = "\n".join(lines)
+        if text.strip():
+            tools = [b.name for b in message.tool_uses]
+            metadata: dict[str, Any] = {
+                "role": message.role,
+                "speaker": speaker,
+                "tool": ", ".join(dict.fromkeys(tools)) if tools else None,
+                "position": first + i,
+                "time": message.timestamp,
+            }
+            items.append(NewItem(text, metadata, message.id))
+        i = end
+    return items
 
 
 class TieredMemory:
@@ -79,17 +138,7 @@ class TieredMemory:
     def _exchange_end(self, start: int) -> int:
         """Index after the exchange that starts at ``start``: a message and the
         messages holding the results of its tool calls."""
-        pending = {b.id for b in self.working[start].content if isinstance(b, ToolUseBlock)}
-        end = start + 1
-        while pending and end < len(self.working):
-            answered = {
-                b.tool_use_id for b in self.working[end].content if isinstance(b, ToolResultBlock)
-            }
-            if not answered & pending:
-                break
-            pending -= answered
-            end += 1
-        return end
+        return _results_end(self.working, start)
 
     def add(self, message: Message) -> list[Message]:
         """Append a turn; evict the oldest exchanges past the bounds. Returns what
@@ -115,11 +164,7 @@ class TieredMemory:
                 self.summarizer, self.summary, evicted, self.summary_tokens, first_index=first
             )
             if self.longterm is not None:
-                self.longterm.remember_many(
-                    NewItem(line, {"tier": "archive"})
-                    for line in render_turns(evicted).splitlines()
-                    if line.strip()
-                )
+                self.longterm.remember_many(turn_items(evicted, first))
         return evicted
 
     def sections(self, query: str | None = None) -> list[Section]:
