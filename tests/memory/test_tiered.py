@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -160,3 +161,25 @@ def test_turn_items_is_the_evaluation_write_path() -> None:
         "time": "1 May 2023",
     }
     assert second.metadata["position"] == 2
+
+
+@pytest.mark.data
+def test_tiered_memory_remembers_locomo_as_the_evaluation_does(data_dir: Path) -> None:
+    """What users get is what is measured: TieredMemory.add writes the items the
+    evaluation writes (issue 11)."""
+    from ctxwise.memory.evaluation import load_conversations, turn_messages
+    from ctxwise.memory.evaluation import turn_items as eval_items
+
+    conv = load_conversations(data_dir / "locomo" / "locomo_dev5.json")["conversations"][0]
+    store = InMemoryStore()
+    ltm = LongTermMemory(store, ("t", "locomo"), preset="dialogue")
+    memory = TieredMemory(working_turns=1, working_tokens=10**6, longterm=ltm)
+    messages = turn_messages(conv)
+    for m in messages:
+        memory.add(m)
+    ltm.remember_many(turn_items(memory.working, len(memory.archive)))  # the one left
+    got = sorted(store.by_seq(ltm.namespace, range(len(messages))), key=lambda it: it.seq)
+    want = eval_items(conv)
+    assert [(it.id, it.text, it.metadata) for it in got] == [
+        (it.id, it.text, it.metadata) for it in want
+    ]
