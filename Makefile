@@ -41,6 +41,8 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_trim.py
 	$(BIN)/python benchmarks/bench_compact_all.py
 	$(BIN)/python benchmarks/bench_memory.py
+	$(BIN)/python benchmarks/bench_presets.py
+	$(BIN)/python benchmarks/bench_route_cli.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
 
 # Routing on CLINC150 against semantic-router: needs torch + the minilm extra in
