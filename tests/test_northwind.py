@@ -6,7 +6,7 @@ from pathlib import Path
 from ctxwise import SQLiteStore
 from ctxwise.formats import anthropic
 from ctxwise.northwind import COMPACTION_STEP, RULE, SUPERVISOR_STEP, run_northwind
-from ctxwise.tools import RequireFact
+from ctxwise.policy import RequireFact
 
 
 def test_rule_survives_compaction_and_is_enforced() -> None:

@@ -109,6 +109,7 @@ if TYPE_CHECKING:
         TieredMemory,
     )
     from ctxwise.orchestrator import Pipeline, Trace, TurnResult
+    from ctxwise.policy import Allowed, Blocked, PolicyGate, compile_rule
     from ctxwise.routing import (
         Intent,
         IntentRouter,
@@ -119,7 +120,6 @@ if TYPE_CHECKING:
     from ctxwise.sources import Source, StaticSource
     from ctxwise.spec import AssemblySpec, load_spec
     from ctxwise.summarize import ExtractiveSummarizer, Summarizer
-    from ctxwise.tools import PolicyGate
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) load on first use, so `import ctxwise` and the CLI start fast.
@@ -141,7 +141,10 @@ _LAZY = {
     "CaseFacts": "ctxwise.memory",
     "InMemoryStore": "ctxwise.memory",
     "Rules": "ctxwise.memory",
-    "PolicyGate": "ctxwise.tools",
+    "Allowed": "ctxwise.policy",
+    "Blocked": "ctxwise.policy",
+    "PolicyGate": "ctxwise.policy",
+    "compile_rule": "ctxwise.policy",
     "LongTermMemory": "ctxwise.memory",
     "SQLiteStore": "ctxwise.memory",
     "Store": "ctxwise.memory",
@@ -175,11 +178,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Allowed",
     "AnthropicCounter",
     "Assembly",
     "AssemblySpec",
     "AutoCompactor",
     "BackendError",
+    "Blocked",
     "Budget",
     "BudgetError",
     "CacheCost",
@@ -262,6 +267,7 @@ __all__ = [
     "clear_tool_uses",
     "clearing_break_even",
     "compact",
+    "compile_rule",
     "composition",
     "context_management",
     "detect_format",

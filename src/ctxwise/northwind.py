@@ -9,9 +9,9 @@ gate blocks it and quotes the rule. At step 26 the model runs
 allowed.
 
 Every part is the library's own: :class:`~ctxwise.memory.Rules` captures the
-supervisor's sentence from the user turn, :func:`~ctxwise.tools.compile_rule`
-turns it into a :class:`~ctxwise.tools.RequireFact` rule in a
-:class:`~ctxwise.tools.PolicyGate`, :class:`~ctxwise.memory.CaseFacts` collects the
+supervisor's sentence from the user turn, :func:`~ctxwise.policy.compile_rule`
+turns it into a :class:`~ctxwise.policy.RequireFact` rule in a
+:class:`~ctxwise.policy.PolicyGate`, :class:`~ctxwise.memory.CaseFacts` collects the
 order's facts from every message and tool result (the ``"support"`` extractor preset:
 order ids, amounts and statuses are domain facts the default prose extractor leaves
 out), :func:`~ctxwise.compaction.compact` archives the
@@ -34,8 +34,8 @@ from ctxwise.formats import anthropic as anthropic_format
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.memory.store import InMemoryStore, Store
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Transcript
+from ctxwise.policy import Blocked, PolicyGate, compile_rule
 from ctxwise.tokens import CharCounter, TokenCounter
-from ctxwise.tools import Blocked, PolicyGate, compile_rule
 
 __all__ = [
     "RULE",

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwise import CaseFacts, FormatError, UsageError
-from ctxwise.tools import (
+from ctxwise.policy import (
     Allowed,
     Blocked,
     Forbid,

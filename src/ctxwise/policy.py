@@ -24,6 +24,10 @@ inside the conversation that a compaction rewrites. :func:`compile_rule` turns
 the common "do not <action> [order] <id> [until <check> is done]" sentence into
 a rule, given a vocabulary from phrases to tool names; anything it does not
 understand is refused rather than guessed.
+
+The gates are exported from the top level (``from ctxwise import PolicyGate,
+compile_rule``); this module owns them and nothing else (which tools exist and
+how their results are trimmed is not a policy question).
 """
 
 from __future__ import annotations
