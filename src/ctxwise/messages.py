@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
@@ -257,9 +257,15 @@ class Transcript:
         - ``openai``: results must be in the run of tool-result-only messages that
           directly follows the assistant message (``role: "tool"`` messages).
         """
-        from ctxwise.pairing import problems  # the checks live beside the model
-
-        return problems(self, placement)
+        if not self.compactions:
+            return _pairing_problems(self.messages, placement)
+        out: list[PairingProblem] = []
+        for start, segment in zip(self.segment_starts(), self.segments(), strict=True):
+            out.extend(
+                replace(p, message_index=p.message_index + start)
+                for p in _pairing_problems(segment.messages, placement)
+            )
+        return out
 
 
 def block_text(block: ContentBlock) -> str:
@@ -277,3 +283,81 @@ def block_text(block: ContentBlock) -> str:
     if isinstance(block, MediaBlock):
         return ""
     return json.dumps(block.data, ensure_ascii=False, separators=(",", ":"))
+
+
+def _pairing_problems(messages: Sequence[Message], placement: Placement) -> list[PairingProblem]:
+    problems: list[PairingProblem] = []
+    seen: dict[str, int] = {}  # tool_use id -> message index of its first use
+    pending: dict[str, int] = {}  # unanswered tool_use id -> message index
+    last_assistant = -1
+    for i, msg in enumerate(messages):
+        if msg.role == "assistant":
+            last_assistant = i
+        for b in msg.content:
+            if isinstance(b, ToolUseBlock):
+                if b.id in seen:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.DUPLICATE_ID,
+                            b.id,
+                            i,
+                            f"tool_use id issued again (first in message {seen[b.id]})",
+                        )
+                    )
+                else:
+                    seen[b.id] = i
+                pending[b.id] = i
+            elif isinstance(b, ToolResultBlock):
+                tid = b.tool_use_id
+                if tid in pending:
+                    why = _misplaced(messages, pending.pop(tid), i, last_assistant, placement)
+                    if why:
+                        problems.append(PairingProblem(ProblemKind.MISPLACED_RESULT, tid, i, why))
+                elif tid in seen:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.DUPLICATE_ID, tid, i, "tool_use answered more than once"
+                        )
+                    )
+                else:
+                    problems.append(
+                        PairingProblem(
+                            ProblemKind.ORPHAN_RESULT, tid, i, "no earlier tool_use has this id"
+                        )
+                    )
+    for tid, at in pending.items():
+        problems.append(
+            PairingProblem(ProblemKind.UNANSWERED_USE, tid, at, "no tool_result answers it")
+        )
+    problems.sort(key=lambda p: p.message_index)
+    return problems
+
+
+def _misplaced(
+    messages: Sequence[Message], use_at: int, result_at: int, last_assistant: int, rule: Placement
+) -> str:
+    use_role = messages[use_at].role
+    msg = messages[result_at]
+    if use_role != "assistant":
+        return f"its tool_use is in a {use_role} message, not an assistant message"
+    if result_at == use_at:
+        return "result is in the same message as its call"
+    if msg.role != "user":
+        return f"a tool_result belongs in a user message, not a {msg.role} message"
+    if use_at != last_assistant:
+        return f"an assistant message (index {last_assistant}) comes between call and result"
+    if rule == "loose":
+        return ""
+    if rule == "anthropic":
+        if result_at != use_at + 1:
+            return "result is not in the message directly after its call"
+        kinds = [isinstance(b, ToolResultBlock) for b in msg.content]
+        if kinds != sorted(kinds, reverse=True):
+            return "tool_result blocks must come before other content in the message"
+        return ""
+    # openai: every message between the call and this one holds tool results only
+    for j in range(use_at + 1, result_at + 1):
+        between = messages[j]
+        if not between.content or not all(isinstance(b, ToolResultBlock) for b in between.content):
+            return "a non-tool message comes between the call and its result"
+    return ""

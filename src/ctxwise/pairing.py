@@ -14,8 +14,10 @@ the most repeated bug of context managers. This module owns
 - :class:`PairingError`: a transcript refused for its problems.
 
 The data types (:class:`~ctxwise.messages.PairingProblem`,
-:class:`~ctxwise.messages.ProblemKind`, :data:`~ctxwise.messages.Placement`) live
-with the message model; :meth:`Transcript.problems` calls :func:`problems`.
+:class:`~ctxwise.messages.ProblemKind`, :data:`~ctxwise.messages.Placement`) and
+the check itself (:meth:`~ctxwise.messages.Transcript.problems`) live with the
+message model, so the bottom layer never imports this module; :func:`problems`
+runs that check on a transcript or a plain list of messages.
 """
 
 from __future__ import annotations
@@ -75,16 +77,8 @@ def problems(
     the placement rules). A :class:`Transcript` is checked segment by segment; a
     plain sequence of messages is one segment."""
     if not isinstance(transcript, Transcript):
-        return _pairing_problems(tuple(transcript), placement)
-    if not transcript.compactions:
-        return _pairing_problems(transcript.messages, placement)
-    out: list[PairingProblem] = []
-    for start, segment in zip(transcript.segment_starts(), transcript.segments(), strict=True):
-        out.extend(
-            replace(p, message_index=p.message_index + start)
-            for p in _pairing_problems(segment.messages, placement)
-        )
-    return out
+        transcript = Transcript(tuple(transcript))
+    return transcript.problems(placement)
 
 
 class PairingError(UsageError):
@@ -167,7 +161,7 @@ def repair_pairing(
 def _repair_segment(messages: Sequence[Message], rule: Placement) -> list[Message]:
     msgs = _rename_and_drop(messages)
     missing: dict[int, list[str]] = {}
-    for p in _pairing_problems(tuple(msgs), "loose"):
+    for p in problems(msgs, "loose"):
         if p.kind is ProblemKind.UNANSWERED_USE:
             missing.setdefault(p.message_index, []).append(p.tool_use_id)
     for at in sorted(missing, reverse=True):
@@ -255,81 +249,3 @@ def _answer(msgs: list[Message], at: int, ids: list[str], rule: Placement) -> No
         msgs[at + 1] = replace(nxt, content=content, plain=False)
     else:
         msgs.insert(at + 1, Message("user", results))
-
-
-def _pairing_problems(messages: Sequence[Message], placement: Placement) -> list[PairingProblem]:
-    problems: list[PairingProblem] = []
-    seen: dict[str, int] = {}  # tool_use id -> message index of its first use
-    pending: dict[str, int] = {}  # unanswered tool_use id -> message index
-    last_assistant = -1
-    for i, msg in enumerate(messages):
-        if msg.role == "assistant":
-            last_assistant = i
-        for b in msg.content:
-            if isinstance(b, ToolUseBlock):
-                if b.id in seen:
-                    problems.append(
-                        PairingProblem(
-                            ProblemKind.DUPLICATE_ID,
-                            b.id,
-                            i,
-                            f"tool_use id issued again (first in message {seen[b.id]})",
-                        )
-                    )
-                else:
-                    seen[b.id] = i
-                pending[b.id] = i
-            elif isinstance(b, ToolResultBlock):
-                tid = b.tool_use_id
-                if tid in pending:
-                    why = _misplaced(messages, pending.pop(tid), i, last_assistant, placement)
-                    if why:
-                        problems.append(PairingProblem(ProblemKind.MISPLACED_RESULT, tid, i, why))
-                elif tid in seen:
-                    problems.append(
-                        PairingProblem(
-                            ProblemKind.DUPLICATE_ID, tid, i, "tool_use answered more than once"
-                        )
-                    )
-                else:
-                    problems.append(
-                        PairingProblem(
-                            ProblemKind.ORPHAN_RESULT, tid, i, "no earlier tool_use has this id"
-                        )
-                    )
-    for tid, at in pending.items():
-        problems.append(
-            PairingProblem(ProblemKind.UNANSWERED_USE, tid, at, "no tool_result answers it")
-        )
-    problems.sort(key=lambda p: p.message_index)
-    return problems
-
-
-def _misplaced(
-    messages: Sequence[Message], use_at: int, result_at: int, last_assistant: int, rule: Placement
-) -> str:
-    use_role = messages[use_at].role
-    msg = messages[result_at]
-    if use_role != "assistant":
-        return f"its tool_use is in a {use_role} message, not an assistant message"
-    if result_at == use_at:
-        return "result is in the same message as its call"
-    if msg.role != "user":
-        return f"a tool_result belongs in a user message, not a {msg.role} message"
-    if use_at != last_assistant:
-        return f"an assistant message (index {last_assistant}) comes between call and result"
-    if rule == "loose":
-        return ""
-    if rule == "anthropic":
-        if result_at != use_at + 1:
-            return "result is not in the message directly after its call"
-        kinds = [isinstance(b, ToolResultBlock) for b in msg.content]
-        if kinds != sorted(kinds, reverse=True):
-            return "tool_result blocks must come before other content in the message"
-        return ""
-    # openai: every message between the call and this one holds tool results only
-    for j in range(use_at + 1, result_at + 1):
-        between = messages[j]
-        if not between.content or not all(isinstance(b, ToolResultBlock) for b in between.content):
-            return "a non-tool message comes between the call and its result"
-    return ""
