@@ -173,3 +173,14 @@ def test_help_and_no_args() -> None:
     for args in ([], ["--help"]):
         out = ctxwise(*args)
         assert out.returncode == 0 and "assemble" in out.stdout and "inspect" in out.stdout
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+
+    import ctxwise as package
+
+    out = ctxwise("--version")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == f"ctxwise {package.__version__}\n" and out.stderr == ""
+    assert package.__version__ == version("ctxwise")  # the installed metadata agrees

@@ -41,6 +41,7 @@ from ctxwise._cli_util import (
     _window_bar,
     _write,
 )
+from ctxwise._version import __version__
 from ctxwise.formats import FORMATS, read_transcript_file
 from ctxwise.messages import Placement
 
@@ -51,6 +52,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ctxwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the ctxwise version and exit.",
+        ),
+    ] = False,
+) -> None:
+    pass
 
 
 @app.command("assemble")
