@@ -2,20 +2,16 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwise import (
-    AnthropicCounter,
     BudgetError,
     CharCounter,
     Message,
     MissingDependencyError,
-    ProviderError,
     TiktokenCounter,
     TokenizerUnavailableError,
     ToolUseBlock,
@@ -24,7 +20,6 @@ from ctxwise import (
     get_counter,
     truncate_to_tokens,
 )
-from tests._http import mock_client, response
 
 MARKER = " […]"
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
@@ -198,45 +193,6 @@ class TestTiktokenCounter:
         c.count("same text")
         c.count("same text")
         assert c._cache.hits == 1
-
-
-def _anthropic_client(handler):  # type: ignore[no-untyped-def]
-    anthropic = pytest.importorskip("anthropic")
-    return anthropic.Anthropic(
-        api_key="test-key", max_retries=0, http_client=mock_client("anthropic", handler)
-    )
-
-
-class TestAnthropicCounter:
-    def test_counts_and_caches_by_content(self) -> None:
-        seen: list[dict] = []  # type: ignore[type-arg]
-
-        def handler(request):  # type: ignore[no-untyped-def]
-            assert request.url.path == "/v1/messages/count_tokens"
-            body = json.loads(request.content)
-            seen.append(body)
-            words = sum(len(re.findall(r"\S+", json.dumps(m["content"]))) for m in body["messages"])
-            return response("anthropic", 200, {"input_tokens": 7 + words})
-
-        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-5-5")
-        assert counter.count("hello there") == 9
-        assert counter.count("hello there") == 9
-        assert len(seen) == 1
-        assert seen[0]["model"] == "claude-sonnet-5-5"
-        msgs = [Message.text_message("system", "be brief"), Message.text_message("user", "hi")]
-        counter.count_messages(msgs)
-        assert seen[1]["system"] == "be brief"
-        assert seen[1]["messages"] == [{"role": "user", "content": "hi"}]
-
-    def test_api_error_is_provider_error(self) -> None:
-        def handler(request):  # type: ignore[no-untyped-def]
-            error = {"type": "overloaded_error", "message": "Overloaded"}
-            return response("anthropic", 529, {"type": "error", "error": error})
-
-        counter = AnthropicCounter(_anthropic_client(handler), "claude-sonnet-5-5")
-        with pytest.raises(ProviderError) as info:
-            counter.count("hi")
-        assert info.value.status == 529
 
 
 def test_missing_dependency_error_names_the_extra() -> None:

@@ -74,7 +74,6 @@ from ctxwise.messages import (
 )
 from ctxwise.pairing import PairingError, repair_pairing
 from ctxwise.tokens import (
-    AnthropicCounter,
     CharCounter,
     TiktokenCounter,
     TokenCounter,
@@ -110,6 +109,7 @@ if TYPE_CHECKING:
     )
     from ctxwise.orchestrator import Pipeline, Trace, TurnResult
     from ctxwise.policy import Allowed, Blocked, PolicyGate, compile_rule
+    from ctxwise.providers import AnthropicCounter
     from ctxwise.routing import (
         Intent,
         IntentRouter,
@@ -124,6 +124,7 @@ if TYPE_CHECKING:
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) load on first use, so `import ctxwise` and the CLI start fast.
 _LAZY = {
+    "AnthropicCounter": "ctxwise.providers",
     "AssemblySpec": "ctxwise.spec",
     "load_spec": "ctxwise.spec",
     "Embedder": "ctxwise.embeddings",

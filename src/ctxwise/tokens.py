@@ -12,8 +12,10 @@ backend         count(text)         per message          per request
 CharCounter     ceil(len × (1+m)/4) 4 (role + framing)   0
 WordCounter     round(words × 1.3)  4                    0
 TiktokenCounter exact BPE length    3 (OpenAI cookbook)  3 (reply priming)
-AnthropicCounter the API's count    included by the API  included by the API
 ============== =================== ==================== ==================================
+
+Counters that ask a provider's API live with the provider adapters
+(:class:`ctxwise.providers.AnthropicCounter`); this module holds no provider code.
 
 Images and documents have no text; estimators count them as
 ``media_tokens`` (default 1,600, the cost of a ~1.15 megapixel image on Claude).
@@ -22,7 +24,6 @@ Images and documents have no text; estimators count them as
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import os
 import re
@@ -30,22 +31,17 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from ctxwise.errors import (
     BudgetError,
     MissingDependencyError,
-    ProviderError,
     TokenizerUnavailableError,
     UsageError,
 )
 from ctxwise.messages import MediaBlock, Message, ToolResultBlock, block_text
 
-if TYPE_CHECKING:
-    import anthropic
-
 __all__ = [
-    "AnthropicCounter",
     "CharCounter",
     "TiktokenCounter",
     "TokenCounter",
@@ -288,81 +284,6 @@ def _tiktoken_cache_dir() -> Path:
     import tempfile
 
     return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-class AnthropicCounter:
-    """Counts with the Messages API ``count_tokens`` endpoint, cached by content hash.
-
-    ``count(text)`` is the ``input_tokens`` of a request holding ``text`` as one
-    user message, so it includes that request's small fixed framing.
-    ``count_messages`` sends the whole conversation (system messages as the
-    top-level ``system``) and so includes every overhead the API charges.
-    Pass a configured ``anthropic.Anthropic`` client; ctxwise never reads keys
-    from the environment by itself. Install with ``pip install 'ctxwise[anthropic]'``.
-    """
-
-    def __init__(
-        self,
-        client: anthropic.Anthropic,
-        model: str,
-        *,
-        cache_size: int = 65536,
-    ) -> None:
-        try:
-            import anthropic as _anthropic  # noqa: F401
-        except ImportError:
-            raise MissingDependencyError(
-                "anthropic", "anthropic", "counting with the Anthropic API"
-            ) from None
-        self.client = client
-        self.model = model
-        self._cache = _LRU(cache_size)
-
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self.model}"
-
-    def count(self, text: str) -> int:
-        if not text:
-            return 0
-        return self._count_payload([{"role": "user", "content": text}], None)
-
-    def count_messages(self, messages: Sequence[Message]) -> int:
-        if not messages:
-            return 0
-        from ctxwise.formats import anthropic as codec
-        from ctxwise.messages import Transcript
-
-        system, payload = codec.encode_messages(Transcript(tuple(messages)))
-        return self._count_payload(payload, system)
-
-    def _count_payload(self, messages: list[dict[str, Any]], system: Any) -> int:
-        body = json.dumps(
-            {"model": self.model, "system": system, "messages": messages},
-            sort_keys=True,
-            ensure_ascii=False,
-        )
-        key = _LRU.key(body)
-        hit = self._cache.get(key)
-        if hit is not None:
-            return hit
-        import anthropic as _anthropic
-
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
-        if system is not None:
-            kwargs["system"] = system
-        try:
-            result = self.client.messages.count_tokens(**kwargs)
-        except _anthropic.APIStatusError as exc:
-            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
-        except _anthropic.APIError as exc:
-            raise ProviderError("anthropic", str(exc)) from exc
-        n = int(result.input_tokens)
-        self._cache.put(key, n)
-        return n
-
-    def __repr__(self) -> str:
-        return f"AnthropicCounter(model={self.model!r})"
 
 
 def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:

@@ -1,10 +1,13 @@
 """Thin adapters over the official provider SDKs (extras ``anthropic`` and ``openai``).
 
 An adapter takes a configured SDK client (ctxwise never reads keys from the
-environment by itself) and exposes ``complete(system, user, max_tokens) -> str``.
+environment by itself). Chat adapters expose ``complete(system, user, max_tokens) -> str``
+(:mod:`ctxwise.providers.chat`); counters that ask the provider's API satisfy
+:class:`~ctxwise.tokens.TokenCounter` (:mod:`ctxwise.providers.counting`).
 Errors become :class:`~ctxwise.errors.ProviderError`.
 """
 
 from ctxwise.providers.chat import AnthropicChat, ChatModel, OpenAIChat
+from ctxwise.providers.counting import AnthropicCounter
 
-__all__ = ["AnthropicChat", "ChatModel", "OpenAIChat"]
+__all__ = ["AnthropicChat", "AnthropicCounter", "ChatModel", "OpenAIChat"]

@@ -1,0 +1,95 @@
+"""Token counters that ask a provider's API (extra ``anthropic``).
+
+The local counters (char, word, tiktoken) live in :mod:`ctxwise.tokens`; a
+counter here satisfies the same :class:`~ctxwise.tokens.TokenCounter` protocol
+but sends the text to the provider, so it needs a configured SDK client and the
+network.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxwise.errors import MissingDependencyError, ProviderError
+from ctxwise.formats import anthropic as codec
+from ctxwise.messages import Message, Transcript
+from ctxwise.tokens import _LRU
+
+if TYPE_CHECKING:
+    import anthropic
+
+__all__ = ["AnthropicCounter"]
+
+
+class AnthropicCounter:
+    """Counts with the Messages API ``count_tokens`` endpoint, cached by content hash.
+
+    ``count(text)`` is the ``input_tokens`` of a request holding ``text`` as one
+    user message, so it includes that request's small fixed framing.
+    ``count_messages`` sends the whole conversation (system messages as the
+    top-level ``system``) and so includes every overhead the API charges.
+    Pass a configured ``anthropic.Anthropic`` client; ctxwise never reads keys
+    from the environment by itself. Install with ``pip install 'ctxwise[anthropic]'``.
+    """
+
+    def __init__(
+        self,
+        client: anthropic.Anthropic,
+        model: str,
+        *,
+        cache_size: int = 65536,
+    ) -> None:
+        try:
+            import anthropic as _anthropic  # noqa: F401
+        except ImportError:
+            raise MissingDependencyError(
+                "anthropic", "anthropic", "counting with the Anthropic API"
+            ) from None
+        self.client = client
+        self.model = model
+        self._cache = _LRU(cache_size)
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return self._count_payload([{"role": "user", "content": text}], None)
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if not messages:
+            return 0
+        system, payload = codec.encode_messages(Transcript(tuple(messages)))
+        return self._count_payload(payload, system)
+
+    def _count_payload(self, messages: list[dict[str, Any]], system: Any) -> int:
+        body = json.dumps(
+            {"model": self.model, "system": system, "messages": messages},
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        key = _LRU.key(body)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit
+        import anthropic as _anthropic
+
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
+        if system is not None:
+            kwargs["system"] = system
+        try:
+            result = self.client.messages.count_tokens(**kwargs)
+        except _anthropic.APIStatusError as exc:
+            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
+        except _anthropic.APIError as exc:
+            raise ProviderError("anthropic", str(exc)) from exc
+        n = int(result.input_tokens)
+        self._cache.put(key, n)
+        return n
+
+    def __repr__(self) -> str:
+        return f"AnthropicCounter(model={self.model!r})"
