@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ctxwise import BudgetError, PinnedOverflowError, SectionStatus, WordCounter
-from ctxwise.demo import demo_transcript, run_demo
+from ctxwise._demo import demo_transcript, run_demo
 
 
 def test_demo_session_is_a_well_formed_transcript() -> None:

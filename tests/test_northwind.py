@@ -4,8 +4,8 @@ import json
 from pathlib import Path
 
 from ctxwise import SQLiteStore
+from ctxwise._northwind import COMPACTION_STEP, RULE, SUPERVISOR_STEP, run_northwind
 from ctxwise.formats import anthropic
-from ctxwise.northwind import COMPACTION_STEP, RULE, SUPERVISOR_STEP, run_northwind
 from ctxwise.policy import RequireFact
 
 

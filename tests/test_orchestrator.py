@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from ctxwise import Section, UsageError, WordCounter
-from ctxwise.demo import ROUTING_QUERIES, ROUTING_SOURCES, routing_pipeline
+from ctxwise._demo import ROUTING_QUERIES, ROUTING_SOURCES, routing_pipeline
 from ctxwise.orchestrator import Pipeline
 from ctxwise.routing import BowScorer, IntentRouter
 from ctxwise.sources import StaticSource

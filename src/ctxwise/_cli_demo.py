@@ -32,8 +32,8 @@ def demo_cmd(
     assembled under a budget with a report per turn; a support agent's rule survives
     compaction and blocks a refund in code (the Northwind scenario).
     """
-    from ctxwise.demo import ROUTING_QUERIES, routing_pipeline, run_demo
-    from ctxwise.northwind import run_northwind
+    from ctxwise._demo import ROUTING_QUERIES, routing_pipeline, run_demo
+    from ctxwise._northwind import run_northwind
 
     steps = _guard(lambda: run_demo(budget, get_counter(counter)))
     northwind = _guard(lambda: run_northwind(counter=get_counter(counter)))
@@ -91,7 +91,7 @@ def demo_cmd(
 
 
 def _print_northwind(console: Any, run: Any) -> None:
-    from ctxwise.northwind import RULE
+    from ctxwise._northwind import RULE
 
     console.rule(
         "[bold]3. compact and enforce[/bold]: a rule stated at step 12 survives compaction "

@@ -16,14 +16,14 @@ pytest.importorskip(
 )
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs langgraph-checkpoint-sqlite")
 
-from ctxwise.demo import ROUTING_QUERIES, routing_pipeline
+from ctxwise._demo import ROUTING_QUERIES, routing_pipeline
 from ctxwise.integrations.langgraph import build_graph
 
 SCRIPT = textwrap.dedent(
     """
     import json, sqlite3, sys
     from langgraph.checkpoint.sqlite import SqliteSaver
-    from ctxwise.demo import routing_pipeline
+    from ctxwise._demo import routing_pipeline
     from ctxwise.integrations.langgraph import build_graph
 
     phase, db, query = sys.argv[1], sys.argv[2], sys.argv[3]
