@@ -5,9 +5,7 @@ tokens, reads and writes provider transcript formats, and assembles sections
 under a token budget with a report of every decision.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ctxwise._version import __version__
 from ctxwise.assembly import (
@@ -57,6 +55,7 @@ from ctxwise.formats import (
     read_transcript,
     read_transcript_file,
     read_transcripts,
+    write_back,
 )
 from ctxwise.messages import (
     CompactBoundary,
@@ -82,7 +81,7 @@ from ctxwise.tokens import (
     truncate_to_tokens,
 )
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ctxwise.compaction import (
         AutoCompactor,
         Compaction,
@@ -92,23 +91,50 @@ if TYPE_CHECKING:
         CompactionThrashError,
         DroppedMedia,
         EmptyTranscriptError,
+        PinnedState,
         SummarizerError,
         WindowItem,
         compact,
         safe_cut_points,
     )
-    from ctxwise.embeddings import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+    from ctxwise.embeddings import (
+        Embedder,
+        HashingEmbedder,
+        SentenceTransformerEmbedder,
+        get_embedder,
+    )
     from ctxwise.memory import (
         CaseFacts,
+        Fact,
+        FactExtractor,
         InMemoryStore,
         LongTermMemory,
+        MemoryItem,
+        NamespaceNotFoundError,
+        NewItem,
+        Recalled,
+        RecallSettings,
+        Rule,
         Rules,
         SQLiteStore,
         Store,
+        StoreError,
+        StoreURLError,
         TieredMemory,
+        open_store,
     )
+    from ctxwise.memory.postgres import PostgresStore
     from ctxwise.orchestrator import Pipeline, Trace, TurnResult
-    from ctxwise.policy import Allowed, Blocked, PolicyGate, compile_rule
+    from ctxwise.policy import (
+        Allowed,
+        Blocked,
+        Forbid,
+        GateDecision,
+        PolicyGate,
+        PolicyRule,
+        RequireFact,
+        compile_rule,
+    )
     from ctxwise.providers import AnthropicCounter
     from ctxwise.routing import (
         Intent,
@@ -118,11 +144,12 @@ if TYPE_CHECKING:
         RouteReason,
     )
     from ctxwise.sources import Source, StaticSource
-    from ctxwise.spec import AssemblySpec, load_spec
-    from ctxwise.summarize import ExtractiveSummarizer, Summarizer
+    from ctxwise.spec import AssemblySpec, SectionSpec, load_spec
+    from ctxwise.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
-# routing) load on first use, so `import ctxwise` and the CLI start fast.
+# routing) or an extra (psycopg for PostgresStore) load on first use, so `import ctxwise`
+# and the CLI start fast, and a missing extra fails only when its name is used.
 _LAZY = {
     "AnthropicCounter": "ctxwise.providers",
     "AssemblySpec": "ctxwise.spec",
@@ -165,10 +192,30 @@ _LAZY = {
     "WindowItem": "ctxwise.compaction",
     "compact": "ctxwise.compaction",
     "safe_cut_points": "ctxwise.compaction",
+    "PinnedState": "ctxwise.compaction",
+    "get_embedder": "ctxwise.embeddings",
+    "Fact": "ctxwise.memory",
+    "FactExtractor": "ctxwise.memory",
+    "MemoryItem": "ctxwise.memory",
+    "NewItem": "ctxwise.memory",
+    "RecallSettings": "ctxwise.memory",
+    "Recalled": "ctxwise.memory",
+    "Rule": "ctxwise.memory",
+    "open_store": "ctxwise.memory",
+    "PostgresStore": "ctxwise.memory.postgres",
+    "Forbid": "ctxwise.policy",
+    "GateDecision": "ctxwise.policy",
+    "PolicyRule": "ctxwise.policy",
+    "RequireFact": "ctxwise.policy",
+    "SectionSpec": "ctxwise.spec",
+    "LLMSummarizer": "ctxwise.summarize",
+    "NamespaceNotFoundError": "ctxwise.memory",
+    "StoreError": "ctxwise.memory",
+    "StoreURLError": "ctxwise.memory",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name in _LAZY:
         import importlib
 
@@ -210,31 +257,47 @@ __all__ = [
     "Embedder",
     "EmptyTranscriptError",
     "ExtractiveSummarizer",
+    "Fact",
+    "FactExtractor",
+    "Forbid",
     "FormatError",
+    "GateDecision",
     "HashingEmbedder",
     "InMemoryStore",
     "Intent",
     "IntentRouter",
     "KeywordClassifier",
+    "LLMSummarizer",
     "LongTermMemory",
     "MediaBlock",
+    "MemoryItem",
     "Message",
     "MissingDependencyError",
+    "NamespaceNotFoundError",
+    "NewItem",
     "OpaqueBlock",
     "OutputError",
     "PairingError",
     "PairingProblem",
     "PinnedOverflowError",
+    "PinnedState",
     "Pipeline",
     "PolicyGate",
+    "PolicyRule",
+    "PostgresStore",
     "ProblemKind",
     "ProviderError",
+    "RecallSettings",
+    "Recalled",
+    "RequireFact",
     "RouteDecision",
     "RouteReason",
+    "Rule",
     "Rules",
     "SQLiteStore",
     "Section",
     "SectionReport",
+    "SectionSpec",
     "SectionStatus",
     "SentenceTransformerEmbedder",
     "SimulationError",
@@ -242,6 +305,8 @@ __all__ = [
     "SpecError",
     "StaticSource",
     "Store",
+    "StoreError",
+    "StoreURLError",
     "Summarizer",
     "SummarizerError",
     "SummaryCall",
@@ -273,7 +338,9 @@ __all__ = [
     "context_management",
     "detect_format",
     "get_counter",
+    "get_embedder",
     "load_spec",
+    "open_store",
     "order_for_recall",
     "read_transcript",
     "read_transcript_file",
@@ -282,4 +349,5 @@ __all__ = [
     "safe_cut_points",
     "simulate_compaction",
     "truncate_to_tokens",
+    "write_back",
 ]

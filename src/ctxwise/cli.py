@@ -45,6 +45,8 @@ from ctxwise._version import __version__
 from ctxwise.formats import FORMATS, read_transcript_file
 from ctxwise.messages import Placement
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="ctxwise",
     help="Decide what enters an LLM's context window, and show why.",
