@@ -38,6 +38,7 @@ from ctxwise.editing import (
 from ctxwise.errors import (
     BackendError,
     BudgetError,
+    ClaudeCodeWriteError,
     CtxwiseError,
     FormatError,
     MissingDependencyError,
@@ -238,6 +239,7 @@ __all__ = [
     "CacheCost",
     "CaseFacts",
     "CharCounter",
+    "ClaudeCodeWriteError",
     "ClearedItem",
     "ClearingBreakEven",
     "CompactBoundary",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import SimulationError
 
 __all__ = [
     "ANTHROPIC_CACHE_READ_FACTOR",
@@ -51,16 +51,6 @@ ANTHROPIC_CACHE_READ_FACTOR = 0.1
 
 ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
 """Anthropic 5-minute cache writes: 1.25x the base input price (1-hour writes: 2.0)."""
-
-
-class SimulationError(UsageError):
-    """A simulator parameter that is out of range; ``parameter`` names it."""
-
-    def __init__(self, parameter: str, value: object, detail: str) -> None:
-        self.parameter = parameter
-        self.value = value
-        self.detail = detail
-        super().__init__(f"{parameter}={value!r}: {detail}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,7 +54,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import EditParameterError
 from ctxwise.messages import (
     ContentBlock,
     Message,
@@ -102,16 +102,6 @@ Reason: TypeAlias = Literal[
     "empty", "below_trigger", "nothing_to_clear", "below_clear_at_least", "keep_all"
 ]
 ItemKind: TypeAlias = Literal["tool_result", "tool_input", "thinking"]
-
-
-class EditParameterError(UsageError):
-    """A parameter of an edit that is out of range or of the wrong type."""
-
-    def __init__(self, parameter: str, value: object, detail: str) -> None:
-        self.parameter = parameter
-        self.value = value
-        self.detail = detail
-        super().__init__(f"{parameter}={value!r}: {detail}")
 
 
 @dataclass(frozen=True, slots=True)

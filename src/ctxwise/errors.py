@@ -1,46 +1,97 @@
-"""The exception tree.
+"""The exception tree: every error ctxwise raises on purpose is defined here.
 
 One root, two branches::
 
     CtxwiseError
-    ├── UsageError              the caller's mistake: fix the input and call again
-    │   ├── BudgetError             a budget that cannot hold anything
-    │   ├── PinnedOverflowError     pinned sections alone exceed the budget
-    │   ├── SpecError               a malformed assembly spec file
-    │   ├── FormatError             a transcript or payload that does not decode
-    │   │   └── UnknownFormatError      a format name or file shape ctxwise does not know
-    │   ├── OutputError             an output path that cannot be written (a folder, no folder)
-    │   └── MissingDependencyError  an optional extra is not installed
-    └── BackendError            the environment failed: fix it, not the input
+    ├── UsageError                  the caller's mistake: fix the input and call again
+    │   ├── BudgetError                 a budget that cannot hold anything
+    │   ├── PinnedOverflowError         pinned sections alone exceed the budget
+    │   ├── SpecError                   a malformed assembly spec file
+    │   ├── FormatError                 a transcript or payload that does not decode
+    │   │   └── UnknownFormatError          a format name or file shape ctxwise does not know
+    │   ├── OutputError                 an output path that cannot be written (a folder, no folder)
+    │   ├── MissingDependencyError      an optional extra is not installed
+    │   ├── PairingError                tool calls and results that do not pair up
+    │   ├── EditParameterError          an edit parameter out of range or of the wrong type
+    │   ├── SimulationError             a cost simulator parameter out of range
+    │   ├── EmptyTranscriptError        a transcript with nothing to compact
+    │   ├── CompactionBudgetError       what a compaction must keep exceeds the budget
+    │   ├── CompactionThrashError       one item keeps refilling the window after compaction
+    │   ├── ClaudeCodeWriteError        a compaction that cannot go back into its session file
+    │   ├── NamespaceNotFoundError      a read of a memory namespace that holds nothing
+    │   └── StoreURLError               a store URL with an unknown scheme or no path
+    └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
-        └── ProviderError               an LLM provider call failed
+        ├── ProviderError               an LLM provider call failed
+        ├── StoreError                  a memory store failed (unreachable, corrupt, newer schema)
+        ├── SummarizerError             the summarizer raised or returned no text
+        └── CompactionArchiveError      archiving the transcript before compaction failed
 
 Every subclass carries structured fields so a program can react without parsing
-the message. The CLI maps every ``CtxwiseError`` to exit code 2 and one line.
+the message, and pickles with them (``pickle.loads(pickle.dumps(e))`` gives the
+same type, fields and message, so errors cross process pools). The CLI maps
+every ``CtxwiseError`` to exit code 2 and one line.
+
+The modules that raise these errors re-export them where they always lived
+(``ctxwise.pairing.PairingError``, ``ctxwise.compaction.CompactionBudgetError``,
+``ctxwise.memory.StoreError``, ...). This module imports nothing else from
+ctxwise at run time, so every module can import it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ctxwise.compaction.errors import WindowItem
+    from ctxwise.messages import PairingProblem, Placement
 
 __all__ = [
     "BackendError",
     "BudgetError",
+    "ClaudeCodeWriteError",
+    "CompactionArchiveError",
+    "CompactionBudgetError",
+    "CompactionThrashError",
     "CtxwiseError",
+    "EditParameterError",
+    "EmptyTranscriptError",
     "FormatError",
     "MissingDependencyError",
+    "NamespaceNotFoundError",
     "OutputError",
+    "PairingError",
     "PinnedOverflowError",
     "ProviderError",
+    "SimulationError",
     "SpecError",
+    "StoreError",
+    "StoreURLError",
+    "SummarizerError",
     "TokenizerUnavailableError",
     "UnknownFormatError",
     "UsageError",
 ]
 
 
+def _rebuild(
+    cls: type[CtxwiseError], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> CtxwiseError:
+    """Unpickle an error by calling its constructor again (see ``__reduce__``)."""
+    return cls(*args, **kwargs)
+
+
 class CtxwiseError(Exception):
     """Root of every error ctxwise raises on purpose."""
+
+    def _reduced(
+        self, args: tuple[Any, ...], kwargs: Mapping[str, Any] | None = None
+    ) -> tuple[Any, ...]:
+        """A ``__reduce__`` value that rebuilds this error with ``cls(*args, **kwargs)``,
+        then restores its attributes: subclasses whose constructor takes fields rather
+        than the message pickle with it (as pydantic-ai's ``ModelAPIError`` does)."""
+        return (_rebuild, (type(self), args, dict(kwargs or {})), dict(self.__dict__))
 
 
 class UsageError(CtxwiseError):
@@ -51,6 +102,9 @@ class BackendError(CtxwiseError):
     """Something outside the caller's input failed (a file, a service, a library)."""
 
 
+# usage errors ---------------------------------------------------------------------------
+
+
 class BudgetError(UsageError):
     """A token budget that is zero, negative, or smaller than its reserve."""
 
@@ -58,6 +112,9 @@ class BudgetError(UsageError):
         self.budget = budget
         self.detail = detail
         super().__init__(f"invalid budget {budget}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.budget, self.detail))
 
 
 class PinnedOverflowError(UsageError):
@@ -73,6 +130,9 @@ class PinnedOverflowError(UsageError):
             f"(pinned: {names}); raise the budget or unpin a section"
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.budget, self.pinned_tokens, self.sections))
+
 
 class SpecError(UsageError):
     """An assembly spec (YAML or JSON) that does not validate."""
@@ -81,6 +141,9 @@ class SpecError(UsageError):
         self.source = source
         self.detail = detail
         super().__init__(f"{source}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.source, self.detail))
 
 
 class FormatError(UsageError):
@@ -92,6 +155,9 @@ class FormatError(UsageError):
         self.line = line
         where = f"{source}:{line}" if line is not None else source
         super().__init__(f"{where}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.source, self.detail), {"line": self.line})
 
 
 class UnknownFormatError(FormatError):
@@ -107,8 +173,8 @@ class OutputError(UsageError):
         self.detail = detail
         super().__init__(f"cannot write {path}: {detail}")
 
-    def __reduce__(self) -> tuple[type[OutputError], tuple[str, str]]:
-        return (type(self), (self.path, self.detail))
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.path, self.detail))
 
 
 class MissingDependencyError(UsageError, ImportError):
@@ -120,6 +186,216 @@ class MissingDependencyError(UsageError, ImportError):
         self.purpose = purpose
         super().__init__(f"{purpose} needs the '{package}' package: pip install 'ctxwise[{extra}]'")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.package, self.extra, self.purpose))
+
+
+class PairingError(UsageError):
+    """A transcript whose tool calls and results do not pair up, so no edit of it is valid.
+
+    ``problems`` are the :class:`~ctxwise.messages.PairingProblem` found (raised
+    by :mod:`ctxwise.pairing`); ``repairable`` is false when a repair cannot fix them.
+    """
+
+    def __init__(
+        self,
+        problems: Sequence[PairingProblem],
+        placement: Placement,
+        source: str | None = None,
+        *,
+        repairable: bool = True,
+    ) -> None:
+        self.problems = tuple(problems)
+        self.placement = placement
+        self.source = source
+        self.repairable = repairable
+        shown = "; ".join(
+            f"message {p.message_index}: {p.kind.value} {p.tool_use_id} ({p.detail})"
+            for p in self.problems[:5]
+        )
+        more = f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
+        hint = (
+            "; pass repair=True (CLI: --repair) to drop orphan results, answer unanswered "
+            "calls with an error result and rename reused ids"
+            if repairable
+            else "; misplaced results cannot be repaired"
+        )
+        where = f"{source}: " if source else ""
+        super().__init__(
+            f"{where}{len(self.problems)} tool pairing problem(s) under {placement!r} "
+            f"placement: {shown}{more}{hint}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.problems, self.placement, self.source), {"repairable": self.repairable}
+        )
+
+
+class EditParameterError(UsageError):
+    """A parameter of an edit that is out of range or of the wrong type."""
+
+    def __init__(self, parameter: str, value: object, detail: str) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.detail = detail
+        super().__init__(f"{parameter}={value!r}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.parameter, self.value, self.detail))
+
+
+class SimulationError(UsageError):
+    """A simulator parameter that is out of range; ``parameter`` names it."""
+
+    def __init__(self, parameter: str, value: object, detail: str) -> None:
+        self.parameter = parameter
+        self.value = value
+        self.detail = detail
+        super().__init__(f"{parameter}={value!r}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.parameter, self.value, self.detail))
+
+
+class EmptyTranscriptError(UsageError):
+    """A transcript with no conversation message: there is nothing to compact."""
+
+    def __init__(self, source: str | None, detail: str) -> None:
+        self.source = source
+        self.detail = detail
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}nothing to compact: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.source, self.detail))
+
+
+class CompactionBudgetError(UsageError):
+    """What a compaction must keep does not fit the total budget.
+
+    ``parts`` names each part that must stay and its tokens (``system``: the
+    system part; ``pinned``: the pinned facts and rules; ``latest user message``:
+    the task, kept verbatim; ``summary framing``: the summary message's header and
+    overhead), ``required`` their sum. ``largest`` is the largest item among them
+    (a :class:`~ctxwise.compaction.WindowItem`). Nothing was compacted or archived.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        parts: Mapping[str, int],
+        largest: WindowItem | None = None,
+        *,
+        source: str | None = None,
+    ) -> None:
+        self.budget = budget
+        self.parts = dict(parts)
+        self.required = sum(self.parts.values())
+        self.largest = largest
+        self.source = source
+        named = ", ".join(f"{k} {v:,}" for k, v in self.parts.items() if v)
+        biggest = f"; its largest item is {largest.describe()}" if largest else ""
+        where = f"{source}: " if source else ""
+        super().__init__(
+            f"{where}budget {budget:,} tokens is too small: what a compaction must keep "
+            f"needs {self.required:,} ({named}){biggest}; raise the budget"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.budget, self.parts, self.largest), {"source": self.source})
+
+
+class CompactionThrashError(UsageError):
+    """Compaction cannot keep the window under the trigger: one item keeps refilling it.
+
+    ``attempts`` compactions in a row were followed by the window going over
+    ``trigger_tokens`` again within a few messages (or a compaction could not get
+    under it at all). ``item`` is the largest item that came in since the last
+    compaction (or the largest one left in the window).
+    """
+
+    def __init__(
+        self, attempts: int, trigger_tokens: int, tokens: int, item: WindowItem | None, detail: str
+    ) -> None:
+        self.attempts = attempts
+        self.trigger_tokens = trigger_tokens
+        self.tokens = tokens
+        self.item = item
+        self.detail = detail
+        culprit = f"; {item.describe()} refills it" if item else ""
+        super().__init__(
+            f"compaction is thrashing after {attempts} attempt(s): {detail} "
+            f"({tokens:,} tokens, trigger {trigger_tokens:,}){culprit}; clear or trim that "
+            "item, or raise the trigger"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.attempts, self.trigger_tokens, self.tokens, self.item, self.detail)
+        )
+
+
+class ClaudeCodeWriteError(UsageError):
+    """A compaction that cannot be written back into its Claude Code session file.
+
+    ``reason`` says why; ``repaired`` lists the pairing repairs that a file left
+    unchanged would lose.
+    """
+
+    def __init__(self, source: str, reason: str, repaired: Sequence[str] = ()) -> None:
+        self.source = source
+        self.reason = reason
+        self.repaired = tuple(repaired)
+        super().__init__(f"cannot write the compaction of {source} as Claude Code JSONL: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.source, self.reason, self.repaired))
+
+
+class NamespaceNotFoundError(UsageError):
+    """A read named a namespace that holds nothing."""
+
+    def __init__(self, namespace: tuple[str, ...]) -> None:
+        self.namespace = namespace
+        super().__init__(
+            f"unknown namespace {'/'.join(namespace)!r}: nothing was ever stored there"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.namespace,))
+
+
+_STORE_SCHEMES = "memory, sqlite:///PATH or postgresql://USER@HOST/DB"
+
+
+def _redacted_url(url: str) -> str:
+    """The URL without a password (``user:secret@`` → ``user:***@``)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    auth, _, host = rest.rpartition("@")
+    user, has_password, _ = auth.partition(":")
+    return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
+
+
+class StoreURLError(UsageError):
+    """A store URL this version cannot open (unknown scheme, no path).
+
+    ``url`` is the URL as given; the message shows it without its password.
+    """
+
+    def __init__(self, url: str, *, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"bad store URL {_redacted_url(url)!r}: {reason}; use {_STORE_SCHEMES}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.url,), {"reason": self.reason})
+
+
+# runtime (backend) errors -----------------------------------------------------------------
+
 
 class TokenizerUnavailableError(BackendError):
     """An exact tokenizer's data cannot be loaded on this (offline) machine."""
@@ -128,6 +404,9 @@ class TokenizerUnavailableError(BackendError):
         self.encoding = encoding
         self.detail = detail
         super().__init__(f"tokenizer {encoding!r} unavailable: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.encoding, self.detail))
 
 
 class ProviderError(BackendError):
@@ -139,3 +418,71 @@ class ProviderError(BackendError):
         self.status = status
         code = f" (HTTP {status})" if status is not None else ""
         super().__init__(f"{provider} call failed{code}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.provider, self.detail), {"status": self.status})
+
+
+class StoreError(BackendError):
+    """A store failed at run time (unreachable, corrupt, newer schema); ``detail`` says how."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.detail,))
+
+
+class SummarizerError(BackendError):
+    """The summarizer raised, or returned no text. The transcript is unchanged.
+
+    ``archive_id`` is set when the full transcript had already been archived
+    (complete, in one atomic write) before the summarizer ran.
+    """
+
+    def __init__(
+        self,
+        summarizer: str,
+        reason: str,
+        *,
+        archive_id: str | None = None,
+        archived_messages: int = 0,
+    ) -> None:
+        self.summarizer = summarizer
+        self.reason = reason
+        self.archive_id = archive_id
+        self.archived_messages = archived_messages
+        archived = (
+            f"; the full transcript ({archived_messages} messages) was archived first as "
+            f"{archive_id!r} and stays in the store"
+            if archive_id
+            else "; nothing was archived"
+        )
+        super().__init__(
+            f"summarizer {summarizer} failed: {reason}; the transcript is unchanged{archived}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.summarizer, self.reason),
+            {"archive_id": self.archive_id, "archived_messages": self.archived_messages},
+        )
+
+
+class CompactionArchiveError(BackendError):
+    """Archiving the transcript before compaction failed; nothing was compacted.
+
+    The store's ``put_many`` is all-or-nothing, so no item of this archive was kept.
+    """
+
+    def __init__(self, namespace: Sequence[str], reason: str) -> None:
+        self.namespace = tuple(namespace)
+        self.reason = reason
+        super().__init__(
+            f"archiving the transcript to {'/'.join(self.namespace)!r} failed, so it was not "
+            f"compacted (the write is all-or-nothing: nothing was archived): {reason}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.namespace, self.reason))

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import PairingError, UsageError
 from ctxwise.messages import (
     ContentBlock,
     Message,
@@ -79,38 +79,6 @@ def problems(
     if not isinstance(transcript, Transcript):
         transcript = Transcript(tuple(transcript))
     return transcript.problems(placement)
-
-
-class PairingError(UsageError):
-    """A transcript whose tool calls and results do not pair up, so no edit of it is valid."""
-
-    def __init__(
-        self,
-        problems: Sequence[PairingProblem],
-        placement: Placement,
-        source: str | None = None,
-        *,
-        repairable: bool = True,
-    ) -> None:
-        self.problems = tuple(problems)
-        self.placement = placement
-        self.source = source
-        shown = "; ".join(
-            f"message {p.message_index}: {p.kind.value} {p.tool_use_id} ({p.detail})"
-            for p in self.problems[:5]
-        )
-        more = f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
-        hint = (
-            "; pass repair=True (CLI: --repair) to drop orphan results, answer unanswered "
-            "calls with an error result and rename reused ids"
-            if repairable
-            else "; misplaced results cannot be repaired"
-        )
-        where = f"{source}: " if source else ""
-        super().__init__(
-            f"{where}{len(self.problems)} tool pairing problem(s) under {placement!r} "
-            f"placement: {shown}{more}{hint}"
-        )
 
 
 def repair_pairing(

@@ -45,7 +45,7 @@ from typing import Any
 
 from ctxwise.compaction.pinned import PINNED_KEY
 from ctxwise.compaction.result import Compaction
-from ctxwise.errors import UsageError
+from ctxwise.errors import ClaudeCodeWriteError
 from ctxwise.formats.anthropic import decode_block, encode_block
 from ctxwise.formats.claude_code import PINNED_EVENT_KEY, read_claude_code_lines
 from ctxwise.messages import ContentBlock, Message, TextBlock
@@ -58,20 +58,6 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NAMESPACE = uuid.uuid5(
     uuid.NAMESPACE_URL, "https://github.com/ctxwise/ctxwise#claude-code-compact"
 )
-
-
-class ClaudeCodeWriteError(UsageError):
-    """A compaction that cannot be written back into its Claude Code session file.
-
-    ``reason`` says why; ``repaired`` lists the pairing repairs that a file left
-    unchanged would lose.
-    """
-
-    def __init__(self, source: str, reason: str, repaired: Sequence[str] = ()) -> None:
-        self.source = source
-        self.reason = reason
-        self.repaired = tuple(repaired)
-        super().__init__(f"cannot write the compaction of {source} as Claude Code JSONL: {reason}")
 
 
 def _dump(event: Mapping[str, Any]) -> str:

@@ -23,7 +23,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from ctxwise.errors import CtxwiseError, UsageError
+from ctxwise.errors import NamespaceNotFoundError, StoreError, UsageError
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
 __all__ = [
@@ -47,20 +47,6 @@ __all__ = [
 Namespace: TypeAlias = tuple[str, ...]
 Vector: TypeAlias = npt.NDArray[np.float32]
 MAX_TEXT_CHARS = 1_000_000
-
-
-class StoreError(CtxwiseError):
-    """A store failed at run time (unreachable, corrupt, newer schema)."""
-
-
-class NamespaceNotFoundError(UsageError):
-    """A read named a namespace that holds nothing."""
-
-    def __init__(self, namespace: Namespace) -> None:
-        self.namespace = namespace
-        super().__init__(
-            f"unknown namespace {'/'.join(namespace)!r}: nothing was ever stored there"
-        )
 
 
 @dataclass(frozen=True, slots=True)

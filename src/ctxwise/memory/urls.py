@@ -12,40 +12,12 @@ Anything else raises :class:`StoreURLError` before anything is opened or written
 
 from __future__ import annotations
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import StoreURLError
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import InMemoryStore, Store
 from ctxwise.text import Analyzer
 
 __all__ = ["StoreURLError", "open_store", "store_kind"]
-
-_SCHEMES = "memory, sqlite:///PATH or postgresql://USER@HOST/DB"
-
-
-class StoreURLError(UsageError):
-    """A store URL this version cannot open (unknown scheme, no path)."""
-
-    def __init__(self, url: str, *, reason: str) -> None:
-        self.url = url
-        self.reason = reason
-        super().__init__(f"bad store URL {_redacted(url)!r}: {reason}; use {_SCHEMES}")
-
-    def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild, (self.url, self.reason))
-
-
-def _rebuild(url: str, reason: str) -> StoreURLError:
-    return StoreURLError(url, reason=reason)
-
-
-def _redacted(url: str) -> str:
-    """The URL without a password (``user:secret@`` → ``user:***@``)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    auth, _, host = rest.rpartition("@")
-    user, has_password, _ = auth.partition(":")
-    return f"{scheme}://{user}{':***' if has_password else ''}@{host}"
 
 
 def store_kind(url: str) -> str:
