@@ -1109,3 +1109,16 @@ def test_long_sessions_compact_to_20k_keeping_the_last_user_message(
     last = last_user_index(live)
     assert user_kept_verbatim(live, r, last)
     assert_valid_and_round_trips(r.transcript)
+
+
+def test_an_empty_extractive_summary_is_not_a_failure() -> None:
+    """A range with nothing worth a token (a bare tool call) compacts to the header."""
+    t = Transcript(
+        (
+            Message.text_message("user", "Start."),
+            Message("assistant", (ToolUseBlock("t0", "lookup", {"k": 0}),)),
+            Message("user", (ToolResultBlock("t0", "order refund parcel " * 40),)),
+        )
+    )
+    done = compact(t, budget=150)
+    assert done.compacted and done.tokens_after <= 150

@@ -392,7 +392,10 @@ def compact(
                 archived_messages=len(transcript.messages) if archive_id else 0,
             )
         has_text = bool(previous.rest.strip() or render_turns(turns).strip())
-        if not raw.strip() and has_text and summarizer_budget >= _MIN_EMPTY_CHECK:
+        # an empty extractive summary is a finding (no line carried anything worth a
+        # token: a bare tool call, say), not a failure as an LLM's empty reply is
+        failed = not isinstance(chosen, ExtractiveSummarizer)
+        if not raw.strip() and has_text and failed and summarizer_budget >= _MIN_EMPTY_CHECK:
             raise SummarizerError(
                 name,
                 "it returned an empty summary",
