@@ -38,6 +38,7 @@ __all__ = [
     "decode_request",
     "decode_response",
     "encode_block",
+    "encode_message",
     "encode_messages",
     "encode_request",
     "encode_response",
@@ -195,6 +196,11 @@ def _encode_message(msg: Message) -> dict[str, Any]:
     else:
         content = [encode_block(b) for b in msg.content]
     return {"role": msg.role, "content": content, **_own(msg.extra)}
+
+
+def encode_message(message: Message) -> dict[str, Any]:
+    """One conversation message (not a system message) as a Messages API message."""
+    return _encode_message(message)
 
 
 def _decode_system(system: Any, source: str) -> Message:

@@ -40,6 +40,7 @@ __all__ = [
     "decode_messages",
     "decode_request",
     "decode_response",
+    "encode_message",
     "encode_messages",
     "encode_request",
     "encode_response",
@@ -271,6 +272,12 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
         content = _text_content(others, msg.plain, form, "")
         out_msgs.append({**_with_content({"role": "user"}, content), **extra})
     return out_msgs
+
+
+def encode_message(message: Message) -> list[dict[str, Any]]:
+    """One message as Chat Completions messages (a user message holding tool
+    results becomes one ``tool`` message per result, then the rest)."""
+    return _encode_message(message)
 
 
 def decode_messages(messages: Sequence[Any], *, source: str = _SOURCE) -> Transcript:

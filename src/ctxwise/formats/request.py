@@ -1,0 +1,162 @@
+"""Rendering a window (system part, history as real turns, a context block) as a
+provider request, with cache breakpoints.
+
+A :class:`Window` is what the Engine decided to send, in the neutral model:
+
+- ``system``: the system part's blocks in order; the first ``stable`` of them are
+  the cache-stable prefix (identical across turns);
+- ``messages``: the history as real message turns, tool pairs intact;
+- ``context``: routed and recalled context for this turn (or empty), and
+  ``context_at``: the index of the message it rides in (the latest user turn).
+
+:meth:`Window.transcript` is the neutral form of exactly what is sent (the
+context block placed into its message), which is what the token counter counts.
+
+For Anthropic (:func:`render_anthropic`), ``system`` becomes text blocks and the
+last stable one carries ``cache_control``; a second breakpoint goes on the last
+block of the message before the context-bearing one, the end of the history the
+next turn will share, so each turn reads the previous turn's cache. Blocks that
+cannot carry ``cache_control`` (thinking, empty text) are skipped over. For
+OpenAI (:func:`render_openai`), whose caching is automatic on the longest shared
+prefix, the system part is one system message and the history follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from ctxwise.formats import anthropic, openai
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, Transcript
+
+__all__ = ["CONTEXT_CLOSE", "CONTEXT_OPEN", "Window", "render_anthropic", "render_openai"]
+
+CONTEXT_OPEN = "<context>"
+CONTEXT_CLOSE = "</context>"
+_NO_CACHE_TYPES = ("thinking", "redacted_thinking")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    system: tuple[str, ...]
+    stable: int
+    messages: tuple[Message, ...]
+    context: str = ""
+    context_at: int | None = None
+
+    def context_block(self) -> str:
+        return f"{CONTEXT_OPEN}\n{self.context}\n{CONTEXT_CLOSE}" if self.context else ""
+
+    def with_context(self) -> tuple[Message, ...]:
+        """The messages with the context block placed: after the tool results of a
+        tool-result turn, before the text of a text turn (the question stays last)."""
+        block = self.context_block()
+        if not block or self.context_at is None:
+            return self.messages
+        target = self.messages[self.context_at]
+        text = TextBlock(block)
+        results = [b for b in target.content if isinstance(b, ToolResultBlock)]
+        if results:
+            others = [b for b in target.content if not isinstance(b, ToolResultBlock)]
+            content = (*results, text, *others)
+        else:
+            content = (text, *target.content)
+        placed = replace(target, content=content, plain=False)
+        out = list(self.messages)
+        out[self.context_at] = placed
+        return tuple(out)
+
+    def transcript(self) -> Transcript:
+        """The neutral form of the request: one system message, then the turns."""
+        system = (
+            (Message("system", tuple(TextBlock(s) for s in self.system)),) if self.system else ()
+        )
+        return Transcript((*system, *self.with_context()))
+
+
+def _breakpoint(blocks: list[dict[str, Any]], mark: dict[str, Any]) -> bool:
+    for block in reversed(blocks):
+        if block.get("type") in _NO_CACHE_TYPES:
+            continue
+        if block.get("type") == "text" and not block.get("text"):
+            continue
+        block["cache_control"] = dict(mark)
+        return True
+    return False
+
+
+def _encoded(
+    window: Window,
+    encoded: Sequence[Any] | None,
+    encode: Callable[[Message], Any],
+) -> list[Any]:
+    """Each message's encoding: ``encoded[i]`` where given (encodings the caller
+    kept from earlier turns), a fresh one for the message carrying the context."""
+    placed = window.with_context()
+    if encoded is not None and len(encoded) != len(placed):
+        raise ValueError("encoded must hold one encoding per window message")
+    return [
+        encode(m) if encoded is None or i == window.context_at else encoded[i]
+        for i, m in enumerate(placed)
+    ]
+
+
+def render_anthropic(
+    window: Window,
+    *,
+    model: str,
+    max_tokens: int,
+    cache_ttl: Literal["5m", "1h"] | None = None,
+    context_management: dict[str, Any] | None = None,
+    encoded: Sequence[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """A Messages API request body for ``window`` (see the module docstring).
+
+    ``encoded``: the messages' :func:`ctxwise.formats.anthropic.encode_message`
+    output, when the caller keeps it across turns (they are not modified; the
+    message that gets a breakpoint is copied). The body shares those objects:
+    copy it before changing it in place."""
+    mark: dict[str, Any] = {"type": "ephemeral"}
+    if cache_ttl is not None:
+        mark["ttl"] = cache_ttl
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens}
+    system: list[dict[str, Any]] = [{"type": "text", "text": s} for s in window.system if s]
+    if system:
+        stable = sum(1 for s in window.system[: window.stable] if s)
+        if stable:
+            system[stable - 1]["cache_control"] = dict(mark)
+        body["system"] = system
+    messages = _encoded(window, encoded, anthropic.encode_message)
+    end = window.context_at if window.context_at is not None else len(messages)
+    for i in range(end - 1, -1, -1):
+        content = messages[i].get("content")
+        if isinstance(content, str):
+            blocks = [{"type": "text", "text": content}] if content else []
+        else:
+            blocks = [dict(b) for b in content] if isinstance(content, list) else []
+        if _breakpoint(blocks, mark):
+            messages[i] = {**messages[i], "content": blocks}
+            break
+    body["messages"] = messages
+    if context_management is not None:
+        body["context_management"] = context_management
+    return body
+
+
+def render_openai(
+    window: Window,
+    *,
+    model: str,
+    max_tokens: int,
+    encoded: Sequence[list[dict[str, Any]]] | None = None,
+) -> dict[str, Any]:
+    """A Chat Completions request body for ``window``; ``encoded`` as for
+    :func:`render_anthropic` (:func:`ctxwise.formats.openai.encode_message` output)."""
+    messages: list[dict[str, Any]] = []
+    text = "\n\n".join(s for s in window.system if s)
+    if text:
+        messages.append({"role": "system", "content": text})
+    for parts in _encoded(window, encoded, openai.encode_message):
+        messages.extend(parts)
+    return {"model": model, "max_completion_tokens": max_tokens, "messages": messages}
