@@ -166,6 +166,10 @@ SAMPLES: dict[str, BaseException] = {
         "LLMSummarizer", "timeout", archive_id="arch-1", archived_messages=12
     ),
     "CompactionArchiveError": errors.CompactionArchiveError(("acme", "archive"), "disk full"),
+    "ConfigError": errors.ConfigError("ctxwise.toml", "clearing.keep_lats: unknown key"),
+    "UnknownSessionError": errors.UnknownSessionError("s-42"),
+    "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
+    "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
 }
 
 

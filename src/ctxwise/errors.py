@@ -19,13 +19,17 @@ One root, two branches::
     │   ├── CompactionThrashError       one item keeps refilling the window after compaction
     │   ├── ClaudeCodeWriteError        a compaction that cannot go back into its session file
     │   ├── NamespaceNotFoundError      a read of a memory namespace that holds nothing
-    │   └── StoreURLError               a store URL with an unknown scheme or no path
+    │   ├── StoreURLError               a store URL with an unknown scheme or no path
+    │   ├── ConfigError                 an Engine config with a bad key or value
+    │   └── UnknownSessionError         a session id no turn was stored under
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
         ├── StoreError                  a memory store failed (unreachable, corrupt, newer schema)
         ├── SummarizerError             the summarizer raised or returned no text
-        └── CompactionArchiveError      archiving the transcript before compaction failed
+        ├── CompactionArchiveError      archiving the transcript before compaction failed
+        ├── SessionConflictError        another writer committed to the session first
+        └── SessionStoreError           the session store failed
 
 Every subclass carries structured fields so a program can react without parsing
 the message, and pickles with them (``pickle.loads(pickle.dumps(e))`` gives the
@@ -54,6 +58,7 @@ __all__ = [
     "CompactionArchiveError",
     "CompactionBudgetError",
     "CompactionThrashError",
+    "ConfigError",
     "CtxwiseError",
     "EditParameterError",
     "EmptyTranscriptError",
@@ -64,6 +69,8 @@ __all__ = [
     "PairingError",
     "PinnedOverflowError",
     "ProviderError",
+    "SessionConflictError",
+    "SessionStoreError",
     "SimulationError",
     "SpecError",
     "StoreError",
@@ -71,6 +78,7 @@ __all__ = [
     "SummarizerError",
     "TokenizerUnavailableError",
     "UnknownFormatError",
+    "UnknownSessionError",
     "UsageError",
 ]
 
@@ -486,3 +494,56 @@ class CompactionArchiveError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.namespace, self.reason))
+
+
+# the Engine and its sessions ------------------------------------------------------------
+
+
+class ConfigError(UsageError):
+    """An Engine config (``ctxwise.toml``) that does not validate: a bad key or value."""
+
+    def __init__(self, source: str, detail: str) -> None:
+        self.source = source
+        self.detail = detail
+        super().__init__(f"{source}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.source, self.detail))
+
+
+class UnknownSessionError(UsageError):
+    """A session id that no turn was ever stored under."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"unknown session {session_id!r}: no turn was stored under that id")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.session_id,))
+
+
+class SessionConflictError(BackendError):
+    """Another writer committed to the session first; nothing of this commit was written."""
+
+    def __init__(self, session_id: str, *, expected: int, found: int) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"session {session_id!r} is at version {found}, not {expected}: another writer "
+            "committed first and nothing was written; re-read the session and apply again"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.session_id,), {"expected": self.expected, "found": self.found})
+
+
+class SessionStoreError(BackendError):
+    """The session store failed (unreachable, corrupt, a newer schema); ``detail`` says how."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.detail,))

@@ -1,0 +1,252 @@
+"""The PostgreSQL session store (extra ``postgres``; see :mod:`ctxwise.sessions`).
+
+Four tables in the store's schema (``ctxwise`` by default), beside the memory
+store's: ``sessions`` (one row per session: version, state as ``jsonb``, log
+length), ``session_history``, ``session_log`` and ``session_turns``, plus
+``session_migrations``. A commit runs in one transaction that first locks the
+session's row (``SELECT … FOR UPDATE``; a new session is inserted with ``ON
+CONFLICT DO NOTHING`` and re-read), so two writers of one session serialize and
+the version check cannot be raced. Texts are stored as ``text`` (JSON with NUL
+escaped by the encoder, so any message fits).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ctxwise.errors import (
+    MissingDependencyError,
+    SessionConflictError,
+    SessionStoreError,
+    UsageError,
+)
+from ctxwise.sessions.store import (
+    HistoryRow,
+    SessionCommit,
+    SessionSnapshot,
+    SessionStore,
+    check_session_id,
+    dumps,
+)
+
+try:
+    import psycopg
+    from psycopg import sql
+except ImportError as e:  # pragma: no cover - exercised without the extra
+    raise MissingDependencyError("psycopg", "postgres", "the PostgreSQL session store") from e
+
+__all__ = ["PostgresSessionStore"]
+
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "001_sessions",
+        """
+        CREATE TABLE IF NOT EXISTS {schema}.sessions (
+            session_id text PRIMARY KEY, version bigint NOT NULL, state text NOT NULL,
+            log_length bigint NOT NULL);
+        CREATE TABLE IF NOT EXISTS {schema}.session_history (
+            session_id text NOT NULL, pos bigint NOT NULL, message text NOT NULL,
+            tokens bigint NOT NULL, origin bigint, PRIMARY KEY (session_id, pos));
+        CREATE TABLE IF NOT EXISTS {schema}.session_log (
+            session_id text NOT NULL, seq bigint NOT NULL, message text NOT NULL,
+            PRIMARY KEY (session_id, seq));
+        CREATE TABLE IF NOT EXISTS {schema}.session_turns (
+            session_id text NOT NULL, turn bigint NOT NULL, trace text NOT NULL,
+            PRIMARY KEY (session_id, turn))
+        """,
+    ),
+)
+
+
+def _one_line(e: BaseException) -> str:
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+class PostgresSessionStore(SessionStore):
+    """Sessions in PostgreSQL (see the module docstring)."""
+
+    def __init__(self, conninfo: str, *, schema: str = "ctxwise", connect_timeout: int = 10):
+        if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
+            raise UsageError(f"bad schema name {schema!r}: lowercase letters, digits and _")
+        self.schema = schema
+        self._lock = threading.RLock()
+        try:
+            self._conn: psycopg.Connection[Any] = psycopg.connect(
+                conninfo, autocommit=True, connect_timeout=connect_timeout
+            )
+        except psycopg.Error as e:
+            raise SessionStoreError(f"cannot connect to PostgreSQL: {_one_line(e)}") from None
+        try:
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _sql(self, template: str) -> sql.Composed:
+        return sql.SQL(template).format(schema=sql.Identifier(self.schema))
+
+    @contextmanager
+    def _db(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._lock:
+            try:
+                yield self._conn
+            except psycopg.Error as e:
+                raise SessionStoreError(f"PostgreSQL: {_one_line(e)}") from e
+
+    def _migrate(self) -> None:
+        with self._db() as c, c.transaction():
+            # one migrator at a time, however many processes open the store at once
+            # (CREATE … IF NOT EXISTS is not safe against a concurrent CREATE)
+            c.execute("SELECT pg_advisory_xact_lock(hashtext('ctxwise.sessions'))")
+            c.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
+            c.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {schema}.session_migrations (name text PRIMARY KEY)"
+                )
+            )
+            done = {
+                r[0] for r in c.execute(self._sql("SELECT name FROM {schema}.session_migrations"))
+            }
+            newer = sorted(done - {name for name, _ in _MIGRATIONS})
+            if newer:
+                raise SessionStoreError(
+                    f"schema {self.schema!r} was written by a newer ctxwise (session "
+                    f"migrations {', '.join(newer)}); upgrade ctxwise to open it"
+                )
+            for name, script in _MIGRATIONS:
+                if name in done:
+                    continue
+                for statement in script.split(";"):
+                    if statement.strip():
+                        c.execute(self._sql(statement))
+                c.execute(
+                    self._sql("INSERT INTO {schema}.session_migrations (name) VALUES (%s)"),
+                    (name,),
+                )
+
+    def version(self, session_id: str) -> int:
+        with self._db() as c:
+            row = c.execute(
+                self._sql("SELECT version FROM {schema}.sessions WHERE session_id = %s"),
+                (session_id,),
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def load(self, session_id: str) -> SessionSnapshot:
+        check_session_id(session_id)
+        with self._db() as c, c.transaction():
+            c.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            row = c.execute(
+                self._sql(
+                    "SELECT version, state, log_length FROM {schema}.sessions WHERE session_id = %s"
+                ),
+                (session_id,),
+            ).fetchone()
+            rows = c.execute(
+                self._sql(
+                    "SELECT message, tokens, origin FROM {schema}.session_history "
+                    "WHERE session_id = %s ORDER BY pos"
+                ),
+                (session_id,),
+            ).fetchall()
+        if row is None:
+            return SessionSnapshot(session_id, 0, {}, (), 0)
+        history = tuple(
+            HistoryRow(json.loads(m), int(t), None if o is None else int(o)) for m, t, o in rows
+        )
+        return SessionSnapshot(session_id, int(row[0]), json.loads(row[1]), history, int(row[2]))
+
+    def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
+        check_session_id(session_id)
+        state = dumps(dict(change.state))
+        history = [(dumps(dict(r.message)), r.tokens, r.origin) for r in change.history]
+        log = [dumps(dict(m)) for m in change.log]
+        trace = dumps(dict(change.trace)) if change.trace is not None else None
+        with self._db() as c, c.transaction():
+            c.execute(
+                self._sql(
+                    "INSERT INTO {schema}.sessions (session_id, version, state, log_length) "
+                    "VALUES (%s, 0, '{{}}', 0) ON CONFLICT (session_id) DO NOTHING"
+                ),
+                (session_id,),
+            )
+            row = c.execute(
+                self._sql(
+                    "SELECT version, log_length FROM {schema}.sessions "
+                    "WHERE session_id = %s FOR UPDATE"
+                ),
+                (session_id,),
+            ).fetchone()
+            assert row is not None  # inserted above when it was missing
+            found, log_length = int(row[0]), int(row[1])
+            if found != expected_version:
+                raise SessionConflictError(session_id, expected=expected_version, found=found)
+            new = found + 1
+            c.execute(
+                self._sql(
+                    "UPDATE {schema}.sessions SET version = %s, state = %s, log_length = %s "
+                    "WHERE session_id = %s"
+                ),
+                (new, state, log_length + len(log), session_id),
+            )
+            c.execute(
+                self._sql(
+                    "DELETE FROM {schema}.session_history WHERE session_id = %s AND pos >= %s"
+                ),
+                (session_id, change.keep),
+            )
+            with c.cursor() as cur:
+                cur.executemany(
+                    self._sql("INSERT INTO {schema}.session_history VALUES (%s, %s, %s, %s, %s)"),
+                    [(session_id, change.keep + i, *r) for i, r in enumerate(history)],
+                )
+                cur.executemany(
+                    self._sql("INSERT INTO {schema}.session_log VALUES (%s, %s, %s)"),
+                    [(session_id, log_length + i, m) for i, m in enumerate(log)],
+                )
+            if trace is not None:
+                c.execute(
+                    self._sql("INSERT INTO {schema}.session_turns VALUES (%s, %s, %s)"),
+                    (session_id, change.turn if change.turn is not None else new, trace),
+                )
+        return new
+
+    def traces(self, session_id: str) -> list[dict[str, Any]]:
+        with self._db() as c:
+            rows = c.execute(
+                self._sql(
+                    "SELECT trace FROM {schema}.session_turns WHERE session_id = %s ORDER BY turn"
+                ),
+                (session_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        with self._db() as c:
+            rows = c.execute(
+                self._sql(
+                    "SELECT message FROM {schema}.session_log WHERE session_id = %s ORDER BY seq"
+                ),
+                (session_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def sessions(self) -> list[str]:
+        with self._db() as c:
+            rows = c.execute(
+                self._sql(
+                    "SELECT session_id FROM {schema}.sessions WHERE version > 0 ORDER BY session_id"
+                )
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def close(self) -> None:
+        self._conn.close()

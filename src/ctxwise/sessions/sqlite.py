@@ -1,0 +1,196 @@
+"""The SQLite session store: the embedded default (see :mod:`ctxwise.sessions`)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ctxwise.errors import SessionConflictError, SessionStoreError
+from ctxwise.sessions.store import (
+    HistoryRow,
+    SessionCommit,
+    SessionSnapshot,
+    SessionStore,
+    check_session_id,
+    dumps,
+)
+
+__all__ = ["SQLiteSessionStore"]
+
+_SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
+    (
+        "001_sessions",
+        """
+        CREATE TABLE IF NOT EXISTS ctxwise_sessions (
+            session_id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
+            log_length INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS ctxwise_session_history (
+            session_id TEXT NOT NULL, pos INTEGER NOT NULL, message TEXT NOT NULL,
+            tokens INTEGER NOT NULL, origin INTEGER, PRIMARY KEY (session_id, pos));
+        CREATE TABLE IF NOT EXISTS ctxwise_session_log (
+            session_id TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq));
+        CREATE TABLE IF NOT EXISTS ctxwise_session_turns (
+            session_id TEXT NOT NULL, turn INTEGER NOT NULL, trace TEXT NOT NULL,
+            PRIMARY KEY (session_id, turn));
+        """,
+    ),
+)
+
+
+class SQLiteSessionStore(SessionStore):
+    """Sessions in a SQLite file (WAL mode; every commit is ``BEGIN IMMEDIATE``, so
+    two processes on one file serialize their commits and the version check holds)."""
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = str(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.path, timeout=timeout, check_same_thread=False, isolation_level=None
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # as the memory store: in WAL mode a commit survives a crash of the process;
+            # only a power loss can take back the last commits (no fsync per commit)
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.Error as e:
+            raise SessionStoreError(f"cannot open session store {self.path!r}: {e}") from e
+        self._lock = threading.Lock()
+
+    def _migrate(self) -> None:
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS ctxwise_session_migrations (name TEXT PRIMARY KEY)"
+            )
+            done = {r[0] for r in c.execute("SELECT name FROM ctxwise_session_migrations")}
+            known = {name for name, _ in _SQLITE_MIGRATIONS}
+            newer = sorted(done - known)
+            if newer:
+                raise SessionStoreError(
+                    f"{self.path!r} was written by a newer ctxwise (session migrations "
+                    f"{', '.join(newer)}); upgrade ctxwise to open it"
+                )
+            for name, sql in _SQLITE_MIGRATIONS:
+                if name not in done:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            c.execute(statement)
+                    c.execute("INSERT INTO ctxwise_session_migrations (name) VALUES (?)", (name,))
+            c.execute("COMMIT")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.Error as e:
+                raise SessionStoreError(f"session store {self.path!r}: {e}") from e
+
+    def version(self, session_id: str) -> int:
+        with self._db() as c:
+            row = c.execute(
+                "SELECT version FROM ctxwise_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def load(self, session_id: str) -> SessionSnapshot:
+        check_session_id(session_id)
+        with self._db() as c:
+            c.execute("BEGIN")
+            try:
+                row = c.execute(
+                    "SELECT version, state, log_length FROM ctxwise_sessions WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                rows = c.execute(
+                    "SELECT message, tokens, origin FROM ctxwise_session_history "
+                    "WHERE session_id = ? ORDER BY pos",
+                    (session_id,),
+                ).fetchall()
+            finally:
+                c.execute("COMMIT")
+        if row is None:
+            return SessionSnapshot(session_id, 0, {}, (), 0)
+        history = tuple(HistoryRow(json.loads(m), int(t), o) for m, t, o in rows)
+        return SessionSnapshot(session_id, int(row[0]), json.loads(row[1]), history, int(row[2]))
+
+    def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
+        check_session_id(session_id)
+        state = dumps(dict(change.state))
+        history = [(dumps(dict(r.message)), r.tokens, r.origin) for r in change.history]
+        log = [dumps(dict(m)) for m in change.log]
+        trace = dumps(dict(change.trace)) if change.trace is not None else None
+        with self._db() as c:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute(
+                    "SELECT version, log_length FROM ctxwise_sessions WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                found, log_length = (int(row[0]), int(row[1])) if row else (0, 0)
+                if found != expected_version:
+                    raise SessionConflictError(session_id, expected=expected_version, found=found)
+                new = found + 1
+                c.execute(
+                    "INSERT INTO ctxwise_sessions (session_id, version, state, log_length) "
+                    "VALUES (?, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET "
+                    "version = excluded.version, state = excluded.state, "
+                    "log_length = excluded.log_length",
+                    (session_id, new, state, log_length + len(log)),
+                )
+                c.execute(
+                    "DELETE FROM ctxwise_session_history WHERE session_id = ? AND pos >= ?",
+                    (session_id, change.keep),
+                )
+                c.executemany(
+                    "INSERT INTO ctxwise_session_history VALUES (?, ?, ?, ?, ?)",
+                    [(session_id, change.keep + i, *r) for i, r in enumerate(history)],
+                )
+                c.executemany(
+                    "INSERT INTO ctxwise_session_log VALUES (?, ?, ?)",
+                    [(session_id, log_length + i, m) for i, m in enumerate(log)],
+                )
+                if trace is not None:
+                    c.execute(
+                        "INSERT INTO ctxwise_session_turns VALUES (?, ?, ?)",
+                        (session_id, change.turn if change.turn is not None else new, trace),
+                    )
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return new
+
+    def traces(self, session_id: str) -> list[dict[str, Any]]:
+        with self._db() as c:
+            rows = c.execute(
+                "SELECT trace FROM ctxwise_session_turns WHERE session_id = ? ORDER BY turn",
+                (session_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        with self._db() as c:
+            rows = c.execute(
+                "SELECT message FROM ctxwise_session_log WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return [json.loads(r[0]) for r in rows]
+
+    def sessions(self) -> list[str]:
+        with self._db() as c:
+            rows = c.execute("SELECT session_id FROM ctxwise_sessions ORDER BY session_id")
+            return [r[0] for r in rows]
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,175 @@
+"""The session store contract and the in-memory reference backend (see :mod:`ctxwise.sessions`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwise.errors import SessionConflictError, UnknownSessionError, UsageError
+
+__all__ = [
+    "HistoryRow",
+    "InMemorySessionStore",
+    "SessionCommit",
+    "SessionSnapshot",
+    "SessionStore",
+    "check_session_id",
+    "dumps",
+]
+
+MAX_SESSION_ID = 200
+
+
+def check_session_id(session_id: object) -> str:
+    """A valid session id (a non-empty string of at most 200 characters, no NUL)."""
+    if not isinstance(session_id, str) or not session_id.strip():
+        raise UsageError("a session id is a non-empty string")
+    if len(session_id) > MAX_SESSION_ID or "\x00" in session_id:
+        raise UsageError(f"bad session id {session_id[:40]!r}: at most 200 characters, no NUL")
+    return session_id
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """One message of the live history: neutral JSON, its tokens, and the log
+    position it came from (``None`` for a message ctxwise wrote, like a summary)."""
+
+    message: Mapping[str, Any]
+    tokens: int
+    origin: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSnapshot:
+    """A session as stored at ``version`` (0: never written)."""
+
+    session_id: str
+    version: int
+    state: Mapping[str, Any]
+    history: tuple[HistoryRow, ...]
+    log_length: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCommit:
+    """What one turn writes: the new state, the live history from position ``keep``
+    on (rows before ``keep`` are unchanged), messages appended to the log, and the
+    turn's trace (``None``: a commit that only records messages)."""
+
+    state: Mapping[str, Any]
+    keep: int
+    history: Sequence[HistoryRow]
+    log: Sequence[Mapping[str, Any]]
+    trace: Mapping[str, Any] | None = None
+    turn: int | None = None
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+class SessionStore(ABC):
+    """The contract every session backend implements (see the module docstring)."""
+
+    @abstractmethod
+    def version(self, session_id: str) -> int:
+        """The stored version (0 when the session does not exist)."""
+
+    @abstractmethod
+    def load(self, session_id: str) -> SessionSnapshot:
+        """The session as stored (version 0 and empty when it does not exist)."""
+
+    @abstractmethod
+    def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
+        """Apply ``change`` atomically if the stored version is ``expected_version``;
+        return the new version. :class:`SessionConflictError` (nothing written) when
+        another writer got there first."""
+
+    @abstractmethod
+    def traces(self, session_id: str) -> list[dict[str, Any]]:
+        """Every turn's trace, in turn order."""
+
+    @abstractmethod
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        """Every message the session was given, in order (neutral JSON)."""
+
+    @abstractmethod
+    def sessions(self) -> list[str]:
+        """The ids of every stored session, sorted."""
+
+    def close(self) -> None:  # noqa: B027 - optional for backends without resources
+        """Release the backend's resources."""
+
+    def require(self, session_id: str) -> int:
+        """The stored version, or :class:`UnknownSessionError` when there is none."""
+        v = self.version(check_session_id(session_id))
+        if v == 0:
+            raise UnknownSessionError(session_id)
+        return v
+
+    def __enter__(self) -> SessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class _MemSession:
+    version: int = 0
+    state: Mapping[str, Any] = field(default_factory=dict)
+    history: list[HistoryRow] = field(default_factory=list)
+    log: list[Mapping[str, Any]] = field(default_factory=list)
+    traces: list[Mapping[str, Any]] = field(default_factory=list)
+
+
+class InMemorySessionStore(SessionStore):
+    """Sessions in process memory: the reference backend (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _MemSession] = {}
+
+    def version(self, session_id: str) -> int:
+        s = self._sessions.get(session_id)
+        return s.version if s is not None else 0
+
+    def load(self, session_id: str) -> SessionSnapshot:
+        check_session_id(session_id)
+        with self._lock:
+            s = self._sessions.get(session_id, _MemSession())
+            return SessionSnapshot(
+                session_id, s.version, json.loads(dumps(s.state)), tuple(s.history), len(s.log)
+            )
+
+    def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
+        check_session_id(session_id)
+        payload = json.loads(dumps(dict(change.state)))  # refuse what JSON cannot hold
+        with self._lock:
+            s = self._sessions.get(session_id, _MemSession())
+            if s.version != expected_version:
+                raise SessionConflictError(session_id, expected=expected_version, found=s.version)
+            new = _MemSession(
+                s.version + 1,
+                payload,
+                s.history[: change.keep] + list(change.history),
+                s.log + [dict(m) for m in change.log],
+                s.traces + ([dict(change.trace)] if change.trace is not None else []),
+            )
+            self._sessions[session_id] = new
+            return new.version
+
+    def traces(self, session_id: str) -> list[dict[str, Any]]:
+        s = self._sessions.get(session_id)
+        return [] if s is None else [json.loads(dumps(t)) for t in s.traces]
+
+    def log(self, session_id: str) -> list[dict[str, Any]]:
+        s = self._sessions.get(session_id)
+        return [] if s is None else [json.loads(dumps(m)) for m in s.log]
+
+    def sessions(self) -> list[str]:
+        return sorted(k for k, s in self._sessions.items() if s.version)
