@@ -1,0 +1,269 @@
+"""`EngineConfig`: everything an :class:`~ctxwise.Engine` is built from, as data.
+
+Load it from a TOML file (``ctxwise.toml``) with :func:`load_config`, or build it
+in code. Unknown keys are errors at every level, so a typo never passes
+silently; relative paths in a file are relative to that file. Every key, with
+its default::
+
+    model = "claude-sonnet-4-5"   # the model named in each request
+    render = "anthropic"          # anthropic | openai: the request format
+    max_tokens = 1024             # the reply's max_tokens, written into each request
+    budget = 100000               # tokens of each request (system, context, history)
+    reserve = 0                   # of the budget, kept free (e.g. for framing the
+                                  # counter does not see); requests fit budget - reserve
+    counter = "char"              # char | word | tiktoken: how tokens are counted
+    store = "sqlite:///ctxwise.db"  # sessions, traces and memory: memory, sqlite:///PATH
+                                  # or postgresql://… (relative PATH: to the config file)
+    system = ""                   # the system prompt (or system_file = "PATH")
+    context = "user"              # where routed and recalled sections go: "user" (a
+                                  # context block in the latest user turn, so the history
+                                  # prefix stays cacheable) or "system" (after the
+                                  # stable system prefix)
+    context_share = 0.25          # of the room the pinned parts leave, what routed and
+                                  # recalled context may take before history is compacted
+    order = "recall"              # given | recall: order of the context sections
+
+    [router]                      # optional; without one every source is loaded
+    file = "router.json"          # an IntentRouter file (ctxwise router build), or
+    keywords = {label = ["word", …]}  # a keyword classifier, rules in this order
+    default = ""                  # keywords only: the label when none matches
+
+    [routes]                      # label = the sources it needs
+    billing = ["billing_faq", "memory"]
+
+    fallback = []                 # (top level) the sources used when the router refuses
+                                  # or names a label with no route; default: every source
+
+    [sources.NAME]                # a static source; "memory" is built in (recall)
+    text = "…"                    # or file = "PATH"
+    priority = 50                 # higher wins when the budget is tight
+    stable = false                # true: same every turn, goes in the cached prefix
+    truncatable = true            # may be cut on a word boundary to fit
+    pinned = false                # always kept whole
+
+    [memory]
+    recall = true                 # recall compacted turns by similarity ("memory" source)
+    k = 5                         # items recalled per turn
+    preset = "neutral"            # neutral | dialogue: recall settings
+    namespace = "ctxwise"         # first part of each session's memory namespace
+
+    [facts]
+    extractor = "prose"           # prose | support | none: case facts from the messages
+    rules = true                  # capture standing rules ("never call before 9am")
+
+    [gates]
+    file = ""                     # a policy gate file (PolicyGate.to_dict format)
+    rules = []                    # or the same rules inline
+
+    [clearing]
+    enabled = true
+    trigger = 0.7                 # clear old tool results when history passes this share
+                                  # of its room
+    keep_last = 3                 # tool uses that keep their results
+    exclude_tools = []            # tools whose results are never cleared
+
+    [compaction]
+    enabled = true
+    target = 0.5                  # compact history to this share of its room when it no
+                                  # longer fits
+    summary_tokens = 2000         # the summary's ceiling
+
+Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxwise.errors import ConfigError
+
+__all__ = [
+    "ClearingConfig",
+    "CompactionConfig",
+    "EngineConfig",
+    "FactsConfig",
+    "GatesConfig",
+    "MemoryConfig",
+    "RouterConfig",
+    "SourceConfig",
+    "config_from_dict",
+    "load_config",
+]
+
+BUILTIN_SOURCES = ("memory",)
+"""Source names the Engine provides itself."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouterConfig(_Strict):
+    file: str | None = None
+    keywords: dict[str, list[str]] | None = None
+    default: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> RouterConfig:
+        if (self.file is None) == (self.keywords is None):
+            raise ValueError("give exactly one of 'file' or 'keywords'")
+        if self.default is not None and self.keywords is None:
+            raise ValueError("'default' applies to keyword routers only")
+        return self
+
+
+class SourceConfig(_Strict):
+    text: str | None = None
+    file: str | None = None
+    priority: float = 50
+    stable: bool = False
+    truncatable: bool = True
+    pinned: bool = False
+
+    @model_validator(mode="after")
+    def _one_content(self) -> SourceConfig:
+        if (self.text is None) == (self.file is None):
+            raise ValueError("give exactly one of 'text' or 'file'")
+        return self
+
+
+class MemoryConfig(_Strict):
+    recall: bool = True
+    k: int = Field(default=5, ge=1, le=100)
+    preset: Literal["neutral", "dialogue"] = "neutral"
+    namespace: str = Field(default="ctxwise", min_length=1, pattern=r"^[^/\x00]+$")
+
+
+class FactsConfig(_Strict):
+    extractor: Literal["prose", "support", "none"] = "prose"
+    rules: bool = True
+
+
+class GatesConfig(_Strict):
+    file: str | None = None
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class ClearingConfig(_Strict):
+    enabled: bool = True
+    trigger: float = Field(default=0.7, gt=0, le=1)
+    keep_last: int = Field(default=3, ge=0)
+    exclude_tools: list[str] = Field(default_factory=list)
+
+
+class CompactionConfig(_Strict):
+    enabled: bool = True
+    target: float = Field(default=0.5, gt=0, lt=1)
+    summary_tokens: int = Field(default=2000, ge=50)
+
+
+class EngineConfig(_Strict):
+    """See the module docstring for every key and its default."""
+
+    model: str = Field(default="claude-sonnet-4-5", min_length=1)
+    render: Literal["anthropic", "openai"] = "anthropic"
+    max_tokens: int = Field(default=1024, ge=1)
+    budget: int = Field(default=100_000, ge=1)
+    reserve: int = Field(default=0, ge=0)
+    counter: Literal["char", "word", "tiktoken"] = "char"
+    store: str = "sqlite:///ctxwise.db"
+    system: str = ""
+    system_file: str | None = None
+    context: Literal["user", "system"] = "user"
+    context_share: float = Field(default=0.25, ge=0, lt=1)
+    order: Literal["given", "recall"] = "recall"
+    router: RouterConfig | None = None
+    routes: dict[str, list[str]] = Field(default_factory=dict)
+    fallback: list[str] | None = None
+    sources: dict[str, SourceConfig] = Field(default_factory=dict)
+    memory: MemoryConfig = MemoryConfig()
+    facts: FactsConfig = FactsConfig()
+    gates: GatesConfig = GatesConfig()
+    clearing: ClearingConfig = ClearingConfig()
+    compaction: CompactionConfig = CompactionConfig()
+    base_dir: str | None = Field(default=None, exclude=True)
+    """Where relative paths resolve (the config file's folder); not a file key."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EngineConfig:
+        if self.reserve >= self.budget:
+            raise ValueError(f"reserve ({self.reserve}) must be below budget ({self.budget})")
+        if self.system and self.system_file:
+            raise ValueError("give 'system' or 'system_file', not both")
+        for name in self.sources:
+            if name in BUILTIN_SOURCES:
+                raise ValueError(f"source name {name!r} is built in; choose another")
+        known = set(self.sources) | set(BUILTIN_SOURCES)
+        for label, chosen in self.routes.items():
+            if not chosen:
+                raise ValueError(f"route {label!r} names no source")
+            unknown = [n for n in chosen if n not in known]
+            if unknown:
+                raise ValueError(
+                    f"route {label!r} names unknown source(s) {', '.join(unknown)}; "
+                    f"known: {', '.join(sorted(known))}"
+                )
+        unknown = [n for n in self.fallback or () if n not in known]
+        if unknown:
+            raise ValueError(f"fallback names unknown source(s) {', '.join(unknown)}")
+        return self
+
+    def path(self, value: str) -> Path:
+        """``value`` resolved against the config file's folder."""
+        p = Path(value)
+        return p if p.is_absolute() or self.base_dir is None else Path(self.base_dir) / p
+
+    def store_url(self) -> str:
+        """``store`` with a relative SQLite path resolved against the config's folder."""
+        scheme, sep, rest = self.store.partition("://")
+        if scheme == "sqlite" and sep and rest.startswith("/") and not rest.startswith("//"):
+            relative = rest[1:]
+            if relative and relative != ":memory:" and self.base_dir is not None:
+                return f"sqlite:///{self.path(relative)}"
+        return self.store
+
+
+def _where(error: ValidationError) -> str:
+    first = error.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return f"{loc}: {msg}"
+
+
+def config_from_dict(
+    data: Any, *, source: str = "config", base_dir: str | None = None
+) -> EngineConfig:
+    """An :class:`EngineConfig` from parsed data; :class:`ConfigError` naming the key."""
+    if not isinstance(data, dict):
+        raise ConfigError(source, "a config is a table of keys")
+    if "base_dir" in data:
+        raise ConfigError(source, "base_dir: unknown key")
+    try:
+        return EngineConfig.model_validate({**data, "base_dir": base_dir})
+    except ValidationError as e:
+        raise ConfigError(source, _where(e)) from None
+
+
+def load_config(path: str | Path) -> EngineConfig:
+    """Read a ``ctxwise.toml``; :class:`ConfigError` for a missing file, bad TOML
+    or a bad key (named with its path, e.g. ``clearing.trigger``)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(str(p), "no such file") from None
+    except OSError as e:
+        raise ConfigError(str(p), e.strerror or str(e)) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(str(p), "not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(str(p), f"bad TOML: {e}") from None
+    return config_from_dict(data, source=str(p), base_dir=str(p.parent.resolve()))

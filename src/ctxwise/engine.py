@@ -1,0 +1,929 @@
+"""`Engine`: one object runs the whole turn.
+
+``engine.turn(session_id, new_messages)`` takes what is new since the last turn
+(the user's message, or the model's reply and the tool results that answer it),
+and returns the request to send now and a :class:`~ctxwise.trace.Trace` of every
+decision. In order:
+
+1. **append** the messages to the session (tool pairing checked against the
+   history first: a result that answers no call is refused, nothing written);
+   system messages join the session's system part instead of the history;
+2. **update** case facts, standing rules and what the policy gates know (a tool
+   result that satisfies a rule is recorded as a fact);
+3. **route** the latest user message (once per message: a tool-result turn reuses
+   its route) and choose the sources its label needs; a refusal or a label with no
+   route falls back to the broader set, never a guess;
+4. **budget**: the window holds ``budget - reserve`` tokens. The pinned parts (the
+   system prompt, rules, case facts) come first; of the room they leave,
+   ``context_share`` is kept for routed and recalled context and the rest is the
+   history's room;
+5. **edit**: when the history passes ``clearing.trigger`` of its room, old tool
+   results are cleared (the last ``keep_last`` stay); when it still does not fit,
+   it is compacted to ``compaction.target`` of its room, keeping a verbatim tail
+   and never splitting a tool pair. The originals are never lost: every message
+   is in the session's log (the archive) before any edit is stored, and compacted
+   turns are remembered, verbatim from the log, in long-term memory;
+6. **gather** only the chosen sources, and recall memory (the built-in
+   ``memory`` source: compacted turns of this session, by similarity);
+7. **assemble** one window: the system part (the stable prefix first, then the
+   pinned rules and facts), the history as real message turns, and the routed and
+   recalled sections as a context block in the latest user turn (or, with
+   ``context = "system"``, after the stable system prefix);
+8. **render** for Anthropic (cache breakpoints after the stable prefix and at the
+   end of the shared history) or OpenAI, and **persist** the session, its log and
+   the trace in one transaction.
+
+Sessions carry a version. A commit applies only on the version it was computed
+from; when another writer committed first, the turn is re-applied on the new
+state (up to ``max_attempts``, 5 by default; ``Trace.attempts`` says how many it
+took) or, with ``expected_version``, fails with
+:class:`~ctxwise.errors.SessionConflictError`. Either way no turn is lost or
+applied twice.
+
+An Engine holds one connection per store and is meant for one thread; use one
+Engine per thread or process (they may share the store: that is what the
+version is for). :meth:`Engine.aturn` runs a turn in a worker thread for async
+callers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwise.assembly import Budget, Section, SectionStatus, assemble
+from ctxwise.compaction import CompactionSettings, compact
+from ctxwise.compaction.errors import CompactionBudgetError
+from ctxwise.config import BUILTIN_SOURCES, EngineConfig, load_config
+from ctxwise.editing import clear_tool_uses
+from ctxwise.embeddings import HashingEmbedder
+from ctxwise.errors import (
+    ConfigError,
+    PairingError,
+    PinnedOverflowError,
+    SessionConflictError,
+    UsageError,
+)
+from ctxwise.formats import anthropic, neutral, openai
+from ctxwise.formats.request import Window, render_anthropic, render_openai
+from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
+from ctxwise.memory.longterm import LongTermMemory
+from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store
+from ctxwise.memory.tiered import turn_items
+from ctxwise.memory.urls import open_store, store_kind
+from ctxwise.messages import Message, ProblemKind, Transcript, block_text
+from ctxwise.orchestrator import Classifier
+from ctxwise.pairing import problems as pairing_problems
+from ctxwise.policy import Allowed, Blocked, PolicyGate
+from ctxwise.routing.decision import RouteDecision
+from ctxwise.sessions import (
+    HistoryRow,
+    SessionCommit,
+    SessionStore,
+    check_session_id,
+    open_session_store,
+)
+from ctxwise.sources import Source, StaticSource
+from ctxwise.summarize import ExtractiveSummarizer, Summarizer
+from ctxwise.tokens import TokenCounter, get_counter
+from ctxwise.trace import (
+    ClearTrace,
+    CompactionTrace,
+    RouteTrace,
+    SectionTrace,
+    TokensTrace,
+    Trace,
+)
+
+__all__ = ["Engine", "TurnResult"]
+
+STATE_FORMAT = 1
+MAX_ATTEMPTS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The request to send (a provider request body), the trace of the turn, and
+    the window it renders (the neutral form of exactly what is sent)."""
+
+    request: dict[str, Any]
+    trace: Trace
+    window: Transcript
+
+    @property
+    def version(self) -> int:
+        return self.trace.version
+
+
+@dataclass(slots=True)
+class _Session:
+    """A session's working state: what the store holds, materialized."""
+
+    session_id: str
+    version: int
+    history: list[Message]
+    tokens: list[int]
+    origins: list[int | None]
+    log_length: int
+    facts: CaseFacts
+    rules: Rules
+    system: list[str]
+    turns: int = 0
+    compactions: int = 0
+    clears: int = 0
+    remembered: int = 0
+    tool_ids: set[str] = field(default_factory=set)
+    route: dict[str, Any] | None = None
+    encoded: list[Any] | None = None
+    """Each history message encoded for the render target (kept in memory only)."""
+
+    def copy(self) -> _Session:
+        return _Session(
+            self.session_id,
+            self.version,
+            list(self.history),
+            list(self.tokens),
+            list(self.origins),
+            self.log_length,
+            CaseFacts.from_dict(self.facts.to_dict()),
+            Rules.from_dict(self.rules.to_dict()),
+            list(self.system),
+            self.turns,
+            self.compactions,
+            self.clears,
+            self.remembered,
+            set(self.tool_ids),
+            None if self.route is None else dict(self.route),
+            None if self.encoded is None else list(self.encoded),
+        )
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "format": STATE_FORMAT,
+            "facts": self.facts.to_dict(),
+            "rules": self.rules.to_dict(),
+            "system": list(self.system),
+            "turns": self.turns,
+            "compactions": self.compactions,
+            "clears": self.clears,
+            "remembered": self.remembered,
+            "tool_ids": sorted(self.tool_ids),
+            "route": self.route,
+        }
+
+
+def _namespace_part(session_id: str) -> str:
+    """A session id as one namespace part ('/' and '%' escaped)."""
+    return session_id.replace("%", "%25").replace("/", "%2F")
+
+
+class Engine:
+    """Runs every turn of every session (see the module docstring).
+
+    Build it from an :class:`~ctxwise.config.EngineConfig` (or
+    :meth:`from_file`); objects given here replace what the config would build:
+    ``counter``, ``router`` (anything with ``route(query)``), ``sources`` (added
+    to the config's), ``summarizer``, ``gate``, ``sessions`` and ``memory`` (the
+    session and long-term stores; by default both on the config's ``store`` URL),
+    ``clock`` (for the trace's timings; ``time.perf_counter``).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        counter: TokenCounter | None = None,
+        router: Classifier | None = None,
+        sources: Sequence[Source] = (),
+        summarizer: Summarizer | None = None,
+        gate: PolicyGate | None = None,
+        sessions: SessionStore | None = None,
+        memory: Store | None = None,
+        clock: Callable[[], float] | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+    ) -> None:
+        cfg = config if config is not None else EngineConfig()
+        if not isinstance(cfg, EngineConfig):
+            raise UsageError(f"config must be an EngineConfig, got {type(cfg).__name__}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise UsageError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        self.config = cfg
+        self.counter: TokenCounter = counter if counter is not None else get_counter(cfg.counter)
+        self.clock = clock if clock is not None else time.perf_counter
+        self.max_attempts = max_attempts
+        self.router = router if router is not None else self._build_router(cfg)
+        self.sources: dict[str, Source] = {}
+        for source in (*self._build_sources(cfg), *sources):
+            if source.name in self.sources or source.name in BUILTIN_SOURCES:
+                raise UsageError(f"duplicate source name {source.name!r}")
+            self.sources[source.name] = source
+        known = set(self.sources) | set(BUILTIN_SOURCES)
+        for label, chosen in cfg.routes.items():
+            unknown = [n for n in chosen if n not in known]
+            if unknown:
+                raise UsageError(f"route {label!r} names unknown source(s): {', '.join(unknown)}")
+        self.routes = {label: tuple(chosen) for label, chosen in cfg.routes.items()}
+        self.fallback = (
+            tuple(cfg.fallback) if cfg.fallback is not None else (*self.sources, *BUILTIN_SOURCES)
+        )
+        self.summarizer: Summarizer = (
+            summarizer if summarizer is not None else ExtractiveSummarizer(self.counter)
+        )
+        self.gate = gate if gate is not None else self._build_gate(cfg)
+        self.extractor = (
+            None if cfg.facts.extractor == "none" else FactExtractor.preset(cfg.facts.extractor)
+        )
+        url = cfg.store_url()
+        store_kind(url)  # a bad URL fails before anything is opened
+        self._own: list[Any] = []
+        if sessions is None:
+            sessions = open_session_store(url)
+            self._own.append(sessions)
+        self.sessions = sessions
+        self.embedder = HashingEmbedder()
+        if memory is None and cfg.memory.recall:
+            memory = open_store(url, dim=self.embedder.dim)
+            self._own.append(memory)
+        self.memory = memory
+        self._cache: dict[str, _Session] = {}
+        one = [Message.text_message("user", "x")]
+        self._overhead = 2 * self.counter.count_messages(one) - self.counter.count_messages(one * 2)
+        self._encode: Callable[[Message], Any] = (
+            anthropic.encode_message if cfg.render == "anthropic" else openai.encode_message
+        )
+
+    @classmethod
+    def from_file(cls, path: str, **objects: Any) -> Engine:
+        """An Engine from a ``ctxwise.toml`` (see :mod:`ctxwise.config`)."""
+        return cls(load_config(path), **objects)
+
+    # ---------------------------------------------------------------- building
+
+    def _build_router(self, cfg: EngineConfig) -> Classifier | None:
+        if cfg.router is None:
+            return None
+        if cfg.router.keywords is not None:
+            from ctxwise.routing import KeywordClassifier
+
+            return KeywordClassifier(list(cfg.router.keywords.items()), cfg.router.default)
+        from ctxwise.routing import IntentRouter
+
+        assert cfg.router.file is not None
+        return IntentRouter.load(cfg.path(cfg.router.file))
+
+    def _build_sources(self, cfg: EngineConfig) -> list[Source]:
+        from ctxwise._io import read_text_file
+
+        out: list[Source] = []
+        for name, spec in cfg.sources.items():
+            text = (
+                spec.text
+                if spec.text is not None
+                else read_text_file(cfg.path(str(spec.file)), "a source file", ConfigError)
+            )
+            out.append(
+                StaticSource(
+                    name,
+                    text,
+                    priority=spec.priority,
+                    pinned=spec.pinned,
+                    truncatable=spec.truncatable,
+                    stable=spec.stable,
+                    counter=self.counter,
+                )
+            )
+        return out
+
+    def _build_gate(self, cfg: EngineConfig) -> PolicyGate:
+        import json
+
+        rules: list[Any] = list(cfg.gates.rules)
+        if cfg.gates.file:
+            from ctxwise._io import read_text_file
+
+            data = json.loads(read_text_file(cfg.path(cfg.gates.file), "a gate file", ConfigError))
+            rules = [*PolicyGate.from_dict(data).to_dict()["rules"], *rules]
+        return PolicyGate.from_dict({"version": 1, "rules": rules})
+
+    def close(self) -> None:
+        """Close the stores this Engine opened."""
+        for store in self._own:
+            store.close()
+        self._own.clear()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---------------------------------------------------------------- sessions
+
+    def _load(self, session_id: str) -> _Session:
+        version = self.sessions.version(session_id)
+        cached = self._cache.get(session_id)
+        if cached is not None and cached.version == version:
+            return cached
+        snap = self.sessions.load(session_id)
+        st = snap.state
+        if snap.version and st.get("format") != STATE_FORMAT:
+            raise UsageError(
+                f"session {session_id!r} was stored in state format {st.get('format')!r}; "
+                f"this ctxwise reads format {STATE_FORMAT}"
+            )
+        session = _Session(
+            session_id,
+            snap.version,
+            neutral.decode_messages([r.message for r in snap.history]),
+            [r.tokens for r in snap.history],
+            [r.origin for r in snap.history],
+            snap.log_length,
+            CaseFacts.from_dict(st["facts"]) if "facts" in st else CaseFacts(),
+            Rules.from_dict(st["rules"]) if "rules" in st else Rules(),
+            list(st.get("system", [])),
+            int(st.get("turns", 0)),
+            int(st.get("compactions", 0)),
+            int(st.get("clears", 0)),
+            int(st.get("remembered", 0)),
+            set(st.get("tool_ids", [])),
+            st.get("route"),
+        )
+        self._cache[session_id] = session
+        return session
+
+    def session_messages(self, session_id: str) -> list[Message]:
+        """The session's live history (what the next request renders, before context)."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        return list(self._load(session_id).history)
+
+    def facts(self, session_id: str) -> CaseFacts:
+        """The session's case facts (a copy)."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        return CaseFacts.from_dict(self._load(session_id).facts.to_dict())
+
+    def rules(self, session_id: str) -> Rules:
+        """The session's standing rules (a copy)."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        return Rules.from_dict(self._load(session_id).rules.to_dict())
+
+    def traces(self, session_id: str) -> list[Trace]:
+        """Every turn's trace, in order."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        return [Trace.model_validate(t) for t in self.sessions.traces(session_id)]
+
+    # ---------------------------------------------------------------- tools
+
+    def check_tool(
+        self, session_id: str, name: str, tool_input: Mapping[str, Any] | None = None
+    ) -> Allowed | Blocked:
+        """May the model's call of tool ``name`` with ``tool_input`` run now? The
+        policy gates decide from the session's case facts (fails closed: a rule
+        that cannot be checked blocks)."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        return self.gate.check(name, tool_input, self._load(session_id).facts)
+
+    def record(self, session_id: str, new_messages: Iterable[Message]) -> int:
+        """Append messages (a tool call's result, say) without building a request:
+        facts, rules and gates are updated as in :meth:`turn`. Returns the version."""
+        messages = self._checked_input(new_messages)
+        for attempt in range(self.max_attempts):
+            base = self._load(check_session_id(session_id))
+            work = base.copy()
+            log = self._append(work, messages)
+            change = SessionCommit(
+                work.state(), len(base.history), self._rows(work, len(base.history)), log
+            )
+            try:
+                work.version = self.sessions.commit(session_id, base.version, change)
+            except SessionConflictError:
+                self._cache.pop(session_id, None)
+                if attempt + 1 == self.max_attempts:
+                    raise
+                continue
+            self._cache[session_id] = work
+            return work.version
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ---------------------------------------------------------------- the turn
+
+    def turn(
+        self,
+        session_id: str,
+        new_messages: Iterable[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> TurnResult:
+        """Append ``new_messages`` and build this turn's request (see the module
+        docstring). ``expected_version``: fail with ``SessionConflictError`` instead
+        of re-applying when the session is not at that version (0: a new session)."""
+        check_session_id(session_id)
+        messages = self._checked_input(new_messages)
+        for attempt in range(1, self.max_attempts + 1):
+            base = self._load(session_id)
+            if expected_version is not None and base.version != expected_version:
+                raise SessionConflictError(
+                    session_id, expected=expected_version, found=base.version
+                )
+            work, change, result = self._apply(base, messages, attempt)
+            try:
+                work.version = self.sessions.commit(session_id, base.version, change)
+            except SessionConflictError:
+                self._cache.pop(session_id, None)
+                if expected_version is not None or attempt == self.max_attempts:
+                    raise
+                continue
+            self._cache[session_id] = work
+            return result
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def aturn(
+        self,
+        session_id: str,
+        new_messages: Iterable[Message],
+        *,
+        expected_version: int | None = None,
+    ) -> TurnResult:
+        """:meth:`turn` in a worker thread."""
+        return await asyncio.to_thread(
+            self.turn, session_id, list(new_messages), expected_version=expected_version
+        )
+
+    # ---------------------------------------------------------------- steps
+
+    @staticmethod
+    def _checked_input(new_messages: Iterable[Message]) -> list[Message]:
+        if isinstance(new_messages, Message):
+            raise UsageError("new_messages is a list of messages; wrap the one message in [...]")
+        messages = list(new_messages)
+        for i, m in enumerate(messages):
+            if not isinstance(m, Message):
+                raise UsageError(
+                    f"new_messages[{i}] is a {type(m).__name__}, not a ctxwise Message "
+                    "(decode provider dicts with ctxwise.formats first)"
+                )
+        return messages
+
+    def _check_pairing(self, session: _Session, messages: Sequence[Message]) -> None:
+        """Refuse messages whose tool results answer no call, calls that are never
+        answered before the next assistant message, and reused ids."""
+        history = session.history
+        start = len(history)
+        while start > 0 and history[start - 1].role != "assistant":
+            start -= 1
+        if start > 0:
+            start -= 1  # from the last assistant message on
+        probe = [*history[start:], *(m for m in messages if m.role != "system")]
+        found = []
+        for p in pairing_problems(Transcript(tuple(probe)), "loose"):
+            pending_at_end = (
+                p.kind is ProblemKind.UNANSWERED_USE and p.message_index == len(probe) - 1
+            )
+            if not pending_at_end:
+                found.append(p)
+        reused = [b.id for m in messages for b in m.tool_uses if b.id in session.tool_ids]
+        if reused:
+            from ctxwise.messages import PairingProblem
+
+            found.extend(
+                PairingProblem(ProblemKind.DUPLICATE_ID, i, len(history), "id used before")
+                for i in reused
+            )
+        if found:
+            raise PairingError(found, "loose", f"session {session.session_id!r}", repairable=False)
+
+    def _append(self, session: _Session, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """Append ``messages`` to the working session; returns their log rows."""
+        self._check_pairing(session, messages)
+        log = [neutral.encode_message(m) for m in messages]
+        first = session.log_length
+        calls = {b.id: (b.name, b.input) for m in session.history[-50:] for b in m.tool_uses}
+        for i, m in enumerate(messages):
+            position = first + i
+            if m.role == "system":
+                text = m.text.strip()
+                if text and text not in session.system:
+                    session.system.append(text)
+                continue
+            session.history.append(m)
+            session.tokens.append(self.counter.count_messages([m]))
+            session.origins.append(position)
+            if session.encoded is not None:
+                session.encoded.append(self._encode(m))
+            for b in m.tool_uses:
+                session.tool_ids.add(b.id)
+                calls[b.id] = (b.name, b.input)
+            for r in m.tool_results:
+                if r.tool_use_id in calls:
+                    name, tool_input = calls[r.tool_use_id]
+                    self.gate.observe(
+                        name, tool_input, block_text(r), session.facts, is_error=bool(r.is_error)
+                    )
+        body = [m for m in messages if m.role != "system"]
+        if self.extractor is not None and body:
+            session.facts.update_from_messages(body, offset=first, extractor=self.extractor)
+        if self.config.facts.rules and body:
+            session.rules.capture_messages(body, offset=first)
+        session.log_length += len(messages)
+        return log
+
+    def _joined(self, counts: Sequence[int]) -> int:
+        """The tokens of messages counted one by one, as one request: each count
+        carries the counter's per-request overhead once, the request only once."""
+        return sum(counts) - self._overhead * (len(counts) - 1) if counts else 0
+
+    def _rows(self, session: _Session, keep: int) -> list[HistoryRow]:
+        return [
+            HistoryRow(neutral.encode_message(m), t, o)
+            for m, t, o in zip(
+                session.history[keep:], session.tokens[keep:], session.origins[keep:], strict=True
+            )
+        ]
+
+    def _route(self, session: _Session) -> tuple[RouteTrace, tuple[str, ...], str | None]:
+        query = None
+        index = None
+        for i in range(len(session.history) - 1, -1, -1):
+            m = session.history[i]
+            if m.role == "user" and m.kind == "message" and m.text.strip():
+                query, index = m.text, session.origins[i]
+                break
+        if self.router is None or query is None:
+            reason = "no router" if self.router is None else "no user message"
+            return RouteTrace(query=query, label=None, reason=reason), self.fallback, None
+        memo = session.route
+        if memo is not None and memo.get("origin") == index and index is not None:
+            trace = RouteTrace.model_validate({**memo["trace"], "reused": True})
+        else:
+            decision: RouteDecision = self.router.route(query)
+            top = sorted(decision.scores.items(), key=lambda kv: -kv[1])[:5]
+            trace = RouteTrace(
+                query=query,
+                label=decision.label,
+                reason=decision.reason.value,
+                score=float(decision.score),
+                scores={k: round(float(v), 6) for k, v in top},
+            )
+            session.route = {"origin": index, "trace": trace.model_dump(mode="json")}
+        if trace.label is None:
+            chosen, fallback = self.fallback, f"router refused ({trace.reason})"
+        elif trace.label not in self.routes:
+            chosen, fallback = self.fallback, f"no route for label {trace.label!r}"
+        else:
+            chosen, fallback = self.routes[trace.label], None
+        return trace.model_copy(update={"fallback": fallback}), chosen, fallback
+
+    def _pinned(self, session: _Session) -> list[tuple[Section, str]]:
+        out: list[tuple[Section, str]] = []
+        system = "\n\n".join(
+            s for s in (self.config.system, self._system_file(), *session.system) if s
+        )
+        if system:
+            out.append((Section("system", system, 1000, pinned=True, stable=True), "(system)"))
+        if len(session.rules):
+            out.append((session.rules.section(), "(rules)"))
+        if len(session.facts):
+            out.append((session.facts.section(), "(facts)"))
+        return out
+
+    def _system_file(self) -> str:
+        if not self.config.system_file:
+            return ""
+        from ctxwise._io import read_text_file
+
+        return read_text_file(
+            self.config.path(self.config.system_file), "a system file", ConfigError
+        )
+
+    def _namespace(self, session_id: str) -> tuple[str, ...]:
+        return (self.config.memory.namespace, "session", _namespace_part(session_id))
+
+    def _remember(self, session: _Session, upto: int) -> int:
+        """Put the session's log from ``session.remembered`` up to ``upto`` into
+        long-term memory, one item per turn, verbatim; idempotent (ids are positions)."""
+        if self.memory is None or upto <= session.remembered:
+            return 0
+        start = session.remembered
+        raw = self.sessions.log(session.session_id)[start:upto]
+        originals = neutral.decode_messages(raw, start)
+        body = [(start + i, m) for i, m in enumerate(originals) if m.role != "system"]
+        if not body:
+            session.remembered = upto
+            return 0
+        positions = [p for p, _ in body]
+        items = []
+        for item in turn_items([m for _, m in body]):
+            position = positions[item.metadata["position"]]
+            meta = {**item.metadata, "position": position}
+            items.append(NewItem(item.text, meta, f"p{position}"))
+        if items:
+            LongTermMemory(
+                self.memory,
+                self._namespace(session.session_id),
+                self.embedder,
+                preset=self.config.memory.preset,
+            ).remember_many(items)
+        session.remembered = upto
+        return len(items)
+
+    def _recall(self, session: _Session, query: str | None) -> list[Section]:
+        if self.memory is None or not query or not self.config.memory.recall:
+            return []
+        live = [o for o in session.origins if o is not None]
+        first_live = min(live) if live else session.log_length
+        memory = LongTermMemory(
+            self.memory,
+            self._namespace(session.session_id),
+            self.embedder,
+            preset=self.config.memory.preset,
+        )
+        try:
+            hits = memory.recall(query, k=self.config.memory.k * 2)
+        except NamespaceNotFoundError:
+            return []
+        texts = [
+            h.item.text
+            for h in hits
+            if int(h.item.metadata.get("position", first_live)) < first_live
+        ][: self.config.memory.k]
+        if not texts:
+            return []
+        body = "Recalled from earlier in this session:\n" + "\n\n".join(texts)
+        return [Section("recalled", body, 60, truncatable=True)]
+
+    def _edit(
+        self, session: _Session, history_room: int, room: int
+    ) -> tuple[ClearTrace | None, CompactionTrace | None, int]:
+        """Clear, then compact, when the history is over its thresholds; returns the
+        traces and the first history position that changed."""
+        cfg = self.config
+        changed_from = len(session.history)
+        cleared = compacted = None
+        total = self._joined(session.tokens)
+        trigger = int(cfg.clearing.trigger * history_room)
+        if cfg.clearing.enabled and total > trigger:
+            result = clear_tool_uses(
+                Transcript(tuple(session.history)),
+                trigger_tokens=0,
+                keep_last=cfg.clearing.keep_last,
+                exclude_tools=cfg.clearing.exclude_tools,
+                counter=self.counter,
+            )
+            if result.applied and result.cleared:
+                new = list(result.transcript.messages)
+                first = next(
+                    (
+                        i
+                        for i, (a, b) in enumerate(zip(session.history, new, strict=True))
+                        if a != b
+                    ),
+                    len(new),
+                )
+                changed_from = min(changed_from, first)
+                session.history = new
+                for i in range(first, len(new)):
+                    session.tokens[i] = self.counter.count_messages([new[i]])
+                    if session.encoded is not None:
+                        session.encoded[i] = self._encode(new[i])
+                session.clears += 1
+                cleared = ClearTrace(
+                    tool_uses=result.cleared_tool_uses,
+                    tokens_freed=total - self._joined(session.tokens),
+                    trigger_tokens=trigger,
+                )
+                total = self._joined(session.tokens)
+        if cfg.compaction.enabled and total > history_room:
+            target = max(1, int(cfg.compaction.target * history_room))
+            settings = CompactionSettings(
+                extract=False, summary_tokens=cfg.compaction.summary_tokens
+            )
+            transcript = Transcript(tuple(session.history))
+            done = None
+            # the target first; then the history's whole room; then the room the
+            # context share would have taken too (the context gets what is left)
+            for attempt_budget in (target, history_room, room):
+                try:
+                    done = compact(
+                        transcript,
+                        self.summarizer,
+                        budget=attempt_budget,
+                        settings=settings,
+                        counter=self.counter,
+                    )
+                    break
+                except CompactionBudgetError:
+                    if attempt_budget == room:
+                        raise
+            assert done is not None
+            if done.compacted:
+                cut = done.cut_index
+                kept_origins = session.origins[cut:]
+                summarized = [o for o in session.origins[:cut] if o is not None]
+                remembered = self._remember(session, max(summarized) + 1) if summarized else 0
+                new = list(done.transcript.messages)
+                n_new = len(new) - len(kept_origins)
+                session.history = new
+                session.origins = [*([None] * n_new), *kept_origins]
+                session.tokens = [self.counter.count_messages([m]) for m in new]
+                session.encoded = None
+                session.compactions += 1
+                changed_from = 0
+                compacted = CompactionTrace(
+                    summarized_messages=done.summarized_messages,
+                    tokens_before=total,
+                    tokens_after=self._joined(session.tokens),
+                    target_tokens=target,
+                    remembered_items=remembered,
+                )
+        return cleared, compacted, changed_from
+
+    def _apply(
+        self, base: _Session, messages: Sequence[Message], attempt: int
+    ) -> tuple[_Session, SessionCommit, TurnResult]:
+        cfg = self.config
+        clock = self.clock
+        t0 = clock()
+        timings: dict[str, float] = {}
+        work = base.copy()
+        facts_before = {k: f.value for k, f in _facts_items(work.facts)}
+        rules_before = len(work.rules)
+        log = self._append(work, messages)
+        t1 = clock()
+        timings["append"] = (t1 - t0) * 1000
+        if not work.history:
+            raise UsageError("there is nothing to send: the session has no messages yet")
+        if work.history[-1].role == "assistant" and work.history[-1].tool_uses:
+            raise UsageError(
+                "the history ends with tool calls awaiting their results; pass the "
+                "tool results with the next turn (or record them with Engine.record)"
+            )
+        route, chosen, _ = self._route(work)
+        t2 = clock()
+        timings["route"] = (t2 - t1) * 1000
+
+        budget = Budget(cfg.budget, cfg.reserve)
+        available = budget.available
+        framing = self.counter.count_messages([Message.text_message("system", "")])
+        pinned = self._pinned(work)
+        pinned_tokens = sum(self.counter.count(s.content) for s, _ in pinned)
+        room = available - framing - pinned_tokens
+        if room <= 0:
+            raise PinnedOverflowError(
+                available, pinned_tokens + framing, [s.name for s, _ in pinned]
+            )
+        history_room = room - int(cfg.context_share * room)
+        cleared, compacted, changed_from = self._edit(work, history_room, room)
+        t3 = clock()
+        timings["edit"] = (t3 - t2) * 1000
+
+        gathered: list[tuple[Section, str]] = []
+        for name in chosen:
+            if name == "memory":
+                gathered.extend((s, "memory") for s in self._recall(work, route.query))
+            elif name in self.sources:
+                gathered.extend(
+                    (s, name) for s in self.sources[name].sections(route.query or "", {})
+                )
+        skipped = [n for n in (*self.sources, *BUILTIN_SOURCES) if n not in chosen]
+        t4 = clock()
+        timings["gather"] = (t4 - t3) * 1000
+
+        history_tokens = self._joined(work.tokens)
+        owner: dict[str, str] = {}
+        sections = []
+        for s, src in (*pinned, *gathered):
+            if s.name in owner:
+                raise UsageError(
+                    f"section name {s.name!r} from {src!r} is used by {owner[s.name]!r}"
+                )
+            owner[s.name] = src
+            sections.append(s)
+        context_budget = available - framing - history_tokens
+        if context_budget < pinned_tokens + 1:
+            raise PinnedOverflowError(available, pinned_tokens + history_tokens, list(owner))
+        # the context block's tags cost a few tokens: keep room for them
+        tags = self.counter.count("<context>\n\n</context>") + 1
+        assembly = assemble(
+            sections,
+            Budget(max(context_budget - tags, pinned_tokens + 1)),
+            self.counter,
+            order=cfg.order,
+        )
+        system_part: list[str] = []
+        context_part: list[str] = []
+        stable = 0
+        placements: dict[str, str] = {}
+        for s in assembly.sections:
+            in_system = s.stable or s.pinned or cfg.context == "system"
+            placements[s.name] = "system" if in_system else "context"
+            if in_system:
+                system_part.append(s.content)
+                if s.stable and stable == len(system_part) - 1:
+                    stable += 1
+            else:
+                context_part.append(s.content)
+        context_at = None
+        if context_part:
+            for i in range(len(work.history) - 1, -1, -1):
+                if work.history[i].role == "user":
+                    context_at = i
+                    break
+            if context_at is None:  # no user turn: the context joins the system part
+                system_part.extend(context_part)
+                context_part = []
+        window = Window(
+            tuple(system_part),
+            stable,
+            tuple(work.history),
+            "\n\n".join(context_part),
+            context_at,
+        )
+        neutral_window = window.transcript()
+        counts = list(work.tokens)
+        if context_at is not None:
+            counts[context_at] = self.counter.count_messages([window.with_context()[context_at]])
+        if system_part:
+            counts.insert(0, self.counter.count_messages(neutral_window.messages[:1]))
+        total_tokens = self._joined(counts)
+        if work.encoded is None:
+            work.encoded = [self._encode(m) for m in work.history]
+        t5 = clock()
+        timings["assemble"] = (t5 - t4) * 1000
+        if cfg.render == "anthropic":
+            request = render_anthropic(
+                window, model=cfg.model, max_tokens=cfg.max_tokens, encoded=work.encoded
+            )
+        else:
+            request = render_openai(
+                window, model=cfg.model, max_tokens=cfg.max_tokens, encoded=work.encoded
+            )
+        t6 = clock()
+        timings["render"] = (t6 - t5) * 1000
+        timings["total"] = (t6 - t0) * 1000
+
+        work.turns += 1
+        system_tokens = sum(self.counter.count(s) for s in system_part)
+        stable_tokens = sum(self.counter.count(s) for s in system_part[:stable])
+        trace = Trace(
+            session_id=work.session_id,
+            turn=work.turns,
+            version=base.version + 1,
+            new_messages=len(messages),
+            route=route,
+            chosen=list(chosen),
+            skipped=skipped,
+            sections=[
+                SectionTrace(
+                    name=r.name,
+                    source=owner[r.name],
+                    placement="system"
+                    if placements.get(r.name, "context") == "system"
+                    else "context",
+                    status=r.status.value,
+                    tokens=r.tokens,
+                    original_tokens=r.original_tokens,
+                    reason=r.reason,
+                    pinned=r.section.pinned,
+                    stable=r.section.stable,
+                )
+                for r in assembly.reports
+            ],
+            cleared=cleared,
+            compacted=compacted,
+            facts_changed=sorted(
+                k for k, f in _facts_items(work.facts) if facts_before.get(k) != f.value
+            ),
+            rules_added=[r.text for r in list(work.rules)[rules_before:]],
+            tokens=TokensTrace(
+                budget=cfg.budget,
+                available=available,
+                system=system_tokens,
+                context=sum(
+                    r.tokens
+                    for r in assembly.reports
+                    if placements.get(r.name) == "context" and r.status is not SectionStatus.DROPPED
+                ),
+                history=history_tokens,
+                total=total_tokens,
+                stable_prefix=stable_tokens,
+                history_room=history_room,
+            ),
+            timings_ms={k: round(v, 3) for k, v in timings.items()},
+            attempts=attempt,
+        )
+        keep = min(changed_from, len(base.history))
+        change = SessionCommit(
+            work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
+        )
+        return work, change, TurnResult(request, trace, neutral_window)
+
+
+def _facts_items(facts: CaseFacts) -> list[tuple[str, Any]]:
+    return [(f.key, f) for f in facts]

@@ -1,0 +1,114 @@
+"""`Trace`: what one Engine turn did and why, with tokens; persisted per turn.
+
+A trace answers the questions users of context layers ask most: which route was
+taken and how sure the router was, which sources were called and which were
+skipped, what happened to every section (included, truncated, dropped, and
+why), what was cleared or compacted, where the tokens went, how many of them
+are the cache-stable prefix, and how long each step took. It is a pydantic
+model, so it is stored and read back as validated JSON (``format`` 1).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "TRACE_FORMAT",
+    "ClearTrace",
+    "CompactionTrace",
+    "RouteTrace",
+    "SectionTrace",
+    "TokensTrace",
+    "Trace",
+]
+
+TRACE_FORMAT = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteTrace(_Model):
+    """The route decision: the query routed, the label (``None``: refused or no
+    router), the router's reason, its best scores, and why the fallback sources
+    were used (``None`` when the label's route was)."""
+
+    query: str | None
+    label: str | None
+    reason: str
+    score: float | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+    fallback: str | None = None
+    reused: bool = False
+    """True when the latest user message was already routed on an earlier turn."""
+
+
+class SectionTrace(_Model):
+    """One section's fate in the window."""
+
+    name: str
+    source: str
+    placement: Literal["system", "context"]
+    status: Literal["included", "truncated", "dropped"]
+    tokens: int
+    original_tokens: int
+    reason: str
+    pinned: bool
+    stable: bool
+
+
+class ClearTrace(_Model):
+    tool_uses: int
+    tokens_freed: int
+    trigger_tokens: int
+
+
+class CompactionTrace(_Model):
+    summarized_messages: int
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+    remembered_items: int
+
+
+class TokensTrace(_Model):
+    """Where the window's tokens went. ``total`` is the whole request as the
+    counter counts it (what must fit ``available``); ``stable_prefix`` is the
+    part that is byte-identical across turns (the cached system prefix)."""
+
+    budget: int
+    available: int
+    system: int
+    context: int
+    history: int
+    total: int
+    stable_prefix: int
+    history_room: int
+
+
+class Trace(_Model):
+    format: Literal[1] = 1
+    session_id: str
+    turn: int
+    version: int
+    """The session's version after this turn."""
+    new_messages: int
+    route: RouteTrace
+    chosen: list[str]
+    skipped: list[str]
+    sections: list[SectionTrace]
+    cleared: ClearTrace | None = None
+    compacted: CompactionTrace | None = None
+    facts_changed: list[str] = Field(default_factory=list)
+    rules_added: list[str] = Field(default_factory=list)
+    tokens: TokensTrace
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    attempts: int = 1
+    """How many times the turn was applied: more than 1 when another writer
+    committed to the session first and the turn was re-applied on its result."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
