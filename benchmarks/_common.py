@@ -6,6 +6,8 @@ Nothing here downloads anything. The shared data folder is
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -14,6 +16,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -25,6 +28,7 @@ from rich.table import Table
 import ctxwise
 from ctxwise.embeddings import Embedder
 from ctxwise.messages import (
+    Message,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -371,3 +375,53 @@ def excerpt_texts(summary: str) -> str:
         ex = parse_excerpt(line)
         out.append(ex.text if ex is not None else line)
     return "\n".join(out)
+
+
+def _suffix_ids(m: Message, suffix: str) -> Message:
+    blocks = []
+    for b in m.content:
+        if isinstance(b, ToolUseBlock):
+            b = replace(b, id=b.id + suffix)
+        elif isinstance(b, ToolResultBlock):
+            b = replace(b, tool_use_id=b.tool_use_id + suffix)
+        blocks.append(b)
+    return replace(m, content=tuple(blocks))
+
+
+def scaled(
+    sessions: Sequence[Transcript], tokens: int, counter: ctxwise.TokenCounter | None = None
+) -> Transcript:
+    """Real sessions back to back until ``tokens`` (tool ids suffixed ``~N`` per copy),
+    cut where no tool call is open, then one closing user message."""
+    counter = counter if counter is not None else ctxwise.CharCounter()
+    out: list[Message] = []
+    total = 0
+    open_ids: set[str] = set()
+    copy = 0
+    while True:
+        for t in sessions:
+            copy += 1
+            for m in t.messages:
+                m = _suffix_ids(m, f"~{copy}")
+                out.append(m)
+                total += counter.count_messages((m,))
+                open_ids |= {b.id for b in m.content if isinstance(b, ToolUseBlock)}
+                open_ids -= {b.tool_use_id for b in m.content if isinstance(b, ToolResultBlock)}
+                if total >= tokens and not open_ids:
+                    out.append(Message.text_message("user", "Continue with the next step."))
+                    label = f"scaled-{tokens // 1000}k"
+                    return Transcript(tuple(out), format="anthropic", source=label)
+
+
+def run_cli(*args: str | Path) -> tuple[int, str, str]:
+    """Run the ``ctxwise`` CLI in-process: (exit code, stdout, stderr)."""
+    from ctxwise.cli import main as ctxwise_main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            ctxwise_main([str(a) for a in args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue()

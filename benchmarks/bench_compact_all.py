@@ -24,8 +24,6 @@ outcome and reason, writes ``benchmarks/results/bench_compact_all.json``.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import tempfile
@@ -35,21 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from _common import TAU_BENCH_FILE, claude_code_files, print_table, require, say, write_results
-from ctxwise.cli import main as ctxwise_main
+from _common import run_cli as run
 
 FRACTIONS = (0.25, 0.5, 0.75)
 _NUMBERS = re.compile(r"(system|pinned|latest user message|summary framing|tail) ([\d,]+)")
-
-
-def run(*args: str | Path) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            ctxwise_main([str(a) for a in args])
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def live_tokens(path: Path, index: list[str]) -> int:

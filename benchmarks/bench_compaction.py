@@ -43,7 +43,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from _common import fmt_ms, long_sessions, print_table, say, summarize_ns, time_ns, write_results
+from _common import (
+    fmt_ms,
+    long_sessions,
+    print_table,
+    say,
+    scaled,
+    summarize_ns,
+    time_ns,
+    write_results,
+)
 from ctxwise import (
     AutoCompactor,
     CaseFacts,
@@ -67,37 +76,6 @@ SCALED_TOKENS = 150_000
 BUDGET = 75_000
 SUMMARY = 4_000
 COUNTER = CharCounter()
-
-
-def _suffix_ids(m: Message, suffix: str) -> Message:
-    blocks = []
-    for b in m.content:
-        if isinstance(b, ToolUseBlock):
-            b = replace(b, id=b.id + suffix)
-        elif isinstance(b, ToolResultBlock):
-            b = replace(b, tool_use_id=b.tool_use_id + suffix)
-        blocks.append(b)
-    return replace(m, content=tuple(blocks))
-
-
-def scaled(sessions: Sequence[Transcript], tokens: int) -> Transcript:
-    """Real sessions back to back until ``tokens``, cut where no tool call is open."""
-    out: list[Message] = []
-    total = 0
-    open_ids: set[str] = set()
-    copy = 0
-    while True:
-        for t in sessions:
-            copy += 1
-            for m in t.messages:
-                m = _suffix_ids(m, f"~{copy}")
-                out.append(m)
-                total += COUNTER.count_messages((m,))
-                open_ids |= {b.id for b in m.content if isinstance(b, ToolUseBlock)}
-                open_ids -= {b.tool_use_id for b in m.content if isinstance(b, ToolResultBlock)}
-                if total >= tokens and not open_ids:
-                    out.append(Message.text_message("user", "Continue with the next step."))
-                    return Transcript(tuple(out), format="anthropic", source="scaled-150k")
 
 
 def support(tokens: int, seed: int = 7) -> Transcript:

@@ -30,6 +30,7 @@ from ctxwise import (
 from ctxwise._cli_compact import compact_cmd
 from ctxwise._cli_demo import demo_cmd
 from ctxwise._cli_editing import clear_cmd
+from ctxwise._cli_engine import replay_cmd, trace_cmd
 from ctxwise._cli_routing import data_app, eval_app, route_cmd, router_app
 from ctxwise._cli_simulate import simulate_app
 from ctxwise._cli_util import (
@@ -216,6 +217,8 @@ app.command("demo")(demo_cmd)
 app.command("clear")(clear_cmd)
 app.command("compact")(compact_cmd)
 app.command("route")(route_cmd)
+app.command("replay")(replay_cmd)
+app.command("trace")(trace_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")

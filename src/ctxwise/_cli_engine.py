@@ -1,0 +1,189 @@
+"""CLI commands over the Engine: ``ctxwise replay`` and ``ctxwise trace``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
+from ctxwise.config import EngineConfig, load_config
+from ctxwise.errors import UsageError
+from ctxwise.formats import FORMATS, read_transcripts
+from ctxwise.memory.urls import store_kind
+from ctxwise.replay import ReplayReport, replay
+from ctxwise.sessions import open_session_store
+from ctxwise.trace import Trace
+
+REPLAY_KEYS = (
+    "turns",
+    "max_window_tokens",
+    "over_budget_turns",
+    "invalid_requests",
+    "pinned_missing",
+    "compactions",
+    "clears",
+    "tokens_sent",
+    "tokens_full",
+    "sent_ratio",
+    "p50_ms",
+    "p99_ms",
+)
+
+
+def replay_cmd(
+    transcript: Annotated[
+        Path,
+        typer.Argument(
+            help="A recorded session: Claude Code JSONL, Anthropic or OpenAI messages, "
+            "tau-bench or LiveMCPBench."
+        ),
+    ],
+    budget: Annotated[int, typer.Option("--budget", help="Tokens of each request.")],
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="A ctxwise.toml for the Engine's other settings (its store is replaced by "
+            "an in-memory one unless --db is given).",
+        ),
+    ] = None,
+    index: Annotated[
+        int, typer.Option("--index", help="Which transcript of a multi-transcript file.")
+    ] = 0,
+    format: Annotated[
+        str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "auto",
+    render: Annotated[
+        str | None, typer.Option("--render", help="anthropic | openai (default: the config's).")
+    ] = None,
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Repair tool pairing problems in the recording (reused ids, orphan results) "
+            "instead of refusing it.",
+        ),
+    ] = False,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Keep the replayed session in this store URL (default: memory)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Drive a recorded session through the Engine, checking every request.
+
+    Before each assistant message the Engine builds the request it would send;
+    each one is checked for the budget, for validity as the provider's request,
+    and for every pinned fact and rule stated before it.
+    """
+
+    def run() -> ReplayReport:
+        cfg = load_config(config) if config is not None else EngineConfig(store="memory")
+        update: dict[str, Any] = {"store": db if db is not None else "memory"}
+        if render is not None:
+            if render not in ("anthropic", "openai"):
+                raise UsageError(f"unknown render target {render!r}; choose anthropic or openai")
+            update["render"] = render
+        if db is not None:
+            store_kind(db)
+        cfg = EngineConfig.model_validate({**cfg.model_dump(), **update})
+        if isinstance(budget, bool) or budget < 1:
+            raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
+        transcripts = read_transcripts(transcript, format)  # type: ignore[arg-type]
+        if not 0 <= index < len(transcripts):
+            raise UsageError(
+                f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
+                "transcript(s)"
+            )
+        return replay(transcripts[index], budget=budget, config=cfg, repair=repair)
+
+    report = _guard(run)
+    data = report.to_dict()
+    if json_out:
+        _print_json(data)
+        return
+    console, buf = _buffered_console()
+    table = Table(title=f"replay of {transcript.name} at {report.budget:,} tokens")
+    table.add_column("key")
+    table.add_column("value", justify="right")
+    for key in REPLAY_KEYS:
+        value = data[key]
+        table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)
+    for line in report.problems:
+        console.print(f"  {line}")
+    _write(buf)
+
+
+def _store_url(db: str) -> str:
+    """A store URL, or a plain path taken as a SQLite file."""
+    if "://" in db or db in ("memory",):
+        return db
+    return f"sqlite:///{Path(db).resolve()}"
+
+
+def trace_cmd(
+    session: Annotated[str, typer.Argument(help="The session id.")],
+    db: Annotated[
+        str,
+        typer.Option(
+            "--db", help="The store: a SQLite file path or a URL (sqlite:///…, postgresql://…)."
+        ),
+    ] = "ctxwise.db",
+    turn: Annotated[int | None, typer.Option("--turn", help="Only this turn.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Show what each turn of a session did: route, sources, sections, edits, tokens."""
+
+    def run() -> list[Trace]:
+        url = _store_url(db)
+        kind = store_kind(url)
+        if kind == "sqlite" and not Path(url.partition("://")[2][1:]).is_file():
+            raise UsageError(f"no store at {db!r}: the file does not exist")
+        sessions = open_session_store(url)
+        try:
+            sessions.require(session)
+            traces = [Trace.model_validate(t) for t in sessions.traces(session)]
+        finally:
+            sessions.close()
+        if turn is not None:
+            traces = [t for t in traces if t.turn == turn]
+            if not traces:
+                raise UsageError(f"session {session!r} has no turn {turn}")
+        return traces
+
+    traces = _guard(run)
+    if json_out:
+        _print_json([t.to_dict() for t in traces])
+        return
+    console, buf = _buffered_console()
+    table = Table(title=f"session {session}")
+    for name in ("turn", "route", "sources", "sections", "edits", "tokens", "prefix", "ms"):
+        table.add_column(
+            name, justify="right" if name in ("turn", "tokens", "prefix", "ms") else "left"
+        )
+    for t in traces:
+        route = t.route.label or f"({t.route.reason})"
+        kept = sum(s.status != "dropped" for s in t.sections)
+        dropped = [s.name for s in t.sections if s.status == "dropped"]
+        sections = f"{kept} kept" + (f", dropped {', '.join(dropped)}" if dropped else "")
+        edits = []
+        if t.cleared is not None:
+            edits.append(f"cleared {t.cleared.tool_uses}")
+        if t.compacted is not None:
+            edits.append(f"compacted {t.compacted.summarized_messages}")
+        table.add_row(
+            str(t.turn),
+            route,
+            ", ".join(t.chosen) or "-",
+            sections,
+            ", ".join(edits) or "-",
+            f"{t.tokens.total:,}/{t.tokens.available:,}",
+            f"{t.tokens.stable_prefix:,}",
+            f"{t.timings_ms.get('total', 0.0):.1f}",
+        )
+    console.print(table)
+    _write(buf)
