@@ -160,6 +160,43 @@ ALLOWLIST: dict[str, set[str]] = {
     "the orchestrator's classifier seam (the engine replaces it)": {
         "ctxwise.orchestrator.Classifier",
     },
+    "the Pipeline's own result and trace (ctxwise.TurnResult and ctxwise.Trace are the Engine's)": {
+        "ctxwise.orchestrator.Trace",
+        "ctxwise.orchestrator.TurnResult",
+    },
+    "Engine config parts (sections of ctxwise.toml): reached as ctxwise.config.X": {
+        "ctxwise.config.ClearingConfig",
+        "ctxwise.config.CompactionConfig",
+        "ctxwise.config.FactsConfig",
+        "ctxwise.config.GatesConfig",
+        "ctxwise.config.MemoryConfig",
+        "ctxwise.config.RouterConfig",
+        "ctxwise.config.SourceConfig",
+        "ctxwise.config.config_from_dict",
+    },
+    "trace parts, each a field of ctxwise.Trace: reached as ctxwise.trace.X": {
+        "ctxwise.trace.TRACE_FORMAT",
+        "ctxwise.trace.ClearTrace",
+        "ctxwise.trace.CompactionTrace",
+        "ctxwise.trace.RouteTrace",
+        "ctxwise.trace.SectionTrace",
+        "ctxwise.trace.TokensTrace",
+    },
+    "session store internals for backend authors: reached as ctxwise.sessions.X": {
+        "ctxwise.sessions.HistoryRow",
+        "ctxwise.sessions.SessionCommit",
+        "ctxwise.sessions.SessionSnapshot",
+        "ctxwise.sessions.check_session_id",
+        "ctxwise.sessions.store.dumps",
+        "ctxwise.sessions.postgres.PostgresSessionStore",
+    },
+    "the replay harness behind ctxwise replay: reached as ctxwise.replay.X": {
+        "ctxwise.replay.*",
+    },
+    "ctxwise's own JSON form and the request renderer: ctxwise.formats.<module>.X": {
+        "ctxwise.formats.neutral.*",
+        "ctxwise.formats.request.*",
+    },
     "the command line: reached as ctxwise.cli.X (the ctxwise script)": {
         "ctxwise.cli.app",
         "ctxwise.cli.main",

@@ -39,15 +39,19 @@ from ctxwise.errors import (
     BackendError,
     BudgetError,
     ClaudeCodeWriteError,
+    ConfigError,
     CtxwiseError,
     FormatError,
     MissingDependencyError,
     OutputError,
     PinnedOverflowError,
     ProviderError,
+    SessionConflictError,
+    SessionStoreError,
     SpecError,
     TokenizerUnavailableError,
     UnknownFormatError,
+    UnknownSessionError,
     UsageError,
 )
 from ctxwise.formats import (
@@ -98,12 +102,14 @@ if _typing.TYPE_CHECKING:
         compact,
         safe_cut_points,
     )
+    from ctxwise.config import EngineConfig, load_config
     from ctxwise.embeddings import (
         Embedder,
         HashingEmbedder,
         SentenceTransformerEmbedder,
         get_embedder,
     )
+    from ctxwise.engine import Engine, TurnResult
     from ctxwise.memory import (
         CaseFacts,
         Fact,
@@ -125,7 +131,7 @@ if _typing.TYPE_CHECKING:
         open_store,
     )
     from ctxwise.memory.postgres import PostgresStore
-    from ctxwise.orchestrator import Pipeline, Trace, TurnResult
+    from ctxwise.orchestrator import Pipeline
     from ctxwise.policy import (
         Allowed,
         Blocked,
@@ -144,9 +150,16 @@ if _typing.TYPE_CHECKING:
         RouteDecision,
         RouteReason,
     )
+    from ctxwise.sessions import (
+        InMemorySessionStore,
+        SessionStore,
+        SQLiteSessionStore,
+        open_session_store,
+    )
     from ctxwise.sources import Source, StaticSource
     from ctxwise.spec import AssemblySpec, SectionSpec, load_spec
     from ctxwise.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
+    from ctxwise.trace import Trace
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) or an extra (psycopg for PostgresStore) load on first use, so `import ctxwise`
@@ -164,8 +177,15 @@ _LAZY = {
     "RouteDecision": "ctxwise.routing",
     "RouteReason": "ctxwise.routing",
     "Pipeline": "ctxwise.orchestrator",
-    "Trace": "ctxwise.orchestrator",
-    "TurnResult": "ctxwise.orchestrator",
+    "Engine": "ctxwise.engine",
+    "TurnResult": "ctxwise.engine",
+    "Trace": "ctxwise.trace",
+    "EngineConfig": "ctxwise.config",
+    "load_config": "ctxwise.config",
+    "InMemorySessionStore": "ctxwise.sessions",
+    "SQLiteSessionStore": "ctxwise.sessions",
+    "SessionStore": "ctxwise.sessions",
+    "open_session_store": "ctxwise.sessions",
     "Source": "ctxwise.sources",
     "CaseFacts": "ctxwise.memory",
     "InMemoryStore": "ctxwise.memory",
@@ -251,6 +271,7 @@ __all__ = [
     "CompactionThrashError",
     "Composition",
     "CompositionItem",
+    "ConfigError",
     "ContentBlock",
     "CtxwiseError",
     "DroppedMedia",
@@ -258,6 +279,8 @@ __all__ = [
     "EditResult",
     "Embedder",
     "EmptyTranscriptError",
+    "Engine",
+    "EngineConfig",
     "ExtractiveSummarizer",
     "Fact",
     "FactExtractor",
@@ -265,6 +288,7 @@ __all__ = [
     "FormatError",
     "GateDecision",
     "HashingEmbedder",
+    "InMemorySessionStore",
     "InMemoryStore",
     "Intent",
     "IntentRouter",
@@ -296,12 +320,16 @@ __all__ = [
     "RouteReason",
     "Rule",
     "Rules",
+    "SQLiteSessionStore",
     "SQLiteStore",
     "Section",
     "SectionReport",
     "SectionSpec",
     "SectionStatus",
     "SentenceTransformerEmbedder",
+    "SessionConflictError",
+    "SessionStore",
+    "SessionStoreError",
     "SimulationError",
     "Source",
     "SpecError",
@@ -326,6 +354,7 @@ __all__ = [
     "TranscriptFile",
     "TurnResult",
     "UnknownFormatError",
+    "UnknownSessionError",
     "UsageError",
     "WindowItem",
     "WordCounter",
@@ -341,7 +370,9 @@ __all__ = [
     "detect_format",
     "get_counter",
     "get_embedder",
+    "load_config",
     "load_spec",
+    "open_session_store",
     "open_store",
     "order_for_recall",
     "read_transcript",
