@@ -255,3 +255,20 @@ def test_context_is_a_text_block_after_tool_results() -> None:
     placed = Window(("sys",), 1, msgs, "ctx", 2).with_context()
     assert isinstance(placed[2].content[0], ToolResultBlock)
     assert isinstance(placed[2].content[1], TextBlock) and "ctx" in placed[2].content[1].text
+
+
+def test_server_side_clearing_sends_the_edit_instead(tmp_path: Path) -> None:
+    from ctxwise.config import ClearingConfig
+    from ctxwise.editing import CONTEXT_MANAGEMENT_BETA
+
+    cfg = _config(tmp_path, clearing=ClearingConfig(mode="server", keep_last=2))
+    with Engine(cfg) as engine:
+        engine.turn("s", [USER("user", "go")])
+        r = engine.turn("s", [_call("t1", "read", path="a"), _result("t1", "x " * 3000)])
+    assert r.trace.cleared is None  # nothing cleared here
+    edit = r.request["context_management"]["edits"][-1]
+    assert edit["type"] == "clear_tool_uses_20250919"
+    assert edit["keep"] == {"type": "tool_uses", "value": 2}
+    assert r.headers == {"anthropic-beta": CONTEXT_MANAGEMENT_BETA}
+    with pytest.raises(Exception, match="needs render = 'anthropic'"):
+        _config(tmp_path, render="openai", clearing=ClearingConfig(mode="server"))

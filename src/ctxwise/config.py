@@ -57,6 +57,10 @@ its default::
 
     [clearing]
     enabled = true
+    mode = "local"                # local: clear here; server: send Anthropic's
+                                  # clear_tool_uses edit as the request's
+                                  # context_management (render = "anthropic" only;
+                                  # TurnResult.headers holds the beta header)
     trigger = 0.7                 # clear old tool results when history passes this share
                                   # of its room
     keep_last = 3                 # tool uses that keep their results
@@ -150,6 +154,7 @@ class GatesConfig(_Strict):
 
 class ClearingConfig(_Strict):
     enabled: bool = True
+    mode: Literal["local", "server"] = "local"
     trigger: float = Field(default=0.7, gt=0, le=1)
     keep_last: int = Field(default=3, ge=0)
     exclude_tools: list[str] = Field(default_factory=list)
@@ -192,6 +197,8 @@ class EngineConfig(_Strict):
     def _consistent(self) -> EngineConfig:
         if self.reserve >= self.budget:
             raise ValueError(f"reserve ({self.reserve}) must be below budget ({self.budget})")
+        if self.clearing.mode == "server" and self.render != "anthropic":
+            raise ValueError("clearing.mode = 'server' needs render = 'anthropic'")
         if self.system and self.system_file:
             raise ValueError("give 'system' or 'system_file', not both")
         for name in self.sources:

@@ -58,7 +58,7 @@ from ctxwise.assembly import Budget, Section, SectionStatus, assemble
 from ctxwise.compaction import CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
 from ctxwise.config import BUILTIN_SOURCES, EngineConfig, load_config
-from ctxwise.editing import clear_tool_uses
+from ctxwise.editing import CONTEXT_MANAGEMENT_BETA, clear_tool_uses, context_management
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import (
     ConfigError,
@@ -112,6 +112,9 @@ class TurnResult:
     request: dict[str, Any]
     trace: Trace
     window: Transcript
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """HTTP headers the request needs (the context-management beta, when
+    ``clearing.mode = "server"``)."""
 
     @property
     def version(self) -> int:
@@ -668,7 +671,7 @@ class Engine:
         cleared = compacted = None
         total = self._joined(session.tokens)
         trigger = int(cfg.clearing.trigger * history_room)
-        if cfg.clearing.enabled and total > trigger:
+        if cfg.clearing.enabled and cfg.clearing.mode == "local" and total > trigger:
             result = clear_tool_uses(
                 Transcript(tuple(session.history)),
                 trigger_tokens=0,
@@ -856,9 +859,22 @@ class Engine:
             work.encoded = [self._encode(m) for m in work.history]
         t5 = clock()
         timings["assemble"] = (t5 - t4) * 1000
+        headers: dict[str, str] = {}
         if cfg.render == "anthropic":
+            server_edit = None
+            if cfg.clearing.enabled and cfg.clearing.mode == "server":
+                server_edit = context_management(
+                    trigger_tokens=max(1, int(cfg.clearing.trigger * history_room)),
+                    keep_last=cfg.clearing.keep_last,
+                    exclude_tools=cfg.clearing.exclude_tools,
+                )
+                headers["anthropic-beta"] = CONTEXT_MANAGEMENT_BETA
             request = render_anthropic(
-                window, model=cfg.model, max_tokens=cfg.max_tokens, encoded=work.encoded
+                window,
+                model=cfg.model,
+                max_tokens=cfg.max_tokens,
+                encoded=work.encoded,
+                context_management=server_edit,
             )
         else:
             request = render_openai(
@@ -922,7 +938,7 @@ class Engine:
         change = SessionCommit(
             work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
         )
-        return work, change, TurnResult(request, trace, neutral_window)
+        return work, change, TurnResult(request, trace, neutral_window, headers)
 
 
 def _facts_items(facts: CaseFacts) -> list[tuple[str, Any]]:
