@@ -2,9 +2,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann
+EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann
 
-.PHONY: demo test lint typecheck bench bench-routing bench-env clean
+.PHONY: demo test lint typecheck docs bench bench-routing bench-env clean
 
 $(BIN)/.installed-demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,14 +22,19 @@ demo: $(BIN)/.installed-demo
 	$(BIN)/ctxwise demo
 
 lint: $(BIN)/.installed-dev
-	$(BIN)/ruff check src tests benchmarks scripts
-	$(BIN)/ruff format --check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples
+	$(BIN)/ruff format --check src tests benchmarks scripts examples
 
 typecheck: $(BIN)/.installed-dev
 	$(BIN)/mypy
 
 test: lint typecheck
 	$(BIN)/pytest
+
+# the docs site, every warning an error; benchmark figures come from
+# benchmarks/results/*.json through scripts/bench_docs.py (run after make bench)
+docs: $(BIN)/.installed-dev
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_tokens.py
@@ -43,6 +48,8 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_memory.py
 	$(BIN)/python benchmarks/bench_presets.py
 	$(BIN)/python benchmarks/bench_route_cli.py
+	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_replay.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
 
 # Routing on CLINC150 against semantic-router: needs torch + the minilm extra in

@@ -5,7 +5,7 @@ in code. Unknown keys are errors at every level, so a typo never passes
 silently; relative paths in a file are relative to that file. Every key, with
 its default::
 
-    model = "claude-sonnet-4-5"   # the model named in each request
+    model = "claude-sonnet-5-5"   # the model named in each request
     render = "anthropic"          # anthropic | openai: the request format
     max_tokens = 1024             # the reply's max_tokens, written into each request
     budget = 100000               # tokens of each request (system, context, history)
@@ -14,7 +14,8 @@ its default::
     counter = "char"              # char | word | tiktoken: how tokens are counted
     store = "sqlite:///ctxwise.db"  # sessions, traces and memory: memory, sqlite:///PATH
                                   # or postgresql://… (relative PATH: to the config file)
-    system = ""                   # the system prompt (or system_file = "PATH")
+    system = ""                   # the system prompt
+    system_file = ""              # or a file holding it (not both)
     context = "user"              # where routed and recalled sections go: "user" (a
                                   # context block in the latest user turn, so the history
                                   # prefix stays cacheable) or "system" (after the
@@ -169,7 +170,7 @@ class CompactionConfig(_Strict):
 class EngineConfig(_Strict):
     """See the module docstring for every key and its default."""
 
-    model: str = Field(default="claude-sonnet-4-5", min_length=1)
+    model: str = Field(default="claude-sonnet-5-5", min_length=1)
     render: Literal["anthropic", "openai"] = "anthropic"
     max_tokens: int = Field(default=1024, ge=1)
     budget: int = Field(default=100_000, ge=1)

@@ -1,0 +1,218 @@
+"""Write docs/benchmarks.md from benchmarks/results/*.json.
+
+Figures live in benchmark output, not in docstrings: run the benchmarks (``make
+bench``, ``make bench-routing``), then ``.venv/bin/python scripts/bench_docs.py``
+rewrites the page from whatever results are there (a benchmark with no results
+file is listed as not run). The page states the machine each file was measured on.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+PAGE = ROOT / "docs" / "benchmarks.md"
+
+
+def table(head: list[str], rows: list[list[Any]]) -> str:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def f3(x: Any) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def engine(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            f"{r['tokens']:,}",
+            r["store"],
+            f"{r['no_edit']['p50_ms']:.2f}",
+            f"{r['no_edit']['p99_ms']:.2f}",
+            f"{r['compacting']['p50_ms']:.0f}",
+            f"{r['baseline']['p50_ms']:.2f}",
+            f"{r['ratio']:.2f}",
+        ]
+        for r in d["rows"]
+    ]
+    met = "met" if d["target_met"] else "not met"
+    return (
+        f"Per-turn overhead of `Engine.turn` without LLM calls ({d['turns']} turns per "
+        f"size; target p50 ≤ {d['target_ms']} ms at 100k tokens: **{met}**). `baseline`: "
+        "encoding and counting the whole history once, uncached, in the same run.\n\n"
+        + table(
+            [
+                "tokens",
+                "store",
+                "p50 ms",
+                "p99 ms",
+                "compacting p50 ms",
+                "baseline p50 ms",
+                "ratio",
+            ],
+            rows,
+        )
+    )
+
+
+def replay(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            s["kind"],
+            f"{s['fraction']:.0%}",
+            s["runs"],
+            s["replayed"],
+            f"{s['refused']} ({s['refused_allowed']} allowed)",
+            s["turns"],
+            s["over_budget_turns"],
+            s["invalid_requests"],
+            s["pinned_missing"],
+            s["compactions"],
+            f3(s["sent_ratio"]),
+        ]
+        for s in d["summary"]
+    ]
+    return (
+        "`ctxwise replay` over every shared recording and a 200-turn scripted session, at "
+        "50% and 25% of each one's size. A refusal is allowed only when the pinned part or "
+        "the latest user message cannot fit the budget. Runs failing a check: "
+        f"**{d['failed']}**.\n\n"
+        + table(
+            [
+                "data",
+                "budget",
+                "runs",
+                "replayed",
+                "refused",
+                "turns",
+                "over budget",
+                "invalid",
+                "pins missing",
+                "compactions",
+                "sent/full",
+            ],
+            rows,
+        )
+    )
+
+
+def routing(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            r["router"],
+            f3(r["metrics"]["in_scope_accuracy"]),
+            f3(r["metrics"]["oos_recall"]),
+            f3(r["metrics"]["harmonic_mean"]),
+            f"{r['latency']['p50_ms']:.3f}",
+        ]
+        for r in d["rows"]
+    ]
+    targets = [
+        [t["target"], t["values"], {True: "yes", False: "no", None: "-"}[t["met"]]]
+        for t in d["targets"]
+    ]
+    sr = d.get("semantic_router") or {}
+    note = f"\n\nsemantic-router: {sr.get('skipped')}" if sr.get("skipped") else ""
+    return (
+        table(["router", "in-scope acc", "OOS recall", "harmonic mean", "p50 ms"], rows)
+        + "\n\n"
+        + table(["target", "values", "met"], targets)
+        + note
+    )
+
+
+def memory(d: dict[str, Any]) -> str:
+    rows = [
+        [
+            r["backend"],
+            f"{r['items']:,}",
+            f"{r['latency']['hybrid']['p50_ms']:.2f}",
+            f"{r['latency']['lexical']['p50_ms']:.2f}",
+            f"{r['latency']['vector']['p50_ms']:.2f}",
+        ]
+        for r in d["rows"]
+    ]
+    return table(["store", "items", "hybrid p50 ms", "lexical p50 ms", "vector p50 ms"], rows)
+
+
+def presets(d: dict[str, Any]) -> str:
+    g = d["whole grid"]
+    return (
+        f"Settings scored: {d['settings_scored']}. LoCoMo dev recall@10 of the `dialogue` "
+        f"preset: {g['recall_best_on_all']:.3f} on all five conversations; chosen on four "
+        f"and scored on the fifth, in turn: {g['loco_recall']:.3f}."
+    )
+
+
+def route_cli(d: dict[str, Any]) -> str:
+    return (
+        f"`ctxwise route` p50 {d['route']['p50_ms']:.0f} ms vs `ctxwise --help` "
+        f"{d['help']['p50_ms']:.0f} ms (×{d['route_vs_help']:.2f}); `IntentRouter.load` p50 "
+        f"{d['load']['p50_ms']:.0f} ms.\n\n"
+        + table(["target", "met"], [[k, "yes" if v else "no"] for k, v in d["targets"].items()])
+    )
+
+
+def compact_all(d: dict[str, Any]) -> str:
+    c = d["counts"]
+    rows = [
+        [
+            kind,
+            c.get(f"{kind}|runs", 0),
+            c.get(f"{kind}|compacted", 0),
+            c.get(f"{kind}|refused: system + task over N", 0),
+            c.get(f"{kind}|repaired", 0),
+        ]
+        for kind in ("claude code", "tau-bench")
+    ]
+    return table(["data", "runs", "compacted", "refused (allowed kind)", "repaired"], rows)
+
+
+SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
+    ("Engine per-turn overhead", "bench_engine", engine),
+    ("Replay over every recording", "bench_replay", replay),
+    ("Compaction over every transcript", "bench_compact_all", compact_all),
+    ("Routing on CLINC150", "bench_routing", routing),
+    ("Routing, held-out intents (offset 0)", "bench_routing_holdout7_0", routing),
+    ("Routing, held-out intents (offset 1)", "bench_routing_holdout7_1", routing),
+    ("Routing, held-out intents (offset 2)", "bench_routing_holdout7_2", routing),
+    ("Router load and CLI latency", "bench_route_cli", route_cli),
+    ("Memory recall latency", "bench_memory", memory),
+    ("Recall presets on LoCoMo", "bench_presets", presets),
+]
+
+
+def main() -> int:
+    parts = [
+        "# Benchmarks",
+        "",
+        "Written by `scripts/bench_docs.py` from `benchmarks/results/*.json`; each "
+        "benchmark's docstring says what it measures and how. Times are from the machine "
+        "named under each table; ratios against a baseline run in the same process travel "
+        "between machines, absolute times do not.",
+    ]
+    for title, name, render in SECTIONS:
+        path = RESULTS / f"{name}.json"
+        parts += ["", f"## {title}", ""]
+        if not path.is_file():
+            parts.append(f"Not run yet (`benchmarks/{name.split('_holdout')[0]}.py`).")
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        parts.append(render(data))
+        env = data.get("environment", {})
+        machine = ", ".join(str(env[k]) for k in ("platform", "python", "cpu_count") if k in env)
+        parts += ["", f"*Measured on: {machine or 'unknown'} (CPUs, last).*"]
+    PAGE.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    print(f"wrote {PAGE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
