@@ -149,24 +149,13 @@ def test_markup_in_names_is_shown_literally(tmp_path: Path) -> None:
 
 
 def test_demo() -> None:
+    """As `make demo` runs it: a temp folder, a table, every check passed."""
     out = ctxwise("demo")
     assert out.returncode == 0, out.stderr
-    assert (
-        "turn 5" in out.stdout and "kitchen sink" in out.stdout and "cache breakpoint" in out.stdout
-    )
-    data = json.loads(ctxwise("demo", "--json").stdout)
-    assert len(data["session"]) == 5
-    assert all(t["window_tokens"] <= t["budget"] for t in data["session"])
-    routed = [t["trace"]["total_tokens"] for t in data["routing"]]
-    assert routed == [541, 695, 0, 541, 695]
-    assert "52% smaller" in out.stdout
-    # the Northwind scenario: blocked at step 25 with the rule, allowed at step 27
-    assert "3. compact and enforce" in out.stdout
-    assert "verbatim: yes" in out.stdout
-    northwind = data["northwind"]
-    assert northwind["rule_in_window_after_compaction"] is True
-    allowed = {s["step"]: s.get("allowed") for s in northwind["steps"]}
-    assert (allowed[25], allowed[26], allowed[27]) == (False, True, True)
+    text = " ".join(out.stdout.split())
+    assert "✓" in text and "✗" not in text and "every one present" in text
+    assert "issue_refund(order_id='4417') → Blocked" in text and "→ Allowed" in text
+    assert "fewer" in text and "kitchen sink" in text
 
 
 def test_help_and_no_args() -> None:

@@ -1,39 +1,119 @@
+"""``ctxwise demo`` end to end: the CLI entry point on a real SQLite file."""
+
 from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxwise import BudgetError, PinnedOverflowError, SectionStatus, WordCounter
-from ctxwise._demo import demo_transcript, run_demo
+from ctxwise import Engine
+from ctxwise._demo import BUDGET, HEAVY, demo_config
+from ctxwise._northwind import RULE, SESSION_ID
+from ctxwise.cli import main
 
 
-def test_demo_session_is_a_well_formed_transcript() -> None:
-    t = demo_transcript()
-    assert t.problems("anthropic") == []
-    assert len(t.tool_names()) == 6
+def run_cli(*args: str) -> int:
+    try:
+        main(list(args))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
 
 
-def test_every_turn_fits_and_keeps_what_must_stay() -> None:
-    steps = run_demo(700)
-    assert [s.turn for s in steps] == [1, 2, 3, 4, 5]
-    for s in steps:
-        a = s.assembly
-        assert a.tokens + a.budget.reserve <= 700
-        assert a.report("system").status is SectionStatus.INCLUDED
-        assert a.report("rules").status is SectionStatus.INCLUDED
-        # the stable prefix opens the window and is cached in the rendered request
-        assert a.sections[0].name == "system"
-        assert s.request["system"][-1]["cache_control"] == {"type": "ephemeral"}
-        assert s.request["messages"][0]["content"][-1]["text"] == s.task
-    # the session outgrows the budget: later turns cut or drop the oldest history
-    last = steps[-1].assembly
-    assert last.report("turn 4").status is SectionStatus.INCLUDED
-    assert last.report("turn 1").status is not SectionStatus.INCLUDED
-    assert steps[-1].kitchen_sink_tokens > 700
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    db = tmp_path_factory.mktemp("demo") / "demo.db"
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys, "stdout", out)
+        code = run_cli("demo", "--db", str(db), "--json")
+    assert code == 0
+    return db, json.loads(out.getvalue())
 
 
-def test_demo_with_other_counters_and_budgets() -> None:
-    assert run_demo(5000, WordCounter())[-1].assembly.dropped == ()
-    with pytest.raises(PinnedOverflowError):
-        run_demo(60)
-    with pytest.raises(BudgetError):
-        run_demo(0)
+def test_saves_half_the_tokens_of_the_kitchen_sink(report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = report
+    ours = sum(t["tokens"]["total"] for t in data["turns"])
+    sink = sum(t["tokens"]["total"] for t in data["kitchen_sink"])
+    assert (
+        ours == data["totals"]["ctxwise_tokens"] and sink == data["totals"]["kitchen_sink_tokens"]
+    )
+    assert 1 - ours / sink >= 0.5
+    assert all(t["tokens"]["total"] <= BUDGET for t in data["turns"])
+    # the kitchen sink really is everything: no edits, every source, every turn
+    for t in data["kitchen_sink"]:
+        assert t["cleared"] is None and t["compacted"] is None
+        assert {"kb", "code", "tool_docs", "style"} <= set(t["chosen"])
+
+
+def test_every_needed_string_is_in_its_turns_request(report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = report
+    assert data["checks"]["ok"] is True
+    needs = [n for t in data["turns"] for n in t["needs"]]
+    assert needs and all(n["present"] for n in needs)
+    assert data["checks"]["needs_present"] == data["checks"]["needs_total"] == len(needs)
+    # the standing rule is pinned in the system part on every turn after it was said
+    said = next(t["turn"] for t in data["turns"] if t["rules_added"])
+    for t in data["turns"][said - 1 :]:
+        rule = [n for n in t["needs"] if n["text"].startswith("Please never call Dana")]
+        assert all("system" in n["found_in"] for n in rule)
+
+
+def test_gate_blocks_the_refund_until_the_address_check(
+    report: tuple[Path, dict[str, Any]],
+) -> None:
+    _, data = report
+    calls = [(t["turn"], g) for t in data["turns"] for g in t["gate"]]
+    refunds = [(turn, g) for turn, g in calls if g["tool"] == "issue_refund"]
+    verify = next(turn for turn, g in calls if g["tool"] == "verify_address" and g["allowed"])
+    (blocked_at, blocked), (allowed_at, allowed) = refunds
+    assert blocked["input"] == allowed["input"] == {"order_id": "4417"}
+    assert blocked["allowed"] is False and RULE in blocked["reason"]
+    assert blocked_at < verify < allowed_at and allowed["allowed"] is True
+
+
+def test_clearing_compaction_and_recall(report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = report
+    assert data["totals"]["clears"] >= 1 and data["totals"]["compactions"] >= 1
+    compacted_at = next(t["turn"] for t in data["turns"] if t["compacted"])
+    recall = next(t for t in data["turns"] if t["label"] == "recall")
+    assert recall["turn"] > compacted_at and recall["chosen"] == ["memory"]
+    # the recalled detail reached the model only through the recalled section
+    (okafor,) = [n for n in recall["needs"] if n["text"] == "Okafor"]
+    assert okafor["found_in"] == ["context"]
+    assert any(s["source"] == "memory" and s["status"] != "dropped" for s in recall["sections"])
+
+
+def test_chitchat_skips_the_heavy_sources(report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = report
+    chitchat = [t for t in data["turns"] if t["label"] == "chitchat"]
+    code = [t for t in data["turns"] if t["label"] == "code"]
+    assert chitchat and code
+    for t in chitchat:
+        assert set(HEAVY) <= set(t["skipped"]) and not set(HEAVY) & set(t["chosen"])
+    assert all({"code", "tool_docs"} <= set(t["chosen"]) for t in code)
+
+
+def test_the_db_is_kept_with_every_trace(report: tuple[Path, dict[str, Any]]) -> None:
+    db, data = report
+    with Engine(demo_config(f"sqlite:///{db}")) as engine:
+        traces = engine.traces(SESSION_ID)
+        assert [t.turn for t in traces] == [t["turn"] for t in data["turns"]]
+        assert engine.facts(SESSION_ID).get("order_id").value == "4417"  # type: ignore[union-attr]
+    # a second run on the same file refuses instead of appending to the session
+    assert run_cli("demo", "--db", str(db)) == 2
+
+
+def test_table_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("demo", "--db", str(tmp_path / "a.db")) == 0
+    out = capsys.readouterr().out
+    assert "✓" in out and "✗" not in out and "fewer" in out
+    assert "Blocked: " + RULE in " ".join(out.split())
+    # a budget too small for the code question's sources: a need is missing, exit 1
+    assert run_cli("demo", "--db", str(tmp_path / "b.db"), "--budget", "500") == 1
+    out = capsys.readouterr().out
+    assert "✗" in out and "SOME MISSING" in out

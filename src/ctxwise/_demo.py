@@ -1,246 +1,337 @@
-"""The scripted agent session behind ``ctxwise demo``.
+"""The Northwind support session, driven through :class:`ctxwise.Engine` (``ctxwise demo``).
 
-A coding agent fixes a rounding bug over five turns. On every turn ctxwise
-builds the window from the system prompt and standing rules (pinned), the tool
-catalog (stable, cached), the conversation so far (one section per earlier
-turn, more recent turns ranked higher, all truncatable) and the live task, and
-assembles it under a budget. The kitchen sink (everything, no budget) is
-measured in the same run for comparison.
+The script (:mod:`ctxwise._northwind`) is played twice on the same SQLite file,
+by two Engines built from the same config:
+
+- **ctxwise**: a keyword router sends each user message to the sources its label
+  needs (chitchat loads one line of style, a code question loads the code and
+  the tool docs, a recall question only memory), old tool results are cleared
+  and the history compacted under the budget, compacted turns are recalled from
+  memory, case facts and standing rules are pinned, and a policy gate holds the
+  refund until the address check has passed;
+- **kitchen sink**: the same config with no router (every source on every
+  turn), no clearing, no compaction, no recall, and a budget that holds all of
+  it: the unedited history plus every source, every turn.
+
+Each turn declares what the model must read in that turn's request; every one
+is searched for in the text of the rendered request, so "every fact present
+when it is needed" is checked, not claimed. Every tool call the scripted model
+makes first goes through :meth:`Engine.check_tool`; a blocked call is answered
+with an error result that carries the rule.
+
+Only the public API of ctxwise is used. Nothing depends on the wall clock except
+the traces' timings, which the report leaves out.
+
+The end of the module keeps the reference routing scenario (:func:`routing_pipeline`),
+which the orchestrator and LangGraph tests run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from ctxwise.assembly import Assembly, Budget, Section, assemble
-from ctxwise.formats import anthropic as anthropic_format
-from ctxwise.messages import (
+from ctxwise import (
+    Blocked,
+    Engine,
+    EngineConfig,
+    KeywordClassifier,
     Message,
+    Pipeline,
+    PolicyGate,
+    RequireFact,
+    StaticSource,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    Transcript,
-    block_text,
+    Trace,
+    UsageError,
+    WordCounter,
 )
-from ctxwise.orchestrator import Pipeline
-from ctxwise.routing import KeywordClassifier
-from ctxwise.sources import StaticSource
-from ctxwise.tokens import CharCounter, TokenCounter, WordCounter
+from ctxwise._northwind import CODE, KB, RULE, SCRIPT, SESSION_ID, STYLE, SYSTEM, TOOL_DOCS, Call
+from ctxwise.formats.request import CONTEXT_OPEN
 
 __all__ = [
+    "BUDGET",
+    "HEAVY",
+    "KITCHEN_SINK_BUDGET",
     "ROUTING_QUERIES",
-    "DemoStep",
+    "DemoRun",
     "DemoTurn",
-    "demo_script",
-    "demo_transcript",
+    "GateCheck",
+    "NeedCheck",
+    "demo_config",
+    "kitchen_sink_config",
+    "request_parts",
     "routing_pipeline",
     "run_demo",
 ]
 
-SYSTEM = (
-    "You are a careful coding agent working in the repository `shop`. Read before you edit, "
-    "run the tests after every change, and explain what you changed and why in two sentences."
-)
-RULES = (
-    "Standing rules: never push to main; never change tests to make them pass; money is Decimal."
-)
-TOOLS = (
-    "Tools: read_file(path) returns a file's text. run_tests(selector) runs pytest and returns "
-    "its report. edit_file(path, old, new) replaces one exact snippet. git_diff() shows the "
-    "working-tree diff. search(pattern) greps the repository and lists matching lines."
-)
+BUDGET = 2_400
+"""Tokens per request for the ctxwise run (char counter: 4 characters a token)."""
+KITCHEN_SINK_BUDGET = 1_000_000
+"""Enough for the kitchen sink to hold everything on every turn."""
+KITCHEN_SINK_SESSION = SESSION_ID + "-kitchen-sink"
+HEAVY = ("kb", "code", "tool_docs", "memory")
+"""The sources a chitchat turn must not load."""
 
-_TOTALS_PY = """from dataclasses import dataclass
+_ROUTER = {
+    "code": ["code", "bug", "error", "exception", "keyerror", "traceback", "function", "script"],
+    "recall": ["remind", "recall", "remember", "earlier"],
+    "chitchat": ["thanks", "thank", "hi", "hello", "bye", "cool", "nice", "great", "star"],
+}
 
-@dataclass
-class Line:
-    sku: str
-    unit_price: float
-    quantity: int
 
-def line_total(line: Line) -> float:
-    return round(line.unit_price * line.quantity, 2)
+def demo_config(store: str, budget: int = BUDGET) -> EngineConfig:
+    """The ctxwise run's config: routes, sources, support facts, clearing and compaction."""
+    return EngineConfig.model_validate(
+        {
+            "budget": budget,
+            "store": store,
+            "system": SYSTEM,
+            "router": {"keywords": _ROUTER, "default": "case"},
+            "routes": {
+                "chitchat": ["style"],
+                "code": ["code", "tool_docs"],
+                "recall": ["memory"],
+                "case": ["kb", "memory"],
+            },
+            "fallback": ["kb", "memory"],
+            "sources": {
+                "style": {"text": STYLE, "priority": 40},
+                "kb": {"text": KB, "priority": 50},
+                "code": {"text": CODE, "priority": 70},
+                "tool_docs": {"text": TOOL_DOCS, "priority": 60},
+            },
+            "memory": {"k": 2},
+            "facts": {"extractor": "support"},
+            "clearing": {"keep_last": 1},
+        }
+    )
 
-def invoice_total(lines: list[Line], tax_rate: float) -> float:
-    subtotal = sum(line_total(l) for l in lines)
-    tax = subtotal * tax_rate
-    return round(subtotal + tax, 2)
 
-def format_total(amount: float) -> str:
-    return f"EUR {amount:,.2f}"
-"""
+def kitchen_sink_config(config: EngineConfig) -> EngineConfig:
+    """``config`` with every source on every turn and nothing edited away: no
+    router, no clearing, no compaction, no recall, and room for all of it."""
+    data = config.model_dump()
+    data.update(
+        budget=KITCHEN_SINK_BUDGET,
+        router=None,
+        routes={},
+        fallback=None,
+        memory={**data["memory"], "recall": False},
+        clearing={**data["clearing"], "enabled": False},
+        compaction={**data["compaction"], "enabled": False},
+    )
+    return EngineConfig.model_validate(data)
 
-_TEST_FAIL = """============================= test session starts ==============================
-collected 14 items
 
-tests/test_totals.py ........F.....                                      [100%]
+def _gate() -> PolicyGate:
+    return PolicyGate(
+        [
+            RequireFact(
+                "address-check-before-refund",
+                RULE,
+                ("issue_refund",),
+                "address_check:{order_id}",
+                satisfied_by="verify_address",
+            )
+        ]
+    )
 
-=================================== FAILURES ===================================
-________________________ test_invoice_total_three_lines ________________________
-    def test_invoice_total_three_lines():
-        lines = [Line("A-1", 19.99, 3), Line("B-7", 0.35, 7), Line("C-2", 4.10, 1)]
->       assert invoice_total(lines, tax_rate=0.19) == Decimal("79.18")
-E       AssertionError: assert 79.17 == Decimal('79.18')
-tests/test_totals.py:41: AssertionError
-=========================== short test summary info ============================
-FAILED tests/test_totals.py::test_invoice_total_three_lines - AssertionError
-========================= 1 failed, 13 passed in 0.21s =========================
-"""
 
-_SEARCH = """shop/billing/totals.py:8:    unit_price: float
-shop/billing/totals.py:11:    return round(line.unit_price * line.quantity, 2)
-shop/billing/totals.py:15:    return round(subtotal + tax, 2)
-shop/checkout/views.py:52:    total = invoice_total(cart.lines, tax_rate=settings.TAX_RATE)
-shop/checkout/views.py:58:    return render(request, "checkout.html", {"total": format_total(t)})
-shop/reports/monthly.py:23:    revenue += invoice_total(order.lines, order.tax_rate)
-"""
+@dataclass(frozen=True, slots=True)
+class NeedCheck:
+    """One string the model needs on this turn, and the parts of the request that
+    held it (``system``, ``context``, ``history``; empty: missing)."""
 
-_DIFF = """--- a/shop/billing/totals.py
-+++ b/shop/billing/totals.py
-@@ -1,16 +1,20 @@
- from dataclasses import dataclass
-+from decimal import ROUND_HALF_UP, Decimal
-+
-+CENT = Decimal("0.01")
+    text: str
+    found_in: tuple[str, ...]
 
- @dataclass
- class Line:
-     sku: str
--    unit_price: float
-+    unit_price: Decimal
-     quantity: int
+    @property
+    def present(self) -> bool:
+        return bool(self.found_in)
 
--def line_total(line: Line) -> float:
--    return round(line.unit_price * line.quantity, 2)
-+def line_total(line: Line) -> Decimal:
-+    return (line.unit_price * line.quantity).quantize(CENT, ROUND_HALF_UP)
-"""
 
-_TEST_PASS = """============================= test session starts ==============================
-collected 14 items
+@dataclass(frozen=True, slots=True)
+class GateCheck:
+    """What :meth:`Engine.check_tool` said about a call before it ran."""
 
-tests/test_totals.py ..............                                      [100%]
-
-============================== 14 passed in 0.19s ==============================
-"""
+    tool: str
+    input: dict[str, Any]
+    allowed: bool
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
 class DemoTurn:
-    """One scripted turn: the user's message and the agent's work on it."""
+    turn: int
+    note: str
+    trace: Trace
+    needs: tuple[NeedCheck, ...]
+    gate: tuple[GateCheck, ...]
+    """The calls checked before this turn's messages were sent."""
 
-    user: str
-    calls: tuple[tuple[str, dict[str, Any], str], ...]
-    reply: str
+    @property
+    def ok(self) -> bool:
+        return all(c.present for c in self.needs)
 
-
-def demo_script() -> tuple[DemoTurn, ...]:
-    return (
-        DemoTurn(
-            "Customers say invoice totals are sometimes one cent too low. Can you find out why?",
-            (
-                ("search", {"pattern": "invoice_total|round\\("}, _SEARCH),
-                ("read_file", {"path": "shop/billing/totals.py"}, _TOTALS_PY),
-            ),
-            "Totals are computed in binary floats and rounded twice, once per line and once at "
-            "the end, so half-cent values can round down. I will reproduce it with the tests.",
-        ),
-        DemoTurn(
-            "Please run the billing tests first so we see it fail.",
-            (("run_tests", {"selector": "tests/test_totals.py"}, _TEST_FAIL),),
-            "test_invoice_total_three_lines fails: 79.17 instead of 79.18, the one-cent loss.",
-        ),
-        DemoTurn(
-            "Fix it with Decimal and round half up, as the rules say.",
-            (
-                (
-                    "edit_file",
-                    {"path": "shop/billing/totals.py", "old": "float", "new": "Decimal"},
-                    "ok",
-                ),
-                ("git_diff", {}, _DIFF),
-            ),
-            "Prices are now Decimal and each line is quantized to cents with ROUND_HALF_UP.",
-        ),
-        DemoTurn(
-            "Run the tests again.",
-            (("run_tests", {"selector": "tests/test_totals.py"}, _TEST_PASS),),
-            "All 14 tests pass.",
-        ),
-        DemoTurn(
-            "Summarize the change for the pull request description.",
-            (),
-            "Invoice totals used floats and double rounding; they now use Decimal with "
-            "ROUND_HALF_UP per line, which fixes the one-cent undercharge.",
-        ),
-    )
-
-
-def _turn_messages(turn: DemoTurn, index: int) -> list[Message]:
-    msgs = [Message.text_message("user", turn.user)]
-    for j, (name, args, result) in enumerate(turn.calls):
-        call_id = f"toolu_demo_{index}_{j}"
-        msgs.append(Message("assistant", (ToolUseBlock(call_id, name, args),)))
-        msgs.append(Message("user", (ToolResultBlock(call_id, result),)))
-    msgs.append(Message("assistant", (TextBlock(turn.reply),)))
-    return msgs
-
-
-def _render_turn(messages: Sequence[Message]) -> str:
-    lines = []
-    for m in messages:
-        for b in m.content:
-            if isinstance(b, ToolUseBlock):
-                lines.append(f"assistant called {block_text(b)}")
-            elif isinstance(b, ToolResultBlock):
-                lines.append(f"tool result:\n{block_text(b)}")
-            else:
-                lines.append(f"{m.role}: {block_text(b)}")
-    return "\n".join(lines)
+    def to_dict(self) -> dict[str, Any]:
+        t = self.trace
+        return {
+            "turn": self.turn,
+            "note": self.note,
+            "label": t.route.label,
+            "route_reason": t.route.reason,
+            "fallback": t.route.fallback,
+            "chosen": list(t.chosen),
+            "skipped": list(t.skipped),
+            "sections": [
+                {"name": s.name, "source": s.source, "status": s.status, "tokens": s.tokens}
+                for s in t.sections
+            ],
+            "cleared": None if t.cleared is None else t.cleared.model_dump(mode="json"),
+            "compacted": None if t.compacted is None else t.compacted.model_dump(mode="json"),
+            "facts_changed": list(t.facts_changed),
+            "rules_added": list(t.rules_added),
+            "tokens": t.tokens.model_dump(mode="json"),
+            "needs": [
+                {"text": c.text, "present": c.present, "found_in": list(c.found_in)}
+                for c in self.needs
+            ],
+            "gate": [
+                {"tool": g.tool, "input": g.input, "allowed": g.allowed, "reason": g.reason}
+                for g in self.gate
+            ],
+        }
 
 
 @dataclass(frozen=True, slots=True)
-class DemoStep:
-    turn: int
-    task: str
-    assembly: Assembly
-    kitchen_sink_tokens: int
-    request: dict[str, Any]
+class DemoRun:
+    """Both runs of the script, turn by turn."""
+
+    budget: int
+    turns: tuple[DemoTurn, ...]
+    kitchen_sink: tuple[DemoTurn, ...]
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(t.trace.tokens.total for t in self.turns)
+
+    @property
+    def kitchen_sink_tokens(self) -> int:
+        return sum(t.trace.tokens.total for t in self.kitchen_sink)
+
+    @property
+    def saving(self) -> float:
+        """The share of the kitchen sink's input tokens ctxwise did not send."""
+        sink = self.kitchen_sink_tokens
+        return 1 - self.total_tokens / sink if sink else 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Every turn's request held everything the model needed then."""
+        return all(t.ok for t in self.turns)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "kitchen_sink_budget": KITCHEN_SINK_BUDGET,
+            "turns": [t.to_dict() for t in self.turns],
+            "kitchen_sink": [t.to_dict() for t in self.kitchen_sink],
+            "totals": {
+                "ctxwise_tokens": self.total_tokens,
+                "kitchen_sink_tokens": self.kitchen_sink_tokens,
+                "saving": round(self.saving, 4),
+                "compactions": sum(t.trace.compacted is not None for t in self.turns),
+                "clears": sum(t.trace.cleared is not None for t in self.turns),
+            },
+            "checks": {
+                "needs_present": sum(c.present for t in self.turns for c in t.needs),
+                "needs_total": sum(len(t.needs) for t in self.turns),
+                "ok": self.ok,
+            },
+        }
 
 
-def run_demo(budget: int = 700, counter: TokenCounter | None = None) -> list[DemoStep]:
-    """Replay the script; on each turn assemble the window the agent would send."""
-    ctr = counter if counter is not None else CharCounter()
-    steps: list[DemoStep] = []
-    for i, turn in enumerate(demo_script()):
-        earlier = [_render_turn(_turn_messages(t, k)) for k, t in enumerate(demo_script()[:i])]
-        sections = [
-            Section("system", SYSTEM, priority=100, pinned=True, stable=True),
-            Section("tools", TOOLS, priority=90, stable=True),
-            Section("rules", RULES, priority=95, pinned=True),
-        ]
-        for k, text in enumerate(earlier):
-            # recency ranks: the last turn is worth most, the first least
-            sections.append(Section(f"turn {k + 1}", text, priority=10 + k, truncatable=True))
-        # the live task is sent last, outside the sections: reserve its tokens
-        task_tokens = ctr.count(turn.user)
-        assembly = assemble(sections, Budget(budget, reserve=task_tokens), ctr)
-        sink = sum(ctr.count(s.content) for s in sections) + task_tokens
-        request = anthropic_format.render_request(
-            assembly, turn.user, model="claude-sonnet-5-5", max_tokens=1024
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def request_parts(request: dict[str, Any]) -> dict[str, str]:
+    """The text of a rendered Anthropic request by part: ``system`` (the prompt,
+    pinned rules and facts), ``context`` (the routed and recalled block in the
+    latest user turn) and ``history`` (every other message string)."""
+    context: list[str] = []
+    history: list[str] = []
+    for s in _strings(request.get("messages", [])):
+        (context if s.startswith(CONTEXT_OPEN) else history).append(s)
+    return {
+        "system": "\n".join(_strings(request.get("system", []))),
+        "context": "\n".join(context),
+        "history": "\n".join(history),
+    }
+
+
+def _play(engine: Engine, session_id: str) -> tuple[DemoTurn, ...]:
+    if engine.sessions.version(session_id):
+        raise UsageError(
+            f"the store already holds session {session_id!r}: give --db a new file, "
+            "or delete the old one"
         )
-        steps.append(DemoStep(i + 1, turn.user, assembly, sink, request))
-    return steps
+    out: list[DemoTurn] = []
+    calls = 0
+    for number, step in enumerate(SCRIPT, start=1):
+        messages: list[Message] = []
+        checks: list[GateCheck] = []
+        last_call = max((i for i, a in enumerate(step.model) if isinstance(a, Call)), default=-1)
+        for i, action in enumerate(step.model):
+            if not isinstance(action, Call):
+                messages.append(Message("assistant", (TextBlock(action),)))
+                continue
+            calls += 1
+            use = ToolUseBlock(f"toolu_{calls:04d}", action.tool, action.input)
+            decision = engine.check_tool(session_id, action.tool, action.input)
+            if isinstance(decision, Blocked):
+                checks.append(GateCheck(action.tool, dict(action.input), False, decision.reason))
+                result = ToolResultBlock(use.id, f"Blocked by policy: {decision.reason}", True)
+            else:
+                checks.append(GateCheck(action.tool, dict(action.input), True, ""))
+                result = ToolResultBlock(use.id, action.output)
+            messages += [Message("assistant", (use,)), Message("user", (result,))]
+            if i < last_call:  # the next call is checked on facts that include this result
+                engine.record(session_id, messages)
+                messages = []
+        if step.user is not None:
+            messages.append(Message.text_message("user", step.user))
+        turn = engine.turn(session_id, messages)
+        parts = request_parts(turn.request)
+        needs = tuple(
+            NeedCheck(n, tuple(part for part, text in parts.items() if n in text))
+            for n in step.needs
+        )
+        out.append(DemoTurn(number, step.note, turn.trace, needs, tuple(checks)))
+    return tuple(out)
 
 
-def demo_transcript() -> Transcript:
-    """The whole scripted session as a transcript of neutral messages."""
-    messages: list[Message] = [Message.text_message("system", SYSTEM)]
-    for i, turn in enumerate(demo_script()):
-        messages.extend(_turn_messages(turn, i))
-    return Transcript(tuple(messages), source="ctxwise-demo")
+def run_demo(db: str, budget: int = BUDGET) -> DemoRun:
+    """Play the script on the SQLite file ``db``: first as ctxwise, then as the
+    kitchen sink (each its own session in the same file)."""
+    config = demo_config(f"sqlite:///{Path(db).resolve()}", budget)
+    with Engine(config, gate=_gate()) as engine:
+        turns = _play(engine, SESSION_ID)
+    with Engine(kitchen_sink_config(config), gate=_gate()) as engine:
+        sink = _play(engine, KITCHEN_SINK_SESSION)
+    return DemoRun(budget, turns, sink)
 
 
 # -- the reference routing scenario ------------------------------------------

@@ -1,66 +1,51 @@
-"""The Northwind scenario: a rule stated once survives compaction and is enforced in code.
+"""The Northwind support session behind ``ctxwise demo``: scripted data only.
 
-A support agent works on order 4417 for Northwind Traders. At step 12 a
-supervisor says "Do not refund order 4417 until the address check is done". The
-conversation keeps growing with tool output; at step 24 it is compacted. At step
-25 the (scripted) model proposes ``issue_refund(order_id="4417")``: the policy
-gate blocks it and quotes the rule. At step 26 the model runs
-``address_check(order_id="4417")``, which returns ok; at step 27 the refund is
-allowed.
+A support engineer works one case with an agent: Dana Whitfield's order 4417
+went to her old address. Over twelve turns the session has small talk, a code
+question, a supervisor's rule, a question about something said at the start
+(long since compacted out of the window), and a refund the policy gate holds
+until the address check has run.
 
-Every part is the library's own: :class:`~ctxwise.memory.Rules` captures the
-supervisor's sentence from the user turn, :func:`~ctxwise.policy.compile_rule`
-turns it into a :class:`~ctxwise.policy.RequireFact` rule in a
-:class:`~ctxwise.policy.PolicyGate`, :class:`~ctxwise.memory.CaseFacts` collects the
-order's facts from every message and tool result (the ``"support"`` extractor preset:
-order ids, amounts and statuses are domain facts the default prose extractor leaves
-out), :func:`~ctxwise.compaction.compact` archives the
-transcript to a store and replaces the older range with a summary while the rules
-and facts move to the system part, and the window sent at every later step is
-rendered as an Anthropic request, where the rule is checked verbatim.
-
-Only the model is scripted: its tool calls are fixed, so the run is deterministic.
+Only the model is scripted: its replies and tool calls are fixed, and every tool
+returns a fixed result, so a run is deterministic. Each turn declares what the
+model must be able to read in that turn's request (``needs``); the demo checks
+every one against the rendered request. :mod:`ctxwise._demo` drives the script
+through :class:`ctxwise.Engine`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
-from ctxwise.compaction import Compaction, compact
-from ctxwise.formats import anthropic as anthropic_format
-from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
-from ctxwise.memory.store import InMemoryStore, Store
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Transcript
-from ctxwise.policy import Blocked, PolicyGate, compile_rule
-from ctxwise.tokens import CharCounter, TokenCounter
+from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
+    "CODE",
+    "KB",
+    "REFUND",
     "RULE",
-    "SUPERVISOR_STEP",
-    "TOOL_VOCABULARY",
-    "NorthwindRun",
-    "NorthwindStep",
-    "run_northwind",
+    "SCRIPT",
+    "SESSION_ID",
+    "STANDING_RULE",
+    "STYLE",
+    "SYSTEM",
+    "TOOL_DOCS",
+    "Call",
+    "ScriptTurn",
 ]
 
+SESSION_ID = "northwind-4417"
 SYSTEM = (
-    "You are a support agent for Northwind Traders. Use the tools to look things up; "
-    "never promise what a tool has not confirmed. Quote order numbers exactly."
+    "You are a support agent for Northwind Traders, working with a support engineer. Use the "
+    "tools to look things up; never promise what a tool has not confirmed. Quote order numbers "
+    "exactly."
 )
 RULE = "Do not refund order 4417 until the address check is done."
-"""The supervisor's words, which must reach the model verbatim at every later step."""
-SUPERVISOR_STEP = 12
-COMPACTION_STEP = 24
-TOOL_VOCABULARY = {
-    "refund": "issue_refund",
-    "address check": "address_check",
-}
-"""Phrases a stated rule may use → the agent's tool names (for :func:`compile_rule`)."""
-# the scenario opts into every kind, tool results included: order ids and statuses
-_SUPPORT_FACTS = FactExtractor.preset("support")
+"""The supervisor's words: a standing rule in every later window, and a gate rule."""
+STANDING_RULE = "Please never call Dana before 9am, she works night shifts."
+"""The engineer's note: a standing rule the model must see on every later turn."""
+REFUND = ("issue_refund", {"order_id": "4417"})
+"""The call the policy gate holds until ``verify_address`` has passed."""
 
 
 def _json(data: Any) -> str:
@@ -97,56 +82,143 @@ _ORDER = {
     "tracking_number": "1Z999AA10123456784",
 }
 
+_CUSTOMER = {
+    "customer_id": "C-20931",
+    "name": "Dana Whitfield",
+    "email": "dana.whitfield@example.com",
+    "since": "2019-04-11",
+    "tier": "gold",
+    "delivery_note": "If Dana is out, neighbour Mrs. Okafor at 504 Alder St takes in her parcels.",
+}
 
-def _script() -> list[tuple[str, Any]]:
-    """The scripted steps: ("user", text) or ("call", (tool, input, result)) or
-    ("say", text) for an assistant reply. Steps are numbered from 1."""
-    return [
-        (
-            "user",
-            "Hi, this is Dana Whitfield, customer C-20931. My order 4417 never arrived. "
-            "It was placed on November 2 and I paid $84.20.",
+# -- the sources: what a route may load ---------------------------------------
+
+STYLE = "Small talk: answer in one friendly sentence and steer back to the case."
+"""The light source: all a chitchat turn needs."""
+
+KB = "\n\n".join(
+    f"Policy RF-{100 + i}: When a parcel is delivered to an address the customer changed after "
+    f"checkout, confirm the change date against the order date, open a carrier trace (form "
+    f"CT-{20 + i}) and wait up to {3 + i} business days before offering a replacement or a "
+    "refund. Refunds go to the original payment method; gift cards are refunded as store credit."
+    for i in range(6)
+)
+"""The support knowledge base (refund and delivery policy)."""
+
+CODE = '''# northwind/support/address.py
+def verify_address(order_id: str, db: Database) -> AddressCheck:
+    """Compare the order's ship_to with the customer's address on the order date."""
+    order = db.orders[order_id]
+    history = db.address_history(order["customer_id"])
+    on_date = [a for a in history if a["from"] <= order["placed"]][-1]
+    shipped_to = order["shipping"]["ship_to"]   # KeyError: orders keep ship_to at top level
+    status = "ok" if normalize(shipped_to) == normalize(on_date["address"]) else "mismatch"
+    return AddressCheck(order_id, status, shipped_to, on_date["address"])
+
+
+def normalize(address: str) -> str:
+    return " ".join(address.lower().replace(",", " ").split())
+
+
+# northwind/support/refunds.py
+def issue_refund(order_id: str, db: Database, gateway: Gateway) -> Refund:
+    payment = db.payments[order_id]
+    if payment["refunded"]:
+        raise AlreadyRefunded(order_id)
+    return gateway.refund(payment["charge_id"], payment["captured"])
+'''
+"""The code snippet source: the support tooling the engineer asks about."""
+
+TOOL_DOCS = "\n".join(
+    (
+        "Tools available to the support agent:",
+        "- lookup_order(order_id): the order as JSON (items, payment, ship_to, carrier, "
+        "tracking_number).",
+        "- get_customer(customer_id): the customer's record (contact, tier, delivery note).",
+        "- track_shipment(tracking_number): carrier scan events, newest last.",
+        "- get_address_history(customer_id): every address with the date it took effect.",
+        "- search_kb(query): policy paragraphs from the support knowledge base.",
+        "- open_carrier_trace(tracking_number, form): opens a trace with the carrier; returns "
+        "trace_id and eta_days.",
+        "- verify_address(order_id): runs northwind/support/address.py; status is ok when the "
+        "order shipped to the address the customer had on the order date.",
+        "- issue_refund(order_id): refunds the captured amount to the original payment method. "
+        "Gated: the address check must have passed.",
+        "Every tool returns JSON; on failure the JSON has status 'error' and a message.",
+    )
+)
+"""The tool-docs source."""
+
+# -- the script ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A tool call the scripted model makes, and what the tool returns when the
+    policy gate lets it run."""
+
+    tool: str
+    input: dict[str, Any]
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptTurn:
+    """One turn: what the model did after the previous request (replies and tool
+    calls, in order), then the engineer's next message (either part may be
+    empty), and the strings the model must see in this turn's request."""
+
+    model: tuple[Call | str, ...] = ()
+    user: str | None = None
+    needs: tuple[str, ...] = ()
+    note: str = ""
+
+
+SCRIPT: tuple[ScriptTurn, ...] = (
+    ScriptTurn(
+        user=(
+            "New case. Dana Whitfield (dana.whitfield@example.com) says order 4417, placed on "
+            "2026-11-02, never arrived."
         ),
-        ("call", ("lookup_order", {"order_id": "4417"}, _json(_ORDER))),
-        (
-            "call",
-            (
-                "get_customer",
-                {"customer_id": "C-20931"},
-                _json(
-                    {
-                        "customer_id": "C-20931",
-                        "name": "Dana Whitfield",
-                        "email": "dana.whitfield@example.com",
-                        "since": "2019-04-11",
-                        "tier": "gold",
-                        "address": "502 Alder St, Apt 3, Portland, OR 97205",
-                        "address_updated": "2026-11-03",
-                    }
-                ),
-            ),
-        ),
-        (
-            "call",
-            (
+        needs=("4417", "dana.whitfield@example.com", "2026-11-02"),
+        note="case facts",
+    ),
+    ScriptTurn(
+        model=(
+            Call("lookup_order", {"order_id": "4417"}, _json(_ORDER)),
+            Call("get_customer", {"customer_id": "C-20931"}, _json(_CUSTOMER)),
+            Call(
                 "track_shipment",
                 {"tracking_number": "1Z999AA10123456784"},
                 _json({"status": "delivered", "delivered": "2026-11-14", "events": _events(24, 4)}),
             ),
+            "UPS shows order 4417 delivered on 2026-11-14 to 18 Harbor Rd, Portland: the address "
+            "on the order, which may be her old one.",
         ),
-        (
-            "say",
-            "UPS shows order 4417 delivered on 2026-11-14 to 18 Harbor Rd, Portland. "
-            "Is that your address?",
+        user=STANDING_RULE,
+        needs=("4417", STANDING_RULE),
+        note="standing rule",
+    ),
+    ScriptTurn(
+        model=("Noted: no calls to Dana before 9am.",),
+        user="Thanks, you're a star! Hope your day is going well.",
+        needs=("4417", STANDING_RULE),
+        note="chitchat",
+    ),
+    ScriptTurn(
+        model=("It is going well, thank you. Back to order 4417?",),
+        user=(
+            "Quick code question: verify_address raises KeyError: 'shipping' on this order. "
+            "What is wrong in the code?"
         ),
-        (
-            "user",
-            "That's my old address! I changed it to 502 Alder St on November 3, the day after "
-            "I ordered. I want a refund of $84.20.",
-        ),
-        (
-            "call",
-            (
+        needs=('order["shipping"]["ship_to"]', "verify_address(order_id)", "4417"),
+        note="code question",
+    ),
+    ScriptTurn(
+        model=(
+            "verify_address reads order['shipping']['ship_to'], but orders keep ship_to at the "
+            "top level: read order['ship_to'] instead.",
+            Call(
                 "get_address_history",
                 {"customer_id": "C-20931"},
                 _json(
@@ -159,268 +231,77 @@ def _script() -> list[tuple[str, Any]]:
                     ]
                 ),
             ),
+            Call("search_kb", {"query": "parcel delivered to previous address"}, KB),
+            "She changed her address on 2026-11-03, the day after the order.",
         ),
-        (
-            "call",
-            (
-                "search_kb",
-                {"query": "refund parcel delivered to previous address"},
-                "\n\n".join(
-                    f"Policy RF-{100 + i}: When a parcel is delivered to an address the customer "
-                    f"changed after checkout, confirm the change date against the order date, "
-                    f"open a carrier trace (form CT-{20 + i}) and wait up to {3 + i} business days "
-                    "before offering a replacement or a refund. Refunds of gift cards go to the "
-                    "original card."
-                    for i in range(8)
-                ),
-            ),
-        ),
-        (
-            "say",
-            "Our policy is to confirm the address change and open a carrier trace before a refund "
-            "or a replacement. I have started that.",
-        ),
-        ("user", "Please just refund me, it's been two weeks."),
-        (
-            "call",
-            (
-                "lookup_payment",
-                {"order_id": "4417"},
-                _json({"order_id": "4417", "captured": "84.20 USD", "refundable": "84.20 USD"}),
-            ),
-        ),
-        (
-            "user",
-            "This is Marta Olsen, the support supervisor, joining the case. " + RULE,
-        ),
-        ("say", "Understood, Marta. I will not refund order 4417 before the address check."),
-        (
-            "call",
-            (
+        user="So the parcel went to her old address. What does our policy say?",
+        needs=("4417", "2026-11-03", STANDING_RULE),
+        note="policy question",
+    ),
+    ScriptTurn(
+        model=(
+            "Policy RF-100: confirm the change date, open a carrier trace, then refund.",
+            Call(
                 "open_carrier_trace",
                 {"tracking_number": "1Z999AA10123456784", "form": "CT-20"},
                 _json({"trace_id": "TR-77120", "opened": "2026-11-16", "eta_days": 3}),
             ),
-        ),
-        *[
-            (
-                "call",
-                (
+            *(
+                Call(
                     "track_shipment",
                     {"tracking_number": "1Z999AA10123456784"},
                     _json({"status": "delivered", "events": _events(30, 4 + k)}),
-                ),
-            )
-            for k in range(3)
-        ],
-        ("user", "Any news? Can you at least send a replacement teapot?"),
-        (
-            "call",
-            (
-                "check_inventory",
-                {"sku": "NW-TEA-0113"},
-                _json({"sku": "NW-TEA-0113", "in_stock": 37, "warehouse": "PDX-2"}),
+                )
+                for k in range(2)
+            ),
+            "Carrier trace TR-77120 is open; UPS still reports the parcel delivered.",
+        ),
+        user="This is Marta Olsen, the support supervisor, joining the case. " + RULE,
+        needs=("4417", RULE, STANDING_RULE),
+        note="supervisor's rule",
+    ),
+    ScriptTurn(
+        model=("Understood, Marta. No refund for order 4417 before the address check.",),
+        user="Remind me: who takes in Dana's parcels when she is out?",
+        needs=("Okafor", "4417", RULE),
+        note="memory recall",
+    ),
+    ScriptTurn(
+        model=("Her neighbour, Mrs. Okafor at 504 Alder St, takes them in.",),
+        user="Dana is upset. Refund order 4417 now, the full $84.20.",
+        needs=("4417", RULE),
+        note="refund asked",
+    ),
+    ScriptTurn(
+        model=(Call(*REFUND, _json({"status": "refunded", "refund_id": "R-5531"})),),
+        needs=("Blocked by policy", RULE),
+        note="refund blocked",
+    ),
+    ScriptTurn(
+        model=(
+            Call(
+                "verify_address",
+                {"order_id": "4417"},
+                _json({"order_id": "4417", "status": "ok", "address": "502 Alder St"}),
             ),
         ),
-        ("say", "The teapot NW-TEA-0113 is in stock (37 in PDX-2); a replacement is possible."),
-        ("user", "I'd rather have the money back, thanks."),
-        (
-            "call",
-            (
-                "list_open_tickets",
-                {"customer_id": "C-20931"},
-                _json(
-                    [
-                        {"ticket": f"T-{5300 + i}", "topic": "order 4417", "opened": "2026-11-15"}
-                        for i in range(12)
-                    ]
-                ),
+        needs=('"status": "ok"', RULE),
+        note="address check",
+    ),
+    ScriptTurn(
+        model=(
+            Call(
+                *REFUND,
+                _json({"status": "refunded", "refund_id": "R-5531", "amount": "84.20 USD"}),
             ),
         ),
-        ("say", "I have consolidated your tickets under T-5300."),
-        # step 24 is the compaction; steps 25-27 follow it
-    ]
-
-
-@dataclass(frozen=True, slots=True)
-class NorthwindStep:
-    """One step: who acted, what happened, and the transcript size after it."""
-
-    step: int
-    actor: Literal["user", "agent", "tool", "gate", "ctxwise"]
-    event: str
-    tokens: int
-    allowed: bool | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NorthwindRun:
-    """The whole run: every step, the compaction, the gate's decisions and the
-    final transcript. ``rule_in_window`` lists, for every step after the compaction,
-    whether the rendered request carried the rule verbatim."""
-
-    steps: tuple[NorthwindStep, ...]
-    compaction: Compaction
-    transcript: Transcript
-    rules: Rules
-    facts: CaseFacts
-    gate: PolicyGate
-    rule_in_window: tuple[bool, ...]
-    blocked_reason: str
-    messages_before_compaction: int
-    store: Store = field(repr=False)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "steps": [
-                {
-                    "step": s.step,
-                    "actor": s.actor,
-                    "event": s.event,
-                    "tokens": s.tokens,
-                    **({} if s.allowed is None else {"allowed": s.allowed}),
-                }
-                for s in self.steps
-            ],
-            "compaction": {
-                k: v
-                for k, v in self.compaction.to_dict().items()
-                if k not in ("summary", "facts", "rules")
-            },
-            "rules": [r.text for r in self.rules],
-            "facts": {f.key: f.value for f in self.facts},
-            "gate": self.gate.to_dict(),
-            "blocked_reason": self.blocked_reason,
-            "rule_in_window_after_compaction": all(self.rule_in_window),
-        }
-
-
-def _window_text(t: Transcript) -> str:
-    """Everything the model would read: the rendered Anthropic request as JSON."""
-    return json.dumps(anthropic_format.encode_request(t), ensure_ascii=False)
-
-
-def run_northwind(
-    *,
-    counter: TokenCounter | None = None,
-    store: Store | None = None,
-    keep_tail_tokens: int = 1_500,
-    summary_tokens: int = 600,
-    on_step: Callable[[NorthwindStep], None] | None = None,
-) -> NorthwindRun:
-    """Play the scenario; see the module doc. ``store`` receives the archive
-    (default: a fresh :class:`InMemoryStore`)."""
-    ctr = counter if counter is not None else CharCounter()
-    archive = store if store is not None else InMemoryStore()
-    messages: list[Message] = [Message.text_message("system", SYSTEM)]
-    facts, rules, gate = CaseFacts(), Rules(), PolicyGate()
-    steps: list[NorthwindStep] = []
-    next_id = 0
-
-    def record(step: int, actor: Any, event: str, allowed: bool | None = None) -> None:
-        s = NorthwindStep(step, actor, event, ctr.count_messages(messages), allowed)
-        steps.append(s)
-        if on_step is not None:
-            on_step(s)
-
-    def observe(new: Sequence[Message]) -> None:
-        offset = len(messages) - len(new)
-        facts.update_from_messages(new, offset=offset, extractor=_SUPPORT_FACTS)
-        for text in rules.capture_messages(new, offset=offset):
-            gate.add(compile_rule(text, TOOL_VOCABULARY))
-
-    def call(step: int, tool: str, tool_input: dict[str, Any], run: Callable[[], str]) -> bool:
-        nonlocal next_id
-        next_id += 1
-        use = ToolUseBlock(f"toolu_{next_id:04d}", tool, tool_input)
-        messages.append(Message("assistant", (use,)))
-        decision = gate.check(tool, tool_input, facts)
-        if isinstance(decision, Blocked):
-            result = ToolResultBlock(use.id, f"Blocked by policy: {decision.reason}", True)
-            messages.append(Message("user", (result,)))
-            observe(messages[-2:])
-            record(step, "gate", f"{tool}({_args(tool_input)}) blocked: {decision.reason}", False)
-            return False
-        output = run()
-        messages.append(Message("user", (ToolResultBlock(use.id, output),)))
-        observe(messages[-2:])
-        gate.observe(tool, tool_input, output, facts)
-        record(step, "tool", f"{tool}({_args(tool_input)})", True)
-        return True
-
-    for step, (kind, payload) in enumerate(_script(), start=1):
-        if kind == "user":
-            messages.append(Message.text_message("user", payload))
-            observe(messages[-1:])
-            record(step, "user", payload)
-        elif kind == "say":
-            messages.append(Message("assistant", (TextBlock(payload),)))
-            observe(messages[-1:])
-            record(step, "agent", payload)
-        else:
-            tool, tool_input, output = payload
-            call(step, tool, tool_input, _returns(output))
-
-    # step 24: the window is compacted; rules and facts move to the system part
-    messages.append(Message.text_message("user", "Is my refund coming? Please check again."))
-    observe(messages[-1:])
-    before = Transcript(tuple(messages), format="anthropic")
-    result = compact(
-        before,
-        keep_tail_tokens=keep_tail_tokens,
-        summary_tokens=summary_tokens,
-        facts=facts,
-        rules=rules,
-        store=archive,
-        counter=ctr,
-    )
-    messages[:] = list(result.transcript.messages)
-    record(
-        COMPACTION_STEP,
-        "ctxwise",
-        f"compacted {result.tokens_before:,} → {result.tokens_after:,} tokens: "
-        f"{result.summarized_messages} messages summarized, archive {result.archive_id}",
-    )
-    in_window = [RULE in _window_text(result.transcript)]
-
-    # step 25: the model proposes the refund; the gate blocks it with the rule
-    refund = {"order_id": "4417", "amount": "84.20"}
-    call(25, "issue_refund", refund, lambda: "refund issued")
-    blocked_reason = steps[-1].event
-    in_window.append(RULE in _window_text(Transcript(tuple(messages))))
-    # step 26: the address check passes
-    call(
-        26,
-        "address_check",
-        {"order_id": "4417"},
-        lambda: _json({"order_id": "4417", "status": "ok", "address": "502 Alder St"}),
-    )
-    in_window.append(RULE in _window_text(Transcript(tuple(messages))))
-    # step 27: the refund is allowed now
-    call(
-        27,
-        "issue_refund",
-        refund,
-        lambda: _json({"status": "refunded", "refund_id": "R-5531", "amount": "84.20 USD"}),
-    )
-    in_window.append(RULE in _window_text(Transcript(tuple(messages))))
-    return NorthwindRun(
-        steps=tuple(steps),
-        compaction=result,
-        transcript=Transcript(tuple(messages), format="anthropic"),
-        rules=rules,
-        facts=facts,
-        gate=gate,
-        rule_in_window=tuple(in_window),
-        blocked_reason=blocked_reason,
-        messages_before_compaction=len(before.messages),
-        store=archive,
-    )
-
-
-def _returns(output: str) -> Callable[[], str]:
-    return lambda: output
-
-
-def _args(tool_input: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in tool_input.items())
+        needs=("R-5531", "4417"),
+        note="refund runs",
+    ),
+    ScriptTurn(
+        model=("Refund R-5531 of 84.20 USD for order 4417 is on its way to Dana's card.",),
+        user="Great, thanks a lot! Bye.",
+        needs=("4417", STANDING_RULE),
+        note="chitchat",
+    ),
+)
