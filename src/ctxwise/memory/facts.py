@@ -93,10 +93,14 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from ctxwise._schema import as_dict, describe
 from ctxwise.assembly import Section
 from ctxwise.errors import FormatError, UsageError
+from ctxwise.memory._facts_schema import CaseFactsFile, RulesFile
 from ctxwise.memory._prose import prose_only
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, block_text
 
@@ -142,6 +146,7 @@ LIST_KEYS: Mapping[str, str] = {
 
 _LIST_SEP = ", "
 _FORMAT_VERSION = 1
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -896,17 +901,14 @@ _DEFAULT_EXTRACTOR = PRESETS["prose"]
 # --------------------------------------------------------------------------- case facts
 
 
-def _format_error(detail: str) -> FormatError:
-    return FormatError("case facts", detail)
-
-
-def _check_version(data: object, what: str) -> Mapping[str, Any]:
+def _parse(model: type[_M], data: object, what: str) -> _M:
+    """``data`` read through its schema model; a :class:`FormatError` naming the field."""
     if not isinstance(data, Mapping):
         raise FormatError(what, f"expected a mapping, got {type(data).__name__}")
-    version = data.get("version")
-    if version != _FORMAT_VERSION or isinstance(version, bool):
-        raise FormatError(what, f"unsupported version {version!r} (expected {_FORMAT_VERSION})")
-    return data
+    try:
+        return model.model_validate(as_dict(data))
+    except ValidationError as exc:
+        raise FormatError(what, describe(exc)) from None
 
 
 class CaseFacts:
@@ -977,23 +979,16 @@ class CaseFacts:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CaseFacts:
         """Read :meth:`to_dict` output; anything else raises :class:`FormatError`."""
-        data = _check_version(data, "case facts")
-        items = data.get("facts")
-        if not isinstance(items, list):
-            raise _format_error("'facts' must be a list")
+        doc = _parse(CaseFactsFile, data, "case facts")
         facts: list[Fact] = []
         seen: set[str] = set()
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping):
-                raise _format_error(f"fact {i} is not a mapping")
+        for i, item in enumerate(doc.facts):
             try:
-                fact = Fact(item["key"], item["value"], item.get("source"), item.get("at"))
-            except KeyError as exc:
-                raise _format_error(f"fact {i} has no {exc.args[0]!r}") from None
+                fact = Fact(item.key, item.value, item.source, item.at)
             except UsageError as exc:
-                raise _format_error(f"fact {i}: {exc}") from None
+                raise FormatError("case facts", f"facts[{i}]: {exc}") from None
             if fact.key in seen:
-                raise _format_error(f"fact {i}: key {fact.key!r} appears twice")
+                raise FormatError("case facts", f"facts[{i}].key: {fact.key!r} appears twice")
             seen.add(fact.key)
             facts.append(fact)
         return cls(facts)
@@ -1334,16 +1329,11 @@ class Rules:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Rules:
         """Read :meth:`to_dict` output; anything else raises :class:`FormatError`."""
-        data = _check_version(data, "rules")
-        items = data.get("rules")
-        if not isinstance(items, list):
-            raise FormatError("rules", "'rules' must be a list")
+        doc = _parse(RulesFile, data, "rules")
         out = cls()
-        for i, item in enumerate(items):
-            if not isinstance(item, Mapping) or "text" not in item:
-                raise FormatError("rules", f"rule {i} is not a mapping with 'text'")
+        for i, item in enumerate(doc.rules):
             try:
-                out.add(item["text"], source=item.get("source"))
+                out.add(item.text, source=item.source)
             except UsageError as exc:
-                raise FormatError("rules", f"rule {i}: {exc}") from None
+                raise FormatError("rules", f"rules[{i}]: {exc}") from None
         return out
