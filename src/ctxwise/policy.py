@@ -39,6 +39,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from pydantic import ValidationError
+
+from ctxwise._policy_schema import RULE_KINDS, ForbidItem, GateFile, RequireFactItem
+from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.facts import CaseFacts
 
@@ -389,38 +393,35 @@ class PolicyGate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PolicyGate:
-        """Read :meth:`to_dict` output (built-in rules); anything else is a ``FormatError``."""
-        if not isinstance(data, Mapping) or data.get("version") != _FORMAT_VERSION:
-            raise FormatError("policy gate", f"expected a mapping with version {_FORMAT_VERSION}")
-        items = data.get("rules")
-        if not isinstance(items, list):
-            raise FormatError("policy gate", "'rules' must be a list")
+        """Read :meth:`to_dict` output (built-in rules); anything else is a ``FormatError``
+        naming the field (``rules[2].tools: Input should be a valid list``)."""
+        if not isinstance(data, Mapping):
+            raise FormatError("policy gate", f"expected a mapping, got {type(data).__name__}")
+        try:
+            doc = GateFile.model_validate(as_dict(data))
+        except ValidationError as exc:
+            raise FormatError("policy gate", describe(exc, tags=RULE_KINDS)) from None
         gate = cls()
-        for i, item in enumerate(items):
+        for i, item in enumerate(doc.rules):
             try:
-                gate.add(_rule_from_dict(item))
-            except (UsageError, KeyError, TypeError) as exc:
-                raise FormatError("policy gate", f"rule {i}: {exc}") from None
+                gate.add(_rule_from_item(item))
+            except UsageError as exc:
+                raise FormatError("policy gate", f"rules[{i}]: {exc}") from None
         return gate
 
 
-def _rule_from_dict(item: Any) -> PolicyRule:
-    if not isinstance(item, Mapping):
-        raise UsageError("not a mapping")
-    kind = item.get("kind")
-    if kind == "forbid":
-        return Forbid(item["name"], item["text"], tuple(item["tools"]), item.get("when") or {})
-    if kind == "require_fact":
-        return RequireFact(
-            item["name"],
-            item["text"],
-            tuple(item["tools"]),
-            item["fact"],
-            tuple(item.get("accept") or ("ok",)),
-            item.get("when") or {},
-            item.get("satisfied_by"),
-        )
-    raise UsageError(f"unknown rule kind {kind!r} (built-in kinds: forbid, require_fact)")
+def _rule_from_item(item: ForbidItem | RequireFactItem) -> PolicyRule:
+    if isinstance(item, ForbidItem):
+        return Forbid(item.name, item.text, tuple(item.tools), item.when or {})
+    return RequireFact(
+        item.name,
+        item.text,
+        tuple(item.tools),
+        item.fact,
+        tuple(item.accept or ("ok",)),
+        item.when or {},
+        item.satisfied_by,
+    )
 
 
 _RULE = re.compile(
