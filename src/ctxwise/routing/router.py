@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+from pydantic import ValidationError
 
 from ctxwise._io import write_output
+from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, OutputError, UsageError
+from ctxwise.routing._schema import RouterFile, StateItem
 from ctxwise.routing.calibration import (
     DEFAULT_OBJECTIVE,
     OUT_OF_SCOPE,
@@ -333,54 +336,54 @@ class IntentRouter:
     ) -> IntentRouter:
         """A router from :meth:`to_dict` data. With ``arrays`` (the ``.npz`` that
         :meth:`save` wrote) a saved scorer state is restored without fitting;
-        without them the scorer is re-fitted on first use."""
-        if not isinstance(data, Mapping) or data.get("format") != ROUTER_FORMAT:
-            raise FormatError(
-                source, f"not a ctxwise router file (expected format {ROUTER_FORMAT!r})"
-            )
-        version = data.get("version")
-        if isinstance(version, bool) or version not in READS_VERSIONS:
-            raise FormatError(
-                source,
-                f"router file version {version!r}; this ctxwise reads versions "
-                f"{', '.join(map(str, READS_VERSIONS))}",
-            )
+        without them the scorer is re-fitted on first use.
+
+        Raises:
+            FormatError: ``data`` is not a ctxwise router, of an unknown version,
+                or malformed (the detail names the field, e.g. ``intents[3].name``).
+        """
+        return cls._build(_parse(data, source), source, arrays)
+
+    @classmethod
+    def _build(cls, doc: RouterFile, source: str, arrays: Mapping[str, Any] | None) -> IntentRouter:
+        def malformed(where: str, exc: Exception) -> FormatError:
+            return FormatError(source, f"malformed router file: {where}: {exc}")
+
+        cal = doc.calibration
         try:
-            spec = data["scorer"]
-            cal = data["calibration"]
-            scorer = make_scorer(spec["name"], spec.get("params"))
+            scorer = make_scorer(doc.scorer.name, doc.scorer.params)
+        except UsageError as exc:
+            raise malformed("scorer", exc) from None
+        try:
             router = cls(
                 scorer,
-                threshold=cal["threshold"],
-                margin=cal["margin"],
-                max_query_chars=int(data.get("max_query_chars", MAX_QUERY_CHARS)),
+                threshold=cal.threshold,
+                margin=cal.margin,
+                max_query_chars=(
+                    MAX_QUERY_CHARS if doc.max_query_chars is None else doc.max_query_chars
+                ),
             )
-            router.calibration = Calibration(
-                float(cal["threshold"]),
-                float(cal["margin"]),
-                {str(k): float(v) for k, v in cal.get("per_intent", {}).items()},
-            )
-            for item in data["intents"]:
-                router.add(
-                    item["name"], item.get("utterances", ()), keywords=item.get("keywords", ())
-                )
-            router.add_negatives(data.get("negatives", ()))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise FormatError(source, f"malformed router file: {exc!r}") from None
-        state = data.get("state") if version >= 2 else None
-        if state is not None and arrays is not None:
-            router._restore(state, arrays, source)
+        except UsageError as exc:
+            raise malformed("calibration", exc) from None
+        router.calibration = Calibration(cal.threshold, cal.margin, dict(cal.per_intent))
+        for i, item in enumerate(doc.intents):
+            try:
+                router.add(item.name, item.utterances, keywords=item.keywords)
+            except UsageError as exc:
+                raise malformed(f"intents[{i}]", exc) from None
+        router.add_negatives(doc.negatives)
+        if doc.version >= 2 and doc.state is not None and arrays is not None:
+            router._restore(doc.state, arrays, source)
         return router
 
-    def _restore(self, state: Any, arrays: Mapping[str, Any], source: str) -> None:
+    def _restore(self, state: StateItem, arrays: Mapping[str, Any], source: str) -> None:
         scorer = self.scorer
         if not isinstance(scorer, SavableScorer):
             raise FormatError(source, f"the {scorer.name} scorer has no saved state to restore")
         try:
-            labels = [str(x) for x in state["labels"]]
-            if labels != [i.name for i in self.intents]:
+            if state.labels != [i.name for i in self.intents]:
                 raise ValueError("the saved scorer's intents differ from the router's")
-            scorer.restore(labels, state["meta"], arrays)
+            scorer.restore(state.labels, state.meta, arrays)
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise FormatError(source, f"malformed scorer state: {exc}") from None
         self._fitted = True
@@ -414,18 +417,15 @@ class IntentRouter:
             ) from None
         except (OSError, ValueError, RecursionError) as exc:
             raise FormatError(str(p), f"not a router file (not JSON: {exc})") from None
-        state = data.get("state") if isinstance(data, dict) else None
+        doc = _parse(data, str(p))
         arrays = None
-        if state is not None and data.get("version") == ROUTER_VERSION:
-            arrays = cls._read_arrays(p, state)
-        return cls.from_dict(data, str(p), arrays)
+        if doc.state is not None and doc.version == ROUTER_VERSION:
+            arrays = cls._read_arrays(p, doc.state)
+        return cls._build(doc, str(p), arrays)
 
     @staticmethod
-    def _read_arrays(path: Path, state: Any) -> dict[str, Any]:
-        name = state.get("file") if isinstance(state, dict) else None
-        if not isinstance(name, str) or not name or name != Path(name).name or name == "..":
-            raise FormatError(str(path), f"malformed router file: bad arrays file {name!r}")
-        sidecar = arrays_path(path).with_name(name)
+    def _read_arrays(path: Path, state: StateItem) -> dict[str, Any]:
+        sidecar = arrays_path(path).with_name(state.file)
         try:
             blob = sidecar.read_bytes()
         except FileNotFoundError:
@@ -434,7 +434,7 @@ class IntentRouter:
             ) from None
         except OSError as exc:
             raise FormatError(str(sidecar), f"cannot read: {exc.strerror or exc}") from None
-        if hashlib.sha256(blob).hexdigest() != state.get("sha256"):
+        if hashlib.sha256(blob).hexdigest() != state.sha256:
             raise FormatError(
                 str(sidecar), f"not the arrays saved with {path.name} (SHA-256 differs)"
             )
@@ -443,3 +443,22 @@ class IntentRouter:
                 return {key: npz[key] for key in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
             raise FormatError(str(sidecar), f"cannot read the router's arrays: {exc}") from None
+
+
+def _parse(data: object, source: str) -> RouterFile:
+    """The router file's JSON part through :class:`RouterFile`; a :class:`FormatError`
+    that says what is wrong: not a router at all, a version this ctxwise does not
+    read, or the first malformed field by its path."""
+    if not isinstance(data, Mapping) or data.get("format") != ROUTER_FORMAT:
+        raise FormatError(source, f"not a ctxwise router file (expected format {ROUTER_FORMAT!r})")
+    try:
+        return RouterFile.model_validate(as_dict(data))
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            if err["loc"] == ("version",):
+                raise FormatError(
+                    source,
+                    f"router file version {err['input']!r}; this ctxwise reads versions "
+                    f"{', '.join(map(str, READS_VERSIONS))}",
+                ) from None
+        raise FormatError(source, f"malformed router file: {describe(exc)}") from None
