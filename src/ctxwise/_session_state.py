@@ -30,7 +30,7 @@ from ctxwise.memory.facts import CaseFacts, Rules
 
 __all__ = ["STATE_FORMAT", "RouteMemo", "SessionState", "parse_state"]
 
-STATE_FORMAT = 1
+STATE_FORMAT: Literal[1] = 1
 
 
 def _read(reader: Any) -> BeforeValidator:
