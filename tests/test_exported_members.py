@@ -201,6 +201,11 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.app",
         "ctxwise.cli.main",
     },
+    "saving an edited or compacted transcript file (write_back is top level): ctxwise.formats.X": {
+        "ctxwise.formats.check_destination",
+        "ctxwise.formats.save_transcript_file",
+        "ctxwise.formats.write_back_compaction",
+    },
 }
 
 ALLOWED = {entry for group in ALLOWLIST.values() for entry in group}

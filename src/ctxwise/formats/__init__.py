@@ -9,7 +9,9 @@
 :func:`read_transcripts` loads a file in any of them, detecting the format when
 asked to (``format="auto"``); :func:`read_transcript_file` also returns the
 file's *shape*, which :func:`write_back` keeps when it writes edited transcripts
-back. The shapes of a JSON file:
+back (:func:`write_back_compaction` when it writes a compaction back), and
+:func:`save_transcript_file` writes those bytes to a path atomically, never over
+the file they were read from unless asked to. The shapes of a JSON file:
 
 ============== ============================================================ ============
 shape          the file holds                                              transcripts
@@ -43,12 +45,15 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from ctxwise._io import read_text_file
-from ctxwise.errors import FormatError, UnknownFormatError, UsageError
+from ctxwise._io import read_text_file, same_file, write_output
+from ctxwise.errors import FormatError, OutputError, UnknownFormatError, UsageError
 from ctxwise.formats import anthropic, claude_code, openai
 from ctxwise.messages import Transcript
+
+if TYPE_CHECKING:
+    from ctxwise.compaction.result import Compaction
 
 __all__ = [
     "FORMATS",
@@ -57,13 +62,16 @@ __all__ = [
     "Shape",
     "TranscriptFile",
     "anthropic",
+    "check_destination",
     "claude_code",
     "detect_format",
     "openai",
     "read_transcript",
     "read_transcript_file",
     "read_transcripts",
+    "save_transcript_file",
     "write_back",
+    "write_back_compaction",
 ]
 
 FormatName: TypeAlias = Literal["auto", "anthropic", "openai", "claude-code"]
@@ -389,28 +397,95 @@ def write_back(file: TranscriptFile, edited: Mapping[int, Transcript]) -> tuple[
     other fields, a request's parameters. A response stays a response while it is
     one assistant message and becomes a request otherwise; an Anthropic messages
     list becomes a request when the transcript gained a system part (a bare list
-    cannot hold one). A Claude Code session is written back by
-    :func:`ctxwise.formats.claude_code.patch_claude_code` (edits) or by the
-    compaction writer, not here.
+    cannot hold one). A Claude Code session stays a session: the edited blocks are
+    patched into its lines by :func:`ctxwise.formats.claude_code.patch_claude_code`
+    (every other line byte-identical). A compaction is written back by
+    :func:`write_back_compaction`.
 
     Raises:
-        UsageError: a Claude Code session, an index out of range, or a transcript
-            the shape cannot hold (a system part in Anthropic JSONL or records).
+        UsageError: an index out of range, or a transcript the shape cannot hold
+            (a system part in Anthropic JSONL or records).
+        ClaudeCodeWriteError: an edit of a Claude Code session that its events
+            cannot hold (blocks added or removed).
     """
-    if file.shape == "session":
-        raise UsageError(
-            f"{file.source} is a Claude Code session: write it back with "
-            "claude_code.patch_claude_code"
-        )
     n = len(file.transcripts)
     for i in edited:
         if not -n <= i < n:
             raise UsageError(f"{file.source} holds {n} transcript(s); index {i} is out of range")
     chosen = {i % n: t for i, t in edited.items()}
+    if file.shape == "session":
+        text = file.text
+        if 0 in chosen:
+            text = claude_code.patch_claude_code(text, chosen[0], source=file.source)
+        return text.encode("utf-8"), "session"
     body, shape = _encode(file, chosen)
     if shape == "jsonl":
         return b"".join(_dumps(line, indent=None) for line in body), shape
     return _dumps(body, indent=1), shape
+
+
+def write_back_compaction(
+    file: TranscriptFile, result: Compaction, index: int = 0
+) -> tuple[bytes, Shape]:
+    """The file's bytes with ``result``, a compaction of its transcript ``index``,
+    written in, and the shape written.
+
+    A Claude Code session (``result`` compacts its
+    :meth:`~ctxwise.messages.Transcript.live_window`) stays Claude Code JSONL,
+    written the way Claude Code records its own compactions: every original line
+    unchanged, then a ``compact_boundary`` event, the summary and the tail (see
+    :mod:`ctxwise.formats._claude_code_compact`). Any other shape is
+    :func:`write_back` of ``result.transcript``.
+
+    Raises:
+        UsageError: as :func:`write_back`.
+        ClaudeCodeWriteError: a session compaction that cannot be written (see
+            ``compacted_claude_code``).
+    """
+    if file.shape == "session":
+        from ctxwise.formats._claude_code_compact import compacted_claude_code
+
+        text = compacted_claude_code(file.text, result, source=file.source)
+        return text.encode("utf-8"), "session"
+    return write_back(file, {index: result.transcript})
+
+
+def save_transcript_file(
+    file: TranscriptFile, data: bytes, out: str | Path, *, replace_source: bool = False
+) -> None:
+    """Write ``data`` (from :func:`write_back` or :func:`write_back_compaction`) to
+    ``out`` atomically: a temporary file renamed over it, so an error never leaves a
+    half-written output; ``-`` is standard output, a symbolic link's target is
+    replaced, a FIFO or device written in place (:func:`ctxwise._io.write_output`).
+
+    ``out`` may be the file ``data`` was read from only with ``replace_source``,
+    and never when that file is a Claude Code session (Claude Code may still be
+    appending to it). Call :func:`check_destination` first to fail before slow work.
+
+    Raises:
+        OutputError: ``out`` is the source file (see above), a directory or in a
+            missing folder, or the write failed; ``out`` is then unchanged.
+    """
+    check_destination(file, out, replace_source=replace_source)
+    write_output(out, data)
+
+
+def check_destination(
+    file: TranscriptFile, out: str | Path, *, replace_source: bool = False
+) -> None:
+    """Raise :class:`~ctxwise.errors.OutputError` when :func:`save_transcript_file`
+    would refuse to write ``file``'s new bytes to ``out`` because ``out`` is the
+    source file (symbolic links resolved)."""
+    if not same_file(file.source, out):
+        return
+    if file.shape == "session":
+        raise OutputError(
+            str(out),
+            "is the Claude Code session itself; Claude Code may still be appending to it. "
+            "Write to another file",
+        )
+    if not replace_source:
+        raise OutputError(str(out), "is the input file; write the result somewhere else")
 
 
 def _encode(file: TranscriptFile, chosen: Mapping[int, Transcript]) -> tuple[Any, Shape]:
