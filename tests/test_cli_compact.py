@@ -73,7 +73,7 @@ def assert_one_error_line(out: subprocess.CompletedProcess[str], *words: str) ->
 
 
 def test_cli_default_summary_budget_is_the_librarys() -> None:
-    from ctxwise._cli_compact import compact_cmd
+    from ctxwise.cli.compact import compact_cmd
 
     default = inspect.signature(compact_cmd).parameters["summary_tokens"].default
     assert default == DEFAULT_SUMMARY_TOKENS
@@ -352,7 +352,7 @@ def test_llm_summarizer_through_the_cli(
             },
         )
 
-    import ctxwise._cli_compact as cli_compact
+    import ctxwise.cli.compact as cli_compact
 
     monkeypatch.setattr(cli_compact, "_chat_model", _anthropic_model(handler))
     src = tmp_path / "req.json"
@@ -379,7 +379,7 @@ def test_llm_summarizer_failure_is_one_line_and_writes_nothing(
             {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
         )
 
-    import ctxwise._cli_compact as cli_compact
+    import ctxwise.cli.compact as cli_compact
 
     monkeypatch.setattr(cli_compact, "_chat_model", _anthropic_model(handler))
     src = tmp_path / "req.json"

@@ -201,6 +201,14 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.app",
         "ctxwise.cli.main",
     },
+    "the command line's command groups, one module each: ctxwise.cli.<group>.X": {
+        "ctxwise.cli.assemble.*",
+        "ctxwise.cli.clear.*",
+        "ctxwise.cli.compact.*",
+        "ctxwise.cli.engine.*",
+        "ctxwise.cli.routing.*",
+        "ctxwise.cli.simulate.*",
+    },
     "saving an edited or compacted transcript file (write_back is top level): ctxwise.formats.X": {
         "ctxwise.formats.check_destination",
         "ctxwise.formats.save_transcript_file",

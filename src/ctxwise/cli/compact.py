@@ -1,21 +1,20 @@
 """``ctxwise compact``: compact a transcript file with a verbatim tail.
 
-The output keeps the input's format and shape (:func:`ctxwise.formats.write_back`):
-an Anthropic request stays a request; an OpenAI request, messages list, JSONL or
-tau-bench trajectory stays one; a list of trajectories (tau-bench) or of records
-(LiveMCPBench) is written whole, the chosen one (``--index``) compacted and the
-others and every other field unchanged. A Claude
-Code session is compacted as the model sees it, its window after the last
-compaction (``Transcript.live_window``), and stays Claude Code JSONL, written the
-way Claude Code records its own compactions
-(:func:`ctxwise.formats._claude_code_compact.compacted_claude_code`):
-every original line unchanged, then a ``compact_boundary`` event, the summary as
-an ``isCompactSummary`` user event (the pinned facts and rules as its first text
+The output keeps the input's format and shape
+(:func:`ctxwise.formats.write_back_compaction`): an Anthropic request stays a
+request; an OpenAI request, messages list, JSONL or tau-bench trajectory stays
+one; a list of trajectories (tau-bench) or of records (LiveMCPBench) is written
+whole, the chosen one (``--index``) compacted and the others and every other
+field unchanged. A Claude Code session is compacted as the model sees it, its
+window after the last compaction (``Transcript.live_window``), and stays Claude
+Code JSONL, written the way Claude Code records its own compactions: every
+original line unchanged, then a ``compact_boundary`` event, the summary as an
+``isCompactSummary`` user event (the pinned facts and rules as its first text
 block) and copies of the tail's events. An Anthropic messages list becomes a
 request when the result has a system part (a bare list cannot hold one). The file
-is written by :func:`ctxwise._io.write_output` (a temporary file renamed over it, so
-an error never leaves a half-written output; ``-`` is standard output), and
-``--out`` may not be the input file.
+is written by :func:`ctxwise.formats.save_transcript_file` (a temporary file renamed
+over it, so an error never leaves a half-written output; ``-`` is standard output),
+and ``--out`` may not be the input file.
 """
 
 from __future__ import annotations
@@ -28,17 +27,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctxwise._cli_util import _guard
-from ctxwise._io import STDOUT, same_file, write_output
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.formats import FORMATS
 
 if TYPE_CHECKING:
     from ctxwise.compaction import Compaction
-    from ctxwise.formats import TranscriptFile
     from ctxwise.memory.facts import FactExtractor
     from ctxwise.providers.chat import ChatModel
     from ctxwise.summarize import Summarizer
     from ctxwise.tokens import TokenCounter
+
+__all__ = ["FACT_CHOICES", "SUMMARIZERS", "compact_cmd"]
 
 SUMMARIZERS = ("extractive", "anthropic", "openai")
 
@@ -84,19 +83,6 @@ def _summarizer(name: str, model: str | None, counter: TokenCounter) -> Summariz
     if not model:
         raise UsageError(f"--summarizer {name} needs --model (the model that writes the summary)")
     return LLMSummarizer(_chat_model(name, model), counter=counter)
-
-
-def _output(result: Compaction, file: TranscriptFile, index: int) -> tuple[bytes, str]:
-    """The output file's bytes and what it is written as (``format:shape``)."""
-    if file.format == "claude-code":
-        from ctxwise.formats._claude_code_compact import compacted_claude_code
-
-        text = compacted_claude_code(file.text, result, source=file.source)
-        return text.encode("utf-8", "surrogatepass"), "claude-code"
-    from ctxwise.formats import write_back
-
-    data, shape = write_back(file, {index: result.transcript})
-    return data, f"{file.format}:{shape}"
 
 
 FACT_CHOICES = ("prose", "support", "none")
@@ -214,7 +200,12 @@ def compact_cmd(
     def run() -> tuple[Compaction, str, str, list[dict[str, Any]]]:
         from ctxwise import get_counter
         from ctxwise.compaction import compact
-        from ctxwise.formats import read_transcript_file
+        from ctxwise.formats import (
+            check_destination,
+            read_transcript_file,
+            save_transcript_file,
+            write_back_compaction,
+        )
 
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
@@ -223,11 +214,10 @@ def compact_cmd(
         if budget is None and keep_tail_tokens is None and keep_tail_turns is None:
             raise UsageError("give --budget N, --keep-tail-tokens N or --keep-tail-turns N")
         extractor = _extractor(facts)
-        if same_file(transcript, out):
-            raise UsageError(f"--out {out} is the input file; write the result somewhere else")
         ctr = get_counter(counter)
         chosen = _summarizer(summarizer, model, ctr)
         file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        check_destination(file, out)  # before the (perhaps paid) summary
         items = file.transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(
@@ -252,13 +242,14 @@ def compact_cmd(
             extract=extractor is not None,
             extractor=extractor,
         )
-        data, written_as = _output(result, file, index % len(items))
+        data, shape = write_back_compaction(file, result, index % len(items))
+        written_as = "claude-code" if fmt == "claude-code" else f"{fmt}:{shape}"
         segments = _segments(data, result, fmt, ctr)
-        write_output(out, data)
+        save_transcript_file(file, data, out)
         return result, fmt, written_as, segments
 
     result, fmt, written_as, segments = _guard(run)
-    err = str(out) == STDOUT  # standard output holds the transcript
+    err = str(out) == "-"  # standard output holds the transcript
     if as_json:
         report = {
             "source": str(transcript),

@@ -1,15 +1,8 @@
-"""The ``ctxwise`` command line. It uses only the public API.
-
-Every error ctxwise raises on purpose (bad spec, unknown format, truncated
-JSONL, budget of 0, binary file, …) prints one line on stderr and exits with
-code 2; nothing is printed on stdout in that case.
-"""
+"""``ctxwise assemble`` and ``ctxwise inspect``: a window packed under a budget, and
+where a transcript's tokens go."""
 
 from __future__ import annotations
 
-import io
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,12 +20,6 @@ from ctxwise import (
     composition,
     get_counter,
 )
-from ctxwise._cli_compact import compact_cmd
-from ctxwise._cli_demo import demo_cmd
-from ctxwise._cli_editing import clear_cmd
-from ctxwise._cli_engine import replay_cmd, trace_cmd
-from ctxwise._cli_routing import data_app, eval_app, route_cmd, router_app
-from ctxwise._cli_simulate import simulate_app
 from ctxwise._cli_util import (
     _assembly_table,
     _bar,
@@ -42,43 +29,12 @@ from ctxwise._cli_util import (
     _window_bar,
     _write,
 )
-from ctxwise._version import __version__
 from ctxwise.formats import FORMATS, read_transcript_file
 from ctxwise.messages import Placement
 
-__all__ = ["app", "main"]
-
-app = typer.Typer(
-    name="ctxwise",
-    help="Decide what enters an LLM's context window, and show why.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+__all__ = ["assemble_cmd", "inspect_cmd"]
 
 
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"ctxwise {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            callback=_print_version,
-            is_eager=True,
-            help="Print the ctxwise version and exit.",
-        ),
-    ] = False,
-) -> None:
-    pass
-
-
-@app.command("assemble")
 def assemble_cmd(
     spec: Annotated[Path, typer.Argument(help="YAML or JSON file of sections and a budget.")],
     budget: Annotated[int | None, typer.Option(help="Override the spec's budget (tokens).")] = None,
@@ -114,7 +70,6 @@ def assemble_cmd(
     _write(buf)
 
 
-@app.command("inspect")
 def inspect_cmd(
     transcript: Annotated[
         Path, typer.Argument(help="A transcript file (JSON or Claude Code JSONL).")
@@ -211,49 +166,3 @@ def inspect_cmd(
     else:
         console.print("[green]no tool pairing problems[/green]")
     _write(buf)
-
-
-app.command("demo")(demo_cmd)
-app.command("clear")(clear_cmd)
-app.command("compact")(compact_cmd)
-app.command("route")(route_cmd)
-app.command("replay")(replay_cmd)
-app.command("trace")(trace_cmd)
-app.add_typer(router_app, name="router")
-app.add_typer(eval_app, name="eval")
-app.add_typer(data_app, name="data")
-app.add_typer(simulate_app, name="simulate")
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """Entry point: run the app, mapping usage errors to one line and exit code 2."""
-    # Transcripts can hold lone surrogates (a truncated emoji); print them escaped
-    # rather than fail half-way through a report.
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
-    args = list(argv) if argv is not None else sys.argv[1:]
-    if not args:
-        args = ["--help"]
-    try:
-        rv = app(args=args, prog_name="ctxwise", standalone_mode=False)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        typer.echo("ctxwise: aborted", err=True)
-        sys.exit(1)
-    except Exception as exc:
-        # Usage errors of the CLI parser (an unknown option, a missing argument, a
-        # value of the wrong type). Typer has shipped these as click's exceptions
-        # and, since 0.29, as its own vendored copies: match on their shape.
-        format_message = getattr(exc, "format_message", None)
-        if callable(format_message) and hasattr(exc, "exit_code"):
-            typer.echo(f"ctxwise: error: {format_message()}", err=True)
-            sys.exit(2)
-        raise
-    if isinstance(rv, int) and rv:
-        sys.exit(rv)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -1,4 +1,4 @@
-"""CLI command for clearing: ``ctxwise clear``."""
+"""``ctxwise clear``: clear old tool results in a transcript file, keeping its shape."""
 
 from __future__ import annotations
 
@@ -10,12 +10,18 @@ from typing import Annotated, Any
 import typer
 
 from ctxwise._cli_util import _guard
-from ctxwise._io import STDOUT, same_file, write_output
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import UsageError
-from ctxwise.formats import FORMATS, read_transcript_file, write_back
-from ctxwise.formats.claude_code import patch_claude_code
+from ctxwise.formats import (
+    FORMATS,
+    check_destination,
+    read_transcript_file,
+    save_transcript_file,
+    write_back,
+)
 from ctxwise.tokens import get_counter
+
+__all__ = ["LIVE_NOTE", "clear_cmd"]
 
 LIVE_NOTE = (
     "--live: only the window after Claude Code's last compaction was edited; the whole "
@@ -104,7 +110,7 @@ def clear_cmd(
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
         file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
-        text, fmt, items = file.text, file.format, file.transcripts
+        fmt, items = file.format, file.transcripts
         if index is not None and not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
@@ -125,11 +131,12 @@ def clear_cmd(
                 counter=ctr,
                 repair=repair,
             )
+        # the input may be replaced (atomically), unless it is a Claude Code session
+        check_destination(file, out, replace_source=True)
         if fmt == "claude-code":
-            shape, data = "session", _claude_code_output(transcript, out, text, results[0])
-        else:
-            data, shape = write_back(file, {i: r.transcript for i, r in results.items()})
-        write_output(out, data)
+            _check_session_edit(transcript, results[0])
+        data, shape = write_back(file, {i: r.transcript for i, r in results.items()})
+        save_transcript_file(file, data, out, replace_source=True)
         report: dict[str, Any] = {
             "source": str(transcript),
             "out": str(out),
@@ -149,7 +156,7 @@ def clear_cmd(
         return report
 
     report = _guard(run)
-    to_stderr = str(out) == STDOUT  # standard output holds the transcript
+    to_stderr = str(out) == "-"  # standard output holds the transcript
     if as_json:
         stream = sys.stderr if to_stderr else sys.stdout
         stream.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
@@ -176,14 +183,8 @@ def clear_cmd(
     typer.echo("\n".join(lines), err=to_stderr)
 
 
-def _claude_code_output(source: Path, out: Path, text: str, result: EditResult) -> bytes:
-    """The session's JSONL with the cleared blocks written back (see
-    :func:`~ctxwise.formats.claude_code.patch_claude_code`)."""
-    if same_file(source, out):
-        raise UsageError(
-            f"--out {out} is the Claude Code session itself; Claude Code may still be "
-            "appending to it. Write to another file"
-        )
+def _check_session_edit(source: Path, result: EditResult) -> None:
+    """A repaired session cannot be patched: its repairs have no events to write."""
     if result.repaired:
         kinds = ", ".join(sorted({p.kind.value for p in result.repaired}))
         raise UsageError(
@@ -191,4 +192,3 @@ def _claude_code_output(source: Path, out: Path, text: str, result: EditResult) 
             "results that have no event in the session, so a repaired session cannot be "
             "written back as Claude Code JSONL"
         )
-    return patch_claude_code(text, result.transcript, source=str(source)).encode("utf-8")

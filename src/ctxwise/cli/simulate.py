@@ -17,6 +17,8 @@ from ctxwise.costs import (
     simulate_compaction,
 )
 
+__all__ = ["clearing_cmd", "compaction_cmd", "simulate_app"]
+
 simulate_app = typer.Typer(
     help="Simulate what context management costs in input tokens.", no_args_is_help=True
 )

@@ -17,6 +17,8 @@ from ctxwise.replay import ReplayReport, replay
 from ctxwise.sessions import open_session_store
 from ctxwise.trace import Trace
 
+__all__ = ["REPLAY_KEYS", "replay_cmd", "trace_cmd"]
+
 REPLAY_KEYS = (
     "turns",
     "max_window_tokens",

@@ -16,6 +16,19 @@ if TYPE_CHECKING:
     from ctxwise.routing import Scorer
     from ctxwise.routing.decision import RouteDecision
 
+__all__ = [
+    "OBJECTIVES",
+    "SCORERS",
+    "build_cmd",
+    "clinc150_cmd",
+    "data_app",
+    "eval_app",
+    "eval_memory_cmd",
+    "eval_routing_cmd",
+    "route_cmd",
+    "router_app",
+]
+
 SCORERS = ("bow", "lexical", "embedding", "hybrid")  # ctxwise.routing.SCORERS, without numpy
 OBJECTIVES = ("accuracy", "balanced", "macro_f1")  # ctxwise.routing.calibration.OBJECTIVES
 

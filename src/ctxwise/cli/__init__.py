@@ -1,0 +1,105 @@
+"""The ``ctxwise`` command line. It uses only the public API.
+
+One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
+``inspect``), :mod:`~ctxwise.cli.clear`, :mod:`~ctxwise.cli.compact`,
+:mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
+:mod:`~ctxwise.cli.simulate` and :mod:`~ctxwise.cli.engine` (``replay``,
+``trace``); ``demo`` is registered from ``ctxwise._cli_demo``.
+
+Every error ctxwise raises on purpose (bad spec, unknown format, truncated
+JSONL, budget of 0, binary file, …) prints one line on stderr and exits with
+code 2; nothing is printed on stdout in that case.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+
+from ctxwise import __version__
+from ctxwise._cli_demo import demo_cmd
+from ctxwise.cli.assemble import assemble_cmd, inspect_cmd
+from ctxwise.cli.clear import clear_cmd
+from ctxwise.cli.compact import compact_cmd
+from ctxwise.cli.engine import replay_cmd, trace_cmd
+from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
+from ctxwise.cli.simulate import simulate_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="ctxwise",
+    help="Decide what enters an LLM's context window, and show why.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ctxwise {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the ctxwise version and exit.",
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
+app.command("assemble")(assemble_cmd)
+app.command("inspect")(inspect_cmd)
+app.command("demo")(demo_cmd)
+app.command("clear")(clear_cmd)
+app.command("compact")(compact_cmd)
+app.command("route")(route_cmd)
+app.command("replay")(replay_cmd)
+app.command("trace")(trace_cmd)
+app.add_typer(router_app, name="router")
+app.add_typer(eval_app, name="eval")
+app.add_typer(data_app, name="data")
+app.add_typer(simulate_app, name="simulate")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: run the app, mapping usage errors to one line and exit code 2."""
+    # Transcripts can hold lone surrogates (a truncated emoji); print them escaped
+    # rather than fail half-way through a report.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    args = list(argv) if argv is not None else sys.argv[1:]
+    if not args:
+        args = ["--help"]
+    try:
+        rv = app(args=args, prog_name="ctxwise", standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        typer.echo("ctxwise: aborted", err=True)
+        sys.exit(1)
+    except Exception as exc:
+        # Usage errors of the CLI parser (an unknown option, a missing argument, a
+        # value of the wrong type). Typer has shipped these as click's exceptions
+        # and, since 0.29, as its own vendored copies: match on their shape.
+        format_message = getattr(exc, "format_message", None)
+        if callable(format_message) and hasattr(exc, "exit_code"):
+            typer.echo(f"ctxwise: error: {format_message()}", err=True)
+            sys.exit(2)
+        raise
+    if isinstance(rv, int) and rv:
+        sys.exit(rv)
