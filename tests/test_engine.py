@@ -272,3 +272,16 @@ def test_server_side_clearing_sends_the_edit_instead(tmp_path: Path) -> None:
     assert r.headers == {"anthropic-beta": CONTEXT_MANAGEMENT_BETA}
     with pytest.raises(Exception, match="needs render = 'anthropic'"):
         _config(tmp_path, render="openai", clearing=ClearingConfig(mode="server"))
+
+
+def test_a_corrupted_stored_state_is_refused(tmp_path: Path) -> None:
+    from ctxwise.errors import FormatError
+    from ctxwise.sessions import SessionCommit
+
+    with Engine(_config(tmp_path)) as engine:
+        engine.turn("s", [USER("user", "hello")])
+        v = engine.sessions.version("s")
+        bad = {"format": 1, "turns": "many"}
+        engine.sessions.commit("s", v, SessionCommit(bad, 1, [], []))
+    with Engine(_config(tmp_path)) as engine, pytest.raises(FormatError, match="turns"):
+        engine.turn("s", [USER("assistant", "x"), USER("user", "again")])

@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwise._session_state import STATE_FORMAT, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
 from ctxwise.compaction import CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
@@ -100,7 +101,6 @@ from ctxwise.trace import (
 
 __all__ = ["Engine", "TurnResult"]
 
-STATE_FORMAT = 1
 MAX_ATTEMPTS = 5
 
 
@@ -331,12 +331,8 @@ class Engine:
         if cached is not None and cached.version == version:
             return cached
         snap = self.sessions.load(session_id)
-        st = snap.state
-        if snap.version and st.get("format") != STATE_FORMAT:
-            raise UsageError(
-                f"session {session_id!r} was stored in state format {st.get('format')!r}; "
-                f"this ctxwise reads format {STATE_FORMAT}"
-            )
+        # a stored state is validated (format, types); a new session starts empty
+        st = parse_state(snap.state if snap.version else {"format": STATE_FORMAT}, session_id)
         session = _Session(
             session_id,
             snap.version,
@@ -344,15 +340,15 @@ class Engine:
             [r.tokens for r in snap.history],
             [r.origin for r in snap.history],
             snap.log_length,
-            CaseFacts.from_dict(st["facts"]) if "facts" in st else CaseFacts(),
-            Rules.from_dict(st["rules"]) if "rules" in st else Rules(),
-            list(st.get("system", [])),
-            int(st.get("turns", 0)),
-            int(st.get("compactions", 0)),
-            int(st.get("clears", 0)),
-            int(st.get("remembered", 0)),
-            set(st.get("tool_ids", [])),
-            st.get("route"),
+            st.facts,
+            st.rules,
+            list(st.system),
+            st.turns,
+            st.compactions,
+            st.clears,
+            st.remembered,
+            set(st.tool_ids),
+            None if st.route is None else st.route.model_dump(),
         )
         self._cache[session_id] = session
         return session
