@@ -285,3 +285,26 @@ def test_a_corrupted_stored_state_is_refused(tmp_path: Path) -> None:
         engine.sessions.commit("s", v, SessionCommit(bad, 1, [], []))
     with Engine(_config(tmp_path)) as engine, pytest.raises(FormatError, match="turns"):
         engine.turn("s", [USER("assistant", "x"), USER("user", "again")])
+
+
+def test_a_rule_stated_in_the_session_becomes_a_gate_rule(tmp_path: Path) -> None:
+    from ctxwise.config import GatesConfig
+
+    gates = GatesConfig(vocabulary={"refund": "issue_refund", "address check": "verify_address"})
+    with Engine(_config(tmp_path, gates=gates)) as engine:
+        r = engine.turn(
+            "s",
+            [USER("user", "Do not refund order 4417 until the address check is done. Thanks.")],
+        )
+        assert r.trace.gates_added == ["stated-1"]
+        blocked = engine.check_tool("s", "issue_refund", {"order_id": "4417"})
+        assert not blocked and "address check" in blocked.reason  # type: ignore[union-attr]
+        assert engine.check_tool("s", "issue_refund", {"order_id": "9999"})
+        engine.turn(
+            "s",
+            [_call("v1", "verify_address", order_id="4417"), _result("v1", "address verified")],
+        )
+        assert engine.check_tool("s", "issue_refund", {"order_id": "4417"})
+    with Engine(_config(tmp_path)) as engine:  # the session's gate rules persist
+        assert engine.check_tool("s", "issue_refund", {"order_id": "4417"})
+        assert [r["name"] for r in engine.sessions.load("s").state["gate_rules"]] == ["stated-1"]

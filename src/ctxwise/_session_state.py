@@ -70,6 +70,8 @@ class SessionState(PersistedModel):
     remembered: NonNegativeInt = 0
     tool_ids: list[str] = Field(default_factory=list)
     route: RouteMemo | None = None
+    gate_rules: list[dict[str, Any]] = Field(default_factory=list)
+    """Policy rules compiled from rules stated in this session (``PolicyRule.to_dict``)."""
 
 
 def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:

@@ -55,6 +55,11 @@ its default::
     [gates]
     file = ""                     # a policy gate file (PolicyGate.to_dict format)
     rules = []                    # or the same rules inline
+    vocabulary = {}               # phrase = tool: a rule stated in a session ("do not
+                                  # refund order 4417 until the address check is done")
+                                  # becomes a gate rule of that session (compile_rule)
+    id_fields = {}                # noun = tool input field holding its id (default
+                                  # NOUN_id)
 
     [clearing]
     enabled = true
@@ -151,6 +156,8 @@ class FactsConfig(_Strict):
 class GatesConfig(_Strict):
     file: str | None = None
     rules: list[dict[str, Any]] = Field(default_factory=list)
+    vocabulary: dict[str, str] = Field(default_factory=dict)
+    id_fields: dict[str, str] = Field(default_factory=dict)
 
 
 class ClearingConfig(_Strict):

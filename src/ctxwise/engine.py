@@ -78,7 +78,7 @@ from ctxwise.memory.urls import open_store, store_kind
 from ctxwise.messages import Message, ProblemKind, Transcript, block_text
 from ctxwise.orchestrator import Classifier
 from ctxwise.pairing import problems as pairing_problems
-from ctxwise.policy import Allowed, Blocked, PolicyGate
+from ctxwise.policy import Allowed, Blocked, PolicyGate, compile_rule
 from ctxwise.routing.decision import RouteDecision
 from ctxwise.sessions import (
     HistoryRow,
@@ -140,6 +140,7 @@ class _Session:
     remembered: int = 0
     tool_ids: set[str] = field(default_factory=set)
     route: dict[str, Any] | None = None
+    gate_rules: list[dict[str, Any]] = field(default_factory=list)
     encoded: list[Any] | None = None
     """Each history message encoded for the render target (kept in memory only)."""
 
@@ -160,6 +161,7 @@ class _Session:
             self.remembered,
             set(self.tool_ids),
             None if self.route is None else dict(self.route),
+            [dict(r) for r in self.gate_rules],
             None if self.encoded is None else list(self.encoded),
         )
 
@@ -175,6 +177,7 @@ class _Session:
             "remembered": self.remembered,
             "tool_ids": sorted(self.tool_ids),
             "route": self.route,
+            "gate_rules": self.gate_rules,
         }
 
 
@@ -349,6 +352,7 @@ class Engine:
             st.remembered,
             set(st.tool_ids),
             None if st.route is None else st.route.model_dump(),
+            [dict(r) for r in st.gate_rules],
         )
         self._cache[session_id] = session
         return session
@@ -387,7 +391,8 @@ class Engine:
         that cannot be checked blocks)."""
         check_session_id(session_id)
         self.sessions.require(session_id)
-        return self.gate.check(name, tool_input, self._load(session_id).facts)
+        session = self._load(session_id)
+        return self._gate(session).check(name, tool_input, session.facts)
 
     def record(self, session_id: str, new_messages: Iterable[Message]) -> int:
         """Append messages (a tool call's result, say) without building a request:
@@ -503,6 +508,7 @@ class Engine:
         self._check_pairing(session, messages)
         log = [neutral.encode_message(m) for m in messages]
         first = session.log_length
+        gate = self._gate(session)
         calls = {b.id: (b.name, b.input) for m in session.history[-50:] for b in m.tool_uses}
         for i, m in enumerate(messages):
             position = first + i
@@ -522,14 +528,15 @@ class Engine:
             for r in m.tool_results:
                 if r.tool_use_id in calls:
                     name, tool_input = calls[r.tool_use_id]
-                    self.gate.observe(
+                    gate.observe(
                         name, tool_input, block_text(r), session.facts, is_error=bool(r.is_error)
                     )
         body = [m for m in messages if m.role != "system"]
         if self.extractor is not None and body:
             session.facts.update_from_messages(body, offset=first, extractor=self.extractor)
         if self.config.facts.rules and body:
-            session.rules.capture_messages(body, offset=first)
+            for text in session.rules.capture_messages(body, offset=first):
+                self._compile(session, text)
         session.log_length += len(messages)
         return log
 
@@ -537,6 +544,30 @@ class Engine:
         """The tokens of messages counted one by one, as one request: each count
         carries the counter's per-request overhead once, the request only once."""
         return sum(counts) - self._overhead * (len(counts) - 1) if counts else 0
+
+    def _gate(self, session: _Session) -> PolicyGate:
+        """The configured gate plus the rules this session compiled from what was said."""
+        if not session.gate_rules:
+            return self.gate
+        rules = [*self.gate.to_dict()["rules"], *session.gate_rules]
+        return PolicyGate.from_dict({"version": 1, "rules": rules})
+
+    def _compile(self, session: _Session, text: str) -> None:
+        """A stated rule as a gate rule of the session, when ``compile_rule`` reads it."""
+        vocabulary = self.config.gates.vocabulary
+        if not vocabulary:
+            return
+        taken = {r.name for r in self.gate} | {r["name"] for r in session.gate_rules}
+        name = f"stated-{len(session.gate_rules) + 1}"
+        while name in taken:
+            name += "+"
+        try:
+            rule = compile_rule(
+                text, vocabulary, id_fields=self.config.gates.id_fields or None, name=name
+            )
+        except UsageError:
+            return  # a standing rule that is not a tool rule stays a pinned rule only
+        session.gate_rules.append(rule.to_dict())
 
     def _rows(self, session: _Session, keep: int) -> list[HistoryRow]:
         return [
@@ -753,6 +784,7 @@ class Engine:
         work = base.copy()
         facts_before = {k: f.value for k, f in _facts_items(work.facts)}
         rules_before = len(work.rules)
+        gates_before = len(work.gate_rules)
         log = self._append(work, messages)
         t1 = clock()
         timings["append"] = (t1 - t0) * 1000
@@ -913,6 +945,7 @@ class Engine:
                 k for k, f in _facts_items(work.facts) if facts_before.get(k) != f.value
             ),
             rules_added=[r.text for r in list(work.rules)[rules_before:]],
+            gates_added=[r["name"] for r in work.gate_rules[gates_before:]],
             tokens=TokensTrace(
                 budget=cfg.budget,
                 available=available,

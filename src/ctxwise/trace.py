@@ -104,6 +104,8 @@ class Trace(_Model):
     compacted: CompactionTrace | None = None
     facts_changed: list[str] = Field(default_factory=list)
     rules_added: list[str] = Field(default_factory=list)
+    gates_added: list[str] = Field(default_factory=list)
+    """Names of the policy rules compiled from rules stated this turn."""
     tokens: TokensTrace
     timings_ms: dict[str, float] = Field(default_factory=dict)
     attempts: int = 1
