@@ -205,6 +205,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.assemble.*",
         "ctxwise.cli.clear.*",
         "ctxwise.cli.compact.*",
+        "ctxwise.cli.demo.*",
         "ctxwise.cli.engine.*",
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",

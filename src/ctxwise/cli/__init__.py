@@ -4,7 +4,7 @@ One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
 ``inspect``), :mod:`~ctxwise.cli.clear`, :mod:`~ctxwise.cli.compact`,
 :mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
 :mod:`~ctxwise.cli.simulate` and :mod:`~ctxwise.cli.engine` (``replay``,
-``trace``); ``demo`` is registered from ``ctxwise._cli_demo``.
+``trace``); ``demo`` is registered from ``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
 JSONL, budget of 0, binary file, …) prints one line on stderr and exits with
@@ -21,10 +21,10 @@ from typing import Annotated
 import typer
 
 from ctxwise import __version__
-from ctxwise._cli_demo import demo_cmd
 from ctxwise.cli.assemble import assemble_cmd, inspect_cmd
 from ctxwise.cli.clear import clear_cmd
 from ctxwise.cli.compact import compact_cmd
+from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app

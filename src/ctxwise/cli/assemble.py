@@ -20,7 +20,7 @@ from ctxwise import (
     composition,
     get_counter,
 )
-from ctxwise._cli_util import (
+from ctxwise.cli._util import (
     _assembly_table,
     _bar,
     _buffered_console,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ctxwise._cli_util import _guard
+from ctxwise.cli._util import _guard
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import UsageError
 from ctxwise.formats import (

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ctxwise._cli_util import _guard
+from ctxwise.cli._util import _guard
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.formats import FORMATS
 

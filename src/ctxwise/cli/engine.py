@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.config import EngineConfig, load_config
 from ctxwise.errors import UsageError
 from ctxwise.formats import FORMATS, read_transcripts

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.errors import OutputError, UsageError
 
 if TYPE_CHECKING:

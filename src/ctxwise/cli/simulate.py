@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.costs import (
     ANTHROPIC_CACHE_READ_FACTOR,
     ANTHROPIC_CACHE_WRITE_FACTOR,

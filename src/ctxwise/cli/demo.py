@@ -10,9 +10,11 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxwise._cli_util import _buffered_console, _guard, _print_json, _write
 from ctxwise._demo import BUDGET, DemoRun, run_demo
 from ctxwise._northwind import SESSION_ID, SYSTEM
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+
+__all__ = ["demo_cmd"]
 
 
 def demo_cmd(
