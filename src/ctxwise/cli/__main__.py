@@ -2,4 +2,5 @@
 
 from ctxwise.cli import main
 
-main()
+if __name__ == "__main__":  # importing the module (a package walk) runs nothing
+    main()
