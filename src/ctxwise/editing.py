@@ -40,12 +40,9 @@ Misplaced results cannot be repaired and are still refused. An empty transcript
 is not an error: the result is a no-op with ``reason="empty"``.
 
 Tokens are counted with the given counter (default :class:`~ctxwise.tokens.CharCounter`),
-so the trigger is an estimate of the API's ``input_tokens``. Measured on the
-three long Claude Code sessions of the shared data (123k–146k CharCounter
-tokens, whole transcripts): ``clear_tool_uses(keep_last=3)`` frees 66.9–68.1%
-of the tokens (83.9–88.7% with ``clear_inputs=True``; 51.8–67.5% of the live
-window after Claude Code's own compaction), and takes about 8 ms at p50 on a
-2-core machine (``benchmarks/bench_editing.py``).
+so the trigger is an estimate of the API's ``input_tokens``. On long Claude Code
+sessions, clearing old tool results frees most of the tokens (more with
+``clear_inputs=True``) and is fast; ``benchmarks/bench_editing.py`` measures both.
 """
 
 from __future__ import annotations

@@ -102,13 +102,12 @@ class _TextCounter(ABC):
 class CharCounter(_TextCounter):
     """``ceil(len(text) × (1 + safety_margin) / 4)``: the default, free and offline.
 
-    Measured against exact o200k_base counts on the shared transcripts
-    (``benchmarks/bench_tokens.py``, 6,607 blocks): overall it undercounts by
-    about 8% (Σchar/Σexact = 0.92), but the error depends on the content. It
-    overcounts English prose (median +14%) and undercounts JSON and code tool
-    output (median −29%, down to −32% on JSON API results). ``safety_margin=0.1``
-    brings the overall ratio to 1.02; for budgets that must hold on tool-heavy
-    windows use an exact counter, or a larger margin.
+    An estimate, and its error depends on the content: against exact BPE counts it
+    overcounts English prose and undercounts JSON and code tool output, so on
+    tool-heavy transcripts it undercounts overall. ``safety_margin`` scales every
+    count up; for budgets that must hold on tool-heavy windows use an exact counter
+    or a safety margin. ``benchmarks/bench_tokens.py`` measures the error on the
+    shared transcripts.
     """
 
     def __init__(self, safety_margin: float = 0.0) -> None:

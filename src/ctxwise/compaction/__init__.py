@@ -51,7 +51,8 @@ raises :class:`SummarizerError`. The input transcript is never modified.
 budget below the trigger, and raises :class:`CompactionThrashError` when one item
 keeps refilling the window. Both take one :class:`CompactionSettings`.
 
-Cost is measured by ``benchmarks/bench_compaction.py`` (figures in the README).
+Cost is measured by ``benchmarks/bench_compaction.py`` (its output gives the
+figures; the Benchmarks page, docs/benchmarks.md, has the runs over every transcript).
 """
 
 from __future__ import annotations

@@ -263,12 +263,11 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
       cannot encode); every other line, blank lines, progress, snapshot and
       sidechain events included, is byte-identical, and so is the trailing newline.
 
-    On the three long sessions in the shared data (2.8-3.2 MB, 1,513-1,864
-    lines), clearing with ``keep_last=3`` rewrites 119-161 lines (the cleared
-    results' events; 238-322 with ``clear_inputs``), every other line is
-    byte-identical, and the files shrink to 53-63% of their size (49-59% with
-    ``clear_inputs``). This function takes 44-50 ms p50 there, about twice one
-    read of the file (23-27 ms), since it reads its output back to check it.
+    Only the cleared results' events are rewritten (and, with ``clear_inputs``,
+    their calls'), every other line is byte-identical, and a long session's file
+    shrinks substantially. Since the output is read back to check it, this takes
+    longer than one read of the file. (No benchmark script measures this function
+    yet; ``benchmarks/bench_editing.py`` measures the clearing itself.)
 
     The result is read back and compared with ``transcript`` (ignoring ctxwise's
     own ``ctxwise.*`` marks); a transcript that differs in anything else (a

@@ -20,7 +20,8 @@ overall, for hybrid recall and, in the same run, for lexical-only and vector-onl
 parsed for every ``D<s>:<t>`` and ids that name no turn are dropped; a shared
 image's caption is kept in its turn's text, as ``[shares <caption>]``).
 
-The README's Memory section gives the figures on LoCoMo dev, per preset and store.
+The guide's Memory section (docs/guide.md) gives the figures on LoCoMo dev, per
+preset and store.
 """
 
 from __future__ import annotations

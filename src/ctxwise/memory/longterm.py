@@ -44,7 +44,8 @@ The same logic runs over every store. The neutral values of steps 1–2 are gene
 choices (a low ``rrf_k`` lets the top ranks count, the vector ranking at half
 weight); the dialogue preset's values were chosen on LoCoMo dev, on four
 conversations at a time and scored on the fifth (``ctxwise eval memory --preset``;
-the README gives the figures).
+the guide's Memory section and the Benchmarks page, docs/benchmarks.md, give the
+figures; ``benchmarks/bench_presets.py`` reruns them).
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ metadata value, each turn answering the one before): a turn gets 0.7 of its
 reply's score, a question naming one speaker doubles that speaker's turns' scores,
 and the vector ranking counts little (weight 0.1: chosen with the hashing
 embedder). Its values are the best of a grid on LoCoMo dev; choosing them on four
-conversations and scoring the fifth, in turn, is how the README reports them."""
+conversations and scoring the fifth, in turn, is how ``benchmarks/bench_presets.py``
+reports them (see the Benchmarks page, docs/benchmarks.md)."""
 
 
 def recall_settings(preset: str | RecallSettings = "neutral", **overrides: Any) -> RecallSettings:

@@ -270,16 +270,16 @@ FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
 ORDER BY hits.score DESC, hits.seq
 """
 LEXICAL_CAP = 1000
-"""Namespaces above this many items rank a bounded candidate set (module docstring);
-scoring a candidate costs ~10 us here, so at most ~2 x this many are scored."""
+"""Namespaces above this many items rank a bounded candidate set (module docstring):
+at most about twice this many candidates are scored, which bounds a query's cost."""
 STOP_SHARE = 0.5
 """A lexeme in at least this share of the rows selects no candidates (still scored)."""
 DF_DRIFT = 0.02
 """A lexeme's count is used again until its namespace has changed (items added
 plus items removed since the count) by more than this share of it, so its
-document frequency is off by at most 2%. Without it, a namespace that takes a
-write between queries counts every lexeme again on every query (a common one
-costs up to 1.6 s at 1M items)."""
+document frequency is off by at most that share. Without it, a namespace that
+takes a write between queries counts every lexeme again on every query, and a
+common lexeme is slow to count in a large namespace."""
 _DF_CACHE = 10_000
 
 _VECTOR = """
@@ -666,8 +666,7 @@ class PostgresStore(Store):
         built once when the block ends.
 
         pgvector maintains an HNSW index row by row far more slowly than it builds
-        one (``benchmarks/bench_memory.py``: 576 items/s into an indexed 100k
-        namespace against 4,163 without the index). Inside the block, vector
+        one (``benchmarks/bench_memory.py`` measures both). Inside the block, vector
         searches in this schema scan exactly: slower, never wrong. The index is
         built and the table analyzed when the block ends, after an error too; if the
         process dies inside the block, the next :class:`PostgresStore` opened on the
@@ -675,8 +674,7 @@ class PostgresStore(Store):
         bulk load per schema at a time (an advisory lock); ``maintenance_work_mem``
         applies to the index build only. Give it enough for the whole graph:
         pgvector builds in memory until the graph outgrows it, then much more
-        slowly (1M 256-dimensional vectors on 2 cores: 338-456 s with ``"4GB"``; with
-        ``"1GB"`` the build was stopped after 30 minutes). PostgreSQL says so with
+        slowly (for a million vectors the default is not enough). PostgreSQL says so with
         the notice "hnsw graph no longer fits into maintenance_work_mem".
         """
         if not isinstance(maintenance_work_mem, str) or not re.fullmatch(
@@ -707,8 +705,7 @@ class PostgresStore(Store):
                         )
                         conn.execute(self._vector_index_sql())
                     # fresh planner statistics: without them the planner guesses
-                    # row counts from before the load (100k items: hybrid recall
-                    # p50 104 ms before ANALYZE)
+                    # row counts from before the load, and recall is far slower
                     conn.execute(self._sql("ANALYZE {schema}.items"))
                 finally:
                     conn.execute(

@@ -16,9 +16,10 @@ statistics (item count, average length, document frequencies) are its own, so
 another namespace's writes never change its scores, and the scores equal
 :class:`InMemoryStore`'s and ``PostgresStore``'s. The analyzer's name is recorded
 in the file; opening it with another analyzer re-indexes every item. A namespace's
-table costs ~17 KB and ~3 ms when its first item is written, and every table is in
-the schema SQLite reads when it opens the file (2,000 namespaces: 35 MB, opened in
-0.18 s): for many thousands of tenants, prefer ``PostgresStore``.
+table costs some space and time when its first item is written, and every table is
+in the schema SQLite reads when it opens the file, so the file grows and opens more
+slowly with the number of namespaces: for many thousands of tenants, prefer
+``PostgresStore``.
 
 The search's cost is bounded. FTS5
 scores every row a query matches, so a query of common words over a big namespace
@@ -41,8 +42,8 @@ step:
    most recent rows holding any of them.
 
 A score is always the row's exact BM25 for the terms its step queried, never more
-than its full score. On 1M synthetic support sentences, the top 10 of this plan
-agreed with the exact top 10 on every benchmark query (benchmarks/bench_memory.py).
+than its full score. ``benchmarks/bench_memory.py`` compares this plan's top 10
+with the exact top 10 on synthetic support sentences.
 
 Vector search, per namespace:
 
@@ -51,10 +52,10 @@ Vector search, per namespace:
   index: brute force with numpy over a matrix cached in memory and caught up when
   the file changes (``PRAGMA data_version`` catches other processes' writes): rows
   added since are appended, a deletion in the namespace reloads it;
-  100k x 256 float32 takes ~5 ms here (one thread; see ``_dots``);
+  one thread (see ``_dots``);
 - from ``ann_min_items`` up, with usearch: an HNSW index (see
-  :mod:`ctxwise.memory._ann`), built on the first search (about 5,000 vectors/s,
-  one thread, deterministic), saved beside the file (``<file>.ann/``), caught up
+  :mod:`ctxwise.memory._ann`), built on the first search (one thread,
+  deterministic), saved beside the file (``<file>.ann/``), caught up
   incrementally with rows added since (by ``seq``, which is never reused) and
   pruned of deleted rows (found by the trigger-kept vector count); its candidates
   are re-scored exactly from the stored float32 vectors. Filtered searches scan
@@ -281,8 +282,7 @@ def _filter_sql(filters: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
 
 def _dots(matrix: npt.NDArray[np.float32], q: Vector) -> npt.NDArray[np.float32]:
     """``matrix @ q`` in one thread. A matrix-vector product is memory-bound, and
-    OpenBLAS's threads made it slower here: 10k x 256 took 7.7 ms threaded against
-    0.4 ms with einsum, 100k x 256 15.8 ms against 5.3 ms (2 busy cores)."""
+    OpenBLAS's threads made it slower, not faster, on a busy 2-core machine."""
     return np.asarray(np.einsum("ij,j->i", matrix, q), dtype=np.float32)
 
 

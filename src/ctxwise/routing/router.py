@@ -392,12 +392,13 @@ class IntentRouter:
     def load(cls, path: str | Path) -> IntentRouter:
         """Read a router saved by :meth:`save`: the JSON and, when it names one, its
         ``.npz`` of fitted scorer parameters, from which the scorer is restored
-        without fitting (tens of milliseconds for the lexical scorer on CLINC150;
-        no scikit-learn import). The arrays are read with ``allow_pickle=False``.
+        without fitting (fast, and without importing scikit-learn; the Benchmarks
+        page, docs/benchmarks.md, gives the load time measured by
+        ``benchmarks/bench_route_cli.py``). The arrays are read with ``allow_pickle=False``.
 
         A version 1 file (written before routers stored their parameters) loads
-        too and re-fits its scorer on first use, deterministically (about 10 s for
-        the lexical scorer on CLINC150); save it again to upgrade it.
+        too and re-fits its scorer on first use, deterministically (much slower
+        than a load: a full fit); save it again to upgrade it.
 
         Raises:
             FormatError: the file is missing, unreadable, not a ctxwise router, of
