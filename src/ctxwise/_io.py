@@ -21,12 +21,17 @@ it half-written and never replaces what is not a regular file:
   place, never replaced;
 - a directory, or a path whose folder does not exist, raises
   :class:`~ctxwise.errors.OutputError` before anything is written.
+
+:func:`replace_file` is the atomic replace underneath, for files the library owns
+(the memory store's ANN index): the same temporary file and rename, the path
+itself replaced, errors left as :class:`OSError`.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -37,7 +42,14 @@ from pathlib import Path
 
 from ctxwise.errors import OutputError, UsageError
 
-__all__ = ["STDOUT", "decode_text", "read_text_file", "same_file", "write_output"]
+__all__ = [
+    "STDOUT",
+    "decode_text",
+    "read_text_file",
+    "replace_file",
+    "same_file",
+    "write_output",
+]
 
 STDOUT = "-"
 
@@ -206,6 +218,25 @@ def _replace_atomically(name: str, target: str, data: bytes, st: os.stat_result 
     folder = os.path.dirname(target) or "."
     if not os.path.isdir(folder):
         raise OutputError(name, f"folder {folder} does not exist")
+    try:
+        replace_file(target, data, st)
+    except OSError as exc:
+        raise OutputError(name, exc.strerror or str(exc)) from None
+
+
+def replace_file(target: str | Path, data: bytes, st: os.stat_result | None = None) -> None:
+    """Replace ``target`` by ``data`` atomically: a temporary file in its folder,
+    flushed to disk and renamed over it (``os.replace``), then the folder synced.
+
+    The one atomic writer behind :func:`write_output`, for files the library owns
+    (a cache, an index) rather than one a user named: ``target`` itself is replaced
+    (a symbolic link there is replaced, not followed) and errors are the plain
+    :class:`OSError`. ``st`` is the existing file's status, whose mode (and, as
+    root, owner) the new file keeps; with None the new file gets ``0o666`` less the
+    umask. Whatever fails, ``target`` is unchanged and no temporary file is left.
+    """
+    target = os.fspath(target)
+    folder = os.path.dirname(target) or "."
     base = os.path.basename(target)
     # a new file: 0o666, the kernel applies the umask; an existing one: set below
     create_mode = 0o666 if st is None else 0o600
@@ -221,7 +252,7 @@ def _replace_atomically(name: str, target: str, data: bytes, st: os.stat_result 
             tmp = candidate
             break
         else:
-            raise OutputError(name, "cannot create a temporary file")
+            raise FileExistsError(errno.EEXIST, "cannot create a temporary file", folder)
         if st is not None:
             os.fchmod(fd, stat.S_IMODE(st.st_mode))
             if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -233,8 +264,6 @@ def _replace_atomically(name: str, target: str, data: bytes, st: os.stat_result 
         fd = -1
         os.replace(tmp, target)
         tmp = ""
-    except OSError as exc:
-        raise OutputError(name, exc.strerror or str(exc)) from None
     finally:
         if fd >= 0:
             os.close(fd)

@@ -12,12 +12,11 @@ truth: the index is a cache that can always be rebuilt from it.
 Determinism: vectors are added one thread at a time, in ``seq`` order, so the same
 store built the same way gives the same index, byte for byte.
 
-Parameters, measured on synthetic support sentences (hashing embedder, dim 256,
-this 2-core machine, benchmarks/bench_memory.py): half-precision storage,
-connectivity 16, expansion 64 when adding (one thread: 100k vectors in ~20 s, 1M in
-~7 min); when searching, expansion 256, or one per 1,000 vectors up to 1,024. Share
-of the exact top 10 found: 0.97 at 100k (expansion 256, ~1.7 ms per query) and 0.97
-at 1M (expansion 1,024: ~7.5 ms; with 256 it was 0.85 at ~2.2 ms).
+Parameters: half-precision storage, connectivity 16, expansion 64 when adding (one
+thread); when searching, expansion 256, or one per 1,000 vectors up to 1,024: a
+larger index needs the larger expansion to keep finding most of the exact top 10.
+They were chosen on synthetic support sentences with ``benchmarks/bench_memory.py``,
+which measures build time, search time and the share of the exact top 10 found.
 
 On disk (beside the SQLite file, ``<file>.ann/``): ``<h>.usearch`` (the index) and
 ``<h>.json`` (namespace, dimension, build parameters, ``upto``, size, the SHA-256 of the
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ctxwise._io import replace_file
 from ctxwise.errors import MissingDependencyError
 
 __all__ = ["AnnParams", "NamespaceIndex", "available"]
@@ -145,15 +144,8 @@ class NamespaceIndex:
             "sha256": hashlib.sha256(blob).hexdigest(),
             "probe": {str(k): v for k, v in probe.items()},
         }
-        suffix = f".tmp{os.getpid()}"
-        data, info = directory / f"{name}.usearch", directory / f"{name}.json"
-        for path, content in ((data, blob), (info, json.dumps(meta).encode())):
-            tmp = path.with_name(path.name + suffix)
-            with open(tmp, "wb") as f:
-                f.write(content)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+        replace_file(directory / f"{name}.usearch", blob)
+        replace_file(directory / f"{name}.json", json.dumps(meta).encode())
         self.unsaved = 0
 
     @classmethod
