@@ -314,11 +314,12 @@ class TestWriteBack:
         data, shape = write_back(f, {0: f.transcripts[0]})
         assert shape == "response" and json.loads(data) == resp
 
-    def test_refusals(self, tmp_path: Path) -> None:
+    def test_sessions_and_refusals(self, tmp_path: Path) -> None:
         event = {"type": "user", "message": {"role": "user", "content": "hi"}}
         f = read_transcript_file(jsonl(tmp_path / "s.jsonl", [event]))
-        with pytest.raises(UsageError, match="Claude Code session"):
-            write_back(f, {})
+        # a Claude Code session is written back as a session: unedited, byte for byte
+        assert write_back(f, {}) == (f.text.encode("utf-8"), "session")
+        assert write_back(f, {0: f.transcripts[0]})[0] == f.text.encode("utf-8")
         g = read_transcript_file(write_json(tmp_path / "m.json", TestMessagesJSONL.LINES))
         with pytest.raises(UsageError, match="index 5 is out of range"):
             write_back(g, {5: g.transcripts[0]})
