@@ -308,3 +308,11 @@ def test_a_rule_stated_in_the_session_becomes_a_gate_rule(tmp_path: Path) -> Non
     with Engine(_config(tmp_path)) as engine:  # the session's gate rules persist
         assert engine.check_tool("s", "issue_refund", {"order_id": "4417"})
         assert [r["name"] for r in engine.sessions.load("s").state["gate_rules"]] == ["stated-1"]
+
+
+def test_aturn_runs_a_turn_for_async_callers(tmp_path: Path) -> None:
+    import asyncio
+
+    with Engine(_config(tmp_path)) as engine:
+        result = asyncio.run(engine.aturn("s", [USER("user", "Where is order 4417?")]))
+        assert result.trace.turn == 1 and engine.sessions.version("s") == 1
