@@ -128,26 +128,108 @@ def routing(d: dict[str, Any]) -> str:
     )
 
 
+def ms(x: Any, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
 def memory(d: dict[str, Any]) -> str:
-    rows = [
+    def disk(r: dict[str, Any]) -> str:
+        out = f"{r['file_mb']:.0f} MB"
+        return out + (f" + {r['index_mb']:.0f} MB index" if r.get("index_mb") else "")
+
+    lat = [
         [
             r["backend"],
             f"{r['items']:,}",
-            f"{r['latency']['hybrid']['p50_ms']:.2f}",
+            f"{ms(r['latency']['hybrid']['p50_ms'], 2)} / "
+            f"{ms(r['latency']['hybrid']['p99_ms'], 2)}",
+            ms(r["latency"]["cold"]["p99_ms"], 2),
+            ms(r["latency"]["writing"]["p99_ms"], 2),
             f"{r['latency']['lexical']['p50_ms']:.2f}",
             f"{r['latency']['vector']['p50_ms']:.2f}",
         ]
         for r in d["rows"]
     ]
-    return table(["store", "items", "hybrid p50 ms", "lexical p50 ms", "vector p50 ms"], rows)
+    size = [
+        [
+            r["backend"],
+            f"{r['items']:,}",
+            f"{r['items_per_second']:,}",
+            r["vector_method"],
+            f"{r['index_seconds']:.1f}",
+            disk(r),
+            f3(r.get("vector_top10_overlap")),
+            f3(r.get("lexical_top10_overlap")),
+        ]
+        for r in d["rows"]
+    ]
+    return (
+        f"`benchmarks/bench_memory.py`: {d['queries']} queries, hashing embedder "
+        f"(dim {d['dim']}). Hybrid recall p50 / p99 after a first pass over the "
+        "queries, the p99 of that first (cold) pass, and the p99 with one item "
+        "remembered before each query; then the write rate, the vector index, its "
+        "build time, the size on disk and how much of the exact top 10 each bounded "
+        "search returns.\n\n"
+        + table(
+            [
+                "store",
+                "items",
+                "hybrid p50 / p99 ms",
+                "cold p99 ms",
+                "writing p99 ms",
+                "lexical p50 ms",
+                "vector p50 ms",
+            ],
+            lat,
+        )
+        + "\n\n"
+        + table(
+            [
+                "store",
+                "items",
+                "remember items/s",
+                "vector search",
+                "index build s",
+                "on disk",
+                "vector top-10 overlap",
+                "lexical top-10 overlap",
+            ],
+            size,
+        )
+    )
 
 
 def presets(d: dict[str, Any]) -> str:
+    names = ["context", "successor share", "speaker boost", "vector weight", "rrf k"]
+    rows = []
+    for grid in ("whole grid", "first grid"):
+        g = d.get(grid)
+        if not g:
+            continue
+        rows.append(
+            [
+                grid,
+                ", ".join(f"{n} {v}" for n, v in zip(names, g["best_on_all"], strict=False)),
+                f3(g["recall_best_on_all"]),
+                f3(g["loco_recall"]),
+                ", ".join(f"{f['held_out']} {f['recall']:.3f}" for f in g["folds"]),
+            ]
+        )
     g = d["whole grid"]
     return (
         f"Settings scored: {d['settings_scored']}. LoCoMo dev recall@10 of the `dialogue` "
         f"preset: {g['recall_best_on_all']:.3f} on all five conversations; chosen on four "
-        f"and scored on the fifth, in turn: {g['loco_recall']:.3f}."
+        f"and scored on the fifth, in turn: {g['loco_recall']:.3f}.\n\n"
+        + table(
+            [
+                "grid",
+                "best on all five",
+                "recall@10, all five",
+                "chosen on four, scored on the fifth",
+                "per held-out conversation",
+            ],
+            rows,
+        )
     )
 
 
@@ -162,23 +244,67 @@ def route_cli(d: dict[str, Any]) -> str:
 
 def compact_all(d: dict[str, Any]) -> str:
     c = d["counts"]
+    fractions = ", ".join(f"{f:.0%}" for f in d.get("fractions", []))
     rows = [
         [
             kind,
             c.get(f"{kind}|runs", 0),
             c.get(f"{kind}|compacted", 0),
+            c.get(f"{kind}|mid-turn cut", 0),
             c.get(f"{kind}|refused: system + task over N", 0),
             c.get(f"{kind}|repaired", 0),
+            c.get(f"{kind}|deeper recompaction: compacted", 0),
         ]
         for kind in ("claude code", "tau-bench")
     ]
-    return table(["data", "runs", "compacted", "refused (allowed kind)", "repaired"], rows)
+    return (
+        f"`ctxwise compact FILE --budget N` on every transcript at N = {fractions} of its "
+        "live tokens; a refusal is of the allowed kind (system part and latest user "
+        "message alone over N). `deeper`: the cleared output compacted again to half its "
+        f"size. Runs failing a check: **{d.get('failed', 0)}**.\n\n"
+        + table(
+            [
+                "data",
+                "runs",
+                "compacted",
+                "cut mid-turn",
+                "refused (allowed kind)",
+                "repaired",
+                "deeper: compacted",
+            ],
+            rows,
+        )
+    )
+
+
+def compaction(d: dict[str, Any]) -> str:
+    kinds = list(d["results"][0]["timings"]) if d["results"] else []
+    rows = [
+        [
+            r["transcript"],
+            r["messages"],
+            f"{r['tokens']:,}",
+            f"{r['tokens_after']:,}",
+            *(f"{r['timings'][k]['p50_ms']:.1f}" for k in kinds),
+        ]
+        for r in d["results"]
+    ]
+    return (
+        f"`compact` to {d['budget']:,} tokens (summary up to {d['summary_tokens']:,}, "
+        f"`{d['counter']}` counter), p50 ms of {d['iterations']} runs; target "
+        f"≤ {d['target_ms']:.0f} ms.\n\n"
+        + table(
+            ["transcript", "messages", "tokens", "tokens after", *(f"{k} p50 ms" for k in kinds)],
+            rows,
+        )
+    )
 
 
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
     ("Compaction over every transcript", "bench_compact_all", compact_all),
+    ("Compaction time", "bench_compaction", compaction),
     ("Routing on CLINC150", "bench_routing", routing),
     ("Routing, held-out intents (offset 0)", "bench_routing_holdout7_0", routing),
     ("Routing, held-out intents (offset 1)", "bench_routing_holdout7_1", routing),
