@@ -210,6 +210,14 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
     },
+    "tool results, trimmed and paged: reached as ctxwise.tools.<module>.X": {
+        "ctxwise.errors.CursorError",  # re-exported by ctxwise.tools.cursors
+        "ctxwise.tools.cursors.*",
+        "ctxwise.tools.trim.*",
+    },
+    "the memory tool: reached as ctxwise.memory_tool.X": {
+        "ctxwise.memory_tool.*",
+    },
     "saving an edited or compacted transcript file (write_back is top level): ctxwise.formats.X": {
         "ctxwise.formats.check_destination",
         "ctxwise.formats.save_transcript_file",

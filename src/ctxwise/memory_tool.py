@@ -1,0 +1,812 @@
+"""A backend for Anthropic's client-side memory tool (``memory_20250818``).
+
+The model asks for one command at a time on paths under ``/memories``; the
+application runs it and sends the text back as the tool result. :class:`MemoryTool`
+runs those commands over one of two backends:
+
+- :class:`DirectoryMemory` keeps each file as a file under a root folder on disk,
+  written atomically (a temporary file renamed over the old one);
+- :class:`StoreMemory` keeps each file as one item of a ctxwise memory
+  :class:`~ctxwise.memory.Store`, keyed by its path, in one namespace (one per tenant
+  and session). Folders are implied by the paths of the files in them.
+
+Commands (the SDK's ``BetaMemoryTool20250818*Command`` types)::
+
+    view         path, view_range?      a file with line numbers, or a folder listing
+    create       path, file_text        a new file (an existing one is refused)
+    str_replace  path, old_str, new_str replace the one occurrence of old_str
+    insert       path, insert_line, insert_text   insert after line insert_line (0: at the top)
+    delete       path                   a file or a folder with everything in it
+    rename       old_path, new_path     a file or a folder, to a path that does not exist
+
+:meth:`MemoryTool.execute` never raises for a model's command: a bad command comes
+back as ``MemoryResult(text, is_error=True)`` whose text names the path and what to
+do instead, and nothing is changed. A missing or unknown parameter is such an error.
+A bad constructor argument raises :class:`~ctxwise.errors.UsageError`.
+
+Paths are confined to ``/memories`` and the folders below it. Refused: any other
+path (relative, another absolute path, ``/memoriesX``), ``.`` and ``..`` segments
+and every name starting with a dot, empty segments, backslashes, NUL and other
+control or format characters, percent escapes (``%2e``, ``%252e``, ``%2f``), names
+that Unicode normalization (NFKC) would change (dot look-alikes such as U+2024,
+U+2025, U+FF0E and fullwidth forms) and other dot-like characters. On disk a path
+is resolved with its symbolic links and refused unless the real path stays under
+the root, so no link leads out. One trailing slash is accepted (``/memories/``).
+
+Files are capped (``max_file_bytes`` of UTF-8, by default 1 MiB) and a view is cut
+into pages of ``max_view_chars``; a cut page ends with the ``view_range`` that
+reads the rest. Return strings follow the SDK's local filesystem tool
+(``anthropic.lib.tools.BetaLocalFilesystemMemoryTool``).
+
+:class:`AnthropicMemoryTool` (extra ``anthropic``) subclasses the SDK's
+``BetaAbstractMemoryTool``, so the SDK's tool runner drives a :class:`MemoryTool`::
+
+    tool = MemoryTool(DirectoryMemory("./memory")).anthropic()
+    client.beta.messages.tool_runner(model=..., max_tokens=..., messages=..., tools=[tool])
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import re
+import shutil
+import stat
+import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from ctxwise._io import replace_file
+from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.memory.store import NewItem, Store, check_namespace
+
+__all__ = [
+    "DEFAULT_MAX_FILE_BYTES",
+    "DEFAULT_MAX_VIEW_CHARS",
+    "ROOT",
+    "AnthropicMemoryTool",  # noqa: F822 - built on first access (extra anthropic)
+    "DirectoryMemory",
+    "MemoryBackend",
+    "MemoryResult",
+    "MemoryTool",
+    "StoreMemory",
+    "check_path",
+]
+
+ROOT = "/memories"
+DEFAULT_MAX_FILE_BYTES = 1 << 20
+DEFAULT_MAX_VIEW_CHARS = 16_000
+MAX_PATH_CHARS = 1024
+MAX_NAME_BYTES = 255
+LISTING_DEPTH = 2
+LINE_NUMBER_WIDTH = 6
+
+Parts: TypeAlias = tuple[str, ...]
+Kind: TypeAlias = Literal["file", "dir"] | None
+
+_COMMANDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "view": (("path",), ("view_range",)),
+    "create": (("path", "file_text"), ()),
+    "str_replace": (("path", "old_str", "new_str"), ()),
+    "insert": (("path", "insert_line", "insert_text"), ()),
+    "delete": (("path",), ()),
+    "rename": (("old_path", "new_path"), ()),
+}
+_STRING_PARAMS = ("path", "file_text", "old_str", "new_str", "insert_text", "old_path", "new_path")
+_PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+# Characters that read as a dot but survive NFKC unchanged.
+_DOT_LIKE = frozenset(
+    "\u00b7\u0387\u05c3\u06d4\u0701\u0702\u0830\u1362\u166e\u1803\u1809\u2022\u2027"
+    "\u2218\u2219\u22c5\u2e2e\u2e3c\u3002\ua4f8\ua60e\ua6f3\U00010a56\U0001da88"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryResult:
+    """What a command returns: the tool result's text, and whether it is an error."""
+
+    text: str
+    is_error: bool = False
+
+
+def check_path(path: object) -> Parts:
+    """The segments of a memory path below ``/memories`` (``()`` for the root
+    itself), or a :class:`UsageError` saying why the path is refused."""
+    return _parse(path, "path")
+
+
+def _parse(path: object, param: str) -> Parts:
+    if not isinstance(path, str):
+        raise UsageError(f"Error: `{param}` must be a string path under {ROOT}, got {path!r}.")
+    shown = repr(path)
+    fix = f"Use a path like {ROOT}/notes.md."
+    if len(path) > MAX_PATH_CHARS:
+        raise UsageError(f"Error: the path is longer than {MAX_PATH_CHARS} characters. {fix}")
+    if "\x00" in path:
+        raise UsageError(f"Error: the path {shown} contains a NUL byte. {fix}")
+    if "\\" in path:
+        raise UsageError(
+            f"Error: the path {shown} contains a backslash; separate folders with '/'."
+        )
+    if _PERCENT_ESCAPE.search(path):
+        raise UsageError(
+            f"Error: the path {shown} contains a percent escape; write the characters "
+            f"themselves (paths are not URL-encoded). {fix}"
+        )
+    if path != ROOT and not path.startswith(ROOT + "/"):
+        raise UsageError(
+            f"Error: the path {shown} is outside {ROOT}; every path starts with {ROOT}/. {fix}"
+        )
+    rest = path[len(ROOT) + 1 :]
+    if rest.endswith("/"):
+        rest = rest[:-1]
+    if not rest:
+        return ()
+    parts = tuple(rest.split("/"))
+    for name in parts:
+        _check_name(name, shown)
+    return parts
+
+
+def _check_name(name: str, shown: str) -> None:
+    if not name:
+        raise UsageError(f"Error: the path {shown} has an empty segment ('//'); remove it.")
+    if name.startswith("."):
+        raise UsageError(
+            f"Error: the path {shown} has the segment {name!r}: names may not start with '.' "
+            f"('.' and '..' are not allowed). Name the file without the leading dot."
+        )
+    if unicodedata.normalize("NFKC", name) != name:
+        raise UsageError(
+            f"Error: the path {shown} has the segment {name!r}, which Unicode normalization "
+            f"changes (look-alike or compatibility characters); use plain characters."
+        )
+    for ch in name:
+        if ch in _DOT_LIKE:
+            raise UsageError(
+                f"Error: the path {shown} contains {ch!r} (U+{ord(ch):04X}), which looks like "
+                f"a dot; use '.' only inside a name, such as notes.md."
+            )
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
+            raise UsageError(
+                f"Error: the path {shown} contains the control or invisible character "
+                f"U+{ord(ch):04X}; use visible characters only."
+            )
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        raise UsageError(f"Error: a name in {shown} is longer than {MAX_NAME_BYTES} bytes.")
+
+
+def _show(parts: Parts) -> str:
+    return "/".join((ROOT, *parts))
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n}B"
+    value = float(n)
+    for unit in "KMG":
+        value /= 1024
+        if value < 1024 or unit == "G":
+            break
+    return f"{value:.1f}".removesuffix(".0") + unit
+
+
+def _lines(content: str) -> list[str]:
+    """Lines split on LF (a CR stays), without the empty tail of a final newline."""
+    lines = content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+# ---------------------------------------------------------------- backends --------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    parts: Parts
+    is_dir: bool
+    size: int
+
+
+class MemoryBackend(ABC):
+    """Where memory files live. Paths come in validated, as segments below the root;
+    a method refuses what it cannot do by raising
+    :class:`~ctxwise.errors.UsageError`, which :class:`MemoryTool` turns into an error result."""
+
+    @abstractmethod
+    def kind(self, parts: Parts) -> Kind:
+        """``"file"``, ``"dir"``, or ``None`` when nothing is there."""
+
+    @abstractmethod
+    def read(self, parts: Parts, limit: int) -> str:
+        """The text of a file of at most ``limit`` UTF-8 bytes."""
+
+    @abstractmethod
+    def write(self, parts: Parts, text: str) -> None:
+        """Create or replace a file, creating the folders above it."""
+
+    @abstractmethod
+    def listing(self, parts: Parts, depth: int) -> list[_Entry]:
+        """What a folder holds, ``depth`` levels deep, sorted by path."""
+
+    @abstractmethod
+    def remove(self, parts: Parts) -> None:
+        """Delete a file, or a folder with everything in it."""
+
+    @abstractmethod
+    def move(self, old: Parts, new: Parts) -> None:
+        """Move a file or folder to a path where nothing is."""
+
+
+def _too_big(parts: Parts, size: int, limit: int) -> UsageError:
+    return UsageError(
+        f"Error: {_show(parts)} would be {size:,} bytes, over the {limit:,}-byte limit for a "
+        f"memory file. Keep it shorter or split it into several files."
+    )
+
+
+class DirectoryMemory(MemoryBackend):
+    """Memory files under ``root`` on disk (``/memories/a.md`` is ``root/a.md``).
+
+    Every path is resolved with its symbolic links and refused unless the real path
+    stays under the root's real path. Writes go through a temporary file renamed
+    over the target, so a file is never half-written.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+        if not isinstance(root, str | os.PathLike):
+            raise UsageError(f"root must be a folder path, got {type(root).__name__}")
+        path = Path(root)
+        if create and not path.exists():
+            try:
+                path.mkdir(parents=True, mode=0o700)
+            except OSError as exc:
+                raise UsageError(f"cannot create the memory root {path}: {exc.strerror}") from None
+        if not path.is_dir():
+            raise UsageError(f"the memory root {path} is not a folder")
+        self.root = path
+        self._real_root = os.path.realpath(path)
+
+    def _real(self, parts: Parts) -> str:
+        real = os.path.realpath(os.path.join(self._real_root, *parts))
+        if real != self._real_root and not real.startswith(self._real_root + os.sep):
+            raise UsageError(
+                f"Error: {_show(parts)} leads outside {ROOT} through a symbolic link, so it is "
+                f"refused. Use another path."
+            )
+        return real
+
+    def _entry(self, parts: Parts) -> str:
+        """The path of the entry itself (a link there is not followed), confined."""
+        self._real(parts)
+        return os.path.join(self._real(parts[:-1]), parts[-1])
+
+    def kind(self, parts: Parts) -> Kind:
+        try:
+            st = os.stat(self._real(parts))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return "dir"
+        if stat.S_ISREG(st.st_mode):
+            return "file"
+        raise UsageError(f"Error: {_show(parts)} is not a regular file or folder.")
+
+    def read(self, parts: Parts, limit: int) -> str:
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        fd = os.open(self._real(parts), flags)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise UsageError(f"Error: {_show(parts)} is not a regular file.")
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            raise UsageError(
+                f"Error: {_show(parts)} is over the {limit:,}-byte limit for a memory file and "
+                f"cannot be read; delete it or ask the user to shorten it."
+            )
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UsageError(f"Error: {_show(parts)} is not UTF-8 text.") from None
+
+    def write(self, parts: Parts, text: str) -> None:
+        real = self._real(parts)
+        folder = os.path.dirname(real)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        self._real(parts)  # the folders just made are confined too
+        try:
+            st: os.stat_result | None = os.stat(real)
+        except FileNotFoundError:
+            st = None
+        replace_file(real, text.encode("utf-8"), st)
+
+    def listing(self, parts: Parts, depth: int) -> list[_Entry]:
+        found: list[_Entry] = []
+
+        def walk(folder: str, prefix: Parts, level: int) -> None:
+            try:
+                entries = sorted(os.scandir(folder), key=lambda e: e.name)
+            except OSError:
+                return
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                sub = (*prefix, entry.name)
+                try:
+                    real = self._real((*parts, *sub))
+                    st = os.stat(real)
+                except (UsageError, OSError):
+                    continue  # a link out of the root, or gone meanwhile
+                if stat.S_ISDIR(st.st_mode):
+                    found.append(_Entry(sub, True, st.st_size))
+                    if level < depth:
+                        walk(real, sub, level + 1)
+                elif stat.S_ISREG(st.st_mode):
+                    found.append(_Entry(sub, False, st.st_size))
+
+        walk(self._real(parts), (), 1)
+        return found
+
+    def remove(self, parts: Parts) -> None:
+        entry = self._entry(parts)
+        if os.path.islink(entry) or not os.path.isdir(entry):
+            os.unlink(entry)
+        else:
+            shutil.rmtree(entry)
+
+    def move(self, old: Parts, new: Parts) -> None:
+        source = self._entry(old)
+        self._real(new)
+        folder = self._real(new[:-1])
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        target = os.path.join(self._real(new[:-1]), new[-1])
+        if os.path.lexists(target):
+            raise UsageError(f"Error: the destination {_show(new)} already exists.")
+        os.rename(source, target)
+
+
+class StoreMemory(MemoryBackend):
+    """Memory files as items of a ctxwise :class:`~ctxwise.memory.Store`, one per
+    file, in ``namespace`` (use one namespace per tenant and session).
+
+    An item's id and text are the file's path (``/memories/notes.md``); its
+    metadata holds the content under ``"content"``. Folders exist while a file is
+    in them. Moving a folder stores the moved files first and deletes the old ones
+    after, so a failure between the two leaves copies, never a loss.
+    """
+
+    def __init__(self, store: Store, namespace: Sequence[str]) -> None:
+        if not isinstance(store, Store):
+            raise UsageError(f"store must be a ctxwise memory Store, got {type(store).__name__}")
+        self.store = store
+        self.namespace = check_namespace(namespace)
+
+    def _all(self) -> dict[Parts, str]:
+        n = self.store.count(self.namespace)
+        items = self.store.recent(self.namespace, n) if n else []
+        files: dict[Parts, str] = {}
+        for item in items:
+            if item.id.startswith(ROOT + "/"):
+                files[tuple(item.id[len(ROOT) + 1 :].split("/"))] = str(
+                    item.metadata.get("content", "")
+                )
+        return files
+
+    def _below(self, parts: Parts) -> dict[Parts, str]:
+        k = len(parts)
+        return {p: c for p, c in self._all().items() if len(p) > k and p[:k] == parts}
+
+    def kind(self, parts: Parts) -> Kind:
+        if not parts:
+            return "dir"
+        if self.store.get(self.namespace, _show(parts)) is not None:
+            return "file"
+        return "dir" if self._below(parts) else None
+
+    def read(self, parts: Parts, limit: int) -> str:
+        item = self.store.get(self.namespace, _show(parts))
+        if item is None:
+            raise UsageError(f"Error: the path {_show(parts)} does not exist.")
+        text = str(item.metadata.get("content", ""))
+        size = len(text.encode("utf-8"))
+        if size > limit:
+            raise UsageError(
+                f"Error: {_show(parts)} is over the {limit:,}-byte limit for a memory file and "
+                f"cannot be read; delete it or ask the user to shorten it."
+            )
+        return text
+
+    def _check_parents(self, parts: Parts) -> None:
+        for i in range(1, len(parts)):
+            if self.store.get(self.namespace, _show(parts[:i])) is not None:
+                raise UsageError(
+                    f"Error: {_show(parts[:i])} is a file, so {_show(parts)} cannot be under it."
+                )
+
+    def _item(self, parts: Parts, text: str) -> NewItem:
+        path = _show(parts)
+        return NewItem(text=path, id=path, metadata={"content": text, "memory_tool": ROOT})
+
+    def write(self, parts: Parts, text: str) -> None:
+        self._check_parents(parts)
+        self.store.put(self.namespace, self._item(parts, text))
+
+    def listing(self, parts: Parts, depth: int) -> list[_Entry]:
+        k = len(parts)
+        sizes: dict[Parts, int] = {}
+        dirs: set[Parts] = set()
+        for p, content in self._below(parts).items():
+            rel = p[k:]
+            for i in range(1, len(rel)):
+                dirs.add(rel[:i])
+                sizes[rel[:i]] = sizes.get(rel[:i], 0) + len(content.encode("utf-8"))
+            sizes[rel] = len(content.encode("utf-8"))
+        found = [_Entry(rel, rel in dirs, size) for rel, size in sizes.items() if len(rel) <= depth]
+        return sorted(found, key=lambda e: e.parts)
+
+    def remove(self, parts: Parts) -> None:
+        if self.kind(parts) == "file":
+            self.store.delete(self.namespace, [_show(parts)])
+            return
+        self.store.delete(self.namespace, [_show(p) for p in self._below(parts)])
+
+    def move(self, old: Parts, new: Parts) -> None:
+        self._check_parents(new)
+        moves = {old: self.read(old, 1 << 62)} if self.kind(old) == "file" else self._below(old)
+        k = len(old)
+        items = [self._item((*new, *p[k:]), c) for p, c in moves.items()]
+        self.store.put_many(self.namespace, items)
+        self.store.delete(self.namespace, [_show(p) for p in moves])
+
+
+# ---------------------------------------------------------------- the tool --------
+
+
+def _positive(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class MemoryTool:
+    """Runs memory tool commands over a backend; see the module docstring."""
+
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_view_chars: int = DEFAULT_MAX_VIEW_CHARS,
+    ) -> None:
+        if not isinstance(backend, MemoryBackend):
+            raise UsageError(
+                "backend must be a MemoryBackend (DirectoryMemory or StoreMemory), "
+                f"got {type(backend).__name__}"
+            )
+        self.backend = backend
+        self.max_file_bytes = _positive("max_file_bytes", max_file_bytes)
+        self.max_view_chars = _positive("max_view_chars", max_view_chars)
+
+    def anthropic(self, *, cache_control: Any = None) -> Any:
+        """This tool as the SDK's ``BetaAbstractMemoryTool`` (extra ``anthropic``)."""
+        return _adapter_class()(self, cache_control=cache_control)
+
+    def execute(self, command: Mapping[str, Any]) -> MemoryResult:
+        """Run one command (the tool_use block's ``input``) and return its result."""
+        try:
+            return MemoryResult(self._run(command))
+        except UsageError as exc:
+            return MemoryResult(str(exc), is_error=True)
+        except OSError as exc:
+            reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
+            return MemoryResult(
+                f"Error: the memory operation failed ({reason}); nothing more was changed. "
+                f"Check the path and try again.",
+                is_error=True,
+            )
+
+    # -- parsing ------------------------------------------------------------------
+
+    def _params(self, command: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        if not isinstance(command, Mapping):
+            raise UsageError(f"Error: a memory command is an object, got {type(command).__name__}.")
+        name = command.get("command")
+        known = ", ".join(_COMMANDS)
+        if name not in _COMMANDS:
+            raise UsageError(f"Error: unknown command {name!r}; use one of {known}.")
+        required, optional = _COMMANDS[name]
+        given = {k: v for k, v in command.items() if k != "command" and v is not None}
+        missing = [k for k in required if k not in given]
+        extra = sorted(str(k) for k in given if k not in required and k not in optional)
+        if missing or extra:
+            problems = []
+            if missing:
+                problems.append(f"missing {', '.join(missing)}")
+            if extra:
+                problems.append(f"unknown {', '.join(extra)}")
+            takes = ", ".join([*required, *(f"{o} (optional)" for o in optional)])
+            raise UsageError(
+                f"Error: the {name} command has {'; '.join(problems)}; it takes {takes}. "
+                f"Nothing was changed."
+            )
+        for key in _STRING_PARAMS:
+            if key in given and not isinstance(given[key], str):
+                raise UsageError(
+                    f"Error: `{key}` must be a string, got {type(given[key]).__name__}. "
+                    f"Nothing was changed."
+                )
+        return name, given
+
+    def _run(self, command: Mapping[str, Any]) -> str:
+        name, p = self._params(command)
+        if name == "rename":
+            return self._rename(
+                _parse(p["old_path"], "old_path"), _parse(p["new_path"], "new_path")
+            )
+        parts = _parse(p["path"], "path")
+        if name == "view":
+            return self._view(parts, p.get("view_range"))
+        if name == "create":
+            return self._create(parts, p["file_text"])
+        if name == "str_replace":
+            return self._str_replace(parts, p["old_str"], p["new_str"])
+        if name == "insert":
+            return self._insert(parts, p["insert_line"], p["insert_text"])
+        return self._delete(parts)
+
+    # -- commands -----------------------------------------------------------------
+
+    def _need_file(self, parts: Parts) -> str:
+        kind = self.backend.kind(parts)
+        if kind is None:
+            raise UsageError(
+                f"Error: the path {_show(parts)} does not exist. View {ROOT} to see what is there."
+            )
+        if kind == "dir":
+            raise UsageError(f"Error: the path {_show(parts)} is a folder, not a file.")
+        return self.backend.read(parts, self.max_file_bytes)
+
+    def _write(self, parts: Parts, text: str) -> None:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise UsageError("Error: the text is not valid Unicode (lone surrogates).") from None
+        if size > self.max_file_bytes:
+            raise _too_big(parts, size, self.max_file_bytes)
+        self.backend.write(parts, text)
+
+    def _view(self, parts: Parts, view_range: object) -> str:
+        kind = self.backend.kind(parts)
+        if kind is None:
+            raise UsageError(
+                f"Error: the path {_show(parts)} does not exist. View {ROOT} to see what is there."
+            )
+        if kind == "dir":
+            if view_range is not None:
+                raise UsageError(
+                    f"Error: view_range applies to files; {_show(parts)} is a folder. "
+                    f"View it without view_range."
+                )
+            return self._listing(parts)
+        content = self.backend.read(parts, self.max_file_bytes)
+        lines = _lines(content)
+        start, end = self._range(parts, view_range, len(lines))
+        header = f"Here's the content of {_show(parts)} with line numbers:"
+        body: list[str] = []
+        used = 0
+        last = start - 1
+        for number in range(start, end + 1):
+            row = f"{str(number).rjust(LINE_NUMBER_WIDTH)}\t{lines[number - 1]}"
+            if body and used + len(row) + 1 > self.max_view_chars:
+                break
+            if not body and len(row) > self.max_view_chars:
+                body.append(row[: self.max_view_chars])
+                last = number
+                body.append(
+                    f"[line {number} is longer than {self.max_view_chars:,} characters "
+                    "and was cut; str_replace can still edit it]"
+                )
+                break
+            body.append(row)
+            used += len(row) + 1
+            last = number
+        text = "\n".join([header, *body])
+        if last < end:
+            text += (
+                f"\n[Showing lines {start}-{last} of {len(lines)}. To read the rest, call view "
+                f"with view_range [{last + 1}, {end if end < len(lines) else -1}].]"
+            )
+        return text
+
+    def _range(self, parts: Parts, view_range: object, n: int) -> tuple[int, int]:
+        if view_range is None:
+            return 1, n
+        ok = (
+            isinstance(view_range, list | tuple)
+            and len(view_range) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in view_range)
+        )
+        if not ok:
+            raise UsageError(
+                f"Error: view_range must be two integers [start, end] (end -1: to the end of the "
+                f"file), got {view_range!r}."
+            )
+        start, end = view_range[0], view_range[1]  # type: ignore[index]
+        if end == -1:
+            end = n
+        if start < 1 or start > max(n, 1) or end < start or end > n:
+            raise UsageError(
+                f"Error: invalid view_range {list(view_range)!r} for {_show(parts)}, which has "  # type: ignore[call-overload]
+                f"{n} lines; use [start, end] with 1 <= start <= end <= {n}, or end -1."
+            )
+        return start, end
+
+    def _listing(self, parts: Parts) -> str:
+        shown = _show(parts)
+        entries = self.backend.listing(parts, LISTING_DEPTH)
+        header = (
+            f"Here're the files and directories up to {LISTING_DEPTH} levels deep in {shown}, "
+            "excluding hidden items:"
+        )
+        total = sum(e.size for e in entries if not e.is_dir)
+        rows = [f"{_size(total)}\t{shown}"]
+        used = len(rows[0])
+        for i, e in enumerate(entries):
+            row = f"{_size(e.size)}\t{shown}/{'/'.join(e.parts)}{'/' if e.is_dir else ''}"
+            if used + len(row) + 1 > self.max_view_chars:
+                rows.append(
+                    f"[{len(entries) - i} more entries not shown; view a folder below {shown} "
+                    "to see them.]"
+                )
+                break
+            rows.append(row)
+            used += len(row) + 1
+        return "\n".join([header, *rows])
+
+    def _create(self, parts: Parts, text: str) -> str:
+        if not parts:
+            raise UsageError(f"Error: {ROOT} is the memory folder; create a file inside it.")
+        kind = self.backend.kind(parts)
+        if kind == "dir":
+            raise UsageError(f"Error: {_show(parts)} is a folder; choose a file name.")
+        if kind == "file":
+            raise UsageError(
+                f"Error: File {_show(parts)} already exists. Use str_replace or insert to edit "
+                "it, or delete it first."
+            )
+        self._write(parts, text)
+        return f"File created successfully at: {_show(parts)}"
+
+    def _str_replace(self, parts: Parts, old: str, new: str) -> str:
+        content = self._need_file(parts)
+        if not old:
+            raise UsageError("Error: old_str is empty; give the exact text to replace.")
+        count = content.count(old)
+        if count == 0:
+            raise UsageError(
+                f"No replacement was performed, old_str `{old}` did not appear verbatim in "
+                f"{_show(parts)}."
+            )
+        if count > 1:
+            found: list[int] = []
+            at = content.find(old)
+            while at != -1:
+                found.append(content.count("\n", 0, at) + 1)
+                at = content.find(old, at + 1)
+            raise UsageError(
+                f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
+                f"{', '.join(map(str, found))}. Please ensure it is unique"
+            )
+        at = content.find(old)
+        updated = content[:at] + new + content[at + len(old) :]
+        self._write(parts, updated)
+        changed = content.count("\n", 0, at)
+        lines = updated.split("\n")
+        first, stop = max(0, changed - 2), min(len(lines), changed + new.count("\n") + 3)
+        snippet = [f"{str(i + 1).rjust(LINE_NUMBER_WIDTH)}\t{lines[i]}" for i in range(first, stop)]
+        return (
+            "The memory file has been edited. Here is the snippet showing the change "
+            "(with line numbers):\n" + "\n".join(snippet)
+        )
+
+    def _insert(self, parts: Parts, line: object, text: str) -> str:
+        if isinstance(line, bool) or not isinstance(line, int):
+            raise UsageError(f"Error: insert_line must be an integer, got {line!r}.")
+        content = self._need_file(parts)
+        lines = _lines(content)
+        if line < 0 or line > len(lines):
+            raise UsageError(
+                f"Invalid `insert_line` parameter: {line}. It should be within the range "
+                f"[0, {len(lines)}]."
+            )
+        lines.insert(line, text.removesuffix("\n"))
+        self._write(parts, "\n".join(lines) + "\n")
+        return f"The file {_show(parts)} has been edited."
+
+    def _delete(self, parts: Parts) -> str:
+        if not parts:
+            raise UsageError(f"Error: cannot delete the {ROOT} directory itself.")
+        if self.backend.kind(parts) is None:
+            raise UsageError(f"Error: the path {_show(parts)} does not exist.")
+        self.backend.remove(parts)
+        return f"Successfully deleted {_show(parts)}"
+
+    def _rename(self, old: Parts, new: Parts) -> str:
+        if not old or not new:
+            raise UsageError(f"Error: cannot rename the {ROOT} directory itself, or onto it.")
+        kind = self.backend.kind(old)
+        if kind is None:
+            raise UsageError(f"Error: the path {_show(old)} does not exist.")
+        if self.backend.kind(new) is not None:
+            raise UsageError(f"Error: the destination {_show(new)} already exists.")
+        if new[: len(old)] == old:
+            raise UsageError(f"Error: cannot move {_show(old)} into itself ({_show(new)}).")
+        self.backend.move(old, new)
+        return f"Successfully renamed {_show(old)} to {_show(new)}"
+
+
+# ---------------------------------------------------------------- the SDK adapter --
+
+
+@functools.cache
+def _adapter_class() -> type[Any]:
+    try:
+        from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
+    except ImportError as exc:
+        raise MissingDependencyError("anthropic", "anthropic", "the memory tool adapter") from exc
+
+    class AnthropicMemoryTool(BetaAbstractMemoryTool):
+        """The SDK's memory tool, delegating every command to a :class:`MemoryTool`.
+        An error result is raised as the SDK's ``ToolError``, which the tool runner
+        sends back with ``is_error: true``."""
+
+        def __init__(self, memory: MemoryTool, *, cache_control: Any = None) -> None:
+            if not isinstance(memory, MemoryTool):
+                raise UsageError(f"memory must be a MemoryTool, got {type(memory).__name__}")
+            super().__init__(cache_control=cache_control)
+            self.memory = memory
+
+        def _send(self, command: object) -> str:
+            if not isinstance(command, Mapping):
+                to_dict = getattr(command, "to_dict", None)
+                command = to_dict(exclude_none=True) if callable(to_dict) else command
+            result = self.memory.execute(command)  # type: ignore[arg-type]
+            if result.is_error:
+                raise ToolError(result.text)
+            return result.text
+
+        def call(self, input: object) -> str:
+            # the raw input, so missing and unknown parameters are reported as such
+            return self._send(input)
+
+        def view(self, command: Any) -> str:
+            return self._send(command)
+
+        def create(self, command: Any) -> str:
+            return self._send(command)
+
+        def str_replace(self, command: Any) -> str:
+            return self._send(command)
+
+        def insert(self, command: Any) -> str:
+            return self._send(command)
+
+        def delete(self, command: Any) -> str:
+            return self._send(command)
+
+        def rename(self, command: Any) -> str:
+            return self._send(command)
+
+    AnthropicMemoryTool.__module__ = __name__
+    return AnthropicMemoryTool
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AnthropicMemoryTool":
+        return _adapter_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

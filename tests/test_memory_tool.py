@@ -1,0 +1,655 @@
+"""The memory tool backend: every command on both backends, path confinement,
+pagination, the size cap, and the SDK's tool runner driving the adapter."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise.errors import UsageError
+from ctxwise.memory import InMemoryStore, SQLiteStore
+from ctxwise.memory_tool import (
+    DirectoryMemory,
+    MemoryBackend,
+    MemoryResult,
+    MemoryTool,
+    StoreMemory,
+    check_path,
+)
+
+BACKENDS = ["directory", "sqlite", "memory"]
+
+
+def _backend(kind: str, tmp_path: Path) -> Iterator[MemoryBackend]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if kind == "directory":
+        yield DirectoryMemory(tmp_path / "root")
+    elif kind == "sqlite":
+        store = SQLiteStore(tmp_path / "m.db")
+        try:
+            yield StoreMemory(store, ("acme", "session-1"))
+        finally:
+            store.close()
+    else:
+        yield StoreMemory(InMemoryStore(), ("acme", "session-1"))
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MemoryBackend]:
+    yield from _backend(request.param, tmp_path)
+
+
+@pytest.fixture
+def tool(backend: MemoryBackend) -> MemoryTool:
+    return MemoryTool(backend)
+
+
+def ok(tool: MemoryTool, **command: Any) -> str:
+    result = tool.execute(command)
+    assert not result.is_error, result.text
+    return result.text
+
+
+def err(tool: MemoryTool, **command: Any) -> str:
+    result = tool.execute(command)
+    assert result.is_error, result.text
+    return result.text
+
+
+def content(tool: MemoryTool, path: str) -> str:
+    text = ok(tool, command="view", path=path)
+    rows = text.split("\n")[1:]
+    return "".join(row.split("\t", 1)[1] + "\n" for row in rows)
+
+
+# ------------------------------------------------------------------ commands --
+
+
+def test_create_and_view_a_file(tool: MemoryTool) -> None:
+    assert ok(tool, command="create", path="/memories/notes.md", file_text="one\ntwo\n") == (
+        "File created successfully at: /memories/notes.md"
+    )
+    assert ok(tool, command="view", path="/memories/notes.md") == (
+        "Here's the content of /memories/notes.md with line numbers:\n     1\tone\n     2\ttwo"
+    )
+    assert ok(tool, command="view", path="/memories/notes.md", view_range=[2, -1]).endswith(
+        "with line numbers:\n     2\ttwo"
+    )
+    assert ok(tool, command="view", path="/memories/notes.md", view_range=[1, 1]).endswith(
+        "     1\tone"
+    )
+
+
+def test_create_refuses_an_existing_file_and_keeps_it(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="first\n")
+    text = err(tool, command="create", path="/memories/a.md", file_text="second\n")
+    assert "/memories/a.md already exists" in text
+    assert content(tool, "/memories/a.md") == "first\n"
+
+
+def test_create_makes_folders_and_view_lists_them(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/projects/x/plan.md", file_text="plan\n")
+    ok(tool, command="create", path="/memories/todo.md", file_text="todo\n")
+    listing = ok(tool, command="view", path="/memories")
+    lines = listing.split("\n")
+    assert lines[0] == (
+        "Here're the files and directories up to 2 levels deep in /memories, "
+        "excluding hidden items:"
+    )
+    paths = [line.split("\t")[1] for line in lines[1:]]
+    assert paths == [
+        "/memories",
+        "/memories/projects/",
+        "/memories/projects/x/",
+        "/memories/todo.md",
+    ]
+    assert ok(tool, command="view", path="/memories/").split("\n")[1:] == lines[1:]
+    sub = ok(tool, command="view", path="/memories/projects/x")
+    assert sub.split("\n")[-1] == "5B\t/memories/projects/x/plan.md"
+
+
+def test_view_of_empty_root(tool: MemoryTool) -> None:
+    lines = ok(tool, command="view", path="/memories").split("\n")
+    assert lines[1:] == ["0B\t/memories"]
+
+
+def test_str_replace(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="l1\nl2\nl3 cat\nl4\nl5\nl6\n")
+    text = ok(tool, command="str_replace", path="/memories/a.md", old_str="cat", new_str="dog")
+    assert text == (
+        "The memory file has been edited. Here is the snippet showing the change "
+        "(with line numbers):\n     1\tl1\n     2\tl2\n     3\tl3 dog\n     4\tl4\n     5\tl5"
+    )
+    assert content(tool, "/memories/a.md") == "l1\nl2\nl3 dog\nl4\nl5\nl6\n"
+    missing = err(tool, command="str_replace", path="/memories/a.md", old_str="cow", new_str="x")
+    assert missing == (
+        "No replacement was performed, old_str `cow` did not appear verbatim in /memories/a.md."
+    )
+    many = err(tool, command="str_replace", path="/memories/a.md", old_str="l", new_str="x")
+    assert "Multiple occurrences of old_str `l` in lines: 1, 2, 3, 4, 5, 6" in many
+    assert content(tool, "/memories/a.md") == "l1\nl2\nl3 dog\nl4\nl5\nl6\n"
+    gone = err(tool, command="str_replace", path="/memories/b.md", old_str="a", new_str="b")
+    assert "/memories/b.md does not exist" in gone
+
+
+def test_insert(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="one\ntwo\n")
+    assert ok(
+        tool, command="insert", path="/memories/a.md", insert_line=0, insert_text="zero\n"
+    ) == ("The file /memories/a.md has been edited.")
+    ok(tool, command="insert", path="/memories/a.md", insert_line=3, insert_text="three")
+    assert content(tool, "/memories/a.md") == "zero\none\ntwo\nthree\n"
+    text = err(tool, command="insert", path="/memories/a.md", insert_line=9, insert_text="x")
+    assert text == "Invalid `insert_line` parameter: 9. It should be within the range [0, 4]."
+    err(tool, command="insert", path="/memories/a.md", insert_line="1", insert_text="x")
+    assert content(tool, "/memories/a.md") == "zero\none\ntwo\nthree\n"
+
+
+def test_delete_file_and_folder(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="a")
+    ok(tool, command="create", path="/memories/d/b.md", file_text="b")
+    ok(tool, command="create", path="/memories/d/e/c.md", file_text="c")
+    assert (
+        ok(tool, command="delete", path="/memories/a.md") == "Successfully deleted /memories/a.md"
+    )
+    assert ok(tool, command="delete", path="/memories/d") == "Successfully deleted /memories/d"
+    assert ok(tool, command="view", path="/memories").split("\n")[1:] == ["0B\t/memories"]
+    assert "does not exist" in err(tool, command="delete", path="/memories/a.md")
+    assert "itself" in err(tool, command="delete", path="/memories")
+
+
+def test_rename_file_and_folder(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="a\n")
+    ok(tool, command="create", path="/memories/d/b.md", file_text="b\n")
+    assert ok(tool, command="rename", old_path="/memories/a.md", new_path="/memories/n/a2.md") == (
+        "Successfully renamed /memories/a.md to /memories/n/a2.md"
+    )
+    assert content(tool, "/memories/n/a2.md") == "a\n"
+    assert "does not exist" in err(tool, command="view", path="/memories/a.md")
+    ok(tool, command="rename", old_path="/memories/d", new_path="/memories/e")
+    assert content(tool, "/memories/e/b.md") == "b\n"
+    assert "does not exist" in err(tool, command="view", path="/memories/d")
+    taken = err(tool, command="rename", old_path="/memories/e/b.md", new_path="/memories/n/a2.md")
+    assert "the destination /memories/n/a2.md already exists" in taken
+    assert "into itself" in err(
+        tool, command="rename", old_path="/memories/e", new_path="/memories/e/f"
+    )
+    assert "does not exist" in err(
+        tool, command="rename", old_path="/memories/z", new_path="/memories/y"
+    )
+    assert "itself" in err(tool, command="rename", old_path="/memories", new_path="/memories/y")
+    assert content(tool, "/memories/e/b.md") == "b\n"
+
+
+def test_a_file_is_not_a_folder(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="a")
+    err(tool, command="create", path="/memories/a.md/b.md", file_text="b")
+    assert content(tool, "/memories/a.md") == "a\n"
+    ok(tool, command="create", path="/memories/d/b.md", file_text="b")
+    assert "is a folder" in err(tool, command="create", path="/memories/d", file_text="x")
+    assert "is a folder" in err(
+        tool, command="str_replace", path="/memories/d", old_str="b", new_str="c"
+    )
+
+
+def test_state_survives_reopening_a_sqlite_store(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    ok(
+        MemoryTool(StoreMemory(store, ("t", "s"))),
+        command="create",
+        path="/memories/a.md",
+        file_text="kept",
+    )
+    store.close()
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        assert content(MemoryTool(StoreMemory(store, ("t", "s"))), "/memories/a.md") == "kept\n"
+        other = MemoryTool(StoreMemory(store, ("t", "other")))
+        assert "does not exist" in err(other, command="view", path="/memories/a.md")
+    finally:
+        store.close()
+
+
+def test_directory_backend_writes_files_under_root(tmp_path: Path) -> None:
+    tool = MemoryTool(DirectoryMemory(tmp_path / "root"))
+    ok(tool, command="create", path="/memories/x/a.md", file_text="hello")
+    assert (tmp_path / "root" / "x" / "a.md").read_text() == "hello"
+    ok(tool, command="str_replace", path="/memories/x/a.md", old_str="hello", new_str="bye")
+    assert (tmp_path / "root" / "x" / "a.md").read_text() == "bye"
+    assert sorted(os.listdir(tmp_path / "root" / "x")) == ["a.md"]  # no temporary file left
+
+
+# ------------------------------------------------------------------ parameters --
+
+
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        ({"command": "create", "path": "/memories/a.md"}, "missing file_text"),
+        ({"command": "create", "file_text": "x"}, "missing path"),
+        (
+            {"command": "create", "path": "/memories/a.md", "file_text": "x", "mode": "w"},
+            "unknown mode",
+        ),
+        ({"command": "str_replace", "path": "/memories/a.md", "old_str": "a"}, "missing new_str"),
+        (
+            {"command": "insert", "path": "/memories/a.md", "insert_text": "a"},
+            "missing insert_line",
+        ),
+        ({"command": "rename", "old_path": "/memories/a.md"}, "missing new_path"),
+        (
+            {"command": "rename", "path": "/memories/a.md", "new_path": "/memories/b"},
+            "missing old_path",
+        ),
+        ({"command": "delete", "path": "/memories/a.md", "recursive": True}, "unknown recursive"),
+        ({"command": "view", "path": "/memories/a.md", "range": [1, 2]}, "unknown range"),
+        ({"command": "create", "path": 7, "file_text": "x"}, "`path` must be a string"),
+        (
+            {"command": "create", "path": "/memories/a.md", "file_text": ["x"]},
+            "`file_text` must be a string",
+        ),
+        ({"command": "erase", "path": "/memories/a.md"}, "unknown command 'erase'"),
+        ({"path": "/memories/a.md"}, "unknown command None"),
+    ],
+)
+def test_bad_parameters_are_named_and_nothing_is_written(
+    tool: MemoryTool, command: dict[str, Any], named: str
+) -> None:
+    result = tool.execute(command)
+    assert result.is_error
+    assert named in result.text
+    assert ok(tool, command="view", path="/memories").split("\n")[1:] == ["0B\t/memories"]
+
+
+def test_bad_view_range(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="1\n2\n3\n")
+    for bad in ([0, 2], [2, 1], [1, 9], [4, -1], [1], "1-2", [1.0, 2], [True, 2]):
+        text = err(tool, command="view", path="/memories/a.md", view_range=bad)
+        assert "view_range" in text
+    assert "folder" in err(tool, command="view", path="/memories", view_range=[1, 2])
+
+
+def test_execute_never_raises_for_a_non_mapping(tool: MemoryTool) -> None:
+    assert tool.execute("view /memories").is_error  # type: ignore[arg-type]
+
+
+def test_bad_constructor_arguments_raise_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError):
+        MemoryTool("not a backend")  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        MemoryTool(StoreMemory(InMemoryStore(), ("t",)), max_file_bytes=0)
+    with pytest.raises(UsageError):
+        MemoryTool(StoreMemory(InMemoryStore(), ("t",)), max_view_chars=True)
+    with pytest.raises(UsageError):
+        StoreMemory(InMemoryStore(), "tenant")
+    with pytest.raises(UsageError):
+        StoreMemory({}, ("t",))  # type: ignore[arg-type]
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UsageError):
+        DirectoryMemory(tmp_path / "file")
+    with pytest.raises(UsageError):
+        DirectoryMemory(tmp_path / "missing", create=False)
+    with pytest.raises(UsageError):
+        check_path("/etc/passwd")
+    assert check_path("/memories/a/b.md") == ("a", "b.md")
+    assert check_path("/memories") == ()
+
+
+# ------------------------------------------------------------------ size and pages --
+
+
+def test_size_cap(backend: MemoryBackend) -> None:
+    tool = MemoryTool(backend, max_file_bytes=100)
+    text = err(tool, command="create", path="/memories/big.md", file_text="x" * 101)
+    assert "/memories/big.md would be 101 bytes, over the 100-byte limit" in text
+    assert "does not exist" in err(tool, command="view", path="/memories/big.md")
+    ok(tool, command="create", path="/memories/a.md", file_text="é" * 49)  # 98 bytes
+    err(tool, command="str_replace", path="/memories/a.md", old_str="é", new_str="éé")
+    err(tool, command="insert", path="/memories/a.md", insert_line=0, insert_text="abc")
+    assert content(tool, "/memories/a.md") == "é" * 49 + "\n"
+
+
+def test_default_size_cap_is_one_mebibyte(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/full.md", file_text="x" * (1 << 20))
+    err(tool, command="create", path="/memories/over.md", file_text="x" * ((1 << 20) + 1))
+
+
+def test_a_file_over_the_cap_on_disk_is_not_read(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root), max_file_bytes=10)
+    (root / "big.md").write_text("x" * 11)
+    assert "limit" in err(tool, command="view", path="/memories/big.md")
+
+
+def test_long_view_is_paginated(tool: MemoryTool) -> None:
+    paged = MemoryTool(tool.backend, max_view_chars=200)
+    body = "".join(f"line number {i:03d}\n" for i in range(1, 101))
+    ok(paged, command="create", path="/memories/long.md", file_text=body)
+    first = ok(paged, command="view", path="/memories/long.md")
+    assert len(first) < 400
+    assert first.endswith(
+        "[Showing lines 1-8 of 100. To read the rest, call view with view_range [9, -1].]"
+    )
+    seen: list[str] = []
+    start = 1
+    while True:
+        page = ok(paged, command="view", path="/memories/long.md", view_range=[start, -1])
+        rows = page.split("\n")[1:]
+        if rows[-1].startswith("[Showing"):
+            start = int(rows[-1].split("view_range [")[1].split(",")[0])
+            rows = rows[:-1]
+            seen += [r.split("\t", 1)[1] for r in rows]
+        else:
+            seen += [r.split("\t", 1)[1] for r in rows]
+            break
+    assert "".join(s + "\n" for s in seen) == body
+    bounded = ok(paged, command="view", path="/memories/long.md", view_range=[1, 50])
+    assert bounded.endswith("call view with view_range [9, 50].]")
+
+
+def test_a_line_longer_than_a_page_is_cut(tool: MemoryTool) -> None:
+    paged = MemoryTool(tool.backend, max_view_chars=50)
+    ok(paged, command="create", path="/memories/wide.md", file_text="y" * 500 + "\nz\n")
+    page = ok(paged, command="view", path="/memories/wide.md")
+    assert "was cut" in page
+    assert "view_range [2, -1]" in page
+
+
+def test_long_listing_is_cut(tool: MemoryTool) -> None:
+    for i in range(30):
+        ok(tool, command="create", path=f"/memories/file-{i:02d}.md", file_text="x")
+    paged = MemoryTool(tool.backend, max_view_chars=200)
+    listing = ok(paged, command="view", path="/memories")
+    assert "more entries not shown" in listing
+    assert len(listing) < 400
+
+
+# ------------------------------------------------------------------ hostile paths --
+
+HOSTILE = [
+    "",
+    "/",
+    "memories",
+    "memories/a.md",
+    "./memories/a.md",
+    "a.md",
+    "../a.md",
+    "/etc/passwd",
+    "/tmp/memories/a.md",
+    "/memoriesX",
+    "/memoriesX/a.md",
+    "/memories-evil/a.md",
+    "/Memories/a.md",
+    "//memories/a.md",
+    "~/memories/a.md",
+    "file:///memories/a.md",
+    "/memories/..",
+    "/memories/../etc/passwd",
+    "/memories/a/../../outside/secret.txt",
+    "/memories/a/../b.md",
+    "/memories/.",
+    "/memories/./a.md",
+    "/memories/...",
+    "/memories/.hidden",
+    "/memories//a.md",
+    "/memories/a//b.md",
+    "/memories///",
+    "/memories\\..\\outside\\secret.txt",
+    "/memories/a\\b.md",
+    "/memories/..\\secret.txt",
+    "/memories/%2e%2e/outside/secret.txt",
+    "/memories/%2E%2E/outside/secret.txt",
+    "/memories/%2e%2e%2foutside%2fsecret.txt",
+    "/memories/%252e%252e/outside/secret.txt",
+    "/memories/%252e%252e%252foutside",
+    "/memories/a%2fb.md",
+    "/memories%2f..%2foutside",
+    "/memories/%c0%ae%c0%ae/outside",
+    "/memories/%00.md",
+    "/memories/\x00",
+    "/memories/a.md\x00.txt",
+    "/memories/\u2024\u2024/outside/secret.txt",
+    "/memories/\u2025/outside/secret.txt",
+    "/memories/\uff0e\uff0e/outside/secret.txt",
+    "/memories/\ufe52\ufe52/outside/secret.txt",
+    "/memories/\u2026/outside",
+    "/memories/\u3002\u3002/outside",
+    "/memories/\uff61\uff61/outside",
+    "/memories/\u0701\u0701/outside",
+    "/memories/\uff0fetc",
+    "/memories/a\uff3cb",
+    "/memories/\uff4d\uff45\uff4d.md",
+    "/memories/\u200b../outside",
+    "/memories/\u202e..",
+    "/memories/a\nb.md",
+    "/memories/a\r",
+    "/memories/\t",
+    "/memories/\x1b[2J",
+    "/memories/" + "a" * 300,
+    "/memories/" + "a/" * 600 + "b",
+]
+
+
+def test_the_hostile_list_is_long_enough() -> None:
+    assert len(HOSTILE) >= 40
+    assert len(set(HOSTILE)) == len(HOSTILE)
+
+
+def _hostile_commands(path: str) -> list[dict[str, Any]]:
+    return [
+        {"command": "view", "path": path},
+        {"command": "view", "path": path, "view_range": [1, 1]},
+        {"command": "create", "path": path, "file_text": "pwned"},
+        {"command": "str_replace", "path": path, "old_str": "secret", "new_str": "pwned"},
+        {"command": "insert", "path": path, "insert_line": 0, "insert_text": "pwned"},
+        {"command": "delete", "path": path},
+        {"command": "rename", "old_path": path, "new_path": "/memories/stolen.md"},
+        {"command": "rename", "old_path": "/memories/keep.md", "new_path": path},
+    ]
+
+
+@pytest.mark.parametrize("path", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_paths_are_refused_on_every_backend(path: str, tmp_path: Path) -> None:
+    for kind in BACKENDS:
+        for backend in _backend(kind, tmp_path / kind):
+            tool = MemoryTool(backend)
+            ok(tool, command="create", path="/memories/keep.md", file_text="secret\n")
+            before = ok(tool, command="view", path="/memories")
+            for command in _hostile_commands(path):
+                result = tool.execute(command)
+                assert result.is_error, (kind, command, result.text)
+                assert result.text.strip()
+            assert ok(tool, command="view", path="/memories") == before
+            assert content(tool, "/memories/keep.md") == "secret\n"
+    with pytest.raises(UsageError):
+        check_path(path)
+
+
+def _snapshot(folder: Path) -> dict[str, Any]:
+    shot: dict[str, Any] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in sorted(dirnames + filenames):
+            p = Path(dirpath) / name
+            st = p.lstat()
+            if p.is_symlink():
+                shot[str(p.relative_to(folder))] = ("link", os.readlink(p))
+            elif p.is_file():
+                shot[str(p.relative_to(folder))] = ("file", p.read_bytes(), st.st_mode)
+            else:
+                shot[str(p.relative_to(folder))] = ("dir", st.st_mode)
+    return shot
+
+
+ESCAPES = [
+    "/memories/out",
+    "/memories/out/secret.txt",
+    "/memories/out/new.md",
+    "/memories/out/sub/new.md",
+    "/memories/link.txt",
+    "/memories/dangling/x.md",
+    "/memories/inner/out/secret.txt",
+]
+
+
+def test_nothing_outside_the_root_changes(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret\n")
+    (tmp_path / "sibling.txt").write_text("sibling secret\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "out").symlink_to(outside, target_is_directory=True)
+    (root / "link.txt").symlink_to(outside / "secret.txt")
+    (root / "dangling").symlink_to(tmp_path / "not-yet")
+    (root / "inner").mkdir()
+    (root / "inner" / "out").symlink_to("../../outside")
+    tool = MemoryTool(DirectoryMemory(root))
+    ok(tool, command="create", path="/memories/keep.md", file_text="secret\n")
+
+    def outside_root() -> dict[str, Any]:
+        shot = _snapshot(tmp_path)
+        return {k: v for k, v in shot.items() if not k.startswith("root/") or k.count("/") == 1}
+
+    before = outside_root()
+    for path in [*HOSTILE, *ESCAPES]:
+        for command in _hostile_commands(path):
+            result = tool.execute(command)
+            assert result.is_error, (command, result.text)
+    for path in ESCAPES:
+        text = err(tool, command="view", path=path)
+        assert "symbolic link" in text, text
+    assert outside_root() == before
+    assert not (tmp_path / "not-yet").exists()
+    listing = ok(tool, command="view", path="/memories")
+    assert "/memories/out" not in listing
+    assert "/memories/link.txt" not in listing
+    assert "/memories/keep.md" in listing
+
+
+def test_a_link_inside_the_root_is_followed(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root))
+    ok(tool, command="create", path="/memories/real/a.md", file_text="inside\n")
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)
+    assert content(tool, "/memories/alias/a.md") == "inside\n"
+    ok(tool, command="delete", path="/memories/alias")
+    assert (root / "real" / "a.md").exists()
+
+
+# ------------------------------------------------------------------ the SDK adapter --
+
+
+def _message(content: list[dict[str, Any]], stop_reason: str, n: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_0{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 20, "output_tokens": 10},
+    }
+
+
+def test_the_sdk_tool_runner_drives_the_adapter(tmp_path: Path) -> None:
+    anthropic = pytest.importorskip("anthropic")
+    # this SDK build ships its own HTTP client package, httpx2 (same API as httpx)
+    httpx = pytest.importorskip("httpx2")
+    from anthropic.lib.tools import BetaAbstractMemoryTool
+
+    replies = [
+        _message(
+            [
+                {"type": "text", "text": "I'll save that."},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01",
+                    "name": "memory",
+                    "input": {
+                        "command": "create",
+                        "path": "/memories/prefs.md",
+                        "file_text": "likes coffee\n",
+                    },
+                },
+            ],
+            "tool_use",
+            1,
+        ),
+        _message(
+            [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_02",
+                    "name": "memory",
+                    "input": {"command": "view", "path": "/memories/../outside"},
+                }
+            ],
+            "tool_use",
+            2,
+        ),
+        _message([{"type": "text", "text": "Saved."}], "end_turn", 3),
+    ]
+    requests: list[dict[str, Any]] = []
+
+    def handler(request: Any) -> Any:
+        assert request.url.path == "/v1/messages"
+        requests.append(json.loads(request.content))
+        return httpx.Response(200, json=replies[len(requests) - 1])
+
+    client = anthropic.Anthropic(
+        api_key="x", http_client=httpx.Client(transport=httpx.MockTransport(handler))
+    )
+    memory = MemoryTool(DirectoryMemory(tmp_path / "root"))
+    adapter = memory.anthropic()
+    assert isinstance(adapter, BetaAbstractMemoryTool)
+    runner = client.beta.messages.tool_runner(
+        model="claude-sonnet-5-5",
+        max_tokens=1024,
+        messages=[{"role": "user", "content": "Remember that I like coffee"}],
+        tools=[adapter],
+    )
+    final = runner.until_done()
+    assert final.content[0].text == "Saved."
+    assert len(requests) == 3
+    assert requests[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
+    first_result = requests[1]["messages"][-1]["content"][0]
+    assert first_result["type"] == "tool_result"
+    assert first_result["tool_use_id"] == "toolu_01"
+    assert "File created successfully at: /memories/prefs.md" in json.dumps(first_result["content"])
+    assert not first_result.get("is_error")
+    second_result = requests[2]["messages"][-1]["content"][0]
+    assert second_result["tool_use_id"] == "toolu_02"
+    assert second_result["is_error"] is True
+    assert "'..'" in json.dumps(second_result["content"])
+    assert (tmp_path / "root" / "prefs.md").read_text() == "likes coffee\n"
+
+
+def test_adapter_methods_delegate(tmp_path: Path) -> None:
+    pytest.importorskip("anthropic")
+    from anthropic.lib.tools import ToolError
+    from anthropic.types.beta import (
+        BetaMemoryTool20250818CreateCommand,
+        BetaMemoryTool20250818ViewCommand,
+    )
+
+    from ctxwise import memory_tool
+
+    adapter = memory_tool.AnthropicMemoryTool(MemoryTool(StoreMemory(InMemoryStore(), ("t",))))
+    assert adapter.name == "memory"
+    create = BetaMemoryTool20250818CreateCommand(
+        command="create", path="/memories/a.md", file_text="a"
+    )
+    assert adapter.create(create) == "File created successfully at: /memories/a.md"
+    view = BetaMemoryTool20250818ViewCommand(command="view", path="/memories/a.md")
+    assert adapter.view(view).endswith("     1\ta")
+    with pytest.raises(ToolError):
+        adapter.call({"command": "create", "path": "/memories/a.md"})
+    with pytest.raises(UsageError):
+        memory_tool.AnthropicMemoryTool("nope")
+    assert MemoryResult("x") == MemoryResult("x", is_error=False)
