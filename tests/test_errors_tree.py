@@ -170,6 +170,7 @@ SAMPLES: dict[str, BaseException] = {
     "UnknownSessionError": errors.UnknownSessionError("s-42"),
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
     "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
+    "CursorError": errors.CursorError("expired", detail="result r1"),
 }
 
 

@@ -21,7 +21,8 @@ One root, two branches::
     │   ├── NamespaceNotFoundError      a read of a memory namespace that holds nothing
     │   ├── StoreURLError               a store URL with an unknown scheme or no path
     │   ├── ConfigError                 an Engine config with a bad key or value
-    │   └── UnknownSessionError         a session id no turn was stored under
+    │   ├── UnknownSessionError         a session id no turn was stored under
+    │   └── CursorError                 a result cursor that is forged, expired or another session's
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
@@ -60,6 +61,7 @@ __all__ = [
     "CompactionThrashError",
     "ConfigError",
     "CtxwiseError",
+    "CursorError",
     "EditParameterError",
     "EmptyTranscriptError",
     "FormatError",
@@ -547,3 +549,29 @@ class SessionStoreError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.detail,))
+
+
+_CURSOR_REASONS = {
+    "forged": "it was not issued by this result store, or it was altered",
+    "expired": "it has expired; run the tool again for a fresh result",
+    "wrong_session": "it belongs to another session",
+    "unknown_result": "the result it points to is no longer stored; run the tool again",
+}
+
+
+class CursorError(UsageError):
+    """A cursor for a stored tool result that cannot be used.
+
+    ``reason`` is ``"forged"`` (a bad signature or shape: made up or tampered with),
+    ``"expired"`` (past its time to live), ``"wrong_session"`` (issued to another
+    session) or ``"unknown_result"`` (the result is no longer stored).
+    """
+
+    def __init__(self, reason: str, *, detail: str = "") -> None:
+        self.reason = reason
+        self.detail = detail
+        why = _CURSOR_REASONS.get(reason, reason)
+        super().__init__(f"bad cursor ({reason}): {why}" + (f"; {detail}" if detail else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.reason,), {"detail": self.detail})
