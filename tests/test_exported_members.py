@@ -211,7 +211,14 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.simulate.*",
     },
     "tool results, trimmed and paged: reached as ctxwise.tools.<module>.X": {
-        "ctxwise.errors.CursorError",  # re-exported by ctxwise.tools.cursors
+        "ctxwise.tools.Page",
+        "ctxwise.tools.ResultStore",
+        "ctxwise.tools.Trimmed",
+        "ctxwise.tools.fetch_more_result",
+        "ctxwise.tools.fetch_more_tool",
+        "ctxwise.tools.paginate",
+        "ctxwise.tools.trim",
+        "ctxwise.tools.trim_text",
         "ctxwise.tools.cursors.*",
         "ctxwise.tools.trim.*",
     },
