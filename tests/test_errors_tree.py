@@ -171,6 +171,9 @@ SAMPLES: dict[str, BaseException] = {
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
     "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
     "CursorError": errors.CursorError("expired", detail="result r1"),
+    "ToolCatalogError": errors.ToolCatalogError(
+        "duplicate", tool="search", server="web", detail="twice on one server"
+    ),
 }
 
 

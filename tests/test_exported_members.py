@@ -210,7 +210,13 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
     },
-    "tool results, trimmed and paged: reached as ctxwise.tools.<module>.X": {
+    "the tool catalog's values and tool results, trimmed and paged: ctxwise.tools.X": {
+        "ctxwise.tools.DEFAULT_K",
+        "ctxwise.tools.TOOL_SEARCH",
+        "ctxwise.tools.SearchOutcome",
+        "ctxwise.tools.ToolHit",
+        "ctxwise.tools.ToolTurn",
+        "ctxwise.tools.catalog.*",
         "ctxwise.tools.Page",
         "ctxwise.tools.ResultStore",
         "ctxwise.tools.Trimmed",

@@ -51,6 +51,7 @@ from ctxwise.errors import (
     SessionStoreError,
     SpecError,
     TokenizerUnavailableError,
+    ToolCatalogError,
     UnknownFormatError,
     UnknownSessionError,
     UsageError,
@@ -166,6 +167,8 @@ if _typing.TYPE_CHECKING:
 # routing) or an extra (psycopg for PostgresStore) load on first use, so `import ctxwise`
 # and the CLI start fast, and a missing extra fails only when its name is used.
 _LAZY = {
+    "ToolCatalog": "ctxwise.tools.catalog",
+    "ToolDef": "ctxwise.tools.catalog",
     "AnthropicCounter": "ctxwise.providers",
     "AssemblySpec": "ctxwise.spec",
     "load_spec": "ctxwise.spec",
@@ -348,6 +351,9 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "TokenizerUnavailableError",
+    "ToolCatalog",
+    "ToolCatalogError",
+    "ToolDef",
     "ToolResultBlock",
     "ToolTokens",
     "ToolUseBlock",

@@ -22,7 +22,8 @@ One root, two branches::
     │   ├── StoreURLError               a store URL with an unknown scheme or no path
     │   ├── ConfigError                 an Engine config with a bad key or value
     │   ├── UnknownSessionError         a session id no turn was stored under
-    │   └── CursorError                 a result cursor that is forged, expired or another session's
+    │   ├── CursorError                 a result cursor that is forged, expired or another session's
+    │   └── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
@@ -79,6 +80,7 @@ __all__ = [
     "StoreURLError",
     "SummarizerError",
     "TokenizerUnavailableError",
+    "ToolCatalogError",
     "UnknownFormatError",
     "UnknownSessionError",
     "UsageError",
@@ -575,3 +577,40 @@ class CursorError(UsageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.reason,), {"detail": self.detail})
+
+
+_CATALOG_REASONS = {
+    "duplicate": "the tool is already in the catalog",
+    "invalid_schema": "its input schema is not usable",
+    "bad_definition": "the definition is malformed",
+    "unknown_tool": "no such tool",
+    "ambiguous": "several tools have that name",
+}
+
+
+class ToolCatalogError(UsageError):
+    """A tool definition that cannot join a :class:`~ctxwise.tools.ToolCatalog`, or a
+    tool name the catalog does not know.
+
+    ``reason`` is ``"duplicate"`` (the same name twice on one server),
+    ``"invalid_schema"`` (an input schema that is not valid JSON Schema, or not of
+    type ``object``), ``"bad_definition"`` (no name, a non-string description, a
+    server tool), ``"unknown_tool"`` or ``"ambiguous"`` (a name on several servers);
+    ``tool`` and ``server`` say which, ``detail`` says how.
+    """
+
+    def __init__(
+        self, reason: str, *, tool: str | None = None, server: str | None = None, detail: str = ""
+    ) -> None:
+        self.reason = reason
+        self.tool = tool
+        self.server = server
+        self.detail = detail
+        what = "" if tool is None else (f" {server}/{tool}" if server else f" {tool}")
+        why = _CATALOG_REASONS.get(reason, reason)
+        super().__init__(f"tool{what}: {why}" + (f" ({detail})" if detail else ""))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.reason,), {"tool": self.tool, "server": self.server, "detail": self.detail}
+        )

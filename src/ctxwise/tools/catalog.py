@@ -1,0 +1,1013 @@
+"""A tool catalog with deferred loading and tool search.
+
+Tool definitions cost input tokens on every request, whether the model uses them or
+not. A :class:`ToolCatalog` holds every tool an agent could call and sends few of
+them: the ones marked *always loaded*, the ones the session has *loaded* (found by a
+search the model ran, kept for the rest of the session), the ``k`` best matches for
+this turn's query, and a small ``tool_search`` tool for the rest.
+
+**Registering.** Definitions come from an MCP ``tools/list`` result
+(:meth:`ToolCatalog.add_mcp`), an Anthropic or OpenAI ``tools`` array
+(:meth:`~ToolCatalog.add_anthropic`, :meth:`~ToolCatalog.add_openai`), LiveMCPBench's
+catalog rows (:meth:`~ToolCatalog.add_rows`), or a file of any of these
+(:meth:`ToolCatalog.load`). Tools are kept apart by server: the same name on two
+servers is two tools, and both are *rendered* server-qualified
+(``{server}__{name}``, cut to the providers' 64 characters with a hash suffix when
+needed); a name that is unique stays as it is. The same name twice on one server,
+or an input schema that is not valid JSON Schema (checked against the schema's own
+``$schema`` draft, 2020-12 when it names none, with the ``jsonschema`` package) or
+whose top-level ``type`` is not ``"object"``, raises
+:class:`~ctxwise.errors.ToolCatalogError` and adds nothing.
+
+**Search** (:meth:`ToolCatalog.search`) ranks tools for a query over their server,
+name (``snake_case``, ``kebab-case`` and ``camelCase`` split into words),
+description, and parameter names and descriptions (nested ones included), all
+through :mod:`ctxwise.text`'s analyzer:
+
+1. lexical: BM25 (:func:`ctxwise.memory.store.bm25_term`, the stores' formula) over
+   the query's terms without stopwords;
+2. vector, when the catalog has an embedder: cosine between the query's and each
+   tool's embedding;
+3. the rankings (``pool`` deep each) are fused by weighted reciprocal rank fusion,
+   ``weight / (rrf_k + rank)`` (lexical only when there is no embedder);
+4. server affinity: each tool gains ``server_weight`` times the best fused score of
+   its server, so the tools of a server a query needs travel together (an agent
+   task that needs one tool of a server often needs its siblings). Ties keep
+   catalog order.
+
+**Per turn** (:meth:`ToolCatalog.for_turn`): a :class:`ToolTurn` of what to send.
+:meth:`ToolCatalog.anthropic_tools` and :meth:`~ToolCatalog.openai_tools` render it:
+
+- ``mode="client"`` (the default; both providers): the always-loaded tools and
+  ``tool_search`` first, with Anthropic's cache breakpoint on the last of them
+  (``tool_search``), then the session's loaded tools and this turn's found ones
+  after the breakpoint. For Anthropic, every other tool follows with
+  ``defer_loading: true``: the API keeps such a definition out of the context until
+  a ``tool_reference`` block names it, which is what :meth:`ToolCatalog.run_search`
+  returns in its ``tool_result`` (the client-side form of Anthropic's tool search).
+  For OpenAI, which has no deferred tools in Chat Completions, the search result
+  lists the tools found and their definitions join the next request.
+- ``mode="server"`` (Anthropic only): Anthropic's own tool search runs on its side
+  (``tool_search_tool_bm25_20251119`` or ``tool_search_tool_regex_20251119``); the
+  always-loaded tools are sent as they are and every other tool with
+  ``defer_loading: true``. The search tool itself is never deferred, so at least one
+  tool is not, and no deferred tool carries ``cache_control``.
+
+**Definition tokens** (:meth:`ToolCatalog.tokens`) count each definition's Anthropic
+JSON form (name, description, input schema) with the catalog's token counter; a
+deferred definition costs nothing until it is loaded, as the providers bill it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import numpy as np
+
+from ctxwise.embeddings import Embedder
+from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError, UsageError
+from ctxwise.memory.store import bm25_idf, bm25_term
+from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
+from ctxwise.text import DEFAULT_ANALYZER, Analyzer
+from ctxwise.tokens import CharCounter, TokenCounter
+
+__all__ = [
+    "DEFAULT_K",
+    "MAX_SEARCH_K",
+    "SERVER_SEARCH_TOOLS",
+    "TOOL_SEARCH",
+    "SearchOutcome",
+    "ToolCatalog",
+    "ToolDef",
+    "ToolHit",
+    "ToolTurn",
+]
+
+DEFAULT_K = 5
+"""Tools found per query when the caller does not say."""
+
+MAX_SEARCH_K = 20
+"""The most tools one ``tool_search`` call may return."""
+
+TOOL_SEARCH = "tool_search"
+"""The name of the search tool ctxwise gives the model (client mode)."""
+
+SERVER_SEARCH_TOOLS: Mapping[str, Mapping[str, str]] = {
+    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+}
+"""Anthropic's server-side tool search tools, by variant."""
+
+RRF_K = 10
+"""Default ``k`` of reciprocal rank fusion."""
+
+SERVER_WEIGHT = 0.25
+"""Default share of its server's best score a tool gains (server affinity)."""
+
+POOL = 100
+"""How deep each ranking goes into the fusion."""
+
+Mode: TypeAlias = Literal["client", "server"]
+
+_WIRE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_MAX_NAME = 128
+_SCHEMA_DEPTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """One tool: its name on its server, what it does, and its JSON Schema input.
+
+    ``server`` is ``None`` for a tool that belongs to no server (one given in
+    code). ``annotations`` are MCP's hints (``readOnlyHint``, ``title``, …), kept
+    but never sent.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    server: str | None = None
+    annotations: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(server or "", name)``: what tells two tools apart."""
+        return (self.server or "", self.name)
+
+    @property
+    def label(self) -> str:
+        """``server/name`` (or just ``name``), for messages and reports."""
+        return f"{self.server}/{self.name}" if self.server else self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ToolHit:
+    """A search result: the tool, its fused score, and its rank (1-based) in each
+    ranking that found it (``None``: not in that ranking's pool)."""
+
+    tool: ToolDef
+    score: float
+    lexical_rank: int | None
+    vector_rank: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolTurn:
+    """What one turn sends: ``always`` (always loaded), ``loaded`` (by the session's
+    searches), ``found`` (this turn's best matches that are neither), whether the
+    ``tool_search`` tool goes too, and the definition tokens (``tokens``: what is
+    sent; ``all_tokens``: every definition in the catalog)."""
+
+    query: str | None
+    always: tuple[ToolDef, ...]
+    loaded: tuple[ToolDef, ...]
+    found: tuple[ToolHit, ...]
+    search: bool
+    tokens: int
+    all_tokens: int
+
+    @property
+    def sent(self) -> tuple[ToolDef, ...]:
+        """Every tool whose full definition is in this turn's context, in order."""
+        return (*self.always, *self.loaded, *(h.tool for h in self.found))
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOutcome:
+    """A ``tool_search`` call run: the ``tool_result`` to send back, the tools it
+    found (``()`` when the call was refused: then ``block.is_error`` is true)."""
+
+    block: ToolResultBlock
+    found: tuple[ToolDef, ...]
+    query: str
+
+
+# -- definitions ---------------------------------------------------------------------
+
+
+def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
+    if not isinstance(schema, Mapping):
+        raise ToolCatalogError(
+            "invalid_schema", tool=tool, server=server, detail="the input schema is not an object"
+        )
+    if schema.get("type") != "object":
+        raise ToolCatalogError(
+            "invalid_schema",
+            tool=tool,
+            server=server,
+            detail=f'the input schema\'s type must be "object", not {schema.get("type")!r}',
+        )
+    try:
+        from jsonschema.exceptions import SchemaError
+        from jsonschema.validators import validator_for
+    except ImportError as e:  # pragma: no cover - a core dependency
+        raise MissingDependencyError("jsonschema", "", "checking tool schemas") from e
+    body = dict(schema)
+    try:
+        validator_for(body, default=_draft_2020()).check_schema(body)
+    except SchemaError as e:
+        where = "/".join(str(p) for p in e.path) or "the root"
+        raise ToolCatalogError(
+            "invalid_schema",
+            tool=tool,
+            server=server,
+            detail=f"not valid JSON Schema at {where}: {e.message}",
+        ) from None
+    return body
+
+
+def _draft_2020() -> Any:
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator
+
+
+def _check_text(value: Any, what: str, tool: str, server: str | None) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ToolCatalogError(
+            "bad_definition", tool=tool, server=server, detail=f"{what} must be a string"
+        )
+    return value
+
+
+def _make(raw: Mapping[str, Any], server: str | None, schema_key: str) -> ToolDef:
+    """A :class:`ToolDef` from an MCP or Anthropic shaped definition."""
+    if not isinstance(raw, Mapping):
+        raise ToolCatalogError("bad_definition", detail="a tool definition must be an object")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
+        raise ToolCatalogError(
+            "bad_definition",
+            tool=str(name),
+            server=server,
+            detail=f"a tool needs a name of 1 to {_MAX_NAME} characters",
+        )
+    if any(c.isspace() or not c.isprintable() for c in name):
+        raise ToolCatalogError(
+            "bad_definition", tool=name, server=server, detail="a name has no spaces or controls"
+        )
+    if schema_key not in raw:
+        raise ToolCatalogError(
+            "bad_definition", tool=name, server=server, detail=f"no {schema_key!r}"
+        )
+    description = _check_text(raw.get("description"), "the description", name, server)
+    annotations = raw.get("annotations")
+    return ToolDef(
+        name,
+        description,
+        _check_schema(raw[schema_key], name, server),
+        server,
+        dict(annotations) if isinstance(annotations, Mapping) else None,
+    )
+
+
+def _schema_words(schema: Any, depth: int = 0) -> list[str]:
+    """Parameter names and descriptions, nested ones included, in schema order."""
+    if not isinstance(schema, Mapping) or depth > _SCHEMA_DEPTH:
+        return []
+    out: list[str] = []
+    props = schema.get("properties")
+    if isinstance(props, Mapping):
+        for key, sub in props.items():
+            out.append(str(key))
+            if isinstance(sub, Mapping) and isinstance(sub.get("description"), str):
+                out.append(sub["description"])
+            out.extend(_schema_words(sub, depth + 1))
+    items = schema.get("items")
+    if isinstance(items, Mapping):
+        out.extend(_schema_words(items, depth + 1))
+    for combo in ("anyOf", "oneOf", "allOf"):
+        parts = schema.get(combo)
+        if isinstance(parts, list):
+            for part in parts:
+                out.extend(_schema_words(part, depth + 1))
+    return out
+
+
+def _split_name(name: str) -> str:
+    return _CAMEL.sub(" ", name)
+
+
+def search_text(tool: ToolDef) -> str:
+    """What search sees of ``tool``: server, name split into words, description,
+    parameter names and descriptions."""
+    parts = [tool.server or "", _split_name(tool.name), tool.description]
+    parts.extend(_split_name(w) for w in _schema_words(tool.input_schema))
+    return "\n".join(p for p in parts if p)
+
+
+def _anthropic_def(tool: ToolDef, name: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": name}
+    if tool.description:
+        out["description"] = tool.description
+    out["input_schema"] = dict(tool.input_schema)
+    return out
+
+
+def _openai_def(tool: ToolDef, name: str) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": name}
+    if tool.description:
+        fn["description"] = tool.description
+    fn["parameters"] = dict(tool.input_schema)
+    return {"type": "function", "function": fn}
+
+
+def _wire(name: str) -> str:
+    """``name`` as the providers accept it (``^[A-Za-z0-9_-]{1,64}$``)."""
+    if _WIRE.match(name):
+        return name
+    clean = _NOT_WIRE.sub("_", name).strip("_") or "tool"
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{clean[:55]}_{digest}"
+
+
+def _qualified(server: str, name: str) -> str:
+    full = f"{_NOT_WIRE.sub('_', server).strip('_') or 'server'}__{name}"
+    if _WIRE.match(full):
+        return full
+    digest = hashlib.sha256(f"{server}\n{name}".encode()).hexdigest()[:8]
+    return f"{_NOT_WIRE.sub('_', full)[:55]}_{digest}"
+
+
+# -- the catalog ---------------------------------------------------------------------
+
+
+class ToolCatalog:
+    """Every tool an agent could call, with deferred loading and tool search (see
+    the module docstring).
+
+    ``embedder``: the vector half of the search (``None``, the default: lexical
+    only; :func:`ctxwise.embeddings.get_embedder` ``("minilm")`` is the measured
+    choice, see the benchmarks page). ``analyzer``: the lexical terms
+    (:data:`ctxwise.text.DEFAULT_ANALYZER`). ``counter``: definition tokens
+    (:class:`~ctxwise.tokens.CharCounter` by default). ``weights`` (lexical,
+    vector), ``rrf_k``, ``server_weight`` and ``pool``: the fusion.
+    ``search_name``: the name of the search tool (``tool_search``).
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[ToolDef] = (),
+        *,
+        embedder: Embedder | None = None,
+        analyzer: Analyzer | None = None,
+        counter: TokenCounter | None = None,
+        weights: tuple[float, float] = (1.0, 1.0),
+        rrf_k: int = RRF_K,
+        server_weight: float = SERVER_WEIGHT,
+        pool: int = POOL,
+        search_name: str = TOOL_SEARCH,
+    ) -> None:
+        if (
+            not isinstance(weights, tuple)
+            or len(weights) != 2
+            or not all(isinstance(w, int | float) and w >= 0 for w in weights)
+        ):
+            raise UsageError(f"weights are (lexical, vector), two numbers >= 0; got {weights!r}")
+        for name, value in (("rrf_k", rrf_k), ("pool", pool)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(server_weight, int | float) or server_weight < 0:
+            raise UsageError(f"server_weight must be a number >= 0, got {server_weight!r}")
+        if not isinstance(search_name, str) or not _WIRE.match(search_name):
+            raise UsageError(f"search_name must match ^[A-Za-z0-9_-]{{1,64}}$, got {search_name!r}")
+        self.embedder = embedder
+        self.analyzer = analyzer if analyzer is not None else DEFAULT_ANALYZER
+        self.counter: TokenCounter = counter if counter is not None else CharCounter()
+        self.weights = (float(weights[0]), float(weights[1]))
+        self.rrf_k = rrf_k
+        self.server_weight = float(server_weight)
+        self.pool = pool
+        self.search_name = search_name
+        self._tools: list[ToolDef] = []
+        self._index: dict[tuple[str, str], int] = {}
+        self._always: set[tuple[str, str]] = set()
+        self._built: _Index | None = None
+        self._names: dict[tuple[str, str], str] | None = None
+        self._tokens: dict[tuple[str, str], int] = {}
+        self.skipped: list[ToolCatalogError] = []
+        """Definitions :meth:`load` left out with ``skip_invalid=True``, and why."""
+        self.add(tools)
+
+    # -- registering -------------------------------------------------------------
+
+    def add(self, tools: ToolDef | Iterable[ToolDef], *, always_loaded: bool = False) -> None:
+        """Add ``tools``; all or nothing (a duplicate leaves the catalog unchanged).
+
+        Raises:
+            ToolCatalogError: a tool's (server, name) is in the catalog or twice in
+                ``tools`` (``reason="duplicate"``).
+        """
+        batch = [tools] if isinstance(tools, ToolDef) else list(tools)
+        seen: set[tuple[str, str]] = set()
+        for tool in batch:
+            if not isinstance(tool, ToolDef):
+                raise UsageError(f"expected ToolDef, got {type(tool).__name__}")
+            if tool.key in self._index or tool.key in seen:
+                raise ToolCatalogError(
+                    "duplicate",
+                    tool=tool.name,
+                    server=tool.server,
+                    detail="a server cannot have two tools of one name",
+                )
+            seen.add(tool.key)
+        for tool in batch:
+            self._index[tool.key] = len(self._tools)
+            self._tools.append(tool)
+            if always_loaded:
+                self._always.add(tool.key)
+        if batch:
+            self._built = None
+            self._names = None
+
+    def add_mcp(
+        self,
+        listing: Mapping[str, Any] | Sequence[Any],
+        *,
+        server: str,
+        always_loaded: bool = False,
+    ) -> list[ToolDef]:
+        """Add the tools of an MCP ``tools/list`` result (``{"tools": [...]}``, or the
+        JSON-RPC response around it, or the ``tools`` array itself)."""
+        tools = _mcp_tools(listing, server)
+        defs = [_make(t, server, "inputSchema") for t in tools]
+        self.add(defs, always_loaded=always_loaded)
+        return defs
+
+    def add_anthropic(
+        self, tools: Sequence[Any], *, server: str | None = None, always_loaded: bool = False
+    ) -> list[ToolDef]:
+        """Add an Anthropic ``tools`` array (``name``, ``description``, ``input_schema``).
+        Server tools (``web_search_…``, ``tool_search_tool_…``: a ``type`` other than
+        ``custom``) have no schema to catalogue and are refused."""
+        defs = []
+        for raw in _array(tools, "an Anthropic tools array"):
+            kind = raw.get("type") if isinstance(raw, Mapping) else None
+            if kind not in (None, "custom"):
+                raise ToolCatalogError(
+                    "bad_definition",
+                    tool=str(raw.get("name")),
+                    server=server,
+                    detail=f"{kind!r} is a server tool: send it yourself, it is not catalogued",
+                )
+            defs.append(_make(raw, server, "input_schema"))
+        self.add(defs, always_loaded=always_loaded)
+        return defs
+
+    def add_openai(
+        self, tools: Sequence[Any], *, server: str | None = None, always_loaded: bool = False
+    ) -> list[ToolDef]:
+        """Add an OpenAI ``tools`` array: Chat Completions (``{"type": "function",
+        "function": {...}}``) or Responses (``{"type": "function", "name": ...}``)."""
+        defs = []
+        for raw in _array(tools, "an OpenAI tools array"):
+            if not isinstance(raw, Mapping) or raw.get("type") != "function":
+                raise ToolCatalogError(
+                    "bad_definition",
+                    tool=str(raw.get("name") if isinstance(raw, Mapping) else raw),
+                    server=server,
+                    detail='only {"type": "function"} tools can be catalogued',
+                )
+            fn = raw.get("function", raw)
+            if not isinstance(fn, Mapping):
+                raise ToolCatalogError("bad_definition", server=server, detail="bad function")
+            body = dict(fn)
+            body.setdefault("parameters", {"type": "object", "properties": {}})
+            defs.append(_make(body, server, "parameters"))
+        self.add(defs, always_loaded=always_loaded)
+        return defs
+
+    def add_rows(
+        self, rows: Iterable[Mapping[str, Any]], *, always_loaded: bool = False
+    ) -> list[ToolDef]:
+        """Add catalog rows as in LiveMCPBench's JSONL: ``server``, ``name``,
+        ``description``, ``inputSchema`` (other keys are ignored)."""
+        defs = []
+        for raw in rows:
+            if not isinstance(raw, Mapping) or not isinstance(raw.get("server"), str):
+                raise ToolCatalogError("bad_definition", detail="a catalog row needs a 'server'")
+            defs.append(_make(raw, raw["server"], "inputSchema"))
+        self.add(defs, always_loaded=always_loaded)
+        return defs
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        server: str | None = None,
+        skip_invalid: bool = False,
+        always_loaded: Iterable[str] = (),
+        **options: Any,
+    ) -> ToolCatalog:
+        """A catalog from a file: a LiveMCPBench JSONL (one row a line), an MCP
+        ``tools/list`` JSON, or an Anthropic or OpenAI tools array (detected from
+        the content). ``server`` names the server of an MCP listing or tools array
+        (default: the listing's own ``server`` / ``server_info.name``, then the
+        file's stem). ``skip_invalid``: leave out definitions that do not validate
+        (listed in :attr:`skipped`) instead of refusing the file. ``always_loaded``:
+        names (``name`` or ``server/name``) to mark. ``options`` go to the
+        constructor.
+
+        Raises:
+            FormatError: the file cannot be read, is not JSON, or is none of these.
+            ToolCatalogError: a definition does not validate (without
+                ``skip_invalid``), or a name in ``always_loaded`` is unknown.
+        """
+        from ctxwise._io import read_text_file
+
+        source = str(path)
+        text = read_text_file(source, "a tool catalog", FormatError)
+        catalog = cls(**options)
+        rows, kind, default_server = _parse_catalog(text, source)
+        srv = server if server is not None else (default_server or Path(source).stem)
+        defs: list[ToolDef] = []
+        for raw in rows:
+            try:
+                if kind == "rows":
+                    if not isinstance(raw, Mapping) or not isinstance(raw.get("server"), str):
+                        raise ToolCatalogError("bad_definition", detail="a row needs a 'server'")
+                    defs.append(_make(raw, raw["server"], "inputSchema"))
+                elif kind == "mcp":
+                    defs.append(_make(raw, srv, "inputSchema"))
+                elif kind == "anthropic":
+                    defs.append(_make(raw, server, "input_schema"))
+                else:
+                    fn = raw.get("function", raw) if isinstance(raw, Mapping) else raw
+                    body = dict(fn) if isinstance(fn, Mapping) else fn
+                    if isinstance(body, dict):
+                        body.setdefault("parameters", {"type": "object", "properties": {}})
+                    defs.append(_make(body, server, "parameters"))
+            except ToolCatalogError as e:
+                if not skip_invalid or e.reason == "duplicate":
+                    raise
+                catalog.skipped.append(e)
+        catalog.add(defs)
+        catalog.set_always_loaded(always_loaded)
+        return catalog
+
+    def set_always_loaded(self, names: Iterable[str]) -> None:
+        """Mark tools always loaded by ``name`` (unique in the catalog) or
+        ``server/name``; the rest stay as they were.
+
+        Raises:
+            ToolCatalogError: a name matches no tool, or several (``reason``
+                ``"unknown_tool"`` / ``"ambiguous"``).
+        """
+        keys = [self.find(n).key for n in names]
+        self._always.update(keys)
+
+    def find(self, name: str) -> ToolDef:
+        """The tool called ``name`` (unique in the catalog), ``server/name``, or its
+        rendered (wire) name.
+
+        Raises:
+            ToolCatalogError: no tool, or several, match (``"unknown_tool"``,
+                ``"ambiguous"``).
+        """
+        if not isinstance(name, str):
+            raise ToolCatalogError("unknown_tool", tool=str(name), detail="a name is a string")
+        wire = self._wire_names()
+        by_wire = [t for t in self._tools if wire[t.key] == name]
+        if by_wire:
+            return by_wire[0]
+        plain = [t for t in self._tools if t.name == name]
+        if len(plain) == 1:
+            return plain[0]
+        if len(plain) > 1:
+            servers = ", ".join(str(t.server) for t in plain)
+            raise ToolCatalogError(
+                "ambiguous", tool=name, detail=f"on servers {servers}; say server/name"
+            )
+        server, sep, rest = name.rpartition("/")
+        if sep and (server, rest) in self._index:
+            return self._tools[self._index[(server, rest)]]
+        raise ToolCatalogError("unknown_tool", tool=name, detail="not in the catalog")
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Iterator[ToolDef]:
+        return iter(self._tools)
+
+    def is_always_loaded(self, tool: ToolDef) -> bool:
+        return tool.key in self._always
+
+    @property
+    def always_loaded(self) -> tuple[ToolDef, ...]:
+        """The always-loaded tools, in catalog order."""
+        return tuple(t for t in self._tools if t.key in self._always)
+
+    # -- names and tokens ----------------------------------------------------------
+
+    def _wire_names(self) -> dict[tuple[str, str], str]:
+        if self._names is None:
+            counts: dict[str, int] = {}
+            for t in self._tools:
+                counts[t.name] = counts.get(t.name, 0) + 1
+            names: dict[tuple[str, str], str] = {}
+            taken: set[str] = {self.search_name}
+            for t in self._tools:
+                if counts[t.name] > 1 and t.server:
+                    wire = _qualified(t.server, t.name)
+                else:
+                    wire = _wire(t.name)
+                if wire in taken:  # a clash after cleaning: make it unique, stably
+                    digest = hashlib.sha256(f"{t.server}\n{t.name}".encode()).hexdigest()[:8]
+                    wire = f"{wire[:55]}_{digest}"
+                taken.add(wire)
+                names[t.key] = wire
+            self._names = names
+        return self._names
+
+    def wire_name(self, tool: ToolDef) -> str:
+        """The name ``tool`` is sent (and called) by: its own name, server-qualified
+        when another server has a tool of the same name."""
+        return self._wire_names()[tool.key]
+
+    def tokens(self, tool: ToolDef | None = None) -> int:
+        """Definition tokens of ``tool`` (``None``: of the ``tool_search`` tool)."""
+        if tool is None:
+            return self.counter.count(json.dumps(self.search_tool(), ensure_ascii=False))
+        cached = self._tokens.get(tool.key)
+        if cached is None:
+            body = _anthropic_def(tool, self.wire_name(tool))
+            cached = self.counter.count(json.dumps(body, ensure_ascii=False))
+            self._tokens[tool.key] = cached
+        return cached
+
+    def all_tokens(self) -> int:
+        """Definition tokens of every tool in the catalog, sent as they are."""
+        return sum(self.tokens(t) for t in self._tools)
+
+    # -- search --------------------------------------------------------------------
+
+    def _index_built(self) -> _Index:
+        if self._built is None:
+            self._built = _Index.build(self._tools, self.analyzer, self.embedder)
+        return self._built
+
+    def search(
+        self, query: str, k: int = DEFAULT_K, *, exclude: Iterable[ToolDef] = ()
+    ) -> list[ToolHit]:
+        """The ``k`` best tools for ``query``, best first (see the module docstring),
+        leaving out ``exclude``. A query with no words finds nothing."""
+        if not isinstance(query, str):
+            raise UsageError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise UsageError(f"k must be an integer >= 0, got {k!r}")
+        skip = {t.key for t in exclude}
+        if k == 0 or not self._tools:
+            return []
+        idx = self._index_built()
+        terms = self.analyzer.query_terms(query)
+        lexical = idx.lexical(terms)
+        lex_order = [int(i) for i in np.argsort(-lexical, kind="stable") if lexical[i] > 0]
+        vec_order: list[int] = []
+        if self.embedder is not None and idx.vectors is not None and terms:
+            qv = self.embedder.embed([query])[0]
+            sims = idx.vectors @ qv
+            vec_order = [int(i) for i in np.argsort(-sims, kind="stable")]
+        fused = np.zeros(len(self._tools))
+        lex_rank: dict[int, int] = {}
+        vec_rank: dict[int, int] = {}
+        for order, weight, ranks in (
+            (lex_order, self.weights[0], lex_rank),
+            (vec_order, self.weights[1] if vec_order else 0.0, vec_rank),
+        ):
+            for r, i in enumerate(order[: self.pool]):
+                ranks[i] = r + 1
+                fused[i] += weight / (self.rrf_k + r + 1)
+        if self.server_weight:
+            best = np.zeros(idx.n_servers)
+            np.maximum.at(best, idx.server_of, fused)
+            fused = fused + self.server_weight * best[idx.server_of] * (fused > 0)
+        hits: list[ToolHit] = []
+        for i in np.argsort(-fused, kind="stable"):
+            if fused[i] <= 0 or len(hits) == k:
+                break
+            tool = self._tools[int(i)]
+            if tool.key in skip:
+                continue
+            hits.append(ToolHit(tool, float(fused[i]), lex_rank.get(int(i)), vec_rank.get(int(i))))
+        return hits
+
+    # -- one turn ------------------------------------------------------------------
+
+    def for_turn(
+        self,
+        query: str | None,
+        k: int = DEFAULT_K,
+        *,
+        loaded: Iterable[ToolDef | str] = (),
+        search: bool = True,
+    ) -> ToolTurn:
+        """What to send this turn: the always-loaded tools, the session's ``loaded``
+        ones (tools or names, in load order), the ``k`` best matches for ``query``
+        among the rest (none when ``query`` is ``None``), and the ``tool_search``
+        tool unless ``search`` is false or nothing is left to find."""
+        always = self.always_loaded
+        seen = {t.key for t in always}
+        kept: list[ToolDef] = []
+        for item in loaded:
+            tool = item if isinstance(item, ToolDef) else self.find(item)
+            if tool.key not in seen:
+                seen.add(tool.key)
+                kept.append(tool)
+        exclude = [self._tools[self._index[key]] for key in seen if key in self._index]
+        found = tuple(self.search(query, k, exclude=exclude)) if query else ()
+        rest = len(self._tools) - len(seen) - len(found)
+        with_search = search and rest > 0
+        tokens = sum(self.tokens(t) for t in (*always, *kept, *(h.tool for h in found)))
+        if with_search:
+            tokens += self.tokens(None)
+        return ToolTurn(query, always, tuple(kept), found, with_search, tokens, self.all_tokens())
+
+    def search_tool(self) -> dict[str, Any]:
+        """The ``tool_search`` tool (Anthropic form; :meth:`openai_tools` converts it)."""
+        return {
+            "name": self.search_name,
+            "description": (
+                "Search the catalog of tools not loaded yet. Describe the capability you "
+                "need in a few words; the best matching tools become callable from your "
+                "next step on. Search again with other words if none fits."
+            ),
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "description": "What the tool should do, e.g. 'convert a docx to pdf'.",
+                    },
+                    "k": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_SEARCH_K,
+                        "description": f"How many tools to load (default {DEFAULT_K}).",
+                    },
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        }
+
+    def run_search(
+        self,
+        tool_input: Any,
+        *,
+        tool_use_id: str,
+        loaded: Iterable[ToolDef | str] = (),
+        provider: Literal["anthropic", "openai"] = "anthropic",
+    ) -> SearchOutcome:
+        """Run the model's ``tool_search`` call. The result leaves out the tools the
+        turn already has (always-loaded and ``loaded``). For Anthropic its content is
+        one ``tool_reference`` block per tool found (after a line saying what was
+        found); for OpenAI it is that text with each tool's name and description,
+        and the caller adds the found definitions to the next request. A call with
+        a missing, empty or extra argument gets an ``is_error`` result saying what
+        to send instead; nothing is loaded."""
+        query, k, problem = _search_args(tool_input)
+        if problem is not None:
+            text = f"{self.search_name}: {problem}"
+            return SearchOutcome(ToolResultBlock(tool_use_id, text, is_error=True), (), query)
+        have = [*self.always_loaded]
+        for item in loaded:
+            have.append(item if isinstance(item, ToolDef) else self.find(item))
+        hits = self.search(query, k, exclude=have)
+        found = tuple(h.tool for h in hits)
+        if not found:
+            text = f"No tool matches {query!r}. Try other words for the capability you need."
+            return SearchOutcome(ToolResultBlock(tool_use_id, text, is_error=False), (), query)
+        names = [self.wire_name(t) for t in found]
+        head = (
+            f"Found {len(found)} tool(s) for {query!r}: {', '.join(names)}. They are callable now."
+        )
+        if provider == "anthropic":
+            blocks: tuple[ContentBlock, ...] = (
+                TextBlock(head),
+                *(
+                    OpaqueBlock("tool_reference", {"type": "tool_reference", "tool_name": n})
+                    for n in names
+                ),
+            )
+            return SearchOutcome(ToolResultBlock(tool_use_id, blocks, is_error=False), found, query)
+        lines = [
+            head,
+            *(f"- {n}: {t.description.strip()[:300]}" for n, t in zip(names, found, strict=True)),
+        ]
+        return SearchOutcome(
+            ToolResultBlock(tool_use_id, "\n".join(lines), is_error=False), found, query
+        )
+
+    # -- rendering -----------------------------------------------------------------
+
+    def anthropic_tools(
+        self,
+        turn: ToolTurn,
+        *,
+        mode: Mode = "client",
+        server_search: Literal["bm25", "regex"] = "bm25",
+        cache_ttl: Literal["5m", "1h"] | None = None,
+    ) -> list[dict[str, Any]]:
+        """The Messages API ``tools`` array for ``turn`` (see the module docstring)."""
+        mark: dict[str, Any] = {"type": "ephemeral"}
+        if cache_ttl is not None:
+            mark["ttl"] = cache_ttl
+        wire = self._wire_names()
+        if mode == "server":
+            if server_search not in SERVER_SEARCH_TOOLS:
+                raise UsageError(f"server_search is 'bm25' or 'regex', not {server_search!r}")
+            head = [_anthropic_def(t, wire[t.key]) for t in turn.always]
+            head.append(dict(SERVER_SEARCH_TOOLS[server_search]))
+            head[-1]["cache_control"] = mark
+            always = {t.key for t in turn.always}
+            deferred = [
+                {**_anthropic_def(t, wire[t.key]), "defer_loading": True}
+                for t in self._tools
+                if t.key not in always
+            ]
+            return [*head, *deferred]
+        if mode != "client":
+            raise UsageError(f"mode is 'client' or 'server', not {mode!r}")
+        head = [_anthropic_def(t, wire[t.key]) for t in turn.always]
+        if turn.search:
+            head.append(self.search_tool())
+        if head:
+            head[-1] = {**head[-1], "cache_control": mark}
+        sent = {t.key for t in turn.sent}
+        tail = [
+            _anthropic_def(t, wire[t.key]) for t in (*turn.loaded, *(h.tool for h in turn.found))
+        ]
+        deferred = (
+            [
+                {**_anthropic_def(t, wire[t.key]), "defer_loading": True}
+                for t in self._tools
+                if t.key not in sent
+            ]
+            if turn.search
+            else []
+        )
+        return [*head, *tail, *deferred]
+
+    def openai_tools(self, turn: ToolTurn) -> list[dict[str, Any]]:
+        """The Chat Completions ``tools`` array for ``turn``: what it sends, the
+        search tool with the always-loaded ones first (a stable prefix)."""
+        wire = self._wire_names()
+        out = [_openai_def(t, wire[t.key]) for t in turn.always]
+        if turn.search:
+            s = self.search_tool()
+            out.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": s["name"],
+                        "description": s["description"],
+                        "parameters": s["input_schema"],
+                    },
+                }
+            )
+        out.extend(
+            _openai_def(t, wire[t.key]) for t in (*turn.loaded, *(h.tool for h in turn.found))
+        )
+        return out
+
+
+# -- the search index ---------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Index:
+    postings: dict[str, list[tuple[int, int]]]
+    idf: dict[str, float]
+    lengths: np.ndarray
+    avgdl: float
+    server_of: np.ndarray
+    n_servers: int
+    vectors: np.ndarray | None
+
+    @classmethod
+    def build(
+        cls, tools: Sequence[ToolDef], analyzer: Analyzer, embedder: Embedder | None
+    ) -> _Index:
+        texts = [search_text(t) for t in tools]
+        postings: dict[str, list[tuple[int, int]]] = {}
+        lengths = np.zeros(len(tools))
+        for i, text in enumerate(texts):
+            terms = analyzer.words(text)
+            lengths[i] = len(terms)
+            counts: dict[str, int] = {}
+            for term in terms:
+                counts[term] = counts.get(term, 0) + 1
+            for term, c in counts.items():
+                postings.setdefault(term, []).append((i, c))
+        n = max(len(tools), 1)
+        idf = {t: bm25_idf(n, len(p)) for t, p in postings.items()}
+        servers: dict[str, int] = {}
+        server_of = np.array(
+            [servers.setdefault(t.server or "", len(servers)) for t in tools], dtype=np.int64
+        )
+        vectors = None
+        if embedder is not None and tools:
+            vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
+        avgdl = float(lengths.mean()) if len(tools) and lengths.mean() > 0 else 1.0
+        return cls(postings, idf, lengths, avgdl, server_of, len(servers), vectors)
+
+    def lexical(self, terms: Sequence[str]) -> np.ndarray:
+        out = np.zeros(len(self.lengths))
+        for term in terms:
+            for i, tf in self.postings.get(term, ()):
+                out[i] += bm25_term(self.idf[term], tf, float(self.lengths[i]), self.avgdl)
+        return out
+
+
+# -- reading files -------------------------------------------------------------------
+
+
+def _array(tools: Any, what: str) -> list[Any]:
+    if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
+        raise ToolCatalogError("bad_definition", detail=f"{what} must be a list")
+    return list(tools)
+
+
+def _mcp_tools(listing: Any, server: str) -> list[Any]:
+    if isinstance(listing, Mapping):
+        body = listing.get("result", listing)
+        tools = body.get("tools") if isinstance(body, Mapping) else None
+        if not isinstance(tools, list):
+            raise ToolCatalogError(
+                "bad_definition",
+                server=server,
+                detail="an MCP tools/list result has a 'tools' list",
+            )
+        return tools
+    return _array(listing, "an MCP tools list")
+
+
+def _parse_catalog(text: str, source: str) -> tuple[list[Any], str, str | None]:
+    """(definitions, kind, the listing's own server name) of a catalog file."""
+    stripped = text.strip()
+    if not stripped:
+        raise FormatError(source, "the tool catalog is empty")
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise FormatError(source, f"not JSON or JSON lines: {e.msg}", line=n) from None
+        return rows, "rows", None
+    if isinstance(data, Mapping) and "server" in data and "name" in data and "inputSchema" in data:
+        return [data], "rows", None  # a one-line JSONL catalog
+    if isinstance(data, Mapping):
+        body = data.get("result", data)
+        if isinstance(body, Mapping) and isinstance(body.get("tools"), list):
+            name = data.get("server")
+            info = data.get("server_info") or data.get("serverInfo")
+            if not isinstance(name, str) and isinstance(info, Mapping):
+                name = info.get("name")
+            return list(body["tools"]), "mcp", name if isinstance(name, str) else None
+        raise FormatError(source, "a JSON object here is an MCP tools/list result with 'tools'")
+    if isinstance(data, list):
+        if not data:
+            return [], "anthropic", None
+        first = data[0]
+        if isinstance(first, Mapping):
+            if first.get("type") == "function":
+                return data, "openai", None
+            if "input_schema" in first:
+                return data, "anthropic", None
+            if "inputSchema" in first:
+                return data, "rows" if "server" in first else "mcp", None
+        raise FormatError(
+            source, "a JSON array here is an Anthropic or OpenAI tools array, or MCP tools"
+        )
+    raise FormatError(source, "not a tool catalog (JSONL rows, tools/list, or a tools array)")
+
+
+def _search_args(tool_input: Any) -> tuple[str, int, str | None]:
+    if not isinstance(tool_input, Mapping):
+        return "", DEFAULT_K, "pass an object with a 'query' string (and optionally 'k')"
+    extra = sorted(set(tool_input) - {"query", "k"})
+    if extra:
+        return "", DEFAULT_K, f"unknown argument(s) {', '.join(extra)}; pass only 'query' and 'k'"
+    query = tool_input.get("query")
+    if not isinstance(query, str) or not query.strip():
+        return "", DEFAULT_K, "'query' must be a non-empty string describing the tool you need"
+    k = tool_input.get("k", DEFAULT_K)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
+        return query, DEFAULT_K, f"'k' must be an integer from 1 to {MAX_SEARCH_K}"
+    return query, k, None
