@@ -117,7 +117,7 @@ def test_search_github_listing(tools_data: Path) -> None:
     names = [h["name"] for h in out["hits"]]
     assert "create_pull_request" in names
     # the listing's tools share one server, named after the file
-    assert {h["server"] for h in out["hits"]} == {"github-mcp-server.tools_list"}
+    assert {h["server"] for h in out["hits"]} == {"github-mcp-server"}
 
 
 # -- tools budget ----------------------------------------------------------------

@@ -12,7 +12,19 @@ import ctxwise.config as config_module
 from ctxwise.config import EngineConfig
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "engine.md"
-SECTIONED = {"router", "memory", "facts", "gates", "clearing", "compaction", "sources", "routes"}
+SECTIONED = {
+    "router",
+    "memory",
+    "facts",
+    "gates",
+    "clearing",
+    "compaction",
+    "sources",
+    "routes",
+    "tools",
+    "tool_results",
+    "memory_tool",
+}
 
 
 def _keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, object]]:
@@ -30,9 +42,9 @@ def _keys(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str, obje
             None,
         )
         if sub is not None and getattr(ann, "__origin__", None) is dict:
-            out += _keys(sub, f"{name}.*.")
+            out += _keys(sub, f"{prefix}{name}.*.")
         elif sub is not None:
-            out += _keys(sub, f"{name}.")
+            out += _keys(sub, f"{prefix}{name}.")
         elif name not in ("routes", "sources"):
             out.append((prefix, name, field.default))
     return out

@@ -6,7 +6,10 @@ store's state row::
     {"format": 1, "facts": {CaseFacts.to_dict()}, "rules": {Rules.to_dict()},
      "system": [str, ...], "turns": int, "compactions": int, "clears": int,
      "remembered": int, "tool_ids": [str, ...],
-     "route": null | {"origin": int | null, "trace": {RouteTrace as JSON}}}
+     "route": null | {"origin": int | null, "trace": {RouteTrace as JSON}},
+     "gate_rules": [PolicyRule.to_dict(), ...],
+     "loaded_tools": [[server, name], ...],
+     "tool_events": [ToolEventTrace as JSON, ...]}
 
 :func:`parse_state` reads it: every key but ``format`` may be absent (its
 default is what a fresh session holds), unknown keys and wrong types are
@@ -72,6 +75,10 @@ class SessionState(PersistedModel):
     route: RouteMemo | None = None
     gate_rules: list[dict[str, Any]] = Field(default_factory=list)
     """Policy rules compiled from rules stated in this session (``PolicyRule.to_dict``)."""
+    loaded_tools: list[tuple[str, str]] = Field(default_factory=list)
+    """Catalog tools the session loaded (searched for or called), as (server, name)."""
+    tool_events: list[dict[str, Any]] = Field(default_factory=list)
+    """Tool events since the last turn, for its trace (``ToolEventTrace`` as JSON)."""
 
 
 def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:

@@ -78,6 +78,38 @@ its default::
                                   # longer fits
     summary_tokens = 2000         # the summary's ceiling
 
+    [tools]                       # a deferred tool catalog (ctxwise.tools.ToolCatalog)
+    catalog = ""                  # its file: LiveMCPBench JSONL, an MCP tools/list JSON,
+                                  # or an Anthropic or OpenAI tools array ("": no catalog,
+                                  # unless one is given to the Engine)
+    skip_invalid = false          # leave out definitions whose schema does not validate
+    always = []                   # tools always sent (name or server/name)
+    k = 5                         # tools found for the latest user message and sent
+    mode = "client"               # client: ctxwise's tool_search tool; server:
+                                  # Anthropic's tool search (render = "anthropic")
+    server_search = "bm25"        # bm25 | regex: Anthropic's search tool (mode = "server")
+    embedder = "none"             # none | hashing | minilm | st:DIR: the search's vectors
+
+    [tool_results]                # what Engine.tool_result does to a tool's result
+    store_over = 0                # tokens: a larger list or text result is stored and
+                                  # paged behind a cursor with a fetch_more tool (0: never)
+    page_size = 20                # items (or lines) per page
+    ttl = 3600                    # seconds a cursor stays valid
+    key_env = "CTXWISE_CURSOR_KEY"  # the environment variable holding the cursor key
+                                  # (16+ bytes), needed when store_over > 0
+
+    [tool_results.trim.TOOL]      # trim this tool's results (ctxwise.tools.trim)
+    fields = []                   # fields kept (dotted paths); [] keeps every field
+    max_items = 0                 # lists keep this many items (0: no cap)
+    max_tokens = 0                # then cut to this many tokens (0: no cut)
+
+    [memory_tool]                 # Anthropic's memory tool (render = "anthropic")
+    enabled = false
+    backend = "store"             # store: the Engine's store, one namespace per session;
+                                  # directory: one folder on disk
+    directory = "memories"        # backend = "directory": the folder (relative: to
+                                  # the config file)
+
 Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
 """
 
@@ -98,8 +130,12 @@ __all__ = [
     "FactsConfig",
     "GatesConfig",
     "MemoryConfig",
+    "MemoryToolConfig",
     "RouterConfig",
     "SourceConfig",
+    "ToolResultsConfig",
+    "ToolsConfig",
+    "TrimConfig",
     "config_from_dict",
     "load_config",
 ]
@@ -174,6 +210,36 @@ class CompactionConfig(_Strict):
     summary_tokens: int = Field(default=2000, ge=50)
 
 
+class ToolsConfig(_Strict):
+    catalog: str = ""
+    skip_invalid: bool = False
+    always: list[str] = Field(default_factory=list)
+    k: int = Field(default=5, ge=0, le=50)
+    mode: Literal["client", "server"] = "client"
+    server_search: Literal["bm25", "regex"] = "bm25"
+    embedder: str = "none"
+
+
+class TrimConfig(_Strict):
+    fields: list[str] = Field(default_factory=list)
+    max_items: int = Field(default=0, ge=0)
+    max_tokens: int = Field(default=0, ge=0)
+
+
+class ToolResultsConfig(_Strict):
+    store_over: int = Field(default=0, ge=0)
+    page_size: int = Field(default=20, ge=1)
+    ttl: float = Field(default=3600, gt=0)
+    key_env: str = Field(default="CTXWISE_CURSOR_KEY", min_length=1)
+    trim: dict[str, TrimConfig] = Field(default_factory=dict)
+
+
+class MemoryToolConfig(_Strict):
+    enabled: bool = False
+    backend: Literal["store", "directory"] = "store"
+    directory: str = "memories"
+
+
 class EngineConfig(_Strict):
     """See the module docstring for every key and its default."""
 
@@ -198,6 +264,9 @@ class EngineConfig(_Strict):
     gates: GatesConfig = GatesConfig()
     clearing: ClearingConfig = ClearingConfig()
     compaction: CompactionConfig = CompactionConfig()
+    tools: ToolsConfig = ToolsConfig()
+    tool_results: ToolResultsConfig = ToolResultsConfig()
+    memory_tool: MemoryToolConfig = MemoryToolConfig()
     base_dir: str | None = Field(default=None, exclude=True)
     """Where relative paths resolve (the config file's folder); not a file key."""
 
@@ -207,6 +276,10 @@ class EngineConfig(_Strict):
             raise ValueError(f"reserve ({self.reserve}) must be below budget ({self.budget})")
         if self.clearing.mode == "server" and self.render != "anthropic":
             raise ValueError("clearing.mode = 'server' needs render = 'anthropic'")
+        if self.tools.mode == "server" and self.render != "anthropic":
+            raise ValueError("tools.mode = 'server' needs render = 'anthropic'")
+        if self.memory_tool.enabled and self.render != "anthropic":
+            raise ValueError("memory_tool needs render = 'anthropic' (it is Anthropic's tool)")
         if self.system and self.system_file:
             raise ValueError("give 'system' or 'system_file', not both")
         for name in self.sources:

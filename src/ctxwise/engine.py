@@ -49,6 +49,8 @@ callers.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,7 +77,15 @@ from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store
 from ctxwise.memory.tiered import turn_items
 from ctxwise.memory.urls import open_store, store_kind
-from ctxwise.messages import Message, ProblemKind, Transcript, block_text
+from ctxwise.memory_tool import DirectoryMemory, MemoryTool, StoreMemory
+from ctxwise.messages import (
+    Message,
+    ProblemKind,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+    block_text,
+)
 from ctxwise.orchestrator import Classifier
 from ctxwise.pairing import problems as pairing_problems
 from ctxwise.policy import Allowed, Blocked, PolicyGate, compile_rule
@@ -90,18 +100,26 @@ from ctxwise.sessions import (
 from ctxwise.sources import Source, StaticSource
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 from ctxwise.tokens import TokenCounter, get_counter
+from ctxwise.tools.catalog import ToolCatalog, ToolDef
+from ctxwise.tools.cursors import FETCH_MORE, ResultStore, fetch_more_result, fetch_more_tool
+from ctxwise.tools.trim import trim
 from ctxwise.trace import (
     ClearTrace,
     CompactionTrace,
     RouteTrace,
     SectionTrace,
     TokensTrace,
+    ToolEventTrace,
+    ToolsTrace,
     Trace,
 )
 
 __all__ = ["Engine", "TurnResult"]
 
 MAX_ATTEMPTS = 5
+
+MEMORY_TOOL = {"type": "memory_20250818", "name": "memory"}
+"""Anthropic's memory tool, as a request names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +159,8 @@ class _Session:
     tool_ids: set[str] = field(default_factory=set)
     route: dict[str, Any] | None = None
     gate_rules: list[dict[str, Any]] = field(default_factory=list)
+    loaded_tools: list[tuple[str, str]] = field(default_factory=list)
+    tool_events: list[dict[str, Any]] = field(default_factory=list)
     encoded: list[Any] | None = None
     """Each history message encoded for the render target (kept in memory only)."""
 
@@ -162,6 +182,8 @@ class _Session:
             set(self.tool_ids),
             None if self.route is None else dict(self.route),
             [dict(r) for r in self.gate_rules],
+            list(self.loaded_tools),
+            [dict(e) for e in self.tool_events],
             None if self.encoded is None else list(self.encoded),
         )
 
@@ -178,6 +200,8 @@ class _Session:
             "tool_ids": sorted(self.tool_ids),
             "route": self.route,
             "gate_rules": self.gate_rules,
+            "loaded_tools": [list(k) for k in self.loaded_tools],
+            "tool_events": self.tool_events,
         }
 
 
@@ -210,6 +234,10 @@ class Engine:
         memory: Store | None = None,
         clock: Callable[[], float] | None = None,
         max_attempts: int = MAX_ATTEMPTS,
+        catalog: ToolCatalog | None = None,
+        results: ResultStore | None = None,
+        memory_tool: MemoryTool | None = None,
+        now: Callable[[], float] | None = None,
     ) -> None:
         cfg = config if config is not None else EngineConfig()
         if not isinstance(cfg, EngineConfig):
@@ -250,10 +278,27 @@ class Engine:
             self._own.append(sessions)
         self.sessions = sessions
         self.embedder = HashingEmbedder()
-        if memory is None and cfg.memory.recall:
+        self.now = now if now is not None else time.time
+        needs_store = (
+            cfg.memory.recall
+            or (cfg.memory_tool.enabled and cfg.memory_tool.backend == "store" and not memory_tool)
+            or (cfg.tool_results.store_over > 0 and results is None)
+        )
+        if memory is None and needs_store:
             memory = open_store(url, dim=self.embedder.dim)
             self._own.append(memory)
         self.memory = memory
+        self.catalog = catalog if catalog is not None else self._build_catalog(cfg)
+        if catalog is not None and cfg.tools.always:
+            catalog.set_always_loaded(cfg.tools.always)
+        self.results = results if results is not None else self._build_results(cfg)
+        self.memory_tool = memory_tool
+        if (
+            memory_tool is None
+            and cfg.memory_tool.enabled
+            and cfg.memory_tool.backend == "directory"
+        ):
+            self.memory_tool = MemoryTool(DirectoryMemory(cfg.path(cfg.memory_tool.directory)))
         self._cache: dict[str, _Session] = {}
         one = [Message.text_message("user", "x")]
         self._overhead = 2 * self.counter.count_messages(one) - self.counter.count_messages(one * 2)
@@ -302,6 +347,41 @@ class Engine:
                 )
             )
         return out
+
+    def _build_catalog(self, cfg: EngineConfig) -> ToolCatalog | None:
+        if not cfg.tools.catalog:
+            return None
+        from ctxwise.embeddings import get_embedder
+
+        embedder = None if cfg.tools.embedder == "none" else get_embedder(cfg.tools.embedder)
+        return ToolCatalog.load(
+            cfg.path(cfg.tools.catalog),
+            skip_invalid=cfg.tools.skip_invalid,
+            always_loaded=cfg.tools.always,
+            embedder=embedder,
+            counter=self.counter,
+        )
+
+    def _build_results(self, cfg: EngineConfig) -> ResultStore | None:
+        spec = cfg.tool_results
+        if spec.store_over == 0:
+            return None
+        key = os.environ.get(spec.key_env, "")
+        if len(key.encode()) < 16:
+            raise ConfigError(
+                "tool_results.key_env",
+                f"store_over > 0 needs a cursor key of 16+ bytes in ${spec.key_env} "
+                "(or pass results=ResultStore(...) to the Engine)",
+            )
+        assert self.memory is not None
+        return ResultStore(
+            key.encode(),
+            clock=self.now,
+            ttl=spec.ttl,
+            page_size=spec.page_size,
+            store=self.memory,
+            namespace=(cfg.memory.namespace, "tool_results"),
+        )
 
     def _build_gate(self, cfg: EngineConfig) -> PolicyGate:
         import json
@@ -353,6 +433,8 @@ class Engine:
             set(st.tool_ids),
             None if st.route is None else st.route.model_dump(),
             [dict(r) for r in st.gate_rules],
+            [(str(a), str(b)) for a, b in st.loaded_tools],
+            [dict(e) for e in st.tool_events],
         )
         self._cache[session_id] = session
         return session
@@ -415,6 +497,266 @@ class Engine:
             self._cache[session_id] = work
             return work.version
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def run_tool(self, session_id: str, call: ToolUseBlock) -> ToolResultBlock | None:
+        """Run ``call`` when it is one of ctxwise's own tools, and return its
+        ``tool_result`` (send it with the next turn); ``None`` for any other tool
+        (run it yourself, then pass its result through :meth:`tool_result`).
+
+        ctxwise's tools: the catalog's ``tool_search`` (the tools it finds stay
+        loaded for the session), ``fetch_more`` (the next page of a stored result,
+        or an ``is_error`` result saying why the cursor was refused) and Anthropic's
+        ``memory`` tool. Each call is recorded for the next turn's trace.
+        """
+        check_session_id(session_id)
+        if not isinstance(call, ToolUseBlock):
+            raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
+        session = self._load(session_id)
+        cat = self.catalog
+        load: list[tuple[str, str]] = []
+        if cat is not None and self.config.tools.mode == "client" and call.name == cat.search_name:
+            outcome = cat.run_search(
+                call.input,
+                tool_use_id=call.id,
+                loaded=self._loaded(session),
+                provider=self.config.render,
+            )
+            block = outcome.block
+            load = [t.key for t in outcome.found]
+            event = ToolEventTrace(
+                tool_use_id=call.id,
+                name=call.name,
+                kind="search",
+                tokens_after=self.counter.count(block_text(block)),
+                is_error=bool(block.is_error),
+                found=[cat.wire_name(t) for t in outcome.found],
+                detail=outcome.query if not block.is_error else block_text(block),
+            )
+        elif self.results is not None and call.name == FETCH_MORE:
+            block = fetch_more_result(
+                self.results, call.input, session_id=session_id, tool_use_id=call.id
+            )
+            event = ToolEventTrace(
+                tool_use_id=call.id,
+                name=call.name,
+                kind="fetch_more",
+                tokens_after=self.counter.count(block_text(block)),
+                is_error=bool(block.is_error),
+                detail=block_text(block)[:200] if block.is_error else "",
+            )
+        elif call.name == MEMORY_TOOL["name"] and self._memory_tool(session_id) is not None:
+            tool = self._memory_tool(session_id)
+            assert tool is not None
+            result = tool.execute(call.input)
+            block = ToolResultBlock(call.id, result.text, is_error=result.is_error)
+            command = call.input.get("command") if isinstance(call.input, Mapping) else None
+            event = ToolEventTrace(
+                tool_use_id=call.id,
+                name=call.name,
+                kind="memory",
+                tokens_after=self.counter.count(result.text),
+                is_error=result.is_error,
+                detail=str(command)[:40],
+            )
+        else:
+            return None
+        self._note(session_id, event, load)
+        return block
+
+    def tool_result(
+        self,
+        session_id: str,
+        call: ToolUseBlock,
+        result: str | Mapping[str, Any] | Sequence[Any],
+        *,
+        is_error: bool = False,
+    ) -> ToolResultBlock:
+        """The ``tool_result`` the model gets for ``call`` (a tool you ran) whose
+        output is ``result`` (text, or JSON data).
+
+        With ``[tool_results.trim.TOOL]`` settings for the tool, the result is trimmed
+        first (:func:`ctxwise.tools.trim`: allowlisted fields kept byte for byte,
+        lists capped, a token cut). Then, when ``[tool_results] store_over`` is set
+        and the result still counts more tokens, a JSON list (or a text, by lines)
+        is stored and the model gets its first page with a cursor for the
+        ``fetch_more`` tool; any other JSON is cut to ``store_over`` tokens. What was
+        done is recorded for the next turn's trace. An error result is passed on
+        unchanged.
+        """
+        check_session_id(session_id)
+        if not isinstance(call, ToolUseBlock):
+            raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        if is_error:
+            return ToolResultBlock(call.id, text, is_error=True)
+        before = self.counter.count(text)
+        events: list[ToolEventTrace] = []
+        spec = self.config.tool_results.trim.get(call.name)
+        if spec is not None:
+            cut = trim(
+                text,
+                fields=spec.fields or None,
+                max_items=spec.max_items or None,
+                max_tokens=spec.max_tokens or None,
+                counter=self.counter,
+            )
+            if cut.changed:
+                text = cut.text
+                events.append(
+                    ToolEventTrace(
+                        tool_use_id=call.id,
+                        name=call.name,
+                        kind="trimmed",
+                        tokens_before=before,
+                        tokens_after=cut.tokens_after,
+                        detail=f"{len(cut.dropped_paths)} fields, {cut.dropped_items} items, "
+                        f"{cut.dropped_keys} keys, {cut.dropped_chars} characters cut",
+                    )
+                )
+        limit = self.config.tool_results.store_over
+        if limit and self.results is not None and self.counter.count(text) > limit:
+            was = self.counter.count(text)
+            try:
+                data: Any = json.loads(text)
+            except ValueError:
+                data = text.splitlines()
+            if isinstance(data, list):
+                result_id, page = self.results.put(data, session_id=session_id)
+                from ctxwise.tools.cursors import page_text
+
+                text = page_text(page)
+                events.append(
+                    ToolEventTrace(
+                        tool_use_id=call.id,
+                        name=call.name,
+                        kind="stored",
+                        tokens_before=was,
+                        tokens_after=self.counter.count(text),
+                        detail=f"{result_id}: {len(page.items)} of {page.total} items shown",
+                    )
+                )
+            else:
+                cut = trim(text, max_tokens=limit, counter=self.counter)
+                text = cut.text
+                events.append(
+                    ToolEventTrace(
+                        tool_use_id=call.id,
+                        name=call.name,
+                        kind="trimmed",
+                        tokens_before=was,
+                        tokens_after=cut.tokens_after,
+                        detail=f"cut to {limit} tokens (not a list: nothing to page)",
+                    )
+                )
+        for event in events:
+            self._note(session_id, event, [])
+        return ToolResultBlock(call.id, text, is_error=False)
+
+    def _memory_tool(self, session_id: str) -> MemoryTool | None:
+        if self.memory_tool is not None:
+            return self.memory_tool
+        cfg = self.config.memory_tool
+        if not cfg.enabled or cfg.backend != "store" or self.memory is None:
+            return None
+        namespace = (self.config.memory.namespace, "memory_tool", _namespace_part(session_id))
+        return MemoryTool(StoreMemory(self.memory, namespace))
+
+    def _loaded(self, session: _Session) -> list[ToolDef]:
+        cat = self.catalog
+        if cat is None:
+            return []
+        tools = (cat.get(key) for key in session.loaded_tools)
+        return [t for t in tools if t is not None]
+
+    def _load_tool(self, session: _Session, name: str) -> None:
+        """A catalog tool the model called stays loaded for the session."""
+        cat = self.catalog
+        if cat is None or name == cat.search_name:
+            return
+        try:
+            tool = cat.find(name)
+        except UsageError:
+            return
+        if tool.key not in session.loaded_tools and not cat.is_always_loaded(tool):
+            session.loaded_tools.append(tool.key)
+
+    def _note(
+        self, session_id: str, event: ToolEventTrace, load: Sequence[tuple[str, str]]
+    ) -> None:
+        """Record a tool event (and tools to load) in the session, for the next trace."""
+        for attempt in range(self.max_attempts):
+            base = self._load(session_id)
+            work = base.copy()
+            work.tool_events.append(event.model_dump(mode="json"))
+            for key in load:
+                if key not in work.loaded_tools:
+                    work.loaded_tools.append(key)
+            change = SessionCommit(work.state(), len(base.history), [], [])
+            try:
+                work.version = self.sessions.commit(session_id, base.version, change)
+            except SessionConflictError:
+                self._cache.pop(session_id, None)
+                if attempt + 1 == self.max_attempts:
+                    raise
+                continue
+            self._cache[session_id] = work
+            return
+
+    def _tools(
+        self, session: _Session, query: str | None
+    ) -> tuple[list[dict[str, Any]] | None, ToolsTrace | None, int]:
+        """This turn's tool definitions, their trace and their tokens."""
+        cfg = self.config
+        anthropic_render = cfg.render == "anthropic"
+        own: list[dict[str, Any]] = []
+        if self.results is not None:
+            own.append(fetch_more_tool())
+        if anthropic_render and self._memory_tool(session.session_id) is not None:
+            own.append(dict(MEMORY_TOOL))
+        cat = self.catalog
+        if cat is None and not own:
+            return None, None, 0
+        own_rendered = own if anthropic_render else [_as_openai(d) for d in own]
+        own_tokens = sum(self.counter.count(json.dumps(d, ensure_ascii=False)) for d in own)
+        own_names = [str(d["name"]) for d in own]
+        if cat is None:
+            rendered = [dict(d) for d in own_rendered]
+            if anthropic_render:
+                rendered[-1]["cache_control"] = {"type": "ephemeral"}
+            trace = ToolsTrace(
+                mode="plain", sent=own_names, tokens=own_tokens, all_tokens=own_tokens
+            )
+            return rendered, trace, own_tokens
+        if cfg.tools.mode == "server":
+            turn = cat.for_turn(None, 0, search=False)
+            body = cat.anthropic_tools(turn, mode="server", server_search=cfg.tools.server_search)
+            search_def = body[len(turn.always)]
+            tokens = turn.tokens + self.counter.count(json.dumps(search_def)) + own_tokens
+            sent = [cat.wire_name(t) for t in turn.always]
+            trace = ToolsTrace(
+                mode="server",
+                sent=[*sent, str(search_def["name"]), *own_names],
+                deferred=len(cat) - len(turn.always),
+                tokens=tokens,
+                all_tokens=turn.all_tokens + own_tokens,
+            )
+            return [*own_rendered, *body], trace, tokens
+        turn = cat.for_turn(query, cfg.tools.k, loaded=self._loaded(session))
+        body = (
+            cat.anthropic_tools(turn, mode="client") if anthropic_render else cat.openai_tools(turn)
+        )
+        tokens = turn.tokens + own_tokens
+        sent = [cat.wire_name(t) for t in turn.sent]
+        trace = ToolsTrace(
+            mode="client",
+            sent=[*sent, *([cat.search_name] if turn.search else []), *own_names],
+            found=[cat.wire_name(h.tool) for h in turn.found],
+            loaded=[cat.wire_name(t) for t in turn.loaded],
+            deferred=len(cat) - len(turn.sent),
+            tokens=tokens,
+            all_tokens=turn.all_tokens + own_tokens,
+        )
+        return [*own_rendered, *body], trace, tokens
 
     # ---------------------------------------------------------------- the turn
 
@@ -525,6 +867,7 @@ class Engine:
             for b in m.tool_uses:
                 session.tool_ids.add(b.id)
                 calls[b.id] = (b.name, b.input)
+                self._load_tool(session, b.name)
             for r in m.tool_results:
                 if r.tool_use_id in calls:
                     name, tool_input = calls[r.tool_use_id]
@@ -800,7 +1143,10 @@ class Engine:
         timings["route"] = (t2 - t1) * 1000
 
         budget = Budget(cfg.budget, cfg.reserve)
-        available = budget.available
+        tool_defs, tools_trace, tool_tokens = self._tools(work, route.query)
+        if tool_tokens >= budget.available:
+            raise PinnedOverflowError(budget.available, tool_tokens, ["tool definitions"])
+        available = budget.available - tool_tokens
         framing = self.counter.count_messages([Message.text_message("system", "")])
         pinned = self._pinned(work)
         pinned_tokens = sum(self.counter.count(s.content) for s, _ in pinned)
@@ -908,6 +1254,10 @@ class Engine:
             request = render_openai(
                 window, model=cfg.model, max_tokens=cfg.max_tokens, encoded=work.encoded
             )
+        if tool_defs is not None:
+            request["tools"] = tool_defs
+        events = [ToolEventTrace.model_validate(e) for e in work.tool_events]
+        work.tool_events = []
         t6 = clock()
         timings["render"] = (t6 - t5) * 1000
         timings["total"] = (t6 - t0) * 1000
@@ -948,7 +1298,7 @@ class Engine:
             gates_added=[r["name"] for r in work.gate_rules[gates_before:]],
             tokens=TokensTrace(
                 budget=cfg.budget,
-                available=available,
+                available=budget.available,
                 system=system_tokens,
                 context=sum(
                     r.tokens
@@ -956,10 +1306,13 @@ class Engine:
                     if placements.get(r.name) == "context" and r.status is not SectionStatus.DROPPED
                 ),
                 history=history_tokens,
-                total=total_tokens,
+                total=total_tokens + tool_tokens,
                 stable_prefix=stable_tokens,
                 history_room=history_room,
+                tools=tool_tokens,
             ),
+            tools=tools_trace,
+            tool_events=events,
             timings_ms={k: round(v, 3) for k, v in timings.items()},
             attempts=attempt,
         )
@@ -968,6 +1321,15 @@ class Engine:
             work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
         )
         return work, change, TurnResult(request, trace, neutral_window, headers)
+
+
+def _as_openai(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic custom tool definition as a Chat Completions function tool."""
+    fn: dict[str, Any] = {"name": tool["name"]}
+    if tool.get("description"):
+        fn["description"] = tool["description"]
+    fn["parameters"] = dict(tool["input_schema"])
+    return {"type": "function", "function": fn}
 
 
 def _facts_items(facts: CaseFacts) -> list[tuple[str, Any]]:

@@ -21,6 +21,8 @@ __all__ = [
     "RouteTrace",
     "SectionTrace",
     "TokensTrace",
+    "ToolEventTrace",
+    "ToolsTrace",
     "Trace",
 ]
 
@@ -74,6 +76,39 @@ class CompactionTrace(_Model):
     remembered_items: int
 
 
+class ToolsTrace(_Model):
+    """The tool definitions of the request: how they were sent (``mode``), the names
+    whose full definitions are in the context (``sent``: always-loaded, then the
+    session's ``loaded``, then this turn's ``found``, then ctxwise's own tools),
+    how many stayed deferred, and their tokens against sending every definition."""
+
+    mode: Literal["client", "server", "plain"]
+    sent: list[str]
+    found: list[str] = Field(default_factory=list)
+    loaded: list[str] = Field(default_factory=list)
+    deferred: int = 0
+    tokens: int
+    all_tokens: int
+
+
+class ToolEventTrace(_Model):
+    """What ctxwise did with one tool call or result since the turn before:
+    ``search`` (a tool_search call: ``found`` the tools it loaded), ``fetch_more`` (a
+    page of a stored result), ``memory`` (a memory tool command), ``trimmed`` (a
+    result cut by its trim settings) or ``stored`` (a result stored and paged, the
+    model given the first page and a cursor). ``tokens_before`` / ``tokens_after``:
+    of the result as the tool gave it and as the model gets it."""
+
+    tool_use_id: str
+    name: str
+    kind: Literal["search", "fetch_more", "memory", "trimmed", "stored"]
+    tokens_before: int = 0
+    tokens_after: int = 0
+    is_error: bool = False
+    found: list[str] = Field(default_factory=list)
+    detail: str = ""
+
+
 class TokensTrace(_Model):
     """Where the window's tokens went. ``total`` is the whole request as the
     counter counts it (what must fit ``available``); ``stable_prefix`` is the
@@ -87,6 +122,8 @@ class TokensTrace(_Model):
     total: int
     stable_prefix: int
     history_room: int
+    tools: int = 0
+    """Tokens of the tool definitions sent (part of ``total``)."""
 
 
 class Trace(_Model):
@@ -107,6 +144,9 @@ class Trace(_Model):
     gates_added: list[str] = Field(default_factory=list)
     """Names of the policy rules compiled from rules stated this turn."""
     tokens: TokensTrace
+    tools: ToolsTrace | None = None
+    tool_events: list[ToolEventTrace] = Field(default_factory=list)
+    """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     attempts: int = 1
     """How many times the turn was applied: more than 1 when another writer

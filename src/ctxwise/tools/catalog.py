@@ -394,6 +394,7 @@ class ToolCatalog:
         self._always: set[tuple[str, str]] = set()
         self._built: _Index | None = None
         self._names: dict[tuple[str, str], str] | None = None
+        self._by_wire: dict[str, tuple[str, str]] | None = None
         self._tokens: dict[tuple[str, str], int] = {}
         self.skipped: list[ToolCatalogError] = []
         """Definitions :meth:`load` left out with ``skip_invalid=True``, and why."""
@@ -429,6 +430,7 @@ class ToolCatalog:
         if batch:
             self._built = None
             self._names = None
+            self._by_wire = None
 
     def add_mcp(
         self,
@@ -450,17 +452,7 @@ class ToolCatalog:
         """Add an Anthropic ``tools`` array (``name``, ``description``, ``input_schema``).
         Server tools (``web_search_…``, ``tool_search_tool_…``: a ``type`` other than
         ``custom``) have no schema to catalogue and are refused."""
-        defs = []
-        for raw in _array(tools, "an Anthropic tools array"):
-            kind = raw.get("type") if isinstance(raw, Mapping) else None
-            if kind not in (None, "custom"):
-                raise ToolCatalogError(
-                    "bad_definition",
-                    tool=str(raw.get("name")),
-                    server=server,
-                    detail=f"{kind!r} is a server tool: send it yourself, it is not catalogued",
-                )
-            defs.append(_make(raw, server, "input_schema"))
+        defs = [_anthropic_row(raw, server) for raw in _array(tools, "an Anthropic tools array")]
         self.add(defs, always_loaded=always_loaded)
         return defs
 
@@ -469,21 +461,7 @@ class ToolCatalog:
     ) -> list[ToolDef]:
         """Add an OpenAI ``tools`` array: Chat Completions (``{"type": "function",
         "function": {...}}``) or Responses (``{"type": "function", "name": ...}``)."""
-        defs = []
-        for raw in _array(tools, "an OpenAI tools array"):
-            if not isinstance(raw, Mapping) or raw.get("type") != "function":
-                raise ToolCatalogError(
-                    "bad_definition",
-                    tool=str(raw.get("name") if isinstance(raw, Mapping) else raw),
-                    server=server,
-                    detail='only {"type": "function"} tools can be catalogued',
-                )
-            fn = raw.get("function", raw)
-            if not isinstance(fn, Mapping):
-                raise ToolCatalogError("bad_definition", server=server, detail="bad function")
-            body = dict(fn)
-            body.setdefault("parameters", {"type": "object", "properties": {}})
-            defs.append(_make(body, server, "parameters"))
+        defs = [_openai_row(raw, server) for raw in _array(tools, "an OpenAI tools array")]
         self.add(defs, always_loaded=always_loaded)
         return defs
 
@@ -512,9 +490,10 @@ class ToolCatalog:
     ) -> ToolCatalog:
         """A catalog from a file: a LiveMCPBench JSONL (one row a line), an MCP
         ``tools/list`` JSON, or an Anthropic or OpenAI tools array (detected from
-        the content). ``server`` names the server of an MCP listing or tools array
-        (default: the listing's own ``server`` / ``server_info.name``, then the
-        file's stem). ``skip_invalid``: leave out definitions that do not validate
+        the content). ``server`` names the server of the definitions: an MCP listing
+        defaults to its own ``server`` / ``server_info.name``, then the file name
+        up to its first dot; a tools array has no server unless given; JSONL rows
+        name their own. ``skip_invalid``: leave out definitions that do not validate
         (listed in :attr:`skipped`) instead of refusing the file. ``always_loaded``:
         names (``name`` or ``server/name``) to mark. ``options`` go to the
         constructor.
@@ -530,7 +509,7 @@ class ToolCatalog:
         text = read_text_file(source, "a tool catalog", FormatError)
         catalog = cls(**options)
         rows, kind, default_server = _parse_catalog(text, source)
-        srv = server if server is not None else (default_server or Path(source).stem)
+        srv = server if server is not None else (default_server or Path(source).name.split(".")[0])
         defs: list[ToolDef] = []
         for raw in rows:
             try:
@@ -541,13 +520,9 @@ class ToolCatalog:
                 elif kind == "mcp":
                     defs.append(_make(raw, srv, "inputSchema"))
                 elif kind == "anthropic":
-                    defs.append(_make(raw, server, "input_schema"))
+                    defs.append(_anthropic_row(raw, server))
                 else:
-                    fn = raw.get("function", raw) if isinstance(raw, Mapping) else raw
-                    body = dict(fn) if isinstance(fn, Mapping) else fn
-                    if isinstance(body, dict):
-                        body.setdefault("parameters", {"type": "object", "properties": {}})
-                    defs.append(_make(body, server, "parameters"))
+                    defs.append(_openai_row(raw, server))
             except ToolCatalogError as e:
                 if not skip_invalid or e.reason == "duplicate":
                     raise
@@ -577,10 +552,11 @@ class ToolCatalog:
         """
         if not isinstance(name, str):
             raise ToolCatalogError("unknown_tool", tool=str(name), detail="a name is a string")
-        wire = self._wire_names()
-        by_wire = [t for t in self._tools if wire[t.key] == name]
-        if by_wire:
-            return by_wire[0]
+        self._wire_names()
+        assert self._by_wire is not None
+        key = self._by_wire.get(name)
+        if key is not None:
+            return self._tools[self._index[key]]
         plain = [t for t in self._tools if t.name == name]
         if len(plain) == 1:
             return plain[0]
@@ -593,6 +569,20 @@ class ToolCatalog:
         if sep and (server, rest) in self._index:
             return self._tools[self._index[(server, rest)]]
         raise ToolCatalogError("unknown_tool", tool=name, detail="not in the catalog")
+
+    def get(self, key: tuple[str, str]) -> ToolDef | None:
+        """The tool whose :attr:`ToolDef.key` is ``key``, or ``None``."""
+        i = self._index.get(tuple(key))  # type: ignore[arg-type]
+        return None if i is None else self._tools[i]
+
+    def _member(self, item: ToolDef | str) -> ToolDef:
+        if isinstance(item, ToolDef):
+            if item.key not in self._index:
+                raise ToolCatalogError(
+                    "unknown_tool", tool=item.name, server=item.server, detail="not in the catalog"
+                )
+            return item
+        return self.find(item)
 
     def __len__(self) -> int:
         return len(self._tools)
@@ -628,6 +618,7 @@ class ToolCatalog:
                 taken.add(wire)
                 names[t.key] = wire
             self._names = names
+            self._by_wire = {wire: key for key, wire in names.items()}
         return self._names
 
     def wire_name(self, tool: ToolDef) -> str:
@@ -720,7 +711,7 @@ class ToolCatalog:
         seen = {t.key for t in always}
         kept: list[ToolDef] = []
         for item in loaded:
-            tool = item if isinstance(item, ToolDef) else self.find(item)
+            tool = self._member(item)
             if tool.key not in seen:
                 seen.add(tool.key)
                 kept.append(tool)
@@ -780,9 +771,7 @@ class ToolCatalog:
         if problem is not None:
             text = f"{self.search_name}: {problem}"
             return SearchOutcome(ToolResultBlock(tool_use_id, text, is_error=True), (), query)
-        have = [*self.always_loaded]
-        for item in loaded:
-            have.append(item if isinstance(item, ToolDef) else self.find(item))
+        have = [*self.always_loaded, *(self._member(item) for item in loaded)]
         hits = self.search(query, k, exclude=have)
         found = tuple(h.tool for h in hits)
         if not found:
@@ -931,6 +920,34 @@ class _Index:
 
 
 # -- reading files -------------------------------------------------------------------
+
+
+def _anthropic_row(raw: Any, server: str | None) -> ToolDef:
+    kind = raw.get("type") if isinstance(raw, Mapping) else None
+    if kind not in (None, "custom"):
+        raise ToolCatalogError(
+            "bad_definition",
+            tool=str(raw.get("name")),
+            server=server,
+            detail=f"{kind!r} is a server tool: send it yourself, it is not catalogued",
+        )
+    return _make(raw, server, "input_schema")
+
+
+def _openai_row(raw: Any, server: str | None) -> ToolDef:
+    if not isinstance(raw, Mapping) or raw.get("type") != "function":
+        raise ToolCatalogError(
+            "bad_definition",
+            tool=str(raw.get("name") if isinstance(raw, Mapping) else raw),
+            server=server,
+            detail='only {"type": "function"} tools can be catalogued',
+        )
+    fn = raw.get("function", raw)
+    if not isinstance(fn, Mapping):
+        raise ToolCatalogError("bad_definition", server=server, detail="bad function")
+    body = dict(fn)
+    body.setdefault("parameters", {"type": "object", "properties": {}})
+    return _make(body, server, "parameters")
 
 
 def _array(tools: Any, what: str) -> list[Any]:

@@ -112,10 +112,10 @@ def plain_bm25(catalog: ToolCatalog) -> ToolCatalog:
 
 
 def _check_ks(ks: Iterable[int]) -> list[int]:
-    out = sorted(set(ks))
-    if not out or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in out):
-        raise UsageError(f"k values are positive integers, got {list(ks)!r}")
-    return out
+    given = list(ks)
+    if not given or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in given):
+        raise UsageError(f"k values are positive integers, got {given!r}")
+    return sorted(set(given))
 
 
 def evaluate_tool_search(
