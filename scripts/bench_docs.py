@@ -300,6 +300,65 @@ def compaction(d: dict[str, Any]) -> str:
     )
 
 
+def tools(d: dict[str, Any]) -> str:
+    tok = [
+        [
+            r["catalog"],
+            r["counter"],
+            r["tools"],
+            f"{r['n_queries']} ({r['queries']})",
+            f"{r['all_tokens']:,}",
+            f"{r['no_query_tokens']:,}",
+            f"{r['deferred_tokens']:,.0f}",
+            f"{r['deferred_tokens_max']:,}",
+            f"{r['reduction']:.1%}",
+        ]
+        for r in d["definition_tokens"]
+    ]
+    sel = d["selection"]
+    rows = [
+        [
+            r["method"],
+            r["split"],
+            r["n"],
+            f3(r["recall_at"]["5"]),
+            f3(r["recall_at"]["10"]),
+            f3(r["any_at"]["5"]),
+            f3(r["any_at"]["10"]),
+            f"{r['p50_ms']:.3f}",
+        ]
+        for r in sel["rows"]
+    ]
+    skipped = "".join(f"\n\n{m}: skipped ({why})" for m, why in sel.get("skipped", {}).items())
+    return (
+        f"`benchmarks/bench_tools.py`. Definition tokens per turn: every definition sent "
+        f"(`all`) vs `ToolCatalog.for_turn` with k = {d['k']} (`tool_search` plus the "
+        "best matches; the rest deferred). `no query`: `tool_search` alone.\n\n"
+        + table(
+            [
+                "catalog",
+                "counter",
+                "tools",
+                "queries",
+                "all",
+                "no query",
+                "deferred mean",
+                "deferred max",
+                "reduction",
+            ],
+            tok,
+        )
+        + f"\n\nTool search on LiveMCPBench ({sel['tools']} tools, {sel['queries']} "
+        "queries; `fit` = even query index, `test` = odd; nothing tuned). Plain BM25: the "
+        "same texts and analyzer, no vectors, no server affinity.\n\n"
+        + table(
+            ["method", "split", "n", "recall@5", "recall@10", "any@5", "any@10", "p50 ms"],
+            rows,
+        )
+        + skipped
+    )
+
+
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
@@ -312,7 +371,11 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Router load and CLI latency", "bench_route_cli", route_cli),
     ("Memory recall latency", "bench_memory", memory),
     ("Recall presets on LoCoMo", "bench_presets", presets),
+    ("Tool catalog", "tools", tools),
 ]
+
+SCRIPTS = {"tools": "bench_tools"}
+"""Results files not named after their script."""
 
 
 def main() -> int:
@@ -328,7 +391,8 @@ def main() -> int:
         path = RESULTS / f"{name}.json"
         parts += ["", f"## {title}", ""]
         if not path.is_file():
-            parts.append(f"Not run yet (`benchmarks/{name.split('_holdout')[0]}.py`).")
+            script = SCRIPTS.get(name, name.split("_holdout")[0])
+            parts.append(f"Not run yet (`benchmarks/{script}.py`).")
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         parts.append(render(data))
