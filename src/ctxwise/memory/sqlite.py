@@ -81,6 +81,7 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from ctxwise._sqlite import use_wal
 from ctxwise.errors import UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
@@ -491,7 +492,7 @@ class SQLiteStore(Store):
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, check_same_thread=False, isolation_level=None
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._conn, timeout)
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ctxwise._sqlite import use_wal
 from ctxwise.errors import SessionConflictError, SessionStoreError
 from ctxwise.sessions.store import (
     HistoryRow,
@@ -53,7 +54,7 @@ class SQLiteSessionStore(SessionStore):
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, check_same_thread=False, isolation_level=None
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(self._conn, timeout)
             # as the memory store: in WAL mode a commit survives a crash of the process;
             # only a power loss can take back the last commits (no fsync per commit)
             self._conn.execute("PRAGMA synchronous=NORMAL")
