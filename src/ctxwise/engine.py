@@ -54,7 +54,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ctxwise._session_state import STATE_FORMAT, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
@@ -101,7 +101,13 @@ from ctxwise.sources import Source, StaticSource
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 from ctxwise.tokens import TokenCounter, get_counter
 from ctxwise.tools.catalog import ToolCatalog, ToolDef
-from ctxwise.tools.cursors import FETCH_MORE, ResultStore, fetch_more_result, fetch_more_tool
+from ctxwise.tools.cursors import (
+    FETCH_MORE,
+    ResultStore,
+    fetch_more_result,
+    fetch_more_tool,
+    page_text,
+)
 from ctxwise.tools.trim import trim
 from ctxwise.trace import (
     ClearTrace,
@@ -480,15 +486,24 @@ class Engine:
         """Append messages (a tool call's result, say) without building a request:
         facts, rules and gates are updated as in :meth:`turn`. Returns the version."""
         messages = self._checked_input(new_messages)
+        return self._commit_untraced(
+            check_session_id(session_id), lambda work: self._append(work, messages)
+        )
+
+    def _commit_untraced(
+        self, session_id: str, change: Callable[[_Session], list[dict[str, Any]]]
+    ) -> int:
+        """Apply ``change`` to a copy of the session (it returns the log rows of the
+        messages it appended) and commit it without a turn; on a conflict, apply it
+        again on the newer state. Returns the new version."""
         for attempt in range(self.max_attempts):
-            base = self._load(check_session_id(session_id))
+            base = self._load(session_id)
             work = base.copy()
-            log = self._append(work, messages)
-            change = SessionCommit(
-                work.state(), len(base.history), self._rows(work, len(base.history)), log
-            )
+            log = change(work)
+            keep = len(base.history)
+            commit = SessionCommit(work.state(), keep, self._rows(work, keep), log)
             try:
-                work.version = self.sessions.commit(session_id, base.version, change)
+                work.version = self.sessions.commit(session_id, base.version, commit)
             except SessionConflictError:
                 self._cache.pop(session_id, None)
                 if attempt + 1 == self.max_attempts:
@@ -560,7 +575,7 @@ class Engine:
             )
         else:
             return None
-        self._note(session_id, event, load)
+        self._note(session_id, [event], load)
         return block
 
     def tool_result(
@@ -591,6 +606,21 @@ class Engine:
             return ToolResultBlock(call.id, text, is_error=True)
         before = self.counter.count(text)
         events: list[ToolEventTrace] = []
+
+        def note(
+            kind: Literal["trimmed", "stored"], tokens_before: int, tokens_after: int, detail: str
+        ) -> None:
+            events.append(
+                ToolEventTrace(
+                    tool_use_id=call.id,
+                    name=call.name,
+                    kind=kind,
+                    tokens_before=tokens_before,
+                    tokens_after=tokens_after,
+                    detail=detail,
+                )
+            )
+
         spec = self.config.tool_results.trim.get(call.name)
         if spec is not None:
             cut = trim(
@@ -602,16 +632,12 @@ class Engine:
             )
             if cut.changed:
                 text = cut.text
-                events.append(
-                    ToolEventTrace(
-                        tool_use_id=call.id,
-                        name=call.name,
-                        kind="trimmed",
-                        tokens_before=before,
-                        tokens_after=cut.tokens_after,
-                        detail=f"{len(cut.dropped_paths)} fields, {cut.dropped_items} items, "
-                        f"{cut.dropped_keys} keys, {cut.dropped_chars} characters cut",
-                    )
+                note(
+                    "trimmed",
+                    before,
+                    cut.tokens_after,
+                    f"{len(cut.dropped_paths)} fields, {cut.dropped_items} items, "
+                    f"{cut.dropped_keys} keys, {cut.dropped_chars} characters cut",
                 )
         limit = self.config.tool_results.store_over
         if limit and self.results is not None and self.counter.count(text) > limit:
@@ -622,34 +648,18 @@ class Engine:
                 data = text.splitlines()
             if isinstance(data, list):
                 result_id, page = self.results.put(data, session_id=session_id)
-                from ctxwise.tools.cursors import page_text
-
                 text = page_text(page)
-                events.append(
-                    ToolEventTrace(
-                        tool_use_id=call.id,
-                        name=call.name,
-                        kind="stored",
-                        tokens_before=was,
-                        tokens_after=self.counter.count(text),
-                        detail=f"{result_id}: {len(page.items)} of {page.total} items shown",
-                    )
+                note(
+                    "stored",
+                    was,
+                    self.counter.count(text),
+                    f"{result_id}: {len(page.items)} of {page.total} items shown",
                 )
             else:
                 cut = trim(text, max_tokens=limit, counter=self.counter)
                 text = cut.text
-                events.append(
-                    ToolEventTrace(
-                        tool_use_id=call.id,
-                        name=call.name,
-                        kind="trimmed",
-                        tokens_before=was,
-                        tokens_after=cut.tokens_after,
-                        detail=f"cut to {limit} tokens (not a list: nothing to page)",
-                    )
-                )
-        for event in events:
-            self._note(session_id, event, [])
+                note("trimmed", was, cut.tokens_after, f"cut to {limit} tokens (nothing to page)")
+        self._note(session_id, events)
         return ToolResultBlock(call.id, text, is_error=False)
 
     def _memory_tool(self, session_id: str) -> MemoryTool | None:
@@ -681,26 +691,21 @@ class Engine:
             session.loaded_tools.append(tool.key)
 
     def _note(
-        self, session_id: str, event: ToolEventTrace, load: Sequence[tuple[str, str]]
+        self,
+        session_id: str,
+        events: Sequence[ToolEventTrace],
+        load: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Record a tool event (and tools to load) in the session, for the next trace."""
-        for attempt in range(self.max_attempts):
-            base = self._load(session_id)
-            work = base.copy()
-            work.tool_events.append(event.model_dump(mode="json"))
-            for key in load:
-                if key not in work.loaded_tools:
-                    work.loaded_tools.append(key)
-            change = SessionCommit(work.state(), len(base.history), [], [])
-            try:
-                work.version = self.sessions.commit(session_id, base.version, change)
-            except SessionConflictError:
-                self._cache.pop(session_id, None)
-                if attempt + 1 == self.max_attempts:
-                    raise
-                continue
-            self._cache[session_id] = work
+        """Record tool events (and tools to load) in the session, for the next trace."""
+        if not events and not load:
             return
+
+        def change(work: _Session) -> list[dict[str, Any]]:
+            work.tool_events.extend(e.model_dump(mode="json") for e in events)
+            work.loaded_tools.extend(k for k in dict.fromkeys(load) if k not in work.loaded_tools)
+            return []
+
+        self._commit_untraced(session_id, change)
 
     def _tools(
         self, session: _Session, query: str | None
