@@ -70,9 +70,9 @@ from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
+from ctxwise._bm25 import BM25Index
 from ctxwise.embeddings import Embedder
 from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError, UsageError
-from ctxwise.memory.store import bm25_idf, bm25_term
 from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 from ctxwise.tokens import CharCounter, TokenCounter
@@ -876,10 +876,7 @@ class ToolCatalog:
 
 @dataclass(slots=True)
 class _Index:
-    postings: dict[str, list[tuple[int, int]]]
-    idf: dict[str, float]
-    lengths: np.ndarray
-    avgdl: float
+    lexical_index: BM25Index
     server_of: np.ndarray
     n_servers: int
     vectors: np.ndarray | None
@@ -889,18 +886,6 @@ class _Index:
         cls, tools: Sequence[ToolDef], analyzer: Analyzer, embedder: Embedder | None
     ) -> _Index:
         texts = [search_text(t) for t in tools]
-        postings: dict[str, list[tuple[int, int]]] = {}
-        lengths = np.zeros(len(tools))
-        for i, text in enumerate(texts):
-            terms = analyzer.words(text)
-            lengths[i] = len(terms)
-            counts: dict[str, int] = {}
-            for term in terms:
-                counts[term] = counts.get(term, 0) + 1
-            for term, c in counts.items():
-                postings.setdefault(term, []).append((i, c))
-        n = max(len(tools), 1)
-        idf = {t: bm25_idf(n, len(p)) for t, p in postings.items()}
         servers: dict[str, int] = {}
         server_of = np.array(
             [servers.setdefault(t.server or "", len(servers)) for t in tools], dtype=np.int64
@@ -908,15 +893,10 @@ class _Index:
         vectors = None
         if embedder is not None and tools:
             vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-        avgdl = float(lengths.mean()) if len(tools) and lengths.mean() > 0 else 1.0
-        return cls(postings, idf, lengths, avgdl, server_of, len(servers), vectors)
+        return cls(BM25Index(texts, analyzer), server_of, len(servers), vectors)
 
     def lexical(self, terms: Sequence[str]) -> np.ndarray:
-        out = np.zeros(len(self.lengths))
-        for term in terms:
-            for i, tf in self.postings.get(term, ()):
-                out[i] += bm25_term(self.idf[term], tf, float(self.lengths[i]), self.avgdl)
-        return out
+        return self.lexical_index.scores(terms)
 
 
 # -- reading files -------------------------------------------------------------------
