@@ -1,0 +1,34 @@
+"""Handoffs: what crosses to a subagent, and what comes back.
+
+- :mod:`ctxwise.handoff.chunks`: a transcript cut into verbatim chunks (a user
+  message, an assistant reply, a tool call with its result);
+- :mod:`ctxwise.handoff.select`: :func:`select_context` packs the chunks a task
+  needs, verbatim and in order, under a token budget, with a report of what was
+  left out;
+- :mod:`ctxwise.handoff.evaluation`: evidence recall of a selection on
+  conversations with evidence-labelled questions, beside recency, BM25 and the
+  whole transcript.
+"""
+
+from ctxwise.handoff.chunks import Chunk, chunk_transcript
+from ctxwise.handoff.select import (
+    DEFAULT_BUDGET,
+    ChunkScorer,
+    Handoff,
+    HybridScorer,
+    Selected,
+    identifiers,
+    select_context,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "Chunk",
+    "ChunkScorer",
+    "Handoff",
+    "HybridScorer",
+    "Selected",
+    "chunk_transcript",
+    "identifiers",
+    "select_context",
+]

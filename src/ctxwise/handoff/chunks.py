@@ -1,0 +1,218 @@
+"""A transcript cut into chunks a subagent can be handed verbatim.
+
+:func:`chunk_transcript` makes one chunk of each of:
+
+- a user message's own text (its tool results belong to their calls);
+- an assistant reply's text (thinking is left out: it is the model's scratch work,
+  not something it told anyone);
+- a tool call together with its result: ``name {input as JSON}`` then ``→`` and
+  the result's text, so a chunk never holds a call without what came back;
+- a compact summary a source recorded (Claude Code's ``isCompactSummary``).
+
+System messages are not chunks: the subagent has its own. A chunk longer than
+``max_chunk_tokens`` is split on paragraph boundaries (then lines, then within a
+line), and every part names the chunk it came from (:attr:`Chunk.origin`,
+:attr:`Chunk.part`). Every chunk keeps the positions of the messages it came from
+and the first one's timestamp. The text of a chunk is the transcript's own text,
+never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeAlias
+
+from ctxwise.errors import UsageError
+from ctxwise.messages import Message, TextBlock, Transcript, block_text
+from ctxwise.tokens import TokenCounter
+
+__all__ = ["DEFAULT_MAX_CHUNK_TOKENS", "Chunk", "ChunkKind", "chunk_transcript"]
+
+DEFAULT_MAX_CHUNK_TOKENS = 2_000
+"""Chunks longer than this are split into parts."""
+
+ChunkKind: TypeAlias = Literal["user", "assistant", "tool", "summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One piece of a transcript. ``id`` is ``c{n}`` (``c{n}.{i}`` for part ``i``
+    of a split chunk, whose ``origin`` is ``c{n}``); ``positions`` are the indexes
+    of the transcript messages it came from; ``tool`` names the tool of a tool
+    chunk."""
+
+    id: str
+    kind: ChunkKind
+    text: str
+    positions: tuple[int, ...]
+    tokens: int
+    timestamp: str | None = None
+    tool: str | None = None
+    origin: str | None = None
+    part: tuple[int, int] | None = None
+    message_ids: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def position(self) -> int:
+        """Where the chunk starts in the transcript."""
+        return self.positions[0]
+
+    def header(self) -> str:
+        """The line a handoff writes above the chunk: id, kind, where, when."""
+        what = self.kind if self.tool is None else f"tool {self.tool}"
+        where = f"message {self.position + 1}"
+        part = "" if self.part is None else f", part {self.part[0]} of {self.part[1]}"
+        when = "" if self.timestamp is None else f" · {self.timestamp}"
+        return f"[{self.id} · {what} · {where}{part}{when}]"
+
+
+def _own_text(message: Message) -> str:
+    return "\n".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+
+
+def _call_text(name: str, tool_input: object) -> str:
+    try:
+        shown = json.dumps(tool_input, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        shown = str(tool_input)
+    return f"{name} {shown}"
+
+
+def chunk_transcript(
+    transcript: Transcript | Sequence[Message],
+    counter: TokenCounter,
+    *,
+    max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS,
+) -> list[Chunk]:
+    """The chunks of ``transcript`` in the order they start (module docstring)."""
+    if isinstance(max_chunk_tokens, bool) or not isinstance(max_chunk_tokens, int):
+        raise UsageError(f"max_chunk_tokens must be an integer, got {max_chunk_tokens!r}")
+    if max_chunk_tokens < 16:
+        raise UsageError(f"max_chunk_tokens must be at least 16, got {max_chunk_tokens}")
+    messages = transcript.messages if isinstance(transcript, Transcript) else tuple(transcript)
+    drafts: list[_Draft] = []
+    calls: dict[str, _Draft] = {}
+
+    def add(kind: ChunkKind, text: str, pos: int, m: Message, tool: str | None = None) -> _Draft:
+        draft = _Draft(kind, [text], [pos], m.timestamp, tool, [] if m.id is None else [m.id])
+        drafts.append(draft)
+        return draft
+
+    for pos, m in enumerate(messages):
+        if m.role == "system":
+            continue
+        if m.kind == "compact_summary":
+            if m.text.strip():
+                add("summary", m.text.strip(), pos, m)
+            continue
+        if m.role == "assistant":
+            if _own_text(m):
+                add("assistant", _own_text(m), pos, m)
+            for use in m.tool_uses:
+                calls[use.id] = add("tool", _call_text(use.name, use.input), pos, m, use.name)
+            continue
+        for result in m.tool_results:
+            text = block_text(result).strip()
+            shown = f"→ error: {text}" if result.is_error else f"→ {text or '(no output)'}"
+            call = calls.get(result.tool_use_id)
+            if call is None:  # a result whose call is not in the transcript
+                add("tool", shown, pos, m)
+                continue
+            call.texts.append(shown)
+            if pos not in call.positions:
+                call.positions.append(pos)
+            if m.id is not None:
+                call.message_ids.append(m.id)
+        if _own_text(m):
+            add("user", _own_text(m), pos, m)
+    # sort() is stable: chunks starting at one message keep the order they were made
+    drafts.sort(key=lambda d: d.positions[0])
+    out: list[Chunk] = []
+    for n, d in enumerate(drafts, 1):
+        text = "\n".join(d.texts)
+        chunk = Chunk(
+            f"c{n}",
+            d.kind,
+            text,
+            tuple(d.positions),
+            counter.count(text),
+            d.timestamp,
+            d.tool,
+            message_ids=tuple(d.message_ids),
+        )
+        if chunk.tokens <= max_chunk_tokens:
+            out.append(chunk)
+            continue
+        parts = _split(text, max_chunk_tokens, counter)
+        for i, part in enumerate(parts, 1):
+            out.append(
+                replace(
+                    chunk,
+                    id=f"{chunk.id}.{i}",
+                    text=part,
+                    tokens=counter.count(part),
+                    origin=chunk.id,
+                    part=(i, len(parts)),
+                )
+            )
+    return out
+
+
+@dataclass(slots=True)
+class _Draft:
+    kind: ChunkKind
+    texts: list[str]
+    positions: list[int]
+    timestamp: str | None
+    tool: str | None
+    message_ids: list[str]
+
+
+def _split(text: str, limit: int, counter: TokenCounter) -> list[str]:
+    """``text`` in pieces of at most ``limit`` tokens, cut between paragraphs where
+    it can, then between lines, then inside a line."""
+    for sep in ("\n\n", "\n"):
+        pieces = text.split(sep)
+        if len(pieces) > 1:
+            out: list[str] = []
+            current = ""
+            for piece in pieces:
+                joined = piece if not current else current + sep + piece
+                if counter.count(joined) <= limit:
+                    current = joined
+                    continue
+                if current:
+                    out.append(current)
+                if counter.count(piece) <= limit:
+                    current = piece
+                else:
+                    out.extend(_split(piece, limit, counter))
+                    current = ""
+            if current:
+                out.append(current)
+            return [p for p in out if p.strip()]
+    return _cut(text, limit, counter)
+
+
+def _cut(text: str, limit: int, counter: TokenCounter) -> list[str]:
+    """A line too long for one part: the longest prefixes that fit, in turn."""
+    out = []
+    rest = text
+    while rest:
+        if counter.count(rest) <= limit:
+            out.append(rest)
+            break
+        lo, hi = 1, len(rest)
+        while lo < hi:  # the longest prefix within the limit
+            mid = (lo + hi + 1) // 2
+            if counter.count(rest[:mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        cut = rest.rfind(" ", 0, lo)
+        cut = lo if cut <= 0 else cut
+        out.append(rest[:cut])
+        rest = rest[cut:]
+    return out

@@ -1,0 +1,277 @@
+"""Hand a subagent the transcript chunks its task needs, verbatim, under a budget.
+
+:func:`select_context` never writes a brief. It returns the task and chosen chunks
+of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
+
+1. **pinned**: a chunk that *defines* something the task names is always taken:
+   for every identifier in the task (a word holding a digit, ``_``, ``/``, ``.``,
+   ``-``, ``:`` or ``#`` between letters or digits, such as ``C-118``,
+   ``src/app.py``, ``4417``; or a name in backticks), the first chunk that holds
+   it;
+2. **scored**: the rest are ranked by the scorer (:class:`HybridScorer` by
+   default: the long-term memory's hybrid recall, BM25 plus hashing vectors, over
+   the chunks), best first;
+3. **packed** whole, best first, while they fit the budget (a chunk that does not
+   fit is passed over for a smaller one after it), then **emitted in their
+   original order**, each under a header with its id, kind, position and time.
+
+When nothing in the transcript matches the task, the report says so and the most
+recent chunks are taken instead (never nothing). :class:`Handoff` says what was
+taken and why, and what was left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ctxwise.embeddings import Embedder, HashingEmbedder
+from ctxwise.errors import BudgetError, UsageError
+from ctxwise.handoff.chunks import DEFAULT_MAX_CHUNK_TOKENS, Chunk, chunk_transcript
+from ctxwise.memory.longterm import LongTermMemory
+from ctxwise.memory.store import InMemoryStore, NewItem
+from ctxwise.messages import Message, Transcript
+from ctxwise.tokens import CharCounter, TokenCounter
+
+__all__ = [
+    "DEFAULT_BUDGET",
+    "ChunkScorer",
+    "Handoff",
+    "HybridScorer",
+    "Selected",
+    "identifiers",
+    "select_context",
+]
+
+DEFAULT_BUDGET = 20_000
+"""Tokens of transcript a handoff carries when the caller does not say."""
+
+_IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:#-]*[A-Za-z0-9]")
+_MARKS = re.compile(r"[0-9_./:#-]")
+_TICKS = re.compile(r"`([^`\n]{2,120})`")
+
+
+@runtime_checkable
+class ChunkScorer(Protocol):
+    """Scores how much a subagent given ``task`` would need each chunk (higher: more;
+    0: not at all), one score per chunk, in the chunks' order."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]: ...
+
+
+class HybridScorer:
+    """The long-term memory's hybrid recall (:class:`~ctxwise.memory.LongTermMemory`,
+    ``preset``: ``"neutral"``) over the chunks, in a throwaway in-memory store: a
+    chunk's score is its fused recall score, 0 when recall does not find it (and
+    every score is 0 when no word of the task is in any chunk)."""
+
+    def __init__(self, embedder: Embedder | None = None, *, preset: str = "neutral") -> None:
+        self.embedder = embedder if embedder is not None else HashingEmbedder()
+        self.preset = preset
+        self._last: tuple[str, LongTermMemory] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"hybrid:{self.embedder.name}:{self.preset}"
+
+    def _memory(self, chunks: Sequence[Chunk]) -> LongTermMemory:
+        """The chunks remembered; the last transcript's index is kept, so scoring
+        many tasks against one transcript indexes it once."""
+        digest = hashlib.sha256()
+        for c in chunks:
+            digest.update(f"{c.id}\x00{c.text}\x01".encode())
+        key = digest.hexdigest()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        memory = LongTermMemory(InMemoryStore(), ("handoff",), self.embedder, preset=self.preset)
+        memory.remember_many(NewItem(c.text, {"position": c.position}, id=c.id) for c in chunks)
+        self._last = (key, memory)
+        return memory
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
+        if not chunks:
+            return []
+        memory = self._memory(chunks)
+        hits = memory.recall(task, k=len(chunks), pool=len(chunks))
+        if not any(h.lexical_rank is not None for h in hits):
+            # no word of the task is in the transcript: hashing vectors hold nothing more
+            return [0.0] * len(chunks)
+        found = {h.item.id: h.score for h in hits}
+        return [max(0.0, float(found.get(c.id, 0.0))) for c in chunks]
+
+
+@dataclass(frozen=True, slots=True)
+class Selected:
+    """A chunk in the handoff and why: ``pinned`` (it defines ``defines``, a name the
+    task uses), ``scored`` or ``recent`` (nothing matched, so the latest went in)."""
+
+    chunk: Chunk
+    reason: Literal["pinned", "scored", "recent"]
+    score: float
+    defines: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """The task, the chunks chosen (in transcript order), and the report.
+
+    ``tokens`` counts the chosen chunks with their headers (what the budget holds);
+    ``transcript_tokens`` the whole transcript's chunks the same way. ``left_out``
+    are the chunks not taken, best first; ``unmatched`` the task's identifiers no
+    chunk holds; ``matched`` is false when the scorer found nothing for the task.
+    """
+
+    task: str
+    selected: tuple[Selected, ...]
+    left_out: tuple[tuple[Chunk, float], ...]
+    budget: int
+    tokens: int
+    transcript_tokens: int
+    scorer: str
+    matched: bool
+    identifiers: tuple[str, ...]
+    unmatched: tuple[str, ...]
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        return tuple(s.chunk for s in self.selected)
+
+    @property
+    def share(self) -> float:
+        """The handoff's share of the transcript's tokens."""
+        return self.tokens / self.transcript_tokens if self.transcript_tokens else 0.0
+
+    def render(self) -> str:
+        """The subagent's prompt: the task, then the chunks verbatim, in order."""
+        body = "\n\n".join(f"{s.chunk.header()}\n{s.chunk.text}" for s in self.selected)
+        note = (
+            f"{len(self.selected)} of {len(self.selected) + len(self.left_out)} parts of the "
+            "conversation so far, verbatim and in their original order"
+        )
+        return f'{self.task}\n\n<context note="{note}">\n{body}\n</context>'
+
+    def report(self) -> dict[str, Any]:
+        """What was taken, why, and what was left out (JSON-ready)."""
+        return {
+            "task": self.task,
+            "scorer": self.scorer,
+            "budget": self.budget,
+            "tokens": self.tokens,
+            "transcript_tokens": self.transcript_tokens,
+            "share": round(self.share, 4),
+            "matched": self.matched,
+            "identifiers": list(self.identifiers),
+            "unmatched": list(self.unmatched),
+            "selected": [
+                {
+                    "id": s.chunk.id,
+                    "kind": s.chunk.kind,
+                    "position": s.chunk.position,
+                    "tokens": s.chunk.tokens,
+                    "reason": s.reason,
+                    "score": round(s.score, 6),
+                    **({"defines": s.defines} if s.defines else {}),
+                }
+                for s in self.selected
+            ],
+            "left_out": {
+                "chunks": len(self.left_out),
+                "tokens": sum(c.tokens for c, _ in self.left_out),
+                "best": [
+                    {"id": c.id, "score": round(score, 6), "tokens": c.tokens}
+                    for c, score in self.left_out[:10]
+                ],
+            },
+        }
+
+
+def identifiers(task: str) -> list[str]:
+    """The names in ``task`` a handoff must carry the definition of (module
+    docstring), in the order they appear, each once."""
+    found = [m.group(1).strip() for m in _TICKS.finditer(task)]
+    for m in _IDENT.finditer(task):
+        word = m.group(0)
+        if _MARKS.search(word) and (len(word) >= 3 or word.isdigit()):
+            found.append(word)
+    return list(dict.fromkeys(w for w in found if w))
+
+
+def select_context(
+    transcript: Transcript | Sequence[Message],
+    task: str,
+    budget: int = DEFAULT_BUDGET,
+    *,
+    scorer: ChunkScorer | None = None,
+    counter: TokenCounter | None = None,
+    max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS,
+) -> Handoff:
+    """The chunks of ``transcript`` a subagent given ``task`` needs, verbatim, in at
+    most ``budget`` tokens (see the module docstring).
+
+    Raises:
+        UsageError: ``task`` is empty, or ``scorer`` returns the wrong number of scores.
+        BudgetError: ``budget`` is not a positive integer.
+    """
+    if not isinstance(task, str) or not task.strip():
+        raise UsageError("the task is empty: say what the subagent must do")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise BudgetError(budget if isinstance(budget, int) else 0, "a handoff budget is >= 1")
+    tc = counter if counter is not None else CharCounter()
+    chosen_scorer = scorer if scorer is not None else HybridScorer()
+    chunks = chunk_transcript(transcript, tc, max_chunk_tokens=max_chunk_tokens)
+    cost = [tc.count(f"{c.header()}\n{c.text}") + 2 for c in chunks]
+    scores = chosen_scorer.score(task, chunks) if chunks else []
+    if len(scores) != len(chunks):
+        raise UsageError(
+            f"the scorer {chosen_scorer.name!r} gave {len(scores)} scores for {len(chunks)} chunks"
+        )
+    names = identifiers(task)
+    pinned: dict[int, str] = {}
+    unmatched = []
+    for name in names:
+        at = next((i for i, c in enumerate(chunks) if name in c.text), None)
+        if at is None:
+            unmatched.append(name)
+        elif at not in pinned:
+            pinned[at] = name
+    matched = any(s > 0 for s in scores)
+    if matched:
+        order = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
+        order = [i for i in order if scores[i] > 0]
+        rest = [i for i in range(len(chunks) - 1, -1, -1) if scores[i] <= 0]
+    else:
+        order, rest = [], list(range(len(chunks) - 1, -1, -1))
+    taken: dict[int, Selected] = {}
+    used = 0
+    for i in sorted(pinned):
+        if used + cost[i] <= budget:
+            taken[i] = Selected(chunks[i], "pinned", scores[i], pinned[i])
+            used += cost[i]
+    for i in order:
+        if i not in taken and used + cost[i] <= budget:
+            taken[i] = Selected(chunks[i], "scored", scores[i])
+            used += cost[i]
+    if not matched:
+        for i in rest:
+            if i not in taken and used + cost[i] <= budget:
+                taken[i] = Selected(chunks[i], "recent", 0.0)
+                used += cost[i]
+    left = sorted((i for i in range(len(chunks)) if i not in taken), key=lambda i: (-scores[i], i))
+    return Handoff(
+        task,
+        tuple(taken[i] for i in sorted(taken)),
+        tuple((chunks[i], scores[i]) for i in left),
+        budget,
+        used,
+        sum(cost),
+        chosen_scorer.name,
+        matched,
+        tuple(names),
+        tuple(unmatched),
+    )
