@@ -167,6 +167,8 @@ if _typing.TYPE_CHECKING:
 # routing) or an extra (psycopg for PostgresStore) load on first use, so `import ctxwise`
 # and the CLI start fast, and a missing extra fails only when its name is used.
 _LAZY = {
+    "Handoff": "ctxwise.handoff",
+    "select_context": "ctxwise.handoff",
     "ToolCatalog": "ctxwise.tools.catalog",
     "ToolDef": "ctxwise.tools.catalog",
     "AnthropicCounter": "ctxwise.providers",
@@ -292,6 +294,7 @@ __all__ = [
     "Forbid",
     "FormatError",
     "GateDecision",
+    "Handoff",
     "HashingEmbedder",
     "InMemorySessionStore",
     "InMemoryStore",
@@ -388,6 +391,7 @@ __all__ = [
     "read_transcripts",
     "repair_pairing",
     "safe_cut_points",
+    "select_context",
     "simulate_compaction",
     "truncate_to_tokens",
     "write_back",

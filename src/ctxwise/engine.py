@@ -72,6 +72,8 @@ from ctxwise.errors import (
 )
 from ctxwise.formats import anthropic, neutral, openai
 from ctxwise.formats.request import Window, render_anthropic, render_openai
+from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
+from ctxwise.handoff.select import ChunkScorer, Handoff, select_context
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store
@@ -468,6 +470,22 @@ class Engine:
         check_session_id(session_id)
         self.sessions.require(session_id)
         return [Trace.model_validate(t) for t in self.sessions.traces(session_id)]
+
+    def handoff(
+        self,
+        session_id: str,
+        task: str,
+        budget: int = DEFAULT_HANDOFF_BUDGET,
+        *,
+        scorer: ChunkScorer | None = None,
+    ) -> Handoff:
+        """The transcript chunks a subagent given ``task`` needs, verbatim, under
+        ``budget`` tokens (:func:`ctxwise.handoff.select_context`), chosen from the
+        session's whole log: what compaction summarized is still there word for word."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        log = neutral.decode_messages(self.sessions.log(session_id))
+        return select_context(log, task, budget, scorer=scorer, counter=self.counter)
 
     # ---------------------------------------------------------------- tools
 

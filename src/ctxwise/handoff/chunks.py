@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias
 
 from ctxwise.errors import UsageError
-from ctxwise.messages import Message, TextBlock, Transcript, block_text
+from ctxwise.messages import Message, TextBlock, ToolUseBlock, Transcript, block_text
 from ctxwise.tokens import TokenCounter
 
 __all__ = ["DEFAULT_MAX_CHUNK_TOKENS", "Chunk", "ChunkKind", "chunk_transcript"]
@@ -40,8 +40,8 @@ ChunkKind: TypeAlias = Literal["user", "assistant", "tool", "summary"]
 class Chunk:
     """One piece of a transcript. ``id`` is ``c{n}`` (``c{n}.{i}`` for part ``i``
     of a split chunk, whose ``origin`` is ``c{n}``); ``positions`` are the indexes
-    of the transcript messages it came from; ``tool`` names the tool of a tool
-    chunk."""
+    of the transcript messages it came from; ``tool`` and ``tool_use_id`` name the
+    tool and the call of a tool chunk; ``message_ids`` are the source messages' ids."""
 
     id: str
     kind: ChunkKind
@@ -53,6 +53,7 @@ class Chunk:
     origin: str | None = None
     part: tuple[int, int] | None = None
     message_ids: tuple[str, ...] = field(default=(), compare=False)
+    tool_use_id: str | None = None
 
     @property
     def position(self) -> int:
@@ -95,8 +96,18 @@ def chunk_transcript(
     drafts: list[_Draft] = []
     calls: dict[str, _Draft] = {}
 
-    def add(kind: ChunkKind, text: str, pos: int, m: Message, tool: str | None = None) -> _Draft:
-        draft = _Draft(kind, [text], [pos], m.timestamp, tool, [] if m.id is None else [m.id])
+    def add(
+        kind: ChunkKind, text: str, pos: int, m: Message, use: ToolUseBlock | None = None
+    ) -> _Draft:
+        draft = _Draft(
+            kind,
+            [text],
+            [pos],
+            m.timestamp,
+            None if use is None else use.name,
+            None if use is None else use.id,
+            [] if m.id is None else [m.id],
+        )
         drafts.append(draft)
         return draft
 
@@ -111,7 +122,7 @@ def chunk_transcript(
             if _own_text(m):
                 add("assistant", _own_text(m), pos, m)
             for use in m.tool_uses:
-                calls[use.id] = add("tool", _call_text(use.name, use.input), pos, m, use.name)
+                calls[use.id] = add("tool", _call_text(use.name, use.input), pos, m, use)
             continue
         for result in m.tool_results:
             text = block_text(result).strip()
@@ -141,6 +152,7 @@ def chunk_transcript(
             d.timestamp,
             d.tool,
             message_ids=tuple(d.message_ids),
+            tool_use_id=d.tool_use_id,
         )
         if chunk.tokens <= max_chunk_tokens:
             out.append(chunk)
@@ -167,6 +179,7 @@ class _Draft:
     positions: list[int]
     timestamp: str | None
     tool: str | None
+    tool_use_id: str | None
     message_ids: list[str]
 
 

@@ -1,0 +1,222 @@
+"""select_context and its chunks: verbatim, in order, under budget, pins kept, tool
+pairs whole — on small cases, on every shared Claude Code transcript, and as
+properties over generated transcripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxwise import Engine, EngineConfig, Message
+from ctxwise.errors import BudgetError, UsageError
+from ctxwise.formats import read_transcript
+from ctxwise.handoff import (
+    Chunk,
+    HybridScorer,
+    chunk_transcript,
+    identifiers,
+    select_context,
+)
+from ctxwise.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.tokens import CharCounter
+from tests.conftest import claude_code_files
+
+C = CharCounter()
+
+
+def _session() -> list[Message]:
+    return [
+        Message.text_message("system", "You are a coding agent."),
+        Message.text_message("user", "The deploy of service billing-api fails since Monday."),
+        Message(
+            "assistant",
+            (
+                ThinkingBlock("let me look"),
+                TextBlock("I will read the config."),
+                ToolUseBlock("t1", "Read", {"path": "deploy/billing-api.yaml"}),
+            ),
+        ),
+        Message("user", (ToolResultBlock("t1", "replicas: 3\nimage: billing:2.4.1\nport: 8080"),)),
+        Message("assistant", (TextBlock("The image tag is 2.4.1, which was yanked."),)),
+        Message.text_message("user", "Also, our on-call rota lives in ops/rota.md."),
+        Message("assistant", (ToolUseBlock("t2", "Bash", {"cmd": "kubectl get pods"}),)),
+        Message(
+            "user", (ToolResultBlock("t2", "billing-api-7f9 CrashLoopBackOff", is_error=True),)
+        ),
+        Message.text_message("user", "Thanks. Lunch orders are due at noon."),
+    ]
+
+
+def test_chunks_are_user_text_assistant_text_and_whole_tool_pairs() -> None:
+    chunks = chunk_transcript(_session(), C)
+    kinds = [(c.kind, c.tool) for c in chunks]
+    assert kinds == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "Read"),
+        ("assistant", None),
+        ("user", None),
+        ("tool", "Bash"),
+        ("user", None),
+    ]
+    read = chunks[2]
+    assert read.text.startswith('Read {"path": "deploy/billing-api.yaml"}')
+    assert "→ replicas: 3" in read.text and read.positions == (2, 3)
+    assert chunks[5].text.endswith("→ error: billing-api-7f9 CrashLoopBackOff")
+    assert all("let me look" not in c.text for c in chunks)  # thinking is not handed over
+    assert [c.id for c in chunks] == [f"c{i}" for i in range(1, 8)]
+
+
+def test_an_oversized_chunk_is_split_on_paragraphs_and_points_to_its_origin() -> None:
+    paragraphs = [f"paragraph {i} " + "word " * 40 for i in range(12)]
+    text = "\n\n".join(paragraphs)
+    chunks = chunk_transcript([Message.text_message("user", text)], C, max_chunk_tokens=200)
+    assert len(chunks) > 1
+    assert all(c.origin == "c1" and c.tokens <= 200 for c in chunks)
+    assert [c.part for c in chunks] == [(i, len(chunks)) for i in range(1, len(chunks) + 1)]
+    assert "\n\n".join(c.text for c in chunks) == text.strip()  # cut between paragraphs
+    one_line = "x" * 5000
+    parts = chunk_transcript([Message.text_message("user", one_line)], C, max_chunk_tokens=100)
+    assert "".join(c.text for c in parts) == one_line and all(c.tokens <= 100 for c in parts)
+
+
+def test_identifiers_in_a_task() -> None:
+    task = "Fix `parse_args` in src/cli/main.py for order 4417 and ticket C-118, please."
+    assert identifiers(task) == ["parse_args", "src/cli/main.py", "4417", "C-118"]
+    assert identifiers("summarize the meeting") == []
+
+
+def test_a_chunk_defining_a_named_thing_is_pinned() -> None:
+    handoff = select_context(_session(), "Write the rota summary from ops/rota.md", 10_000)
+    pinned = [s for s in handoff.selected if s.reason == "pinned"]
+    assert [s.defines for s in pinned] == ["ops/rota.md"]
+    assert "ops/rota.md" in pinned[0].chunk.text
+
+
+def test_selection_is_verbatim_in_order_and_reported() -> None:
+    handoff = select_context(_session(), "why does the billing-api deploy crash?", 120)
+    assert handoff.tokens <= 120
+    positions = [c.position for c in handoff.chunks]
+    assert positions == sorted(positions)
+    prompt = handoff.render()
+    assert prompt.startswith("why does the billing-api deploy crash?")
+    for c in handoff.chunks:
+        assert f"{c.header()}\n{c.text}" in prompt
+    report = handoff.report()
+    assert report["matched"] is True
+    assert report["left_out"]["chunks"] == len(handoff.left_out) > 0
+    assert {s["id"] for s in report["selected"]} == {c.id for c in handoff.chunks}
+    assert "Lunch" not in prompt  # the unrelated chunk lost to the relevant ones
+
+
+def test_a_task_that_matches_nothing_gets_the_most_recent_context() -> None:
+    handoff = select_context(_session(), "zebra quokka", 60)
+    assert handoff.matched is False
+    assert handoff.selected and all(s.reason == "recent" for s in handoff.selected)
+    assert handoff.chunks[-1].text.startswith("Thanks. Lunch orders")
+
+
+def test_bad_input() -> None:
+    with pytest.raises(UsageError):
+        select_context(_session(), "   ", 100)
+    for budget in (0, -5, True):
+        with pytest.raises(BudgetError):
+            select_context(_session(), "task", budget)  # type: ignore[arg-type]
+    with pytest.raises(UsageError):
+        chunk_transcript(_session(), C, max_chunk_tokens=3)
+
+    class Broken:
+        name = "broken"
+
+        def score(self, task: str, chunks: object) -> list[float]:
+            return [1.0]
+
+    with pytest.raises(UsageError, match="broken"):
+        select_context(_session(), "deploy", 100, scorer=Broken())
+    empty = select_context([], "anything", 100)
+    assert empty.selected == () and empty.tokens == 0
+
+
+def test_the_scorer_indexes_one_transcript_once() -> None:
+    scorer = HybridScorer()
+    chunks = chunk_transcript(_session(), C)
+    first = scorer.score("billing deploy", chunks)
+    memory = scorer._last
+    assert scorer.score("rota", chunks) != first
+    assert scorer._last is memory
+
+
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.name)
+def test_every_shared_claude_code_transcript(path: Path, data_dir: Path) -> None:
+    transcript = read_transcript(path)
+    users = [m for m in transcript.messages if m.role == "user" and m.text.strip()]
+    task = users[-1].text[:300] if users else "continue the work"
+    handoff = select_context(transcript, task, 5_000)
+    assert handoff.tokens <= 5_000
+    prompt = handoff.render()
+    for c in handoff.chunks:
+        assert c.text in prompt
+    answered = {r.tool_use_id for m in transcript.messages for r in m.tool_results}
+    calls = 0
+    for c in chunk_transcript(transcript, C):
+        if c.tool_use_id is not None and c.part in (None, (1, c.part[1] if c.part else 1)):
+            calls += 1
+            if c.tool_use_id in answered and c.origin is None:
+                assert "\n→ " in c.text  # the call and its result are one chunk
+    assert calls == sum(len(m.tool_uses) for m in transcript.messages)
+
+
+def test_engine_handoff_reads_the_whole_log(tmp_path: Path) -> None:
+    config = EngineConfig(store=f"sqlite:///{tmp_path / 'h.db'}", budget=600)
+    with Engine(config) as engine:
+        for i in range(30):
+            engine.turn(
+                "s",
+                [
+                    Message.text_message("user", f"note {i}: the invoice INV-{1000 + i} is open"),
+                    Message.text_message("assistant", f"Noted invoice {i}."),
+                ][: 1 if i == 29 else 2],
+            )
+        handoff = engine.handoff("s", "What is the status of INV-1003?", 400)
+        assert any("INV-1003" in c.text for c in handoff.chunks)
+        assert handoff.tokens <= 400
+
+
+_texts = st.text(alphabet=st.sampled_from("abc xyz 12\n"), min_size=1, max_size=60)
+
+
+@st.composite
+def _transcripts(draw: st.DrawFn) -> list[Message]:
+    out: list[Message] = []
+    for i in range(draw(st.integers(1, 12))):
+        kind = draw(st.sampled_from(["user", "assistant", "tool"]))
+        if kind == "tool":
+            out.append(Message("assistant", (ToolUseBlock(f"t{i}", "Run", {"q": draw(_texts)}),)))
+            out.append(Message("user", (ToolResultBlock(f"t{i}", draw(_texts)),)))
+        else:
+            out.append(Message.text_message(kind, draw(_texts)))
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    _transcripts(),
+    st.text(alphabet=st.sampled_from("abc xyz 12"), min_size=1, max_size=20),
+    st.integers(1, 400),
+)
+def test_properties(messages: list[Message], task: str, budget: int) -> None:
+    if not task.strip():
+        return
+    handoff = select_context(messages, task, budget)
+    assert handoff.tokens <= budget
+    chunks = chunk_transcript(messages, C)
+    ids = [c.id for c in handoff.chunks]
+    assert ids == [c.id for c in chunks if c.id in set(ids)]  # original order
+    by_id: dict[str, Chunk] = {c.id: c for c in chunks}
+    for c in handoff.chunks:
+        assert by_id[c.id] == c  # verbatim
+        if c.kind == "tool":  # a call is never handed over without its result
+            assert "→" in c.text
