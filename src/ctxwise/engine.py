@@ -72,8 +72,9 @@ from ctxwise.errors import (
 )
 from ctxwise.formats import anthropic, neutral, openai
 from ctxwise.formats.request import Window, render_anthropic, render_openai
+from ctxwise.handoff.scoring import ChunkScorer
 from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
-from ctxwise.handoff.select import ChunkScorer, Handoff, select_context
+from ctxwise.handoff.select import Handoff, select_context
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store

@@ -2,6 +2,8 @@
 
 - :mod:`ctxwise.handoff.chunks`: a transcript cut into verbatim chunks (a user
   message, an assistant reply, a tool call with its result);
+- :mod:`ctxwise.handoff.scoring`: would a subagent need this chunk (hybrid recall
+  offline by default, or a model's yes-probability);
 - :mod:`ctxwise.handoff.select`: :func:`select_context` packs the chunks a task
   needs, verbatim and in order, under a token budget, with a report of what was
   left out;
@@ -11,11 +13,10 @@
 """
 
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
+from ctxwise.handoff.scoring import ChunkScorer, HybridScorer, LLMScorer
 from ctxwise.handoff.select import (
     DEFAULT_BUDGET,
-    ChunkScorer,
     Handoff,
-    HybridScorer,
     Selected,
     identifiers,
     select_context,
@@ -27,6 +28,7 @@ __all__ = [
     "ChunkScorer",
     "Handoff",
     "HybridScorer",
+    "LLMScorer",
     "Selected",
     "chunk_transcript",
     "identifiers",

@@ -29,7 +29,8 @@ import numpy as np
 from ctxwise._bm25 import BM25Index
 from ctxwise.errors import BudgetError, FormatError
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
-from ctxwise.handoff.select import ChunkScorer, HybridScorer, select_context
+from ctxwise.handoff.scoring import ChunkScorer, HybridScorer
+from ctxwise.handoff.select import select_context
 from ctxwise.memory.evaluation import turn_messages
 from ctxwise.text import DEFAULT_ANALYZER
 from ctxwise.tokens import CharCounter, TokenCounter

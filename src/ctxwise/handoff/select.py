@@ -22,25 +22,20 @@ taken and why, and what was left out.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
-from ctxwise.embeddings import Embedder, HashingEmbedder
 from ctxwise.errors import BudgetError, UsageError
 from ctxwise.handoff.chunks import DEFAULT_MAX_CHUNK_TOKENS, Chunk, chunk_transcript
-from ctxwise.memory.longterm import LongTermMemory
-from ctxwise.memory.store import InMemoryStore, NewItem
+from ctxwise.handoff.scoring import ChunkScorer, HybridScorer
 from ctxwise.messages import Message, Transcript
 from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = [
     "DEFAULT_BUDGET",
-    "ChunkScorer",
     "Handoff",
-    "HybridScorer",
     "Selected",
     "identifiers",
     "select_context",
@@ -52,58 +47,6 @@ DEFAULT_BUDGET = 20_000
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:#-]*[A-Za-z0-9]")
 _MARKS = re.compile(r"[0-9_./:#-]")
 _TICKS = re.compile(r"`([^`\n]{2,120})`")
-
-
-@runtime_checkable
-class ChunkScorer(Protocol):
-    """Scores how much a subagent given ``task`` would need each chunk (higher: more;
-    0: not at all), one score per chunk, in the chunks' order."""
-
-    @property
-    def name(self) -> str: ...
-
-    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]: ...
-
-
-class HybridScorer:
-    """The long-term memory's hybrid recall (:class:`~ctxwise.memory.LongTermMemory`,
-    ``preset``: ``"neutral"``) over the chunks, in a throwaway in-memory store: a
-    chunk's score is its fused recall score, 0 when recall does not find it (and
-    every score is 0 when no word of the task is in any chunk)."""
-
-    def __init__(self, embedder: Embedder | None = None, *, preset: str = "neutral") -> None:
-        self.embedder = embedder if embedder is not None else HashingEmbedder()
-        self.preset = preset
-        self._last: tuple[str, LongTermMemory] | None = None
-
-    @property
-    def name(self) -> str:
-        return f"hybrid:{self.embedder.name}:{self.preset}"
-
-    def _memory(self, chunks: Sequence[Chunk]) -> LongTermMemory:
-        """The chunks remembered; the last transcript's index is kept, so scoring
-        many tasks against one transcript indexes it once."""
-        digest = hashlib.sha256()
-        for c in chunks:
-            digest.update(f"{c.id}\x00{c.text}\x01".encode())
-        key = digest.hexdigest()
-        if self._last is not None and self._last[0] == key:
-            return self._last[1]
-        memory = LongTermMemory(InMemoryStore(), ("handoff",), self.embedder, preset=self.preset)
-        memory.remember_many(NewItem(c.text, {"position": c.position}, id=c.id) for c in chunks)
-        self._last = (key, memory)
-        return memory
-
-    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
-        if not chunks:
-            return []
-        memory = self._memory(chunks)
-        hits = memory.recall(task, k=len(chunks), pool=len(chunks))
-        if not any(h.lexical_rank is not None for h in hits):
-            # no word of the task is in the transcript: hashing vectors hold nothing more
-            return [0.0] * len(chunks)
-        found = {h.item.id: h.score for h in hits}
-        return [max(0.0, float(found.get(c.id, 0.0))) for c in chunks]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,126 @@
+"""Scorers for handoffs: would a subagent given this task need this chunk?
+
+- :class:`HybridScorer` (the default; offline): the long-term memory's hybrid
+  recall, BM25 plus hashing vectors, over the chunks;
+- :class:`LLMScorer`: a model's probability of answering "yes" to that question
+  for each chunk (:class:`~ctxwise.providers.scoring.YesNoModel`, e.g.
+  :class:`~ctxwise.providers.scoring.OpenAIYesNo`). One call per chunk costs, so
+  only the ``shortlist`` best chunks by a first scorer (hybrid by default) are
+  asked; the rest keep 0.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from ctxwise.embeddings import Embedder, HashingEmbedder
+from ctxwise.errors import UsageError
+from ctxwise.handoff.chunks import Chunk
+from ctxwise.memory.longterm import LongTermMemory
+from ctxwise.memory.store import InMemoryStore, NewItem
+from ctxwise.providers.scoring import YesNoModel
+
+__all__ = ["DEFAULT_SHORTLIST", "RELEVANCE_PROMPT", "ChunkScorer", "HybridScorer", "LLMScorer"]
+
+DEFAULT_SHORTLIST = 40
+"""Chunks an :class:`LLMScorer` asks its model about."""
+
+RELEVANCE_PROMPT = (
+    "You decide what context a subagent needs. It will get a task and nothing else "
+    "of the conversation except the excerpts you approve. Answer with one word, yes "
+    "or no: would a subagent doing this task need this excerpt?"
+)
+"""The system prompt of :class:`LLMScorer`."""
+
+
+@runtime_checkable
+class ChunkScorer(Protocol):
+    """Scores how much a subagent given ``task`` would need each chunk (higher: more;
+    0: not at all), one score per chunk, in the chunks' order."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]: ...
+
+
+class HybridScorer:
+    """The long-term memory's hybrid recall (:class:`~ctxwise.memory.LongTermMemory`,
+    ``preset``: ``"neutral"``) over the chunks, in a throwaway in-memory store: a
+    chunk's score is its fused recall score, 0 when recall does not find it (and
+    every score is 0 when no word of the task is in any chunk)."""
+
+    def __init__(self, embedder: Embedder | None = None, *, preset: str = "neutral") -> None:
+        self.embedder = embedder if embedder is not None else HashingEmbedder()
+        self.preset = preset
+        self._last: tuple[str, LongTermMemory] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"hybrid:{self.embedder.name}:{self.preset}"
+
+    def _memory(self, chunks: Sequence[Chunk]) -> LongTermMemory:
+        """The chunks remembered; the last transcript's index is kept, so scoring
+        many tasks against one transcript indexes it once."""
+        digest = hashlib.sha256()
+        for c in chunks:
+            digest.update(f"{c.id}\x00{c.text}\x01".encode())
+        key = digest.hexdigest()
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
+        memory = LongTermMemory(InMemoryStore(), ("handoff",), self.embedder, preset=self.preset)
+        memory.remember_many(NewItem(c.text, {"position": c.position}, id=c.id) for c in chunks)
+        self._last = (key, memory)
+        return memory
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
+        if not chunks:
+            return []
+        memory = self._memory(chunks)
+        hits = memory.recall(task, k=len(chunks), pool=len(chunks))
+        if not any(h.lexical_rank is not None for h in hits):
+            # no word of the task is in the transcript: hashing vectors hold nothing more
+            return [0.0] * len(chunks)
+        found = {h.item.id: h.score for h in hits}
+        return [max(0.0, float(found.get(c.id, 0.0))) for c in chunks]
+
+
+class LLMScorer:
+    """A model's yes-probability per chunk (see the module docstring). ``max_chars``
+    cuts a long chunk's text in the question (its head is kept)."""
+
+    def __init__(
+        self,
+        model: YesNoModel,
+        *,
+        shortlist: int = DEFAULT_SHORTLIST,
+        first: ChunkScorer | None = None,
+        max_chars: int = 4_000,
+    ) -> None:
+        if not isinstance(model, YesNoModel):
+            raise UsageError(
+                f"model needs yes_probability(system, user); got {type(model).__name__}"
+            )
+        for what, value in (("shortlist", shortlist), ("max_chars", max_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UsageError(f"{what} must be a positive integer, got {value!r}")
+        self.model = model
+        self.shortlist = shortlist
+        self.first = first if first is not None else HybridScorer()
+        self.max_chars = max_chars
+
+    @property
+    def name(self) -> str:
+        return f"llm:{self.model.name}"
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
+        first = self.first.score(task, chunks)
+        ranked = sorted(range(len(chunks)), key=lambda i: (-first[i], i))[: self.shortlist]
+        out = [0.0] * len(chunks)
+        for i in ranked:
+            text = chunks[i].text[: self.max_chars]
+            question = f"Task:\n{task}\n\nExcerpt ({chunks[i].kind}):\n{text}"
+            out[i] = float(self.model.yes_probability(RELEVANCE_PROMPT, question))
+        return out

@@ -1,0 +1,81 @@
+"""Yes-probability scoring: how likely a model answers "yes" to a question.
+
+:class:`OpenAIYesNo` asks Chat Completions for one token with its top log
+probabilities (``logprobs=True``, ``top_logprobs``) and returns
+``P(yes) / (P(yes) + P(no))`` over the top tokens that read as yes or no (case and
+surrounding spaces ignored). When neither appears among them the answer is 0.5:
+the model said neither, so the score says nothing either way.
+
+The Messages API returns no log probabilities, so there is no Anthropic twin.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = ["OpenAIYesNo", "YesNoModel"]
+
+
+@runtime_checkable
+class YesNoModel(Protocol):
+    """A model that gives the probability of "yes" to a yes/no question."""
+
+    @property
+    def name(self) -> str: ...
+
+    def yes_probability(self, system: str, user: str) -> float: ...
+
+
+class OpenAIYesNo:
+    """Chat Completions' log probabilities through the official ``openai`` SDK."""
+
+    def __init__(self, client: openai.OpenAI, model: str, *, top_logprobs: int = 5) -> None:
+        try:
+            import openai as _sdk  # noqa: F401
+        except ImportError as e:
+            raise MissingDependencyError("openai", "openai", "the OpenAI scorer") from e
+        if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int):
+            raise UsageError(f"top_logprobs must be an integer, got {top_logprobs!r}")
+        if not 1 <= top_logprobs <= 20:
+            raise UsageError(f"top_logprobs must be between 1 and 20, got {top_logprobs}")
+        self.client = client
+        self.model = model
+        self.top_logprobs = top_logprobs
+
+    @property
+    def name(self) -> str:
+        return f"openai-yes:{self.model}"
+
+    def yes_probability(self, system: str, user: str) -> float:
+        import openai as sdk
+
+        try:
+            response: Any = self.client.chat.completions.create(
+                model=self.model,
+                max_completion_tokens=1,
+                logprobs=True,
+                top_logprobs=self.top_logprobs,
+                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            )
+        except sdk.APIStatusError as exc:
+            raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
+        except sdk.APIError as exc:
+            raise ProviderError("openai", str(exc)) from exc
+        logprobs = response.choices[0].logprobs
+        content = getattr(logprobs, "content", None) if logprobs is not None else None
+        if not content:
+            raise ProviderError("openai", "the response has no log probabilities")
+        yes = no = 0.0
+        for top in content[0].top_logprobs or []:
+            word = str(top.token).strip().lower()
+            if word == "yes":
+                yes += math.exp(top.logprob)
+            elif word == "no":
+                no += math.exp(top.logprob)
+        return 0.5 if yes + no == 0 else yes / (yes + no)
