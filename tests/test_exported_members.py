@@ -213,6 +213,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.compact.*",
         "ctxwise.cli.demo.*",
         "ctxwise.cli.engine.*",
+        "ctxwise.cli.handoff.*",
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
         "ctxwise.cli.tools.*",

@@ -4,7 +4,8 @@ One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
 ``inspect``), :mod:`~ctxwise.cli.clear`, :mod:`~ctxwise.cli.compact`,
 :mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
 :mod:`~ctxwise.cli.simulate`, :mod:`~ctxwise.cli.tools` (``tools search``,
-``tools budget``, ``eval tools``) and :mod:`~ctxwise.cli.engine` (``replay``,
+``tools budget``, ``eval tools``), :mod:`~ctxwise.cli.handoff` (``handoff
+select``, ``eval handoff``) and :mod:`~ctxwise.cli.engine` (``replay``,
 ``trace``); ``demo`` is registered from ``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
@@ -27,6 +28,7 @@ from ctxwise.cli.clear import clear_cmd
 from ctxwise.cli.compact import compact_cmd
 from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
+from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app
 from ctxwise.cli.tools import eval_tools_cmd, tools_app
@@ -76,7 +78,9 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(tools_app, name="tools")
+app.add_typer(handoff_app, name="handoff")
 eval_app.command("tools")(eval_tools_cmd)
+eval_app.command("handoff")(eval_handoff_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,192 @@
+"""CLI commands for subagent handoffs: ``handoff select`` and ``eval handoff``.
+
+``handoff select`` reads a transcript (any format :func:`ctxwise.formats.read_transcript`
+detects) and prints the prompt :func:`ctxwise.handoff.select.select_context` builds
+for a task: the task, then the chosen chunks of the transcript verbatim, in their
+original order. ``eval handoff`` measures evidence recall and token share of that
+selection on LoCoMo or the generic conversation format
+(:func:`ctxwise.handoff.evaluation.evaluate_handoff`), beside recency, BM25 and the
+whole transcript under the same budget. Any error prints one line on stderr and
+nothing on stdout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.errors import BudgetError, FormatError, UsageError
+
+if TYPE_CHECKING:
+    from ctxwise.handoff.select import Handoff
+
+__all__ = ["eval_handoff_cmd", "handoff_app", "select_cmd"]
+
+handoff_app = typer.Typer(
+    help="Hand a subagent the parts of a transcript its task needs, verbatim.",
+    no_args_is_help=True,
+)
+
+CounterOpt = Annotated[str, typer.Option(help="char | word | tiktoken (or tiktoken:ENCODING).")]
+
+
+def _check_budget(budget: int) -> int:
+    if budget < 1:
+        raise BudgetError(budget, "--budget must be 1 or more")
+    return budget
+
+
+def _task(task: str | None, task_file: Path | None) -> str:
+    from ctxwise._io import read_text_file
+
+    if (task is None) == (task_file is None):
+        raise UsageError("give exactly one of --task and --task-file")
+    text = task if task is not None else read_text_file(task_file or "", "a text file", FormatError)
+    if not text.strip():
+        where = "--task" if task is not None else f"--task-file {task_file}"
+        raise UsageError(f"the task is empty ({where}): say what the subagent must do")
+    return text.strip()
+
+
+def _summary(h: Handoff) -> str:
+    total = len(h.selected) + len(h.left_out)
+    line = (
+        f"handoff: {len(h.selected)} of {total} chunks, {h.tokens:,} of "
+        f"{h.transcript_tokens:,} tokens ({h.share:.1%}), budget {h.budget:,}; "
+    )
+    line += "matched the task" if h.matched else "nothing matched the task: the most recent chunks"
+    if h.unmatched:
+        line += f"; unmatched: {', '.join(h.unmatched)}"
+    return line
+
+
+@handoff_app.command("select")
+def select_cmd(
+    transcript: Annotated[
+        Path,
+        typer.Argument(
+            help="A transcript file: Claude Code JSONL, Anthropic or OpenAI request, "
+            "tau-bench, … (detected)."
+        ),
+    ],
+    task: Annotated[
+        str | None, typer.Option("--task", "-t", help="What the subagent must do.")
+    ] = None,
+    task_file: Annotated[
+        Path | None, typer.Option("--task-file", help="Read the task from this file instead.")
+    ] = None,
+    budget: Annotated[int, typer.Option(help="Tokens of transcript the handoff carries.")] = 20_000,
+    counter: CounterOpt = "char",
+    as_json: Annotated[
+        bool, typer.Option("--json", help='Print {"prompt": …, "report": …} as JSON.')
+    ] = False,
+) -> None:
+    """The subagent prompt for --task: the task, then the transcript chunks it needs."""
+
+    def run() -> Handoff:
+        from ctxwise.formats import read_transcript
+        from ctxwise.handoff.select import select_context
+        from ctxwise.tokens import get_counter
+
+        text = _task(task, task_file)
+        _check_budget(budget)
+        ctr = get_counter(counter)
+        t = read_transcript(transcript)
+        return select_context(t, text, budget, counter=ctr)
+
+    handoff = _guard(run)
+    if as_json:
+        _print_json({"prompt": handoff.render(), "report": handoff.report()})
+        return
+    typer.echo(handoff.render())
+    typer.echo(_summary(handoff), err=True)
+
+
+def _check_conversations(data: Mapping[str, Any], source: str) -> None:
+    """The generic format's shape, so a malformed file fails with one line."""
+    convs = data.get("conversations")
+    if not isinstance(convs, list) or not convs:
+        raise FormatError(source, "holds no conversations")
+    for n, conv in enumerate(convs, 1):
+        if not isinstance(conv, Mapping):
+            raise FormatError(source, f"conversation {n} is not an object")
+        turns, questions = conv.get("turns"), conv.get("questions", [])
+        if not isinstance(turns, list) or not all(
+            isinstance(t, Mapping) and "id" in t for t in turns
+        ):
+            raise FormatError(source, f"conversation {n}: 'turns' is a list of {{'id', 'text'}}")
+        if not isinstance(questions, list) or not all(
+            isinstance(q, Mapping)
+            and isinstance(q.get("question"), str)
+            and isinstance(q.get("evidence", []), list)
+            and all(isinstance(e, str) for e in q.get("evidence", []))
+            for q in questions
+        ):
+            raise FormatError(
+                source,
+                f"conversation {n}: 'questions' is a list of "
+                "{'question': text, 'evidence': [turn ids]}",
+            )
+
+
+def eval_handoff_cmd(
+    data: Annotated[
+        Path, typer.Option(help="Conversations with evidence (generic JSON or LoCoMo).")
+    ],
+    budget: Annotated[int, typer.Option(help="Tokens of transcript each handoff carries.")] = 3_000,
+    counter: CounterOpt = "char",
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
+) -> None:
+    """Evidence recall and token share of handoffs, beside recent, BM25 and whole."""
+
+    def run() -> dict[str, Any]:
+        from ctxwise.handoff.evaluation import evaluate_handoff
+        from ctxwise.memory.evaluation import load_conversations
+        from ctxwise.tokens import get_counter
+
+        _check_budget(budget)
+        ctr = get_counter(counter)
+        try:
+            conversations = load_conversations(data)
+        except FormatError as exc:
+            if exc.source == str(data):
+                raise
+            # locomo_to_generic names its source "locomo", not the file
+            raise FormatError(
+                str(data), f"neither the generic format nor LoCoMo ({exc.detail})"
+            ) from None
+        except (KeyError, TypeError, AttributeError) as exc:  # a malformed LoCoMo sample
+            raise FormatError(
+                str(data), f"not LoCoMo or generic conversations ({type(exc).__name__}: {exc})"
+            ) from None
+        _check_conversations(conversations, str(data))
+        return evaluate_handoff(conversations, budget, counter=ctr)
+
+    result = _guard(run)
+    if as_json:
+        _print_json(result)
+        return
+    console, buf = _buffered_console()
+    table = Table(
+        title=f"handoff on {data.name} ({result['n']} questions, budget {result['budget']:,},"
+        f" {counter} tokens)",
+        title_justify="left",
+    )
+    table.add_column("method")
+    table.add_column("evidence recall", justify="right")
+    table.add_column("token share", justify="right")
+    rows = [(f"ctxwise ({result['scorer']})", result), *result["baselines"].items()]
+    for name, values in rows:
+        table.add_row(name, f"{values['evidence_recall']:.3f}", f"{values['token_share']:.3f}")
+    console.print(table)
+    if result["by_category"]:
+        console.print(
+            "ctxwise by category: "
+            + ", ".join(f"{c or '-'} {v:.3f}" for c, v in result["by_category"].items())
+        )
+    _write(buf)
