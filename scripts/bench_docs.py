@@ -359,6 +359,33 @@ def tools(d: dict[str, Any]) -> str:
     )
 
 
+def handoff(d: dict[str, Any]) -> str:
+    def row(r: dict[str, Any], first: str) -> list[object]:
+        base = r["baselines"]
+        return [
+            first,
+            r["n"],
+            f3(r["evidence_recall"]),
+            f"{r['token_share']:.1%}",
+            f3(base["recent"]["evidence_recall"]),
+            f3(base["bm25"]["evidence_recall"]),
+        ]
+
+    head = ["budget", "questions", "ctxwise", "share", "recent", "bm25"]
+    return (
+        "`benchmarks/bench_handoff.py`. `select_context` on LoCoMo dev (categories 1–4): "
+        "the fraction of each question's evidence turns inside the selection, and the "
+        "selection's share of the conversation's tokens; the baselines get the same chunks, "
+        "headers and budget (`recent`: the latest turns; `bm25`: plain BM25, then the "
+        "latest). Default scorer (hybrid recall, `neutral` preset).\n\n"
+        + table(head, [row(r, f"{r['budget']:,}") for r in d["rows"]])
+        + "\n\nEach conversation alone, budget 3,000:\n\n"
+        + table(
+            ["conversation", *head[1:]], [row(r, r["conversation"]) for r in d["per_conversation"]]
+        )
+    )
+
+
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
@@ -372,6 +399,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Memory recall latency", "bench_memory", memory),
     ("Recall presets on LoCoMo", "bench_presets", presets),
     ("Tool catalog", "tools", tools),
+    ("Handoffs on LoCoMo", "bench_handoff", handoff),
 ]
 
 SCRIPTS = {"tools": "bench_tools"}

@@ -133,12 +133,17 @@ def test_identifier_in_task_is_pinned(claude: Path) -> None:
     assert "tasks/bae407b.output" in report["identifiers"]
     assert report["unmatched"] == ["no_such_thing_42"]
     pinned = [s for s in report["selected"] if s["reason"] == "pinned"]
-    assert [s["defines"] for s in pinned] == ["tasks/bae407b.output"]
-    chunk = chunks_of(TOOL_HEAVY)[pinned[0]["id"]]
-    assert "tasks/bae407b.output" in chunk.text
-    # the first chunk holding it: none before it does
-    before = [c for c in chunks_of(TOOL_HEAVY).values() if c.position < chunk.position]
-    assert all("tasks/bae407b.output" not in c.text for c in before)
+    assert pinned and {s["defines"] for s in pinned} == {"tasks/bae407b.output"}
+    chunks = chunks_of(TOOL_HEAVY)
+    assert all("tasks/bae407b.output" in chunks[s["id"]].text for s in pinned)
+    # a file path: its latest tool call is pinned (the file as it stands)
+    calls = [
+        c
+        for c in chunks.values()
+        if c.tool_use_id is not None and "tasks/bae407b.output" in c.text.split("\n→ ", 1)[0]
+    ]
+    if calls:
+        assert calls[-1].id in {s["id"] for s in pinned}
     plain = run("handoff", "select", TOOL_HEAVY, "--task", task, "--budget", "600")
     assert "unmatched: no_such_thing_42" in plain.stderr
 

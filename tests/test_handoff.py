@@ -220,3 +220,11 @@ def test_properties(messages: list[Message], task: str, budget: int) -> None:
         assert by_id[c.id] == c  # verbatim
         if c.kind == "tool":  # a call is never handed over without its result
             assert "→" in c.text
+
+
+def test_a_pin_that_does_not_fit_is_reported() -> None:
+    big = Message.text_message("user", "ticket C-118: " + "detail " * 400)
+    handoff = select_context([big, *_session()], "close C-118", 100)
+    assert handoff.pins_left_out == ("C-118",)
+    assert handoff.report()["pins_left_out"] == ["C-118"]
+    assert handoff.tokens <= 100

@@ -1,7 +1,8 @@
 """Scorers for handoffs: would a subagent given this task need this chunk?
 
 - :class:`HybridScorer` (the default; offline): the long-term memory's hybrid
-  recall, BM25 plus hashing vectors, over the chunks;
+  recall, BM25 plus hashing vectors, over the chunks, with camelCase names split
+  into their words on both sides (:func:`code_words`);
 - :class:`LLMScorer`: a model's probability of answering "yes" to that question
   for each chunk (:class:`~ctxwise.providers.scoring.YesNoModel`, e.g.
   :class:`~ctxwise.providers.scoring.OpenAIYesNo`). One call per chunk costs, so
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
@@ -22,7 +24,26 @@ from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import InMemoryStore, NewItem
 from ctxwise.providers.scoring import YesNoModel
 
-__all__ = ["DEFAULT_SHORTLIST", "RELEVANCE_PROMPT", "ChunkScorer", "HybridScorer", "LLMScorer"]
+__all__ = [
+    "DEFAULT_SHORTLIST",
+    "RELEVANCE_PROMPT",
+    "ChunkScorer",
+    "HybridScorer",
+    "LLMScorer",
+    "code_words",
+]
+
+_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+\b")
+_SPLIT = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def code_words(text: str) -> str:
+    """``text`` with each camelCase or PascalCase word followed by its parts
+    (``ProjectReviewLive`` → ``ProjectReviewLive (Project Review Live)``), so a
+    task naming a module finds the chunks naming its file (``project_review_live.ex``:
+    the analyzer already splits ``_``)."""
+    return _CAMEL.sub(lambda m: f"{m.group(0)} ({_SPLIT.sub(' ', m.group(0))})", text)
+
 
 DEFAULT_SHORTLIST = 40
 """Chunks an :class:`LLMScorer` asks its model about."""
@@ -71,7 +92,10 @@ class HybridScorer:
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         memory = LongTermMemory(InMemoryStore(), ("handoff",), self.embedder, preset=self.preset)
-        memory.remember_many(NewItem(c.text, {"position": c.position}, id=c.id) for c in chunks)
+        memory.remember_many(
+            NewItem(c.text, {"position": c.position}, id=c.id, index_text=code_words(c.text))
+            for c in chunks
+        )
         self._last = (key, memory)
         return memory
 
@@ -79,7 +103,7 @@ class HybridScorer:
         if not chunks:
             return []
         memory = self._memory(chunks)
-        hits = memory.recall(task, k=len(chunks), pool=len(chunks))
+        hits = memory.recall(code_words(task), k=len(chunks), pool=len(chunks))
         if not any(h.lexical_rank is not None for h in hits):
             # no word of the task is in the transcript: hashing vectors hold nothing more
             return [0.0] * len(chunks)

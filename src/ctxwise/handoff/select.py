@@ -3,11 +3,14 @@
 :func:`select_context` never writes a brief. It returns the task and chosen chunks
 of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
 
-1. **pinned**: a chunk that *defines* something the task names is always taken:
-   for every identifier in the task (a word holding a digit, ``_``, ``/``, ``.``,
-   ``-``, ``:`` or ``#`` between letters or digits, such as ``C-118``,
-   ``src/app.py``, ``4417``; or a name in backticks), the first chunk that holds
-   it;
+1. **pinned**: a chunk that *defines* something the task names is always taken.
+   The task's identifiers (:func:`identifiers`: ``C-118``, ``src/app.py``,
+   ``parse_args``, ``4417``, a name in backticks) are looked up in turn: the first
+   tool call whose input names it (``Read {"file_path": ".../app.py"}``, ``bd show
+   C-118``: where the thing was fetched or made), else the first chunk that holds
+   it. Then the files the task or a pinned chunk names (a spec listing the files
+   to change): the tool calls that read, wrote or ran each one, newest first and
+   in turns across the files, within half the budget;
 2. **scored**: the rest are ranked by the scorer (:class:`HybridScorer` by
    default: the long-term memory's hybrid recall, BM25 plus hashing vectors, over
    the chunks), best first;
@@ -45,8 +48,8 @@ DEFAULT_BUDGET = 20_000
 """Tokens of transcript a handoff carries when the caller does not say."""
 
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:#-]*[A-Za-z0-9]")
-_MARKS = re.compile(r"[0-9_./:#-]")
-_TICKS = re.compile(r"`([^`\n]{2,120})`")
+_TICKS = re.compile(r"`([^`\s]{2,120})`")
+_DOTTED = re.compile(r"[A-Za-z0-9]\.[A-Za-z0-9]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +83,8 @@ class Handoff:
     matched: bool
     identifiers: tuple[str, ...]
     unmatched: tuple[str, ...]
+    pins_left_out: tuple[str, ...] = ()
+    """Names whose defining chunk was found but did not fit the budget."""
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:
@@ -111,6 +116,7 @@ class Handoff:
             "matched": self.matched,
             "identifiers": list(self.identifiers),
             "unmatched": list(self.unmatched),
+            "pins_left_out": list(self.pins_left_out),
             "selected": [
                 {
                     "id": s.chunk.id,
@@ -134,15 +140,56 @@ class Handoff:
         }
 
 
+def _is_identifier(word: str) -> bool:
+    """A word that names one thing rather than saying something: it holds a digit,
+    an underscore, ``#`` or ``:``, a dot between letters or digits (``app.py``,
+    ``gqc.5``), a slash with a dot or more than one slash (a path, not
+    ``open/closed``), or a hyphen next to a digit or a capital (``C-118``, not
+    ``project-level``)."""
+    if any(c.isdigit() for c in word) or any(c in word for c in "_#:"):
+        return True
+    if _DOTTED.search(word):
+        return True
+    if word.count("/") > 1 or ("/" in word and "." in word):
+        return True
+    return "-" in word and any(c.isupper() for c in word)
+
+
 def identifiers(task: str) -> list[str]:
-    """The names in ``task`` a handoff must carry the definition of (module
-    docstring), in the order they appear, each once."""
-    found = [m.group(1).strip() for m in _TICKS.finditer(task)]
+    """The names in ``task`` a handoff must carry the definition of (see
+    :func:`_is_identifier`; a single word in backticks always counts), in the
+    order they appear, each once."""
+    found = [m.group(1).strip("`.,;:") for m in _TICKS.finditer(task)]
     for m in _IDENT.finditer(task):
         word = m.group(0)
-        if _MARKS.search(word) and (len(word) >= 3 or word.isdigit()):
+        if len(word) >= 3 and _is_identifier(word):
             found.append(word)
     return list(dict.fromkeys(w for w in found if w))
+
+
+def _is_path(name: str) -> bool:
+    return "/" in name and "." in name.rsplit("/", 1)[-1]
+
+
+def _calls_naming(chunks: Sequence[Chunk], name: str) -> list[int]:
+    """The tool chunks whose call (not its result) names ``name``, in order."""
+    return [
+        i
+        for i, c in enumerate(chunks)
+        if c.tool_use_id is not None
+        and c.part in (None, (1, c.part[1] if c.part else 0))
+        and name in c.text.split("\n→ ", 1)[0]
+    ]
+
+
+def _defining(chunks: Sequence[Chunk], name: str) -> int | None:
+    """The chunk that defines ``name``: for a file path, the latest tool call whose
+    input names it (the file as it stands now); for any other name, the first such
+    call (where it was fetched or made); else the first chunk holding it."""
+    calls = _calls_naming(chunks, name)
+    if calls:
+        return calls[-1] if _is_path(name) else calls[0]
+    return next((i for i, c in enumerate(chunks) if name in c.text), None)
 
 
 def select_context(
@@ -178,11 +225,22 @@ def select_context(
     pinned: dict[int, str] = {}
     unmatched = []
     for name in names:
-        at = next((i for i, c in enumerate(chunks) if name in c.text), None)
+        at = _defining(chunks, name)
         if at is None:
             unmatched.append(name)
         elif at not in pinned:
             pinned[at] = name
+    # the files the task or a pinned chunk names (a spec listing the files to
+    # change): the tool calls that read, wrote or ran them, newest first, taken in
+    # turns across the files
+    files = [n for n in names if _is_path(n)]
+    files += [n for i in sorted(pinned) for n in identifiers(chunks[i].text) if _is_path(n)]
+    histories = [_calls_naming(chunks, f)[::-1] for f in dict.fromkeys(files)]
+    also: dict[int, str] = {}
+    for depth in range(max((len(h) for h in histories), default=0)):
+        for path, history in zip(dict.fromkeys(files), histories, strict=True):
+            if depth < len(history) and history[depth] not in pinned:
+                also.setdefault(history[depth], path)
     matched = any(s > 0 for s in scores)
     if matched:
         order = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
@@ -195,6 +253,11 @@ def select_context(
     for i in sorted(pinned):
         if used + cost[i] <= budget:
             taken[i] = Selected(chunks[i], "pinned", scores[i], pinned[i])
+            used += cost[i]
+    cap = used + budget // 2  # file history may take up to half the budget
+    for i, path in also.items():
+        if i not in taken and used + cost[i] <= min(budget, cap):
+            taken[i] = Selected(chunks[i], "pinned", scores[i], path)
             used += cost[i]
     for i in order:
         if i not in taken and used + cost[i] <= budget:
@@ -217,4 +280,5 @@ def select_context(
         matched,
         tuple(names),
         tuple(unmatched),
+        tuple(pinned[i] for i in sorted(pinned) if i not in taken),
     )
