@@ -72,6 +72,7 @@ from ctxwise.errors import (
 )
 from ctxwise.formats import anthropic, neutral, openai
 from ctxwise.formats.request import Window, render_anthropic, render_openai
+from ctxwise.handoff.escalation import EscalationBrief, escalation_brief
 from ctxwise.handoff.scoring import ChunkScorer
 from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
 from ctxwise.handoff.select import Handoff, select_context
@@ -487,6 +488,15 @@ class Engine:
         self.sessions.require(session_id)
         log = neutral.decode_messages(self.sessions.log(session_id))
         return select_context(log, task, budget, scorer=scorer, counter=self.counter)
+
+    def escalation_brief(self, session_id: str) -> EscalationBrief:
+        """A brief for a person taking the case over (:func:`ctxwise.handoff.escalation_brief`):
+        from the session's case facts and its whole log."""
+        check_session_id(session_id)
+        self.sessions.require(session_id)
+        session = self._load(session_id)
+        log = neutral.decode_messages(self.sessions.log(session_id))
+        return escalation_brief(log, CaseFacts.from_dict(session.facts.to_dict()))
 
     # ---------------------------------------------------------------- tools
 
