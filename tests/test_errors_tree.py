@@ -174,6 +174,10 @@ SAMPLES: dict[str, BaseException] = {
     "ToolCatalogError": errors.ToolCatalogError(
         "duplicate", tool="search", server="web", detail="twice on one server"
     ),
+    "SubagentReportError": errors.SubagentReportError(
+        [("findings[0].source", "needs a url or a document"), ("gaps[1].status", "bad")],
+        source="market sizing",
+    ),
 }
 
 

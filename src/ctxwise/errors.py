@@ -23,7 +23,8 @@ One root, two branches::
     │   ├── ConfigError                 an Engine config with a bad key or value
     │   ├── UnknownSessionError         a session id no turn was stored under
     │   ├── CursorError                 a result cursor that is forged, expired or another session's
-    │   └── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
+    │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
+    │   └── SubagentReportError         a subagent's report that is not the shape asked for
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
@@ -78,6 +79,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "StoreURLError",
+    "SubagentReportError",
     "SummarizerError",
     "TokenizerUnavailableError",
     "ToolCatalogError",
@@ -614,3 +616,28 @@ class ToolCatalogError(UsageError):
         return self._reduced(
             (self.reason,), {"tool": self.tool, "server": self.server, "detail": self.detail}
         )
+
+
+class SubagentReportError(UsageError):
+    """A subagent's report that does not parse or validate as a
+    :class:`~ctxwise.handoff.report.SubagentReport`.
+
+    ``problems`` holds one ``(path, problem)`` pair per error, the path naming the
+    field (``findings[0].source.url``; ``(top level)`` when the text is not a JSON
+    object); ``source`` says which report it was (a subtask, ``reports[2]``), when known.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]], *, source: str | None = None) -> None:
+        self.problems = tuple((str(path), str(problem)) for path, problem in problems)
+        self.source = source
+        shown = "; ".join(f"{path}: {problem}" for path, problem in self.problems[:5])
+        more = f"; and {len(self.problems) - 5} more" if len(self.problems) > 5 else ""
+        where = f"{source}: " if source else ""
+        count = len(self.problems)
+        super().__init__(
+            f"{where}malformed subagent report ({count} problem{'s' if count != 1 else ''}): "
+            f"{shown}{more}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.problems,), {"source": self.source})
