@@ -220,6 +220,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
         "ctxwise.cli.tools.*",
+        "ctxwise.cli.hook.*",
     },
     "the tool catalog's values and tool results, trimmed and paged: ctxwise.tools.X": {
         "ctxwise.tools.DEFAULT_K",
@@ -249,10 +250,20 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.handoff.Selected",
         "ctxwise.handoff.chunk_transcript",
         "ctxwise.handoff.identifiers",
+        "ctxwise.handoff.EscalationBrief",
+        "ctxwise.handoff.escalation_brief",
         "ctxwise.handoff.chunks.*",
+        "ctxwise.handoff.escalation.*",
+        "ctxwise.handoff.report.*",
         "ctxwise.handoff.evaluation.*",
         "ctxwise.handoff.scoring.*",
         "ctxwise.handoff.select.*",
+    },
+    "synthesis of subagent reports: reached as ctxwise.provenance.X": {
+        "ctxwise.provenance.*",
+    },
+    "Claude Code hooks (run as `ctxwise hook EVENT`): ctxwise.integrations.claude_code_hooks.X": {
+        "ctxwise.integrations.claude_code_hooks.*",
     },
     "the memory tool: reached as ctxwise.memory_tool.X": {
         "ctxwise.memory_tool.*",
