@@ -5,12 +5,16 @@ One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
 :mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
 :mod:`~ctxwise.cli.simulate`, :mod:`~ctxwise.cli.tools` (``tools search``,
 ``tools budget``, ``eval tools``), :mod:`~ctxwise.cli.handoff` (``handoff
-select``, ``eval handoff``) and :mod:`~ctxwise.cli.engine` (``replay``,
+select``, ``eval handoff``), :mod:`~ctxwise.cli.hook` (``hook subagent-context``,
+``hook subagent-start``, ``hook pre-compact``, ``hook session-start``, ``hook
+install``: Claude Code hooks) and :mod:`~ctxwise.cli.engine` (``replay``,
 ``trace``); ``demo`` is registered from ``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
 JSONL, budget of 0, binary file, …) prints one line on stderr and exits with
-code 2; nothing is printed on stdout in that case.
+code 2; nothing is printed on stdout in that case. The exception is a hook
+event run by Claude Code (``ctxwise hook subagent-context`` …): it never blocks
+Claude Code, so even a bad option on its command line is logged and exits 0.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from ctxwise.cli.compact import compact_cmd
 from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
+from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
 from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app
 from ctxwise.cli.tools import eval_tools_cmd, tools_app
@@ -79,6 +84,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(tools_app, name="tools")
 app.add_typer(handoff_app, name="handoff")
+app.add_typer(hook_app, name="hook")
 eval_app.command("tools")(eval_tools_cmd)
 eval_app.command("handoff")(eval_handoff_cmd)
 
@@ -106,6 +112,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         # and, since 0.29, as its own vendored copies: match on their shape.
         format_message = getattr(exc, "format_message", None)
         if callable(format_message) and hasattr(exc, "exit_code"):
+            if is_hook_run(args):
+                log_bad_command_line(args, format_message())
+                sys.exit(0)
             typer.echo(f"ctxwise: error: {format_message()}", err=True)
             sys.exit(2)
         raise

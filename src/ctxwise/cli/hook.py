@@ -1,0 +1,215 @@
+"""CLI commands Claude Code runs as hooks: ``ctxwise hook <event>``, and ``hook install``.
+
+Each event command reads the hook payload (JSON) on stdin and prints what Claude
+Code reads back (see :mod:`ctxwise.integrations.claude_code_hooks`):
+
+- ``subagent-context`` (``PreToolUse``, matcher ``Agent|Task``): JSON with
+  ``hookSpecificOutput.updatedInput``, every field of the tool input kept and the
+  prompt replaced by the task followed by the transcript chunks it needs;
+- ``subagent-start`` (``SubagentStart``): JSON with the same selection as
+  ``additionalContext`` (at most 10,000 characters);
+- ``pre-compact`` (``PreCompact``): archives the transcript and prints, as plain
+  text, the standing rules and case facts the summary must keep;
+- ``session-start`` (``SessionStart``, matcher ``compact``): JSON with the rules
+  and case facts as ``additionalContext``.
+
+They never block Claude Code on their own failure: a broken payload, a missing
+transcript, any error or the ``--deadline`` passing prints nothing, writes one line
+to the hook log (``$CTXWISE_HOOK_LOG``, else ``~/.ctxwise/hooks.log``) and exits 0
+(a bad option on their command line too). ``hook install`` writes the settings
+snippet into ``.claude/settings.json`` (``--project``, the default) or
+``~/.claude/settings.json`` (``--user``), keeping every other key; a settings file
+that is not valid JSON is refused with exit code 2 and left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ctxwise.cli._util import _guard
+
+__all__ = ["hook_app", "is_hook_run", "log_bad_command_line"]
+
+hook_app = typer.Typer(
+    help="Claude Code hooks: subagent context, rules and facts kept through compaction.",
+    no_args_is_help=True,
+)
+
+BudgetOpt = Annotated[int, typer.Option(help="Tokens of transcript the subagent gets.")]
+CounterOpt = Annotated[str, typer.Option(help="char | word | tiktoken (or tiktoken:ENCODING).")]
+DeadlineOpt = Annotated[
+    float,
+    typer.Option(help="Seconds before the hook gives up and leaves everything unchanged."),
+]
+ArchiveOpt = Annotated[
+    Path | None,
+    typer.Option("--archive", help="Archive folder (default ~/.ctxwise/archive)."),
+]
+
+
+class Extractor(StrEnum):
+    prose = "prose"
+    support = "support"
+
+
+ExtractorOpt = Annotated[
+    Extractor, typer.Option(help="Case-fact extractor preset, as in the Engine's config.")
+]
+
+
+def _stdin() -> str:
+    return sys.stdin.read()
+
+
+def _json(data: object) -> str:
+    return "" if data is None else json.dumps(data) + "\n"
+
+
+def _run(event: str, handler: Callable[[str], str], deadline: float) -> None:
+    from ctxwise.integrations.claude_code_hooks import run_hook
+
+    text = run_hook(event, handler, _stdin, deadline=deadline)
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+@hook_app.command("subagent-context")
+def subagent_context_cmd(
+    budget: BudgetOpt = 20_000,
+    counter: CounterOpt = "char",
+    deadline: DeadlineOpt = 5.0,
+) -> None:
+    """PreToolUse on Agent|Task: the subagent's prompt with the context it needs."""
+
+    def handle(payload: str) -> str:
+        from ctxwise.integrations.claude_code_hooks import subagent_context
+        from ctxwise.tokens import get_counter
+
+        return _json(subagent_context(payload, budget=budget, counter=get_counter(counter)))
+
+    _run("subagent-context", handle, deadline)
+
+
+@hook_app.command("subagent-start")
+def subagent_start_cmd(
+    budget: BudgetOpt = 20_000,
+    counter: CounterOpt = "char",
+    deadline: DeadlineOpt = 5.0,
+) -> None:
+    """SubagentStart: the same selection as additionalContext (10,000 chars at most)."""
+
+    def handle(payload: str) -> str:
+        from ctxwise.integrations.claude_code_hooks import subagent_start
+        from ctxwise.tokens import get_counter
+
+        return _json(subagent_start(payload, budget=budget, counter=get_counter(counter)))
+
+    _run("subagent-start", handle, deadline)
+
+
+@hook_app.command("pre-compact")
+def pre_compact_cmd(
+    archive: ArchiveOpt = None,
+    extractor: ExtractorOpt = Extractor.prose,
+    deadline: DeadlineOpt = 5.0,
+) -> None:
+    """PreCompact: archive the transcript; print the rules and facts the summary keeps."""
+
+    def handle(payload: str) -> str:
+        from ctxwise.integrations.claude_code_hooks import pre_compact
+
+        return pre_compact(payload, archive_dir=archive, extractor=extractor.value).instructions
+
+    _run("pre-compact", handle, deadline)
+
+
+@hook_app.command("session-start")
+def session_start_cmd(
+    archive: ArchiveOpt = None,
+    extractor: ExtractorOpt = Extractor.prose,
+    deadline: DeadlineOpt = 5.0,
+) -> None:
+    """SessionStart after a compaction: the rules and facts again, as additionalContext."""
+
+    def handle(payload: str) -> str:
+        from ctxwise.integrations.claude_code_hooks import session_start
+
+        return _json(session_start(payload, archive_dir=archive, extractor=extractor.value))
+
+    _run("session-start", handle, deadline)
+
+
+class Via(StrEnum):
+    pre_tool_use = "pre-tool-use"
+    subagent_start = "subagent-start"
+
+
+@hook_app.command("install")
+def install_cmd(
+    project: Annotated[
+        bool,
+        typer.Option(
+            "--project/--user",
+            help="Write .claude/settings.json here (default), or ~/.claude/settings.json.",
+        ),
+    ] = True,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the merged settings; write nothing.")
+    ] = False,
+    command: Annotated[
+        str, typer.Option(help="How Claude Code runs ctxwise (a path, `uvx ctxwise`, …).")
+    ] = "ctxwise",
+    subagent: Annotated[
+        Via,
+        typer.Option(
+            help="Give subagents their context by updatedInput on PreToolUse, or by "
+            "additionalContext on SubagentStart (for versions that ignore updatedInput)."
+        ),
+    ] = Via.pre_tool_use,
+    timeout: Annotated[int, typer.Option(help="Each hook's timeout in Claude Code (s).")] = 30,
+) -> None:
+    """Register the hooks in Claude Code's settings, keeping everything else there."""
+    from ctxwise.errors import UsageError
+    from ctxwise.integrations.claude_code_hooks import hook_settings, install_settings
+
+    def run() -> object:
+        if timeout < 1:
+            raise UsageError("--timeout must be 1 or more")
+        base = Path.cwd() if project else Path.home()
+        snippet = hook_settings(command, subagent=subagent.value, timeout=timeout)
+        return install_settings(base / ".claude" / "settings.json", snippet, dry_run=dry_run)
+
+    result = _guard(run)
+    from ctxwise.integrations.claude_code_hooks import InstallResult
+
+    assert isinstance(result, InstallResult)
+    if dry_run:
+        sys.stdout.write(result.text)
+        what = f"would add to {', '.join(result.added)}" if result.added else "nothing to add"
+        typer.echo(f"{result.path}: {what} (dry run, nothing written)", err=True)
+    elif result.written:
+        typer.echo(f"{result.path}: added hooks for {', '.join(result.added)}", err=True)
+    else:
+        typer.echo(f"{result.path}: the hooks are already there; nothing changed", err=True)
+
+
+def is_hook_run(args: Sequence[str]) -> bool:
+    """Whether ``args`` run one of the hook events (not ``install``)."""
+    from ctxwise.integrations.claude_code_hooks import HOOK_EVENTS
+
+    return len(args) >= 2 and args[0] == "hook" and args[1] in HOOK_EVENTS
+
+
+def log_bad_command_line(args: Sequence[str], message: str) -> None:
+    """Log a hook's command-line error (the hook then exits 0 and changes nothing)."""
+    from ctxwise.integrations.claude_code_hooks import log_hook_failure
+
+    log_hook_failure(args[1], f"bad command line ({' '.join(args)}): {message}; left unchanged")

@@ -1,0 +1,743 @@
+"""Claude Code hooks: hand subagents their context, keep rules and facts through compaction.
+
+Claude Code runs a hook command with a JSON payload on stdin and reads its stdout
+(hooks reference, code.claude.com/docs/en/hooks). Every payload carries
+``session_id``, ``transcript_path`` (the session's JSONL), ``cwd`` and
+``hook_event_name``; the events used here add:
+
+- ``PreToolUse`` (matcher ``Agent|Task``: the subagent tool is ``Agent`` now,
+  ``Task`` is its old name): ``tool_name``, ``tool_input`` (``prompt``,
+  ``description``, ``subagent_type``, ``model``, …) and ``tool_use_id``.
+  :func:`subagent_context` answers ``hookSpecificOutput`` with ``permissionDecision:
+  "allow"`` and ``updatedInput``: a copy of every field of ``tool_input`` whose
+  ``prompt`` is :meth:`Handoff.render() <ctxwise.handoff.select.Handoff.render>`
+  (the task, then the transcript chunks it needs). ``updatedInput`` replaces the
+  whole input, so nothing is left out.
+- ``SubagentStart``: ``agent_id`` and ``agent_type``. Some Claude Code versions
+  ignore ``updatedInput`` for the subagent tool, so :func:`subagent_start` gives the
+  same selection as ``hookSpecificOutput.additionalContext``, within that field's
+  :data:`ADDITIONAL_CONTEXT_CAP` characters. Its task is the payload's ``prompt``
+  when there is one, else the prompt of the latest ``Agent``/``Task`` call in the
+  transcript (of the same ``subagent_type`` when ``agent_type`` is given).
+- ``PreCompact``: ``trigger`` (``manual`` | ``auto``) and ``custom_instructions``.
+  :func:`pre_compact` copies the transcript into the archive
+  (``<archive>/<session_id>/<UTC timestamp>.jsonl``, never replacing a file) and
+  returns the standing rules and case facts the summary must keep; Claude Code
+  appends a PreCompact hook's stdout to the compaction instructions.
+- ``SessionStart``: ``source`` (``startup`` | ``resume`` | ``clear`` | ``compact``).
+  With ``compact``, :func:`session_start` re-injects the rules and case facts as
+  ``hookSpecificOutput.additionalContext``.
+
+Rules and case facts are found the way the Engine finds them
+(:meth:`Rules.capture_messages <ctxwise.memory.facts.Rules.capture_messages>` over
+the user's messages, :meth:`CaseFacts.update_from_messages
+<ctxwise.memory.facts.CaseFacts.update_from_messages>` with a
+:class:`~ctxwise.memory.facts.FactExtractor` preset).
+
+**A hook never blocks Claude Code on its own failure.** :func:`run_hook` runs a
+handler under a deadline; a broken payload, an unreadable transcript, any
+exception, or the deadline passing gives an empty stdout (for ``PreToolUse``: the
+call goes through unchanged; for ``PreCompact``: the default instructions) and one
+line in the hook log (:func:`hook_log_path`: ``$CTXWISE_HOOK_LOG``, else
+``~/.ctxwise/hooks.log``); the command exits 0.
+
+:func:`hook_settings` builds the ``settings.json`` snippet and
+:func:`install_settings` merges it into a settings file, keeping every other key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.messages import Message, ToolUseBlock, Transcript
+
+if TYPE_CHECKING:
+    from ctxwise.handoff.chunks import Chunk
+    from ctxwise.handoff.scoring import ChunkScorer
+    from ctxwise.handoff.select import Handoff
+    from ctxwise.tokens import TokenCounter
+
+__all__ = [
+    "ADDITIONAL_CONTEXT_CAP",
+    "DEFAULT_DEADLINE",
+    "DEFAULT_HOOK_TIMEOUT",
+    "HOOK_EVENTS",
+    "SUBAGENT_TOOLS",
+    "Clock",
+    "HookPayload",
+    "InstallResult",
+    "PreCompactPayload",
+    "PreCompactResult",
+    "PreToolUsePayload",
+    "SessionStartPayload",
+    "SubagentStartPayload",
+    "archive_transcript",
+    "default_archive_dir",
+    "hook_log_path",
+    "hook_settings",
+    "install_settings",
+    "keep_instructions",
+    "log_hook_failure",
+    "merge_settings",
+    "pre_compact",
+    "run_hook",
+    "session_start",
+    "standing_context",
+    "subagent_context",
+    "subagent_start",
+]
+
+ADDITIONAL_CONTEXT_CAP = 10_000
+"""Characters of ``additionalContext`` Claude Code takes inline (longer output is
+replaced by a preview and a file path)."""
+
+DEFAULT_DEADLINE = 5.0
+"""Seconds a hook works before it gives up and lets Claude Code go on unchanged."""
+
+DEFAULT_HOOK_TIMEOUT = 30
+"""The ``timeout`` (seconds) :func:`hook_settings` gives each hook: well above
+:data:`DEFAULT_DEADLINE`, so Claude Code never has to kill a ctxwise hook."""
+
+SUBAGENT_TOOLS = ("Agent", "Task")
+"""The subagent tool's names: ``Agent`` now, ``Task`` before."""
+
+HOOK_EVENTS = ("subagent-context", "subagent-start", "pre-compact", "session-start")
+"""The ``ctxwise hook`` commands Claude Code runs."""
+
+Clock = Callable[[], datetime]
+
+_CONTEXT_MARK = "<context note="
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+# -- payloads ---------------------------------------------------------------------
+
+
+class HookPayload(BaseModel):
+    """The fields every hook payload carries; any others are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    session_id: str = ""
+    transcript_path: str
+    cwd: str | None = None
+    hook_event_name: str | None = None
+    permission_mode: str | None = None
+
+
+class PreToolUsePayload(HookPayload):
+    tool_name: str
+    tool_input: dict[str, Any]
+    tool_use_id: str | None = None
+
+
+class SubagentStartPayload(HookPayload):
+    agent_id: str | None = None
+    agent_type: str | None = None
+    prompt: str | None = None
+
+
+class PreCompactPayload(HookPayload):
+    trigger: str | None = None
+    custom_instructions: str | None = None
+
+
+class SessionStartPayload(HookPayload):
+    source: str | None = None
+
+
+_P = TypeVar("_P", bound=HookPayload)
+
+
+def _parse(model: type[_P], payload: str | Mapping[str, Any]) -> _P:
+    try:
+        data = json.loads(payload) if isinstance(payload, str) else payload
+    except json.JSONDecodeError as exc:
+        raise FormatError("hook payload", f"not JSON ({exc})") from None
+    if not isinstance(data, Mapping):
+        raise FormatError("hook payload", f"not a JSON object but {type(data).__name__}")
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"]) or "payload"
+        raise FormatError("hook payload", f"{where}: {first['msg']}") from None
+
+
+def _read(path: str | Path) -> Transcript:
+    from ctxwise.formats import read_transcript
+
+    return read_transcript(path, "claude-code")
+
+
+# -- subagents --------------------------------------------------------------------
+
+
+class _ScoreOnce:
+    """A :class:`~ctxwise.handoff.scoring.HybridScorer` that remembers its last
+    scores, so trying smaller budgets on the same chunks does not score them again."""
+
+    def __init__(self) -> None:
+        from ctxwise.handoff.scoring import HybridScorer
+
+        self._inner = HybridScorer()
+        self._memo: tuple[tuple[str, tuple[str, ...]], list[float]] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
+        key = (task, tuple(f"{c.id}\0{c.text}" for c in chunks))
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, self._inner.score(task, chunks))
+        return list(self._memo[1])
+
+
+def _select(
+    transcript: Transcript,
+    task: str,
+    budget: int,
+    counter: TokenCounter | None,
+    scorer: ChunkScorer | None = None,
+) -> Handoff:
+    from ctxwise.handoff.select import select_context
+
+    return select_context(transcript, task, budget, counter=counter, scorer=scorer)
+
+
+def subagent_context(
+    payload: str | Mapping[str, Any],
+    *,
+    budget: int = 20_000,
+    counter: TokenCounter | None = None,
+) -> dict[str, Any] | None:
+    """The ``PreToolUse`` answer for a subagent call, or ``None`` to let it through
+    unchanged (another tool, no prompt, a prompt that already carries ctxwise's
+    context, an empty transcript).
+
+    ``updatedInput`` is every field of ``tool_input`` with ``prompt`` replaced by the
+    handoff's render: the task first, then the chosen chunks in transcript order.
+
+    Raises:
+        FormatError: the payload is not a PreToolUse payload, or the transcript
+            does not read.
+    """
+    p = _parse(PreToolUsePayload, payload)
+    if p.tool_name not in SUBAGENT_TOOLS:
+        return None
+    prompt = p.tool_input.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip() or _CONTEXT_MARK in prompt:
+        return None
+    handoff = _select(_read(p.transcript_path), prompt, budget, counter)
+    if not handoff.selected:
+        return None
+    updated = dict(p.tool_input)
+    updated["prompt"] = handoff.render()
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": (
+                f"ctxwise: {len(handoff.selected)} transcript chunks "
+                f"({handoff.tokens:,} tokens) added to the subagent's prompt"
+            ),
+            "updatedInput": updated,
+        }
+    }
+
+
+def _latest_subagent_prompt(messages: Sequence[Message], agent_type: str | None) -> str | None:
+    """The prompt of the latest subagent call (of ``agent_type`` when it is given)."""
+    for msg in reversed(messages):
+        for block in reversed(msg.content):
+            if not isinstance(block, ToolUseBlock) or block.name not in SUBAGENT_TOOLS:
+                continue
+            prompt = block.input.get("prompt")
+            kind = block.input.get("subagent_type") or "general-purpose"
+            if isinstance(prompt, str) and prompt.strip() and agent_type in (None, kind):
+                return prompt
+    return None
+
+
+def _context_only(rendered: str, task: str) -> str:
+    """The render without its leading task (the subagent already has its prompt)."""
+    head = f"{task}\n\n"
+    return rendered[len(head) :] if rendered.startswith(head) else rendered
+
+
+def subagent_start(
+    payload: str | Mapping[str, Any],
+    *,
+    budget: int = 20_000,
+    counter: TokenCounter | None = None,
+    cap: int = ADDITIONAL_CONTEXT_CAP,
+) -> dict[str, Any] | None:
+    """The ``SubagentStart`` answer: the selection as ``additionalContext`` of at most
+    ``cap`` characters, or ``None`` (no task found, nothing selected, or not even one
+    chunk fits the cap).
+
+    The budget is shrunk until the rendered chunks fit ``cap``; chunks are never cut.
+
+    Raises:
+        FormatError: the payload is not a SubagentStart payload, or the transcript
+            does not read.
+    """
+    p = _parse(SubagentStartPayload, payload)
+    transcript = _read(p.transcript_path)
+    task = p.prompt if p.prompt and p.prompt.strip() else None
+    task = task or _latest_subagent_prompt(transcript.messages, p.agent_type)
+    if task is None:
+        return None
+    lead = "ctxwise: the parts of the parent conversation this task needs.\n"
+    room = cap - len(lead)
+    allowed = max(1, min(budget, room))
+    scorer = _ScoreOnce()
+    for _ in range(12):
+        handoff = _select(transcript, task, allowed, counter, scorer)
+        if not handoff.selected:
+            return None
+        text = _context_only(handoff.render(), handoff.task)
+        if len(text) <= room:
+            return {
+                "hookSpecificOutput": {
+                    "hookEventName": "SubagentStart",
+                    "additionalContext": lead + text,
+                }
+            }
+        smaller = int(allowed * room / len(text) * 0.9)
+        if smaller >= allowed or smaller < 1:
+            smaller = allowed // 2
+        if smaller < 1:
+            break
+        allowed = smaller
+    return None
+
+
+# -- rules and case facts ---------------------------------------------------------
+
+
+def standing_context(transcript: Transcript, *, extractor: str = "prose") -> tuple[str, str]:
+    """The transcript's standing rules and case facts, rendered (``""`` when none).
+
+    The same calls the Engine makes on a turn's messages: :meth:`Rules.capture_messages`
+    over the non-system messages and :meth:`CaseFacts.update_from_messages` with the
+    ``extractor`` preset (``prose`` | ``support``).
+    """
+    from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
+
+    body = [m for m in transcript.messages if m.role != "system"]
+    rules, facts = Rules(), CaseFacts()
+    if body:
+        rules.capture_messages(body)
+        facts.update_from_messages(body, extractor=FactExtractor.preset(extractor))
+    return rules.render(), facts.render()
+
+
+def keep_instructions(rules: str, facts: str) -> str:
+    """What the compaction summary must keep: ``""`` when there are no rules or facts."""
+    parts = [x for x in (rules, facts) if x]
+    if not parts:
+        return ""
+    head = (
+        "Keep the following in the summary, word for word: the user's standing rules "
+        "and the case facts of this session (found by ctxwise)."
+    )
+    return "\n\n".join([head, *parts]) + "\n"
+
+
+def _capped(text: str, cap: int) -> str:
+    """``text`` cut to whole lines within ``cap`` characters, saying how many went."""
+    if len(text) <= cap:
+        return text
+    lines = text.splitlines()
+    kept: list[str] = []
+    used = 0
+    for n, line in enumerate(lines):
+        note = f"\n(ctxwise: {len(lines) - n} more lines left out to stay within {cap:,} chars)"
+        if used + len(line) + 1 + len(note) > cap:
+            return "\n".join(kept) + note
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join(kept)  # pragma: no cover - the loop returns first
+
+
+# -- archive ----------------------------------------------------------------------
+
+
+def default_archive_dir() -> Path:
+    """``~/.ctxwise/archive``."""
+    return Path.home() / ".ctxwise" / "archive"
+
+
+def _safe_name(session_id: str) -> str:
+    name = _SAFE.sub("_", session_id.strip())[:200]
+    return name if name.strip(".") else "unknown-session"
+
+
+def _claim(tmp: Path, target_dir: Path, stem: str) -> Path:
+    """Move ``tmp`` to ``<stem>.jsonl`` (or ``<stem>-N.jsonl``) without replacing a file."""
+    for n in range(1000):
+        final = target_dir / (f"{stem}-{n}.jsonl" if n else f"{stem}.jsonl")
+        try:
+            os.link(tmp, final)  # fails when final exists: nothing is replaced
+        except FileExistsError:
+            continue
+        except OSError:  # no hard links here: reserve the name, then move onto it
+            try:
+                fd = os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                continue
+            os.close(fd)
+            os.replace(tmp, final)
+            return final
+        tmp.unlink()
+        return final
+    raise UsageError(f"no free archive name for {stem} in {target_dir}")
+
+
+def archive_transcript(
+    transcript: str | Path,
+    archive_dir: str | Path,
+    session_id: str,
+    *,
+    clock: Clock = _utc_now,
+) -> Path:
+    """Copy ``transcript`` to ``<archive_dir>/<session_id>/<UTC timestamp>.jsonl`` and
+    return the copy's path.
+
+    The copy is written under a temporary name in that folder and then linked to
+    its final name, so a reader never sees half a file, and an existing file is
+    never replaced (a second archive in the same microsecond gets ``-1``, ``-2``…).
+    The session id keeps only ``A-Z a-z 0-9 . _ -``.
+
+    Raises:
+        FormatError: the transcript cannot be read.
+    """
+    src = Path(transcript)
+    if not src.is_file():
+        raise FormatError(str(src), "no such transcript file")
+    target = Path(archive_dir) / _safe_name(session_id)
+    target.mkdir(parents=True, exist_ok=True)
+    stamp = clock().astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    fd, name = tempfile.mkstemp(prefix=f".{stamp}.", suffix=".tmp", dir=target)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
+            shutil.copyfileobj(inp, out)
+            out.flush()
+            os.fsync(out.fileno())
+        return _claim(tmp, target, stamp)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _latest_archive(archive_dir: Path, session_id: str) -> Path | None:
+    folder = archive_dir / _safe_name(session_id)
+    found = list(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+    def order(path: Path) -> tuple[str, int]:  # <stamp>.jsonl, then <stamp>-1.jsonl, …
+        stamp, _, n = path.name.removesuffix(".jsonl").partition("-")
+        return stamp, int(n) if n.isdigit() else 0
+
+    return max(found, key=order) if found else None
+
+
+@dataclass(frozen=True, slots=True)
+class PreCompactResult:
+    """Where the transcript was archived, and the text for the compaction
+    instructions (``""`` when there are no rules or facts to keep)."""
+
+    archive: Path
+    instructions: str
+    trigger: str | None
+
+
+def pre_compact(
+    payload: str | Mapping[str, Any],
+    *,
+    archive_dir: str | Path | None = None,
+    extractor: str = "prose",
+    clock: Clock = _utc_now,
+) -> PreCompactResult:
+    """Archive the transcript, then find the rules and case facts the summary keeps.
+
+    The archive is written first, so it exists even when the transcript does not
+    parse.
+
+    Raises:
+        FormatError: the payload is not a PreCompact payload, or the transcript
+            cannot be read.
+    """
+    p = _parse(PreCompactPayload, payload)
+    base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+    copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock)
+    rules, facts = standing_context(_read(p.transcript_path), extractor=extractor)
+    return PreCompactResult(copy, keep_instructions(rules, facts), p.trigger)
+
+
+def session_start(
+    payload: str | Mapping[str, Any],
+    *,
+    archive_dir: str | Path | None = None,
+    extractor: str = "prose",
+    cap: int = ADDITIONAL_CONTEXT_CAP,
+) -> dict[str, Any] | None:
+    """The ``SessionStart`` answer after a compaction: the rules and case facts as
+    ``additionalContext`` (whole lines within ``cap`` characters), or ``None`` for
+    another ``source`` or when there are none.
+
+    They are read from ``transcript_path`` (Claude Code keeps the history before a
+    compaction boundary in the file), or, when it is gone, from the session's latest
+    archive.
+
+    Raises:
+        FormatError: the payload is not a SessionStart payload, or no transcript reads.
+    """
+    p = _parse(SessionStartPayload, payload)
+    if p.source != "compact":
+        return None
+    path = Path(p.transcript_path)
+    if not path.is_file():
+        base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+        latest = _latest_archive(base, p.session_id)
+        if latest is None:
+            raise FormatError(p.transcript_path, "no such transcript file and no archive")
+        path = latest
+    rules, facts = standing_context(_read(path), extractor=extractor)
+    parts = [x for x in (rules, facts) if x]
+    if not parts:
+        return None
+    head = "ctxwise: standing rules and case facts from before the compaction."
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": _capped("\n\n".join([head, *parts]), cap),
+        }
+    }
+
+
+# -- running a hook ---------------------------------------------------------------
+
+
+def hook_log_path() -> Path:
+    """``$CTXWISE_HOOK_LOG``, else ``~/.ctxwise/hooks.log``."""
+    env = os.environ.get("CTXWISE_HOOK_LOG")
+    return Path(env) if env else Path.home() / ".ctxwise" / "hooks.log"
+
+
+def log_hook_failure(
+    event: str, detail: str, *, log: Path | None = None, clock: Clock = _utc_now
+) -> None:
+    """Append one line to the hook log; a log that cannot be written is skipped."""
+    path = log if log is not None else hook_log_path()
+    line = " ".join(detail.split())
+    with contextlib.suppress(OSError, ValueError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(f"{clock().astimezone(UTC).isoformat()} {event}: {line}\n")
+
+
+def run_hook(
+    event: str,
+    handler: Callable[[str], str],
+    read_payload: Callable[[], str],
+    *,
+    deadline: float = DEFAULT_DEADLINE,
+    log: Path | None = None,
+    clock: Clock = _utc_now,
+) -> str:
+    """What the hook prints: ``handler(read_payload())``, or ``""`` on any failure.
+
+    The handler runs in a daemon thread. When it raises, its error is logged and
+    ``""`` returned. When it is still running after ``deadline`` seconds, ``""`` is
+    returned at once and a ``deadline`` line logged: Claude Code goes on with the
+    tool call, compaction or session unchanged, and the unfinished work is abandoned
+    when the process exits (a ``pre-compact`` archive copy cut off this way leaves at
+    most a hidden ``.<timestamp>.*.tmp`` file in the archive folder, never a partial
+    ``.jsonl``).
+    """
+    out: list[str] = []
+    err: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            out.append(handler(read_payload()))
+        except BaseException as exc:
+            err.append(exc)
+
+    thread = threading.Thread(target=work, name=f"ctxwise-hook-{event}", daemon=True)
+    thread.start()
+    thread.join(max(0.05, deadline))
+    if thread.is_alive():
+        log_hook_failure(
+            event, f"deadline of {deadline:g}s passed; left unchanged", log=log, clock=clock
+        )
+        return ""
+    if err:
+        exc = err[0]
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+        at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+        log_hook_failure(
+            event,
+            f"{type(exc).__name__}: {exc}{at}; left unchanged",
+            log=log,
+            clock=clock,
+        )
+        return ""
+    return out[0] if out else ""
+
+
+# -- settings ---------------------------------------------------------------------
+
+
+def hook_settings(
+    command: str = "ctxwise",
+    *,
+    subagent: Literal["pre-tool-use", "subagent-start"] = "pre-tool-use",
+    timeout: int = DEFAULT_HOOK_TIMEOUT,
+) -> dict[str, Any]:
+    """The ``settings.json`` snippet registering the hooks.
+
+    ``subagent`` picks how subagents get their context: ``updatedInput`` on the
+    ``PreToolUse`` of ``Agent|Task`` (the default), or ``additionalContext`` on
+    ``SubagentStart`` (for versions that ignore ``updatedInput`` for that tool).
+    Only one, so a subagent never gets the context twice.
+    """
+
+    def entry(matcher: str, event: str) -> dict[str, Any]:
+        return {
+            "matcher": matcher,
+            "hooks": [
+                {"type": "command", "command": f"{command} hook {event}", "timeout": timeout}
+            ],
+        }
+
+    hooks: dict[str, Any] = {}
+    if subagent == "pre-tool-use":
+        hooks["PreToolUse"] = [entry("|".join(SUBAGENT_TOOLS), "subagent-context")]
+    elif subagent == "subagent-start":
+        hooks["SubagentStart"] = [entry("", "subagent-start")]
+    else:
+        raise UsageError(f"subagent is 'pre-tool-use' or 'subagent-start', not {subagent!r}")
+    hooks["PreCompact"] = [entry("manual|auto", "pre-compact")]
+    hooks["SessionStart"] = [entry("compact", "session-start")]
+    return {"hooks": hooks}
+
+
+def _commands(groups: Sequence[Any]) -> set[str]:
+    return {
+        h["command"]
+        for g in groups
+        if isinstance(g, Mapping)
+        for h in (g.get("hooks") or [])
+        if isinstance(h, Mapping) and isinstance(h.get("command"), str)
+    }
+
+
+def merge_settings(
+    existing: Mapping[str, Any], snippet: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """``existing`` with the snippet's hook groups added, and the events added to.
+
+    Every other key and hook is kept as it is; a group whose command is already
+    registered for that event is not added again (installing twice changes nothing).
+
+    Raises:
+        UsageError: ``hooks`` or one of its events is not of the documented shape.
+    """
+    merged = json.loads(json.dumps(existing))
+    hooks = merged.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(f"'hooks' in the settings is {type(hooks).__name__}, not an object")
+    added: list[str] = []
+    for event, groups in snippet["hooks"].items():
+        current = hooks.setdefault(event, [])
+        if not isinstance(current, list):
+            raise UsageError(f"'hooks.{event}' in the settings is not a list")
+        have = _commands(current)
+        new = [g for g in groups if not _commands([g]) <= have]
+        if new:
+            current.extend(json.loads(json.dumps(new)))
+            added.append(event)
+    return merged, added
+
+
+@dataclass(frozen=True, slots=True)
+class InstallResult:
+    """The settings file, its new text, the events added to, and whether it was written."""
+
+    path: Path
+    text: str
+    added: tuple[str, ...]
+    written: bool
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if path.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def install_settings(
+    path: str | Path, snippet: Mapping[str, Any], *, dry_run: bool = False
+) -> InstallResult:
+    """Merge ``snippet`` into the settings file at ``path`` (created when missing).
+
+    The file is written atomically (a temporary file in the same folder, then
+    renamed over it), and only when something was added and ``dry_run`` is false.
+
+    Raises:
+        FormatError: the file is not valid JSON or not a JSON object; it is left
+            untouched.
+        UsageError: its ``hooks`` are not of the documented shape.
+    """
+    p = Path(path)
+    existing: Any = {}
+    if p.exists():
+        raw = p.read_text(encoding="utf-8")
+        if raw.strip():
+            try:
+                existing = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise FormatError(str(p), f"is not valid JSON ({exc}); left unchanged") from None
+        if not isinstance(existing, dict):
+            raise FormatError(str(p), "is not a JSON object; left unchanged")
+    merged, added = merge_settings(existing, snippet)
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    write = bool(added) and not dry_run
+    if write:
+        _atomic_write(p, text)
+    return InstallResult(p, text, tuple(added), write)

@@ -1,0 +1,356 @@
+"""Claude Code hooks as Claude Code runs them: a subprocess, a payload on stdin of the
+documented shape, a real transcript (copied into tmp_path), JSON back, exit 0.
+
+The issue's limit for a hook run is 2 s; tests never assert a wall-clock time, so
+each run gets a generous ``timeout=`` and ``benchmarks/bench_hooks.py`` measures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise.errors import FormatError
+from ctxwise.formats import read_transcript
+from ctxwise.integrations.claude_code_hooks import (
+    ADDITIONAL_CONTEXT_CAP,
+    archive_transcript,
+    hook_settings,
+    install_settings,
+    merge_settings,
+    pre_compact,
+    run_hook,
+    session_start,
+    subagent_context,
+    subagent_start,
+)
+from ctxwise.messages import ToolUseBlock
+from tests.conftest import claude_code_files
+
+FILES = claude_code_files()
+TIMEOUT = 20  # seconds: far above the issue's 2 s, so a hang fails instead of hanging
+DEFAULT_TASK = "Find where the hook output is parsed and fix the failing test"
+
+
+def _hook(
+    args: list[str], stdin: str, home: Path, *, log: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "CTXWISE_HOOK_LOG": str(log if log is not None else home / "hooks.log"),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", "hook", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        cwd=home,
+    )
+
+
+def _agent_input(transcript: Path) -> dict[str, Any]:
+    """The input of the transcript's latest subagent call, else a made-up one of the
+    same shape (every field the Agent tool takes)."""
+    for msg in reversed(read_transcript(transcript).messages):
+        for b in msg.content:
+            if isinstance(b, ToolUseBlock) and b.name in ("Agent", "Task"):
+                return {"model": "haiku", **dict(b.input)}
+    return {
+        "description": "Fix the failing test",
+        "prompt": DEFAULT_TASK,
+        "subagent_type": "general-purpose",
+        "model": "sonnet",
+        "run_in_background": False,
+    }
+
+
+def _base(path: Path, event: str) -> dict[str, Any]:
+    return {
+        "session_id": "7f1c2a9e-0000-4000-8000-000000000001",
+        "transcript_path": str(path),
+        "cwd": str(path.parent),
+        "permission_mode": "default",
+        "hook_event_name": event,
+    }
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def _copy(src: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / src.name
+    shutil.copyfile(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize("src", FILES, ids=lambda p: p.name)
+def test_every_hook_on_a_real_transcript(src: Path, tmp_path: Path, home: Path) -> None:
+    path = _copy(src, tmp_path)
+    before = path.read_bytes()
+
+    # PreToolUse on Agent: updatedInput keeps every original field, prompt = the render
+    tool_input = _agent_input(path)
+    payload = {
+        **_base(path, "PreToolUse"),
+        "tool_name": "Agent",
+        "tool_input": tool_input,
+        "tool_use_id": "toolu_01ABC",
+    }
+    out = _hook(["subagent-context"], json.dumps(payload), home)
+    assert out.returncode == 0, out.stderr
+    spec = json.loads(out.stdout)["hookSpecificOutput"]
+    assert spec["hookEventName"] == "PreToolUse" and spec["permissionDecision"] == "allow"
+    updated = spec["updatedInput"]
+    assert set(updated) == set(tool_input)
+    assert {k: v for k, v in updated.items() if k != "prompt"} == {
+        k: v for k, v in tool_input.items() if k != "prompt"
+    }
+    assert updated["prompt"].startswith(tool_input["prompt"].strip())
+    assert "<context note=" in updated["prompt"]
+
+    # SubagentStart: the selection as additionalContext within the cap
+    payload = {**_base(path, "SubagentStart"), "agent_id": "a1", "agent_type": "general-purpose"}
+    payload["prompt"] = tool_input["prompt"]
+    out = _hook(["subagent-start"], json.dumps(payload), home)
+    assert out.returncode == 0, out.stderr
+    spec = json.loads(out.stdout)["hookSpecificOutput"]
+    assert spec["hookEventName"] == "SubagentStart"
+    assert 0 < len(spec["additionalContext"]) <= ADDITIONAL_CONTEXT_CAP
+
+    # PreCompact: archived under the session id; stdout is plain text (may be empty)
+    payload = {**_base(path, "PreCompact"), "trigger": "auto", "custom_instructions": ""}
+    out = _hook(["pre-compact", "--archive", str(tmp_path / "arch")], json.dumps(payload), home)
+    assert out.returncode == 0, out.stderr
+    (copy,) = (tmp_path / "arch" / payload["session_id"]).glob("*.jsonl")
+    assert copy.read_bytes() == before
+
+    # SessionStart after compaction: JSON with additionalContext, or nothing to add
+    payload = {**_base(path, "SessionStart"), "source": "compact", "model": "claude-sonnet-4-5"}
+    out = _hook(["session-start"], json.dumps(payload), home)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip():
+        spec = json.loads(out.stdout)["hookSpecificOutput"]
+        assert spec["hookEventName"] == "SessionStart"
+        assert len(spec["additionalContext"]) <= ADDITIONAL_CONTEXT_CAP
+        assert out.stdout.count("Rules:") + out.stdout.count("Case facts:") >= 1
+
+    assert path.read_bytes() == before  # the transcript is only read
+    assert not (home / "hooks.log").exists(), (home / "hooks.log").read_text()
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Path:
+    """The shared subagent transcript: it states rules the user gave."""
+    src = next(p for p in FILES if p.name == "subagent.jsonl")
+    return _copy(src, tmp_path)
+
+
+BROKEN = [
+    "",
+    "not json",
+    "[1, 2]",
+    '{"tool_name": "Agent"}',
+    '{"transcript_path": "/nonexistent/x.jsonl", "tool_name": "Agent",'
+    ' "tool_input": {"prompt": "do it"}}',
+    '{"transcript_path": "x", "tool_name": "Agent", "tool_input": "prompt"}',
+]
+
+
+@pytest.mark.parametrize("event", ["subagent-context", "subagent-start", "pre-compact"])
+@pytest.mark.parametrize("stdin", BROKEN, ids=range(len(BROKEN)))
+def test_a_broken_payload_lets_the_call_through(
+    event: str, stdin: str, tmp_path: Path, home: Path
+) -> None:
+    log = tmp_path / "logs" / "hooks.log"
+    out = _hook(
+        [event, "--archive", str(tmp_path)] if event == "pre-compact" else [event],
+        stdin,
+        home,
+        log=log,
+    )
+    assert out.returncode == 0 and out.stdout == "" and out.stderr == ""
+    (line,) = log.read_text().splitlines()
+    assert f" {event}: " in line and line.endswith("left unchanged")
+
+
+def test_a_broken_transcript_lets_the_call_through(tmp_path: Path, home: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n{trunc')
+    payload = {**_base(bad, "PreToolUse"), "tool_name": "Task", "tool_input": {"prompt": "x"}}
+    out = _hook(["subagent-context"], json.dumps(payload), home)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert "FormatError" in (home / "hooks.log").read_text()
+
+
+def test_a_bad_option_still_exits_0(home: Path) -> None:
+    out = _hook(["subagent-context", "--budget", "many"], "{}", home)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert "bad command line" in (home / "hooks.log").read_text()
+
+
+def test_other_tools_and_prompts_pass_unchanged(session: Path) -> None:
+    base = _base(session, "PreToolUse")
+    bash = {**base, "tool_name": "Bash", "tool_input": {"command": "ls"}}
+    assert subagent_context(bash) is None
+    empty = {**base, "tool_name": "Agent", "tool_input": {"prompt": "  ", "description": "d"}}
+    assert subagent_context(empty) is None
+    task = {**base, "tool_name": "Task", "tool_input": {"prompt": "Show gqc.7", "x": [1]}}
+    first = subagent_context(task)
+    assert first is not None
+    again = {**task, "tool_input": first["hookSpecificOutput"]["updatedInput"]}
+    assert subagent_context(again) is None  # the context is never added twice
+
+
+def test_subagent_start_finds_the_task_in_the_transcript(session: Path) -> None:
+    payload = {**_base(session, "SubagentStart"), "agent_id": "a1"}
+    out = subagent_start(payload, cap=3_000)
+    assert out is not None
+    text = out["hookSpecificOutput"]["additionalContext"]
+    assert 0 < len(text) <= 3_000 and "<context note=" in text
+    assert subagent_start({**payload, "agent_type": "no-such-agent"}) is None
+
+
+FIXED = datetime(2026, 3, 1, 12, 30, 5, 123456, tzinfo=UTC)
+
+
+def test_archive_never_replaces_a_file(session: Path, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    first = archive_transcript(session, arch, "s/../1", clock=lambda: FIXED)
+    assert first == arch / "s_.._1" / "20260301T123005.123456Z.jsonl"
+    second = archive_transcript(session, arch, "s/../1", clock=lambda: FIXED)
+    assert second.name == "20260301T123005.123456Z-1.jsonl"
+    assert first.read_bytes() == second.read_bytes() == session.read_bytes()
+    assert {p.name for p in first.parent.iterdir()} == {first.name, second.name}  # no temp
+    with pytest.raises(FormatError):
+        archive_transcript(tmp_path / "missing.jsonl", arch, "s", clock=lambda: FIXED)
+
+
+def test_pre_compact_then_session_start_keeps_the_rules(session: Path, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    base = _base(session, "PreCompact")
+    result = pre_compact({**base, "trigger": "manual"}, archive_dir=arch, clock=lambda: FIXED)
+    assert result.archive.parent == arch / base["session_id"] and result.trigger == "manual"
+    assert "Rules:\n- " in result.instructions
+    assert "DO NOT create any beads until the user explicitly approves the plan." in (
+        result.instructions
+    )
+    start = {**_base(session, "SessionStart"), "source": "compact"}
+    assert session_start({**start, "source": "startup"}) is None
+    ctx = session_start(start)
+    assert ctx is not None
+    rules = result.instructions.split("\n\n", 1)[1].strip()
+    assert rules in ctx["hookSpecificOutput"]["additionalContext"]
+    # the transcript gone: the session's latest archive is read instead
+    session.unlink()
+    assert session_start(start, archive_dir=arch) == ctx
+    small = session_start(start, archive_dir=arch, cap=120)
+    assert small is not None
+    assert len(small["hookSpecificOutput"]["additionalContext"]) <= 120
+
+
+def test_deadline_leaves_everything_unchanged(tmp_path: Path) -> None:
+    release = threading.Event()
+    log = tmp_path / "hooks.log"
+
+    def slow(_: str) -> str:
+        release.wait(TIMEOUT)
+        return "late"
+
+    try:
+        assert run_hook("subagent-context", slow, lambda: "{}", deadline=0.05, log=log) == ""
+    finally:
+        release.set()
+    assert "deadline of 0.05s passed" in log.read_text()
+    assert run_hook("x", lambda s: s.upper(), lambda: "ok", log=log) == "OK"
+
+
+def _settings(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_install_merges_and_keeps_other_keys(tmp_path: Path, home: Path) -> None:
+    project = home / ".claude" / "settings.json"
+    mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "lint.sh"}]}
+    _settings(project, {"model": "opus", "env": {"A": "1"}, "hooks": {"PreToolUse": [mine]}})
+    out = _hook(["install", "--dry-run"], "", home)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(project.read_text())["hooks"] == {"PreToolUse": [mine]}  # untouched
+    printed = json.loads(out.stdout)
+    out = _hook(["install", "--project"], "", home)
+    assert out.returncode == 0, out.stderr
+    written = json.loads(project.read_text())
+    assert written == printed
+    assert written["model"] == "opus" and written["env"] == {"A": "1"}
+    pre = written["hooks"]["PreToolUse"]
+    assert pre[0] == mine and pre[1]["matcher"] == "Agent|Task"
+    assert pre[1]["hooks"][0] == {
+        "type": "command",
+        "command": "ctxwise hook subagent-context",
+        "timeout": 30,
+    }
+    assert written["hooks"]["SessionStart"][0]["matcher"] == "compact"
+    assert written["hooks"]["PreCompact"][0]["hooks"][0]["command"] == "ctxwise hook pre-compact"
+    assert [p.name for p in project.parent.iterdir()] == ["settings.json"]  # no temp left
+    again = _hook(["install"], "", home)
+    assert again.returncode == 0 and "nothing changed" in again.stderr
+    assert json.loads(project.read_text()) == written
+
+
+def test_install_user_and_subagent_start(tmp_path: Path) -> None:
+    snippet = hook_settings("/opt/bin/ctxwise", subagent="subagent-start", timeout=10)
+    assert "PreToolUse" not in snippet["hooks"]
+    result = install_settings(tmp_path / ".claude" / "settings.json", snippet)
+    assert result.written and result.added == ("SubagentStart", "PreCompact", "SessionStart")
+    cmd = json.loads(result.path.read_text())["hooks"]["SubagentStart"][0]["hooks"][0]
+    assert cmd == {
+        "type": "command",
+        "command": "/opt/bin/ctxwise hook subagent-start",
+        "timeout": 10,
+    }
+    merged, added = merge_settings(json.loads(result.path.read_text()), snippet)
+    assert added == [] and merged == json.loads(result.path.read_text())
+
+
+def test_install_user_writes_home(home: Path) -> None:
+    cwd = home / "proj"
+    cwd.mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", "hook", "install", "--user"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        cwd=cwd,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "PreToolUse" in json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+    assert not (cwd / ".claude").exists()
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1]", '{"hooks": []}'])
+def test_install_refuses_a_bad_settings_file(text: str, home: Path) -> None:
+    project = home / ".claude" / "settings.json"
+    project.parent.mkdir()
+    project.write_text(text)
+    out = _hook(["install"], "", home)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("ctxwise: error: ") and len(out.stderr.splitlines()) == 1
+    assert project.read_text() == text
+    assert os.listdir(project.parent) == ["settings.json"]
