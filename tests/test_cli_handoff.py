@@ -7,40 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from ctxwise.cli import app
 from ctxwise.formats import read_transcript
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
 from ctxwise.tokens import get_counter
+from tests._cli import assert_usage_error, ok_json, run
 from tests.conftest import DATA, TRANSCRIPTS, long_sessions
 
 CLAUDE = TRANSCRIPTS / "claude_code"
 TOOL_HEAVY = CLAUDE / "tool_heavy.jsonl"
 SHORT = CLAUDE / "short.jsonl"
 LOCOMO = DATA / "locomo" / "locomo_dev5.json"
-
-runner = CliRunner()
-
-
-def run(*args: str | Path) -> Any:
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def ok_json(*args: str | Path) -> Any:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def assert_usage_error(result: Any, *words: str) -> None:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("ctxwise: error: ")
-    for word in words:
-        assert word in lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +89,9 @@ def test_select_long_session_json(claude: Path, counter: str) -> None:
 
 def test_select_prints_prompt_and_summary(claude: Path) -> None:
     args = ["handoff", "select", str(TOOL_HEAVY), "--task", "start the phoenix server"]
-    plain = runner.invoke(app, args)
+    plain = run(*args)
     assert plain.exit_code == 0, plain.stderr
-    as_json = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    as_json = json.loads(run(*args, "--json").stdout)
     assert plain.stdout == as_json["prompt"] + "\n"
     lines = plain.stderr.splitlines()
     assert len(lines) == 1

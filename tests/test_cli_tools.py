@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from ctxwise.cli import app
+from tests._cli import assert_usage_error, ok_json, run
 from tests.conftest import DATA
 
 TOOLS = DATA / "tools"
@@ -17,34 +16,12 @@ LIVEMCP = TOOLS / "livemcpbench" / "livemcp_tool_catalog.jsonl"
 LIVEMCP_QUERIES = TOOLS / "livemcpbench" / "livemcp_queries_gold_tools.jsonl"
 GITHUB = TOOLS / "mcp_listings" / "github-mcp-server.tools_list.json"
 
-runner = CliRunner()
-
 WEATHER = {
     "type": "object",
     "properties": {"city": {"type": "string", "description": "City name"}},
     "required": ["city"],
 }
 STOCKS = {"type": "object", "properties": {"ticker": {"type": "string"}}}
-
-
-def run(*args: str | Path) -> Any:
-    return runner.invoke(app, [str(a) for a in args])
-
-
-def ok_json(*args: str | Path) -> Any:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def assert_usage_error(result: Any, *words: str) -> None:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stdout == ""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, lines
-    assert lines[0].startswith("ctxwise: error: ")
-    for word in words:
-        assert word in lines[0]
 
 
 @pytest.fixture(scope="module")
