@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ctxwise._io import replace_file
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
@@ -693,24 +694,6 @@ class InstallResult:
     written: bool
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if path.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, path.stat().st_mode & 0o7777)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
 def install_settings(
     path: str | Path, snippet: Mapping[str, Any], *, dry_run: bool = False
 ) -> InstallResult:
@@ -738,6 +721,7 @@ def install_settings(
     merged, added = merge_settings(existing, snippet)
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     write = bool(added) and not dry_run
-    if write:
-        _atomic_write(p, text)
+    if write:  # atomically, keeping the file's mode: the one writer in ctxwise._io
+        p.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(p, text.encode("utf-8"), p.stat() if p.exists() else None)
     return InstallResult(p, text, tuple(added), write)
