@@ -386,6 +386,45 @@ def handoff(d: dict[str, Any]) -> str:
     )
 
 
+def handoff_claude_code(d: dict[str, Any]) -> str:
+    def row(label: str, s: dict[str, Any]) -> list[object]:
+        return [
+            label,
+            s["tasks"],
+            f"{s['ctxwise']['carried']}/{s['expected']}",
+            f"{s['ctxwise']['all_carried']}/{s['tasks']}",
+            f"{s['ctxwise']['mean_tokens']:,.0f}",
+            f"{s['ctxwise']['mean_share']:.1%}",
+            f"{s['recent']['carried']}/{s['expected']}",
+            f"{s['recent']['all_carried']}/{s['tasks']}",
+            f"{s['bm25']['carried']}/{s['expected']}",
+            f"{s['bm25']['all_carried']}/{s['tasks']}",
+        ]
+
+    head = [
+        "tasks",
+        "n",
+        "ctxwise carried",
+        "ctxwise all",
+        "tokens",
+        "share",
+        "recent carried",
+        "recent all",
+        "bm25 carried",
+        "bm25 all",
+    ]
+    return (
+        "`benchmarks/bench_handoff_claude_code.py`. `select_context` at a budget of "
+        f"{d['budget']:,} tokens on tasks cut from the three long Claude Code sessions: the "
+        "expected earlier tool results whose chunk the handoff carries, the tasks with every "
+        "expected result carried, and the handoff's mean tokens and share of the transcript. "
+        "`tuned`: the tasks the selector was adjusted on; `held-out`: tasks written blind "
+        "(Agent/Task prompts and the assistant's stated next steps). The baselines get the "
+        "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
+        "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
+    )
+
+
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
@@ -400,6 +439,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Recall presets on LoCoMo", "bench_presets", presets),
     ("Tool catalog", "tools", tools),
     ("Handoffs on LoCoMo", "bench_handoff", handoff),
+    ("Handoffs on Claude Code sessions", "bench_handoff_claude_code", handoff_claude_code),
 ]
 
 SCRIPTS = {"tools": "bench_tools"}
