@@ -24,7 +24,8 @@ One root, two branches::
     │   ├── UnknownSessionError         a session id no turn was stored under
     │   ├── CursorError                 a result cursor that is forged, expired or another session's
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
-    │   └── SubagentReportError         a subagent's report that is not the shape asked for
+    │   ├── SubagentReportError         a subagent's report that is not the shape asked for
+    │   └── RelayError                  a relay spec, workload, table or step that cannot run
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
@@ -32,7 +33,8 @@ One root, two branches::
         ├── SummarizerError             the summarizer raised or returned no text
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
-        └── SessionStoreError           the session store failed
+        ├── SessionStoreError           the session store failed
+        └── RelayStateError             a relay run's manifest or state files are damaged
 
 Every subclass carries structured fields so a program can react without parsing
 the message, and pickles with them (``pickle.loads(pickle.dumps(e))`` gives the
@@ -73,6 +75,8 @@ __all__ = [
     "PairingError",
     "PinnedOverflowError",
     "ProviderError",
+    "RelayError",
+    "RelayStateError",
     "SessionConflictError",
     "SessionStoreError",
     "SimulationError",
@@ -641,3 +645,41 @@ class SubagentReportError(UsageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.problems,), {"source": self.source})
+
+
+class RelayError(UsageError):
+    """A relay job that cannot run as given.
+
+    ``reason`` says which part is wrong: ``"spec"`` (a spec key or value),
+    ``"workload"`` (a workload folder in the wrong shape), ``"table"`` (a state
+    table schema or starting rows that break it), ``"step"`` (a step that returned
+    something other than a :class:`~ctxwise.relay.StepResult`, or raised), ``"run"``
+    (an unknown run id, a run started again, a resume of another job). ``detail``
+    says how; ``path`` names the file or folder when there is one. The run's last
+    committed state is untouched.
+    """
+
+    def __init__(self, reason: str, detail: str, *, path: str | None = None) -> None:
+        self.reason = reason
+        self.detail = detail
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"relay {reason}: {where}{detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.reason, self.detail), {"path": self.path})
+
+
+class RelayStateError(BackendError):
+    """A relay run's saved state is damaged: the manifest does not parse, or a state
+    file is missing or does not match the hash the manifest recorded. ``path`` names
+    it. Nothing is changed; the run cannot resume until the state is restored."""
+
+    def __init__(self, detail: str, *, path: str | None = None) -> None:
+        self.detail = detail
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"relay state: {where}{detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.detail,), {"path": self.path})
