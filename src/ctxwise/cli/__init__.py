@@ -5,9 +5,11 @@ One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
 :mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
 :mod:`~ctxwise.cli.simulate`, :mod:`~ctxwise.cli.tools` (``tools search``,
 ``tools budget``, ``eval tools``), :mod:`~ctxwise.cli.handoff` (``handoff
-select``, ``eval handoff``), :mod:`~ctxwise.cli.hook` (``hook subagent-context``,
-``hook subagent-start``, ``hook pre-compact``, ``hook session-start``, ``hook
-install``: Claude Code hooks) and :mod:`~ctxwise.cli.engine` (``replay``,
+select``, ``eval handoff``), :mod:`~ctxwise.cli.relay` (``relay run``, ``relay
+resume``, ``eval relay``, ``data relay``: long jobs over fresh calls),
+:mod:`~ctxwise.cli.hook` (``hook subagent-context``, ``hook subagent-start``,
+``hook pre-compact``, ``hook session-start``, ``hook install``: Claude Code
+hooks) and :mod:`~ctxwise.cli.engine` (``replay``,
 ``trace``); ``demo`` is registered from ``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
@@ -34,6 +36,7 @@ from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
+from ctxwise.cli.relay import data_relay_cmd, eval_relay_cmd, relay_app
 from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app
 from ctxwise.cli.tools import eval_tools_cmd, tools_app
@@ -84,9 +87,12 @@ app.add_typer(data_app, name="data")
 app.add_typer(simulate_app, name="simulate")
 app.add_typer(tools_app, name="tools")
 app.add_typer(handoff_app, name="handoff")
+app.add_typer(relay_app, name="relay")
 app.add_typer(hook_app, name="hook")
 eval_app.command("tools")(eval_tools_cmd)
 eval_app.command("handoff")(eval_handoff_cmd)
+eval_app.command("relay")(eval_relay_cmd)
+data_app.command("relay")(data_relay_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
