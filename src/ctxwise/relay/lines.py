@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -86,9 +87,10 @@ class ExampleScorer:
     """Scores a line by how much nearer it is to an example to keep than to one to
     skip: ``max cos(line, keep) - max cos(line, skip)``.
 
-    Lines and examples are compared as sets of :func:`line_shape` terms and their
-    ``ngram``-grams (default 2), weighted by their inverse document frequency
-    over the examples, by cosine similarity. With ``skip`` examples the default
+    Lines and examples are compared as sets of their ``terms`` (default
+    :func:`line_shape` with ``analyzer``) and their ``ngram``-grams (default 2),
+    weighted by their inverse document frequency over the examples, by cosine
+    similarity. With ``skip`` examples the default
     ``threshold`` is 0 (keep a line nearer to a keep example); without them a line
     must reach a cosine of 0.5 with a keep example. When there are no keep
     examples, the instruction is the one example to keep.
@@ -106,6 +108,7 @@ class ExampleScorer:
         threshold: float | None = None,
         ngram: int = 2,
         analyzer: Analyzer = DEFAULT_ANALYZER,
+        terms: Callable[[str], list[str]] | None = None,
     ) -> None:
         positives = [k for k in keep if k.strip()]
         if not positives and instruction and instruction.strip():
@@ -119,8 +122,9 @@ class ExampleScorer:
         negatives = [s for s in skip if s.strip()]
         self.ngram = ngram
         self.analyzer = analyzer
+        self._terms = terms if terms is not None else partial(line_shape, analyzer=analyzer)
         self.threshold = (0.0 if negatives else 0.5) if threshold is None else float(threshold)
-        docs = [_features(line_shape(d, analyzer), ngram) for d in (*positives, *negatives)]
+        docs = [_features(self._terms(d), ngram) for d in (*positives, *negatives)]
         df: dict[str, int] = {}
         for feats in docs:
             for f in feats:
@@ -148,7 +152,7 @@ class ExampleScorer:
         """``max cos`` to a keep example minus ``max cos`` to a skip example, per line."""
         out = []
         for line in lines:
-            idx, weights = self._vector(_features(line_shape(line, self.analyzer), self.ngram))
+            idx, weights = self._vector(_features(self._terms(line), self.ngram))
             if not len(idx):
                 out.append(0.0)
                 continue

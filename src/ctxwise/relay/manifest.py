@@ -20,7 +20,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 MANIFEST_FORMAT = "ctxwise-relay-manifest"
+_PART_CHARS = 500_000
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -276,23 +277,47 @@ class StoreRuns(RunStore):
         return self._get(check_run_id(run_id), _attachment_name(name))
 
     def _read_state(self, run_id: str, name: str) -> bytes | None:
-        return self._get(run_id, name.removesuffix(".json"))
+        ns = self._ns(run_id)
+        head = self.store.get(ns, name.removesuffix(".json"))
+        if head is None:
+            return None
+        parts = int(head.metadata.get("parts", 1))
+        rest = [f"{head.id}.{i}" for i in range(1, parts)]
+        found = {item.id: item.text for item in self.store.get_many(ns, rest)} if rest else {}
+        if len(found) != len(rest):
+            return None
+        return "".join([head.text, *(found[r] for r in rest)]).encode("utf-8")
 
     def _commit(self, run_id: str, name: str, state: bytes, manifest: bytes) -> None:
         ns = self._ns(run_id)
         item = name.removesuffix(".json")
-        meta: dict[str, Any] = {"kind": "relay"}
-        self.store.put_many(
-            ns,
-            [
-                NewItem(state.decode("utf-8"), meta, id=item, index_text="relay state"),
-                NewItem(manifest.decode("utf-8"), meta, id="manifest", index_text="relay manifest"),
-            ],
+        text = state.decode("utf-8")
+        # a store item holds at most MAX_TEXT_CHARS: a large state goes in parts,
+        # all written by the one atomic put_many with the manifest
+        parts = [text[i : i + _PART_CHARS] for i in range(0, len(text), _PART_CHARS)] or [""]
+        items = [
+            NewItem(
+                part,
+                {"kind": "relay", "parts": len(parts)} if n == 0 else {"kind": "relay"},
+                id=item if n == 0 else f"{item}.{n}",
+                index_text="relay state",
+            )
+            for n, part in enumerate(parts)
+        ]
+        items.append(
+            NewItem(
+                manifest.decode("utf-8"),
+                {"kind": "relay"},
+                id="manifest",
+                index_text="relay manifest",
+            )
         )
+        self.store.put_many(ns, items)
+        keep = {i.id for i in items}
         stale = [
             i.id
             for i in self.store.recent(ns, self.store.count(ns))
-            if i.id.startswith("state-") and i.id != item
+            if i.id.startswith("state-") and i.id not in keep
         ]
         if stale:
             self.store.delete(ns, stale)

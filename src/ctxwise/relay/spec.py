@@ -3,7 +3,7 @@
 ::
 
     workload = "log"            # a workload folder, relative to the spec file
-    runs = "runs"               # where runs are kept (default: .ctxwise/relay beside the spec)
+    runs = "runs"               # where runs go (default: .ctxwise/relay in the current folder)
     run_id = "log-1"            # default: the spec file's name
     carry_tokens = 24000
     drop_policy = "lowest-score"   # or "oldest"
@@ -47,7 +47,10 @@ from ctxwise.relay.step import FaultyStep, LLMStep, Step, keep_state
 from ctxwise.relay.workload import HandoverParser, Workload, load_workload
 from ctxwise.tokens import get_counter
 
-__all__ = ["RelaySpec", "build_relay", "load_spec"]
+__all__ = ["DEFAULT_RUNS", "RelaySpec", "build_relay", "load_spec"]
+
+DEFAULT_RUNS = ".ctxwise/relay"
+"""Where runs are kept when a spec does not say: in the current folder."""
 
 
 class _Model(BaseModel):
@@ -131,11 +134,11 @@ def load_spec(path: str | Path) -> RelaySpec:
     except ValidationError as exc:
         raise RelayError("spec", _detail(exc), path=str(p)) from None
     base = p.resolve().parent
-    runs = spec.runs if spec.runs is not None else ".ctxwise/relay"
+    runs = (base / spec.runs) if spec.runs is not None else Path(DEFAULT_RUNS)
     return spec.model_copy(
         update={
             "workload": str((base / spec.workload).resolve()),
-            "runs": str((base / runs).resolve()),
+            "runs": str(runs.resolve()),
             "run_id": spec.run_id if spec.run_id is not None else p.stem,
         }
     )
@@ -233,7 +236,7 @@ def build_relay(spec: RelaySpec, *, workload: Workload | None = None) -> Relay:
     return Relay(
         job,
         _step(spec.step, job),
-        runs=spec.runs or ".ctxwise/relay",
+        runs=spec.runs or DEFAULT_RUNS,
         scorer=_scorer(spec.scorer, job),
         carry_tokens=spec.carry_tokens,
         shares=Shares(spec.shares.lines, spec.shares.state),

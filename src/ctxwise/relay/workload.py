@@ -497,14 +497,23 @@ def generate(
     if variant not in VARIANTS:
         raise RelayError("workload", f"unknown variant {variant!r}; choose needles or counting")
     shape = dict(VARIANTS[variant])
+    for name, value, low in (
+        ("chunks", chunks, 1),
+        ("chunk_tokens", chunk_tokens, 100),
+        ("needles", needles, 0),
+        ("assets", assets, 1),
+        ("examples_per_template", examples_per_template, 1),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value < low
+        ):
+            raise RelayError("workload", f"{name} must be a whole number ≥ {low}, not {value!r}")
     if needles is not None:
         shape["needles"] = needles
         shape["low"] = min(shape["low"], needles // chunks)
         shape["high"] = max(shape["high"], -(-needles // chunks))
     if assets is not None:
         shape["assets"] = assets
-    if chunks < 1 or chunk_tokens < 100 or shape["assets"] < 1:
-        raise RelayError("workload", "chunks ≥ 1, chunk_tokens ≥ 100 and assets ≥ 1 are needed")
     tc = counter if counter is not None else CharCounter()
     rng = random.Random(seed)
     people = _people(rng, 48)
