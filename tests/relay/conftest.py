@@ -1,0 +1,135 @@
+"""Shared pieces of the relay tests: small workloads, scorers, and run stores of
+every backend (a folder, and a namespace in each memory store)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from ctxwise.memory import InMemoryStore, SQLiteStore, Store
+from ctxwise.relay import (
+    DirectoryRuns,
+    HandoverParser,
+    RelayResult,
+    RunStore,
+    StepRequest,
+    StepResult,
+    StoreRuns,
+    Workload,
+    generate,
+)
+
+RESULT_FIELDS = (
+    "run_id",
+    "steps",
+    "total_steps",
+    "lines",
+    "table",
+    "notes",
+    "dropped",
+    "rejections",
+    "records",
+    "carry",
+)
+
+
+def small_needles(seed: int = 0, chunks: int = 12) -> Workload:
+    """The needles log, ``chunks`` chunks of about 4,000 tokens, 5 needles a chunk on average."""
+    return generate(seed, chunks=chunks, needles=5 * chunks)
+
+
+def small_counting(seed: int = 0, chunks: int = 12) -> Workload:
+    """The counting log (40 assets, 16 handovers a chunk) over ``chunks`` chunks."""
+    return generate(seed, variant="counting", chunks=chunks, needles=16 * chunks)
+
+
+def assert_same_result(a: RelayResult, b: RelayResult) -> None:
+    """Every field of two results is equal (a field at a time, to say which differs)."""
+    for name in RESULT_FIELDS:
+        assert getattr(a, name) == getattr(b, name), name
+
+
+class NoLines:
+    """A scorer that keeps no line: for tests about the table only."""
+
+    threshold = 0.0
+
+    def score(self, lines: Sequence[str]) -> list[float]:
+        return [-1.0] * len(lines)
+
+
+class AllLines:
+    """A scorer that keeps every line, scoring it by its position (later is higher)."""
+
+    threshold = 0.0
+
+    def score(self, lines: Sequence[str]) -> list[float]:
+        return [1.0 + i for i in range(len(lines))]
+
+
+class NotingParser:
+    """The handover parser, plus a note per chunk (so runs carry notes too)."""
+
+    def __init__(self) -> None:
+        self.parser = HandoverParser()
+
+    def __call__(self, request: StepRequest) -> StepResult:
+        result = self.parser(request)
+        found = len(self.parser.parse(request.chunk))
+        notes = f"{request.notes}chunk {request.index}: {found} handovers. "
+        return StepResult(table=result.table, notes=notes)
+
+
+RUN_BACKENDS = ["directory", "memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=RUN_BACKENDS)
+def make_runs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], RunStore]]:
+    """A factory of run stores over one backing folder or database for the test
+    (a new :class:`RunStore` each call, as a process that restarts would open)."""
+    made: list[Store] = []
+    if request.param == "directory":
+
+        def factory() -> RunStore:
+            return DirectoryRuns(tmp_path / "runs")
+
+    elif request.param == "memory":
+        shared = InMemoryStore()
+
+        def factory() -> RunStore:
+            return StoreRuns(shared)
+
+    elif request.param == "sqlite":
+        path = tmp_path / "runs.db"
+
+        def factory() -> RunStore:
+            store = SQLiteStore(path)
+            made.append(store)
+            return StoreRuns(store)
+
+    else:
+        dsn = os.environ.get("CTXWISE_PG_DSN")
+        if not dsn:
+            pytest.skip(
+                "no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)"
+            )
+        pytest.importorskip("psycopg", reason="needs the postgres extra")
+        pytest.importorskip("pgvector", reason="needs the postgres extra")
+        from ctxwise.memory import postgres
+
+        schema = f"t_{uuid.uuid4().hex[:12]}"
+
+        def factory() -> RunStore:
+            store = postgres.PostgresStore(dsn, dim=64, schema=schema)
+            made.append(store)
+            return StoreRuns(store)
+
+    yield factory
+    for store in made:
+        if request.param == "postgres" and store is made[0]:
+            store.drop()  # type: ignore[attr-defined]
+        store.close()
