@@ -174,6 +174,9 @@ SAMPLES: dict[str, BaseException] = {
     "ToolCatalogError": errors.ToolCatalogError(
         "duplicate", tool="search", server="web", detail="twice on one server"
     ),
+    "RelayError": errors.RelayError("workload", "chunks/0003.txt is missing", path="log"),
+    "RelayStateError": errors.RelayStateError("hash mismatch", path="runs/job/state-000004.json"),
+    "StepFailed": errors.StepFailed("the reply is not JSON"),
     "SubagentReportError": errors.SubagentReportError(
         [("findings[0].source", "needs a url or a document"), ("gaps[1].status", "bad")],
         source="market sizing",

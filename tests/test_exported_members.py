@@ -217,6 +217,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.demo.*",
         "ctxwise.cli.engine.*",
         "ctxwise.cli.handoff.*",
+        "ctxwise.cli.relay.*",
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
         "ctxwise.cli.tools.*",
@@ -264,6 +265,18 @@ ALLOWLIST: dict[str, set[str]] = {
     },
     "Claude Code hooks (run as `ctxwise hook EVENT`): ctxwise.integrations.claude_code_hooks.X": {
         "ctxwise.integrations.claude_code_hooks.*",
+    },
+    "relay parts (Relay is top level): reached as ctxwise.relay.X": {
+        "ctxwise.relay.*",
+        "ctxwise.relay.carry.*",
+        "ctxwise.relay.evaluation.*",
+        "ctxwise.relay.lines.*",
+        "ctxwise.relay.manifest.*",
+        "ctxwise.relay.run.*",
+        "ctxwise.relay.spec.*",
+        "ctxwise.relay.step.*",
+        "ctxwise.relay.table.*",
+        "ctxwise.relay.workload.*",
     },
     "the memory tool: reached as ctxwise.memory_tool.X": {
         "ctxwise.memory_tool.*",

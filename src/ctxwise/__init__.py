@@ -47,9 +47,12 @@ from ctxwise.errors import (
     OutputError,
     PinnedOverflowError,
     ProviderError,
+    RelayError,
+    RelayStateError,
     SessionConflictError,
     SessionStoreError,
     SpecError,
+    StepFailed,
     SubagentReportError,
     TokenizerUnavailableError,
     ToolCatalogError,
@@ -146,6 +149,7 @@ if _typing.TYPE_CHECKING:
         compile_rule,
     )
     from ctxwise.providers import AnthropicCounter
+    from ctxwise.relay import Relay
     from ctxwise.routing import (
         Intent,
         IntentRouter,
@@ -169,6 +173,7 @@ if _typing.TYPE_CHECKING:
 # and the CLI start fast, and a missing extra fails only when its name is used.
 _LAZY = {
     "Handoff": "ctxwise.handoff",
+    "Relay": "ctxwise.relay",
     "select_context": "ctxwise.handoff",
     "ToolCatalog": "ctxwise.tools.catalog",
     "ToolDef": "ctxwise.tools.catalog",
@@ -324,6 +329,9 @@ __all__ = [
     "ProviderError",
     "RecallSettings",
     "Recalled",
+    "Relay",
+    "RelayError",
+    "RelayStateError",
     "RequireFact",
     "RouteDecision",
     "RouteReason",
@@ -343,6 +351,7 @@ __all__ = [
     "Source",
     "SpecError",
     "StaticSource",
+    "StepFailed",
     "Store",
     "StoreError",
     "StoreURLError",

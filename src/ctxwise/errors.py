@@ -34,7 +34,8 @@ One root, two branches::
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
         ├── SessionStoreError           the session store failed
-        └── RelayStateError             a relay run's manifest or state files are damaged
+        ├── RelayStateError             a relay run's manifest or state files are damaged
+        └── StepFailed                  a relay step could not produce an update (retried)
 
 Every subclass carries structured fields so a program can react without parsing
 the message, and pickles with them (``pickle.loads(pickle.dumps(e))`` gives the
@@ -81,6 +82,7 @@ __all__ = [
     "SessionStoreError",
     "SimulationError",
     "SpecError",
+    "StepFailed",
     "StoreError",
     "StoreURLError",
     "SubagentReportError",
@@ -683,3 +685,16 @@ class RelayStateError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.detail,), {"path": self.path})
+
+
+class StepFailed(BackendError):
+    """Raised by a relay step that could not produce an update (a model's reply
+    that does not parse, a call that gave up). The relay records ``reason`` and
+    retries the step once; it is not an error of the run."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.reason,))

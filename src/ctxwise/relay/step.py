@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctxwise.errors import StepFailed
 from ctxwise.providers.chat import ChatModel
 
 __all__ = [
@@ -57,15 +58,6 @@ class StepResult:
 
     table: tuple[Mapping[str, Any], ...] | None = None
     notes: str | None = None
-
-
-class StepFailed(Exception):
-    """Raised by a step that could not produce an update (a model's reply that does
-    not parse). The relay records ``reason`` and retries once."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
 
 
 class Step(Protocol):
