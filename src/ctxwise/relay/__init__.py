@@ -1,7 +1,7 @@
 """Long jobs over fresh calls: a verbatim line store, a checked state table, resume.
 
 :class:`Relay` carries a job across many model calls, each of which sees only
-the current chunk and a capped carry. See docs/relay.md.
+the current chunk and a capped carry. See the guide's Relay section.
 """
 
 from __future__ import annotations

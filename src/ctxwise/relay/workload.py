@@ -1,6 +1,6 @@
 """Relay workloads: the directory format, and a synthetic equipment log to test with.
 
-A workload is a folder (documented in docs/relay.md)::
+A workload is a folder (documented in the guide's Relay section)::
 
     workload.json     what the job is: instruction, examples, the state table
     chunks/0000.txt   the input, one file per chunk, lines separated by "\\n"
