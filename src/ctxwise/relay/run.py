@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxwise.errors import RelayError, RelayStateError
+from ctxwise.errors import CtxwiseError, RelayError, RelayStateError
 from ctxwise.relay.carry import CarryBudget, Shares, render_carry, render_table
 from ctxwise.relay.lines import (
     DroppedLine,
@@ -153,6 +153,36 @@ class _State:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise RelayStateError(f"the state file does not parse ({exc})", path=where) from None
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _plain(value: Any) -> Any:
+    """``value`` if it is JSON as it stands, else its ``repr`` (a rejected proposal
+    may hold anything, and its record must still be saved)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def _safe_changes(
+    current: Sequence[Mapping[str, Any]], proposed: object, key: str
+) -> tuple[Change, ...]:
+    """The changes a rejected proposal would have made (none when it is not rows)."""
+    if not isinstance(proposed, list | tuple) or not all(isinstance(r, Mapping) for r in proposed):
+        return ()
+    return tuple(
+        Change(c.key, c.kind, c.column, _plain(c.old), _plain(c.new))
+        for c in diff_tables(current, proposed, key)
+    )
 
 
 def _fields(obj: Any) -> dict[str, Any]:
@@ -398,6 +428,12 @@ class Relay:
                 )
                 feedback = exc.reason
                 continue
+            except CtxwiseError:
+                raise  # a provider or store failure: the last commit stands; resume later
+            except Exception as exc:
+                raise RelayError(
+                    "step", f"step {index} raised {type(exc).__name__}: {exc}"
+                ) from exc
             if not isinstance(result, StepResult):
                 raise RelayError(
                     "step",
@@ -407,11 +443,7 @@ class Relay:
             if problems:
                 failures += 1
                 reason, violations = problems
-                changes = tuple(
-                    diff_tables(current_table, result.table or (), self._key())
-                    if result.table is not None
-                    else ()
-                )
+                changes = _safe_changes(current_table, result.table, self._key())
                 state.rejections.append(
                     Rejection(
                         index,
@@ -462,14 +494,20 @@ class Relay:
         notes: object = result.notes  # a Python step may return anything
         if notes is not None and not isinstance(notes, str):
             return "invariant", ("notes: not a string",)
-        if result.table is None:
+        if isinstance(notes, str) and not _utf8(notes):
+            return "invariant", ("notes: not valid Unicode (lone surrogates)",)
+        table: object = result.table  # a Python step may return anything
+        if table is None:
             return None
         if self.table is None:
             return "invariant", ("table: this job keeps no state table",)
-        violations = self.table.check(result.table, current=current)
+        if not isinstance(table, list | tuple) or not all(isinstance(r, Mapping) for r in table):
+            return "invariant", ("type: the table is not a list of row objects",)
+        rows: Sequence[Mapping[str, Any]] = table
+        violations = self.table.check(rows, current=current)
         if violations:
             return "invariant", tuple(str(v) for v in violations)
-        tokens = self.counter.count(render_table(result.table, columns))
+        tokens = self.counter.count(render_table(rows, columns))
         if tokens > self.budget.state:
             return "over_share", (
                 f"over_share: the table takes {tokens} tokens, its share is {self.budget.state}",

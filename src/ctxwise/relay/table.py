@@ -75,6 +75,11 @@ def _type_ok(value: Any, col: ColumnSpec) -> bool:
         return False
     if col.type == "float" and isinstance(value, float) and not math.isfinite(value):
         return False
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False  # lone surrogates: the state could not be saved
     return isinstance(value, _TYPES[col.type])
 
 
