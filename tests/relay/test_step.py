@@ -268,3 +268,34 @@ def test_a_step_that_proposes_a_table_for_a_job_without_one_is_rejected(
     result = Relay(workload, lambda r: StepResult(table=({"x": 1},)), runs=tmp_path).run("t")
     assert [(r.step, r.attempt) for r in result.rejections] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert result.table == ()
+
+
+@dataclass
+class Crashing:
+    """The parser, except at step ``at`` where it raises a plain exception."""
+
+    at: int | None = None
+    parser: HandoverParser = field(default_factory=HandoverParser)
+
+    def __call__(self, request: StepRequest) -> StepResult:
+        if request.index == self.at:
+            raise KeyError("holder")
+        result: StepResult = self.parser(request)
+        return result
+
+
+def test_a_step_that_raises_is_a_step_error_and_keeps_the_last_good_state(
+    tmp_path: Path,
+) -> None:
+    workload = small_counting(7, chunks=6)
+    runs = tmp_path / "runs"
+    with pytest.raises(RelayError) as err:
+        Relay(workload, Crashing(at=3), runs=runs).run("c")
+    assert err.value.reason == "step"
+    assert "KeyError" in str(err.value)
+    assert isinstance(err.value.__cause__, KeyError)
+    assert DirectoryRuns(runs).manifest("c").step == 2
+    resumed = Relay(workload, Crashing(at=None), runs=runs).resume("c")
+    assert resumed.done and [r.step for r in resumed.records] == list(range(6))
+    assert workload.answers is not None
+    assert list(resumed.table) == list(workload.answers.table)

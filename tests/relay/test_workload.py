@@ -304,3 +304,55 @@ def test_a_chunk_that_is_a_folder_is_a_workload_error(tmp_path: Path) -> None:
     with pytest.raises(RelayError) as err:
         load_workload(folder)
     assert err.value.reason == "workload"
+
+
+def _break_counter_type(folder: Path) -> None:
+    meta = json.loads((folder / "workload.json").read_text())
+    meta["table"]["columns"]["holder"]["counter"] = True
+    (folder / "workload.json").write_text(json.dumps(meta))
+
+
+def test_a_counter_that_is_not_a_number_is_a_workload_error(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    _break_counter_type(folder)
+    with pytest.raises(RelayError) as err:
+        load_workload(folder)
+    assert err.value.reason == "workload"
+    assert "holder" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"chunks": 0},
+        {"chunks": True},
+        {"chunk_tokens": 50},
+        {"assets": 0},
+        {"needles": -1},
+        {"examples_per_template": 0},
+        {"chunks": 2.5},
+    ],
+)
+def test_generate_refuses_settings_out_of_range(settings: dict[str, object]) -> None:
+    with pytest.raises(RelayError) as err:
+        generate(0, **settings)  # type: ignore[arg-type]
+    assert err.value.reason == "workload"
+
+
+def test_generate_overrides_needles_and_assets() -> None:
+    w = generate(5, chunks=6, needles=30, assets=7, examples_per_template=2)
+    assert w.answers is not None and w.table is not None
+    assert len(w.answers.needles) == 30
+    assert len(w.table.rows) == 7 and len(w.answers.table) == 7
+    assert len(w.examples.keep) == 2 * 24
+    assert w.generator is not None and w.generator["assets"] == 7
+
+
+def test_score_run_needs_answers(tmp_path: Path) -> None:
+    from ctxwise.relay import Relay, keep_state, score_run
+
+    w = Workload(instruction="keep lines about pumps", chunks=("pump one\n", "crane two\n"))
+    result = Relay(w, keep_state, runs=tmp_path).run("x")
+    with pytest.raises(RelayError) as err:
+        score_run(result, w)
+    assert err.value.reason == "workload"
