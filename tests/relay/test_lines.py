@@ -172,7 +172,11 @@ def test_kept_lines_are_byte_identical_through_a_run_and_a_resume(tmp_path: Path
 def test_every_dropped_line_is_reported_once_with_its_step(tmp_path: Path) -> None:
     workload = small_needles(3, chunks=12)
     assert workload.answers is not None
-    result = Relay(workload, HandoverParser(), runs=tmp_path, carry_tokens=1500).run("small")
+    # a small store beside the 40-row table
+    shares = Shares(lines=0.3, state=0.7)
+    result = Relay(workload, HandoverParser(), runs=tmp_path, carry_tokens=1500, shares=shares).run(
+        "small"
+    )
     kept = {(k.chunk, k.line) for k in result.lines}
     dropped = [(d.chunk, d.line) for d in result.dropped]
     assert dropped, "the store must overflow for this test"

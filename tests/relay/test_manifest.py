@@ -244,11 +244,6 @@ def test_manifest_model_refuses_unknown_keys() -> None:
         Manifest.model_validate(data)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Relay.fingerprint leaves out the scorer's settings (ngram) and the "
-    "counter's safety margin, so a resume with other settings is accepted",
-)
 def test_resume_with_other_scorer_or_counter_settings_is_refused(tmp_path: Path) -> None:
     from ctxwise.tokens import CharCounter
 

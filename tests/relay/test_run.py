@@ -201,11 +201,6 @@ def test_a_table_that_grows_over_its_share_is_rejected(tmp_path: Path) -> None:
     assert result.table == honest.table  # the last good table stayed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Relay never checks the starting table against the state share, so a "
-    "starting table over it makes every carry exceed the cap",
-)
 def test_the_carry_never_exceeds_its_cap_even_with_a_large_starting_table(
     tmp_path: Path,
 ) -> None:

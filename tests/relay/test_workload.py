@@ -296,7 +296,6 @@ def test_hidden_files_in_chunks_are_ignored(tmp_path: Path) -> None:
     assert len(load_workload(folder).chunks) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="bug: a chunk path that is a folder leaks IsADirectoryError")
 def test_a_chunk_that_is_a_folder_is_a_workload_error(tmp_path: Path) -> None:
     folder = _folder(tmp_path)
     (folder / "chunks" / "0003.txt").unlink()

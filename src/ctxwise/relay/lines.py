@@ -148,6 +148,19 @@ class ExampleScorer:
         norm = float(np.sqrt(np.sum(weights * weights))) or 1.0
         return idx, weights / norm
 
+    @property
+    def settings(self) -> dict[str, object]:
+        """What decides this scorer's output besides its examples (a run's
+        fingerprint includes it): n-gram length, threshold, terms function."""
+        terms = getattr(self._terms, "func", self._terms)
+        return {
+            "ngram": self.ngram,
+            "threshold": self.threshold,
+            "terms": f"{getattr(terms, '__module__', '')}.{getattr(terms, '__qualname__', '')}",
+            "analyzer": self.analyzer.name,
+            "examples": [len(self._keep), len(self._skip)],
+        }
+
     def score(self, lines: Sequence[str]) -> list[float]:
         """``max cos`` to a keep example minus ``max cos`` to a skip example, per line."""
         out = []

@@ -20,8 +20,10 @@ store and a deterministic step give the same output for the same input).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,9 +192,40 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
-def _name_of(obj: object) -> str:
+def _kind(obj: object) -> str:
+    """A function's qualified name, or an object's type."""
+    qualified = getattr(obj, "__qualname__", None)
+    if isinstance(qualified, str):
+        return f"{getattr(obj, '__module__', '')}.{qualified}"
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def _identity(obj: object, depth: int = 0) -> Any:
+    """What names ``obj`` across processes: a function's qualified name; a
+    dataclass's type and fields; an object's type with its ``settings`` or
+    ``name`` (a scorer, a model, a counter). Never an address."""
+    if obj is None or isinstance(obj, str | int | float | bool):
+        return obj
+    if isinstance(obj, list | tuple) and depth < 4:
+        return [_identity(v, depth + 1) for v in obj]
+    if isinstance(obj, re.Pattern):
+        return obj.pattern
     kind = type(obj)
-    return getattr(obj, "__qualname__", None) or f"{kind.__module__}.{kind.__qualname__}"
+    qualified = getattr(obj, "__qualname__", None)
+    if isinstance(qualified, str):  # a function or a class
+        return f"{getattr(obj, '__module__', '')}.{qualified}"
+    out: dict[str, Any] = {"type": f"{kind.__module__}.{kind.__qualname__}"}
+    if dataclasses.is_dataclass(obj) and depth < 4:
+        out["fields"] = {
+            f.name: _identity(getattr(obj, f.name), depth + 1)
+            for f in dataclasses.fields(obj)
+            if f.repr
+        }
+    for attr in ("settings", "name"):
+        value = getattr(obj, attr, None)
+        if isinstance(value, str | dict):
+            out[attr] = value
+    return out
 
 
 class Relay:
@@ -251,13 +284,25 @@ class Relay:
         self.drop_policy: DropPolicy = drop_policy
         LineStore(self.budget.lines, self.counter, drop_policy)  # validates the policy
         self.table = StateTable(workload.table, checks=checks) if workload.table else None
+        if workload.table is not None:
+            start = self.counter.count(
+                render_table(workload.table.rows, list(workload.table.columns))
+            )
+            if start > self.budget.state:
+                raise RelayError(
+                    "table",
+                    f"the starting table takes {start} tokens, more than the state share "
+                    f"of {self.budget.state}; raise carry_tokens or shares.state",
+                )
         self.retries = retries
 
     # -- identity of the job ----------------------------------------------------
 
     def fingerprint(self) -> str:
-        """A hash of what decides the result: the input, the job, the settings, and
-        the scorer's and step's names. A run resumes only on the same fingerprint."""
+        """A hash of what decides the result: the input, the job, the carry's
+        settings, the scorer and counter with their settings, and the step's kind
+        (its function or class, not its settings: a run may resume with the step
+        fixed, or with another model). A run resumes only on the same fingerprint."""
         h = hashlib.sha256()
         parts: list[Any] = [
             self.workload.instruction,
@@ -268,10 +313,10 @@ class Relay:
             [self.shares.lines, self.shares.state],
             self.drop_policy,
             self.retries,
-            _name_of(self.scorer),
+            _identity(self.scorer),
             float(self.scorer.threshold),
-            _name_of(self.step),
-            _name_of(self.counter),
+            _kind(self.step),
+            _identity(self.counter),
         ]
         h.update(json.dumps(parts, sort_keys=True, default=str).encode("utf-8"))
         return h.hexdigest()

@@ -199,11 +199,15 @@ def load_workload(folder: str | Path) -> Workload:
             chunks.append((chunk_dir / _chunk_name(i)).read_bytes().decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise bad(f"chunks/{_chunk_name(i)} is not UTF-8 (byte {exc.start})") from None
+        except OSError as exc:
+            raise bad(f"cannot read chunks/{_chunk_name(i)} ({exc.strerror or exc})") from None
     answers = None
     answers_path = root / "answers.json"
     if answers_path.exists():
         try:
             answers = Answers.model_validate_json(answers_path.read_bytes())
+        except OSError as exc:
+            raise bad(f"cannot read answers.json ({exc.strerror or exc})") from None
         except ValidationError as exc:
             raise bad(f"answers.json: {_validation_detail(exc)}") from None
     if meta.table is not None:
