@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann
+EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann,langchain,pydantic-ai,openai-agents,claude-agent-sdk,mcp
 
 .PHONY: demo test lint typecheck docs bench bench-routing bench-env clean
 

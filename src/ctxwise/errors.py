@@ -25,7 +25,8 @@ One root, two branches::
     │   ├── CursorError                 a result cursor that is forged, expired or another session's
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
     │   ├── SubagentReportError         a subagent's report that is not the shape asked for
-    │   └── RelayError                  a relay spec, workload, table or step that cannot run
+    │   ├── RelayError                  a relay spec, workload, table or step that cannot run
+    │   └── IntegrationError            a framework out of its supported range; an unmapped message
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
@@ -70,6 +71,7 @@ __all__ = [
     "EditParameterError",
     "EmptyTranscriptError",
     "FormatError",
+    "IntegrationError",
     "MissingDependencyError",
     "NamespaceNotFoundError",
     "OutputError",
@@ -698,3 +700,29 @@ class StepFailed(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.reason,))
+
+
+class IntegrationError(UsageError):
+    """A framework integration that cannot do what it was asked.
+
+    ``reason`` is ``"version"`` (the installed framework is outside ``supported``,
+    the range ctxwise is tested with), ``"message"`` (a message or part type
+    ctxwise cannot map, named in ``detail``; the history is left unchanged) or
+    ``"config"`` (the integration was set up wrongly). ``framework`` names the
+    distribution (``langchain``, ``pydantic-ai-slim``, ``openai-agents``, ...).
+    """
+
+    def __init__(
+        self, framework: str, reason: str, detail: str, *, supported: str | None = None
+    ) -> None:
+        self.framework = framework
+        self.reason = reason
+        self.detail = detail
+        self.supported = supported
+        rng = f" (supported: {framework}{supported})" if supported else ""
+        super().__init__(f"{framework}: {detail}{rng}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.framework, self.reason, self.detail), {"supported": self.supported}
+        )
