@@ -9,8 +9,9 @@ select``, ``eval handoff``), :mod:`~ctxwise.cli.relay` (``relay run``, ``relay
 resume``, ``eval relay``, ``data relay``: long jobs over fresh calls),
 :mod:`~ctxwise.cli.hook` (``hook subagent-context``, ``hook subagent-start``,
 ``hook pre-compact``, ``hook session-start``, ``hook install``: Claude Code
-hooks) and :mod:`~ctxwise.cli.engine` (``replay``,
-``trace``); ``demo`` is registered from ``ctxwise.cli.demo``.
+hooks), :mod:`~ctxwise.cli.mcp` (``mcp``: the MCP server over stdio) and
+:mod:`~ctxwise.cli.engine` (``replay``, ``trace``); ``demo`` is registered from
+``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
 JSONL, budget of 0, binary file, …) prints one line on stderr and exits with
@@ -36,6 +37,7 @@ from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
+from ctxwise.cli.mcp import mcp_cmd
 from ctxwise.cli.relay import data_relay_cmd, eval_relay_cmd, relay_app
 from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app
@@ -81,6 +83,7 @@ app.command("compact")(compact_cmd)
 app.command("route")(route_cmd)
 app.command("replay")(replay_cmd)
 app.command("trace")(trace_cmd)
+app.command("mcp")(mcp_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")
