@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,11 @@ async def _scenario(tmp: Path, config: Path) -> dict[str, Any]:
                 "compact",
                 {"transcript": str(SHORT), "budget": 4000, "out": str(SHORT)},
             )
+            await call(
+                "bad_facts_kind",
+                "compact",
+                {"transcript": str(SHORT), "budget": 4000, "facts": "everything"},
+            )
             await call("bad_rule", "rules", {"session": "case-1", "add": "hello there"})
             await call("bad_empty_text", "remember", {"text": "   "})
             await call("bad_tool", "no_such_tool", {})
@@ -320,7 +326,8 @@ def test_trace_resource(served: dict[str, Any]) -> None:
         ("bad_compact_budget", "budget"),
         ("bad_compact_tiny", "budget 5 tokens is too small"),
         ("bad_compact_stdout", "standard output"),
-        ("bad_compact_same", "short.jsonl"),
+        ("bad_compact_same", "short.jsonl exists: compact writes only a new file"),
+        ("bad_facts_kind", "'prose', 'support' or 'none'"),
         ("bad_rule", "not a standing rule"),
         ("bad_empty_text", "nothing to remember"),
         ("bad_tool", "no_such_tool"),
@@ -337,3 +344,24 @@ def test_bad_calls_crash_nothing(served: dict[str, Any]) -> None:
     assert "unexpected exception" not in served["log"]
     rules = [r["text"] for r in _data(served["rules_add"])["rules"]]
     assert "hello there" not in rules
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--config", "missing.toml"], "missing.toml: no such file"),
+        (["--db", "mysql://host/db"], "mysql"),
+    ],
+)
+def test_a_bad_setup_fails_before_serving(tmp_path: Path, args: list[str], says: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", "mcp", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1

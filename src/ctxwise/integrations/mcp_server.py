@@ -11,7 +11,8 @@
 - ``select_context`` (task, budget, transcript | session) → the subagent prompt
   (:func:`ctxwise.handoff.select_context`) and its report;
 - ``compact`` (transcript, budget, out?) → the compaction's report, the
-  compacted file's text when asked; the file is written only to ``out``;
+  compacted file's text when asked; a file is written only to ``out``, a path
+  that does not exist yet (a call never replaces a file);
 - ``check_tool`` (session, tool, input) → the policy gate's decision: allowed,
   or blocked with the rule that objects.
 
@@ -42,9 +43,10 @@ The Engine is used from one thread at a time (a lock around each call).
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
@@ -261,6 +263,8 @@ class _Tools:
                 "out is a file path (standard output carries the MCP protocol; "
                 "use include_transcript to get the text back)"
             )
+        if out is not None and os.path.lexists(out):
+            raise UsageError(f"{out} exists: compact writes only a new file (nothing was written)")
         extractor = None if facts == "none" else FactExtractor.preset(facts)
         file = read_transcript_file(transcript)
         if out is not None:
@@ -386,7 +390,8 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
         ] = None,
     ) -> dict[str, Any]:
         """A session's standing rules (kept verbatim, pinned in every window); with
-        'add', state a new one first (recorded as a user message of the session)."""
+        'add', state a new one first (recorded as a user message of the session; a new
+        session id starts the session)."""
         return tools.run(lambda: tools.rules(session, add))
 
     @_tool(server)
@@ -414,8 +419,8 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
             str | None,
             Field(
                 min_length=1,
-                description="Write the compacted transcript to this file, in the input's "
-                "format (never the input itself; default: write nothing).",
+                description="Write the compacted transcript to this new file, in the "
+                "input's format (an existing file is refused; default: write nothing).",
             ),
         ] = None,
         index: Annotated[
@@ -425,10 +430,10 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
             int, Field(strict=True, ge=50, description="The summary's token budget.")
         ] = 4000,
         facts: Annotated[
-            str,
+            Literal["prose", "support", "none"],
             Field(
-                pattern="^(prose|support|none)$",
-                description="Which case facts to pin: prose | support | none.",
+                description="Which case facts to pin: prose (dates and e-mails), support "
+                "(orders, amounts, flights, tool output too) or none.",
             ),
         ] = "prose",
         include_transcript: Annotated[
