@@ -1,0 +1,396 @@
+"""CtxwiseMiddleware on LangChain's own agent loop (create_agent, a compiled LangGraph
+graph) with LangChain's fake chat model, a real Engine on SQLite files in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "langchain", reason="needs the langchain extra: pip install 'ctxwise[langchain]'"
+)
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import ModelRequest, ModelResponse, SummarizationMiddleware
+from langchain_core.language_models.fake_chat_models import (
+    FakeListChatModel,
+    FakeMessagesListChatModel,
+)
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
+
+from ctxwise.config import EngineConfig
+from ctxwise.engine import Engine
+from ctxwise.errors import IntegrationError, PairingError
+from ctxwise.integrations._framework import require_framework
+from ctxwise.integrations.langchain import (
+    SUPPORTED,
+    CtxwiseMiddleware,
+    from_langchain,
+    to_langchain,
+)
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.pairing import problems
+from ctxwise.policy import Forbid, PolicyGate, RequireFact
+
+
+class ScriptedModel(FakeMessagesListChatModel):
+    """LangChain's fake chat model, recording every input it is given."""
+
+    seen: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def _engine(tmp_path: Path, gate: PolicyGate | None = None, **cfg: Any) -> Engine:
+    config = EngineConfig.model_validate(
+        {"store": f"sqlite:///{tmp_path / 'ctxwise.db'}", "budget": 4000, **cfg}
+    )
+    return Engine(config, gate=gate)
+
+
+def _call(id_: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": id_, "type": "tool_call"}
+
+
+CALLS: list[tuple[str, str]] = []
+
+
+@tool
+def lookup(order_id: str) -> str:
+    """Look an order up."""
+    CALLS.append(("lookup", order_id))
+    return f"Order {order_id}: shipped. " + "Tracking event logged. " * 60
+
+
+@tool
+def issue_refund(order_id: str) -> str:
+    """Refund an order."""
+    CALLS.append(("issue_refund", order_id))
+    return f"refunded {order_id}"
+
+
+@pytest.fixture(autouse=True)
+def _clear_calls() -> None:
+    CALLS.clear()
+
+
+def _strict(messages: list[BaseMessage]) -> list[Message]:
+    """Each LangChain message on its own (so a split pair shows)."""
+    out: list[Message] = []
+    for m in messages:
+        if isinstance(m, ToolMessage):
+            out.append(Message("user", (ToolResultBlock(m.tool_call_id, str(m.content)),)))
+        elif isinstance(m, AIMessage):
+            calls = tuple(ToolUseBlock(str(c["id"]), c["name"], c["args"]) for c in m.tool_calls)
+            out.append(Message("assistant", calls or (TextBlock(str(m.content)),)))
+        elif not isinstance(m, SystemMessage):
+            out.append(Message.text_message("user", str(m.content)))
+    return out
+
+
+# ---------------------------------------------------------------- the window
+
+
+def test_the_edited_window_reaches_the_model(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "lookup", order_id="1")]),
+            AIMessage("", tool_calls=[_call("c2", "lookup", order_id="2")]),
+            AIMessage("", tool_calls=[_call("c3", "lookup", order_id="3")]),
+            AIMessage("", tool_calls=[_call("c4", "lookup", order_id="4")]),
+            AIMessage("All four orders have shipped."),
+        ]
+    )
+    with _engine(tmp_path, budget=1200, clearing={"keep_last": 1}) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s1")
+        agent = create_agent(model, [lookup], system_prompt="You track orders.", middleware=[mw])
+        out = agent.invoke(
+            {"messages": [HumanMessage("Never call me before 9am. Where are orders 1 to 4?")]}
+        )
+        traces = engine.traces("s1")
+    assert out["messages"][-1].content == "All four orders have shipped."
+    assert len(model.seen) == 5
+    last = model.seen[-1]
+    system = last[0]
+    assert isinstance(system, SystemMessage)
+    assert "You track orders." in system.text and "Never call me before 9am." in system.text
+    # the state holds every full result; the model got fewer tokens than that
+    full = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert len(full) == 4 and all("Tracking event" in str(m.content) for m in full)
+    sent = [m for m in last if isinstance(m, ToolMessage)]
+    assert sum(len(str(m.content)) for m in sent) < sum(len(str(m.content)) for m in full)
+    assert any(t.cleared or t.compacted for t in traces)
+    assert all(t.tokens.total <= 1200 for t in traces)
+    assert not problems(_strict(last))
+    assert mw.last is not None and mw.last.trace.turn == 5
+
+
+def test_each_message_reaches_the_engine_once(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "lookup", order_id="1")]),
+            AIMessage("Shipped."),
+        ]
+    )
+    with _engine(tmp_path) as engine:
+        agent = create_agent(
+            model, [lookup], middleware=[CtxwiseMiddleware(engine, session_id="s")]
+        )
+        agent.invoke({"messages": [HumanMessage("Where is order 1?")]})
+        log = engine.sessions.log("s")
+    # human, AI(call), tool result: the final reply is not an input yet
+    assert [m["role"] for m in log] == ["user", "assistant", "user"]
+
+
+def test_a_checkpointed_graph_keeps_one_session_per_thread(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "lookup", order_id="1")]),
+            AIMessage("Order 1 has shipped."),
+            AIMessage("", tool_calls=[_call("c2", "lookup", order_id="2")]),
+            AIMessage("Order 2 has shipped."),
+        ]
+    )
+    with _engine(tmp_path, budget=900) as engine:
+        mw = CtxwiseMiddleware(engine, persist=True)
+        agent = create_agent(model, [lookup], middleware=[mw], checkpointer=InMemorySaver())
+        config: Any = {"configurable": {"thread_id": "thread-7"}}
+        agent.invoke({"messages": [HumanMessage("Where is order 1?")]}, config)
+        out = agent.invoke({"messages": [HumanMessage("And order 2?")]}, config)
+        log = engine.sessions.log("thread-7")
+        traces = engine.traces("thread-7")
+    assert out["messages"][-1].content == "Order 2 has shipped."
+    # every message of both runs was recorded once, under the thread id
+    roles = [m["role"] for m in log]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert len(traces) == 4
+    # persisted: the compacted history replaced the graph state
+    assert any(t.compacted for t in traces)
+    state = out["messages"]
+    assert any(m.additional_kwargs.get("lc_source") == "ctxwise" for m in state)
+    assert not problems(_strict(state))
+    assert sum(isinstance(m, ToolMessage) for m in state) < 2
+
+
+def test_async_agent(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "issue_refund", order_id="4417")]),
+            AIMessage("I cannot refund that."),
+        ]
+    )
+    gate = PolicyGate([Forbid("no-refunds", "Never issue refunds.", ("issue_refund",))])
+    with _engine(tmp_path, gate=gate) as engine:
+        agent = create_agent(
+            model, [issue_refund], middleware=[CtxwiseMiddleware(engine, session_id="a")]
+        )
+        out = asyncio.run(agent.ainvoke({"messages": [HumanMessage("Refund order 4417")]}))
+    assert CALLS == []
+    result = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert result.status == "error" and "no-refunds" in str(result.content)
+
+
+# ---------------------------------------------------------------- gates
+
+
+def test_a_gated_tool_never_runs(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        responses=[
+            AIMessage(
+                "",
+                tool_calls=[
+                    _call("c1", "lookup", order_id="4417"),
+                    _call("c2", "issue_refund", order_id="4417"),
+                ],
+            ),
+            AIMessage("The refund is not allowed."),
+        ]
+    )
+    gate = PolicyGate([Forbid("no-refunds", "Never issue refunds.", ("issue_refund",))])
+    with _engine(tmp_path, gate=gate) as engine:
+        agent = create_agent(
+            model, [lookup, issue_refund], middleware=[CtxwiseMiddleware(engine, session_id="g")]
+        )
+        out = agent.invoke({"messages": [HumanMessage("Refund order 4417")]})
+    assert CALLS == [("lookup", "4417")]
+    results = {m.tool_call_id: m for m in out["messages"] if isinstance(m, ToolMessage)}
+    assert results["c1"].status == "success"
+    blocked = results["c2"]
+    assert blocked.status == "error"
+    assert "no-refunds" in str(blocked.content) and "Never issue refunds." in str(blocked.content)
+    # the model saw the refusal, paired with its call
+    assert any(isinstance(m, ToolMessage) and m.tool_call_id == "c2" for m in model.seen[-1])
+
+
+def test_a_gate_that_cannot_be_evaluated_fails_closed(tmp_path: Path) -> None:
+    gate = PolicyGate(
+        [
+            RequireFact(
+                "address-first",
+                "Verify the address before a refund.",
+                ("issue_refund",),
+                "address_check:{order_id}",
+                satisfied_by="verify_address",
+            )
+        ]
+    )
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "issue_refund", order="4417")]),
+            AIMessage("Not possible."),
+        ]
+    )
+    with _engine(tmp_path, gate=gate) as engine:
+        agent = create_agent(
+            model, [issue_refund], middleware=[CtxwiseMiddleware(engine, session_id="f")]
+        )
+        out = agent.invoke({"messages": [HumanMessage("Refund it")]})
+        # no session yet: the gate cannot be read, so the call is refused
+        fresh = CtxwiseMiddleware(engine, session_id="nobody")
+
+        class Request:
+            tool_call: Any = _call("x1", "issue_refund", order_id="1")
+            runtime: Any = None
+
+        refused = fresh.blocked(Request())  # type: ignore[arg-type]
+    assert CALLS == []
+    result = next(m for m in out["messages"] if isinstance(m, ToolMessage))
+    assert result.status == "error" and "address-first" in str(result.content)
+    assert refused is not None and refused.status == "error" and refused.tool_call_id == "x1"
+    assert "fails closed" in str(refused.content)
+
+
+# ---------------------------------------------------------------- langchain#38352
+
+
+def _issue_38352() -> list[BaseMessage]:
+    return [
+        HumanMessage("Weather and news for Paris, please.", id="h1"),
+        AIMessage("", tool_calls=[_call("A", "weather", city="Paris")], id="ai-a"),
+        AIMessage("", tool_calls=[_call("B", "news", city="Paris")], id="ai-b"),
+        ToolMessage("Sunny, 21C. " * 30, tool_call_id="A", id="t-a"),
+        ToolMessage("Parliament in session. " * 30, tool_call_id="B", id="t-b"),
+    ]
+
+
+def test_issue_38352_summarization_orphans_a_result_ctxwise_does_not(tmp_path: Path) -> None:
+    messages = _issue_38352()
+    summarizer = FakeListChatModel(responses=["The user wants weather and news."])
+    lc = SummarizationMiddleware(summarizer, trigger=("messages", 3), keep=("messages", 1))
+    update = lc.before_model({"messages": list(messages)}, None)  # type: ignore[arg-type]
+    assert update is not None
+    kept = update["messages"][1:]  # after RemoveMessage(REMOVE_ALL_MESSAGES)
+    orphans = [p for p in problems(_strict(kept)) if p.kind == "orphan_result"]
+    assert [p.tool_use_id for p in orphans] == ["A"]
+
+    captured: list[ModelRequest] = []
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        captured.append(request)
+        return ModelResponse(result=[AIMessage("Sunny; parliament in session.")])
+
+    with _engine(tmp_path, budget=400) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="issue-38352")
+        request = ModelRequest(
+            model=summarizer, messages=list(messages), state={"messages": list(messages)}
+        )
+        mw.wrap_model_call(request, handler)
+    sent = list(captured[0].messages)
+    assert not problems(_strict(sent))
+    calls = {c["id"] for m in sent if isinstance(m, AIMessage) for c in m.tool_calls}
+    results = {m.tool_call_id for m in sent if isinstance(m, ToolMessage)}
+    assert calls == results  # each pair whole (or both gone)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_an_unmappable_message_is_named_and_nothing_is_recorded(tmp_path: Path) -> None:
+    calls: list[ModelRequest] = []
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="u")
+        ok = [HumanMessage("hello", id="1")]
+        mw.wrap_model_call(
+            ModelRequest(model=FakeListChatModel(responses=["x"]), messages=ok),
+            lambda r: calls.append(r) or ModelResponse(result=[AIMessage("hi")]),  # type: ignore[func-returns-value]
+        )
+        before = (engine.sessions.version("u"), engine.sessions.log("u"))
+        bad = [*ok, AIMessage("hi", id="2"), ChatMessage(content="hm", role="critic", id="3")]
+        with pytest.raises(IntegrationError, match="ChatMessage") as info:
+            mw.wrap_model_call(
+                ModelRequest(model=FakeListChatModel(responses=["x"]), messages=bad),
+                lambda r: calls.append(r) or ModelResponse(result=[]),  # type: ignore[func-returns-value]
+            )
+        assert info.value.reason == "message"
+        assert (engine.sessions.version("u"), engine.sessions.log("u")) == before
+    assert len(calls) == 1
+
+
+def test_an_orphan_in_the_input_never_reaches_the_model(tmp_path: Path) -> None:
+    calls: list[ModelRequest] = []
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="o")
+        messages = [HumanMessage("hi", id="1"), ToolMessage("late", tool_call_id="zz", id="2")]
+        with pytest.raises(PairingError, match="orphan"):
+            mw.wrap_model_call(
+                ModelRequest(model=FakeListChatModel(responses=["x"]), messages=messages),
+                lambda r: calls.append(r) or ModelResponse(result=[]),  # type: ignore[func-returns-value]
+            )
+        assert engine.sessions.version("o") == 0
+    assert calls == []
+
+
+def test_no_session_is_a_config_error(tmp_path: Path) -> None:
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine)
+        request = ModelRequest(
+            model=FakeListChatModel(responses=["x"]), messages=[HumanMessage("x")]
+        )
+        with pytest.raises(IntegrationError, match="thread_id") as info:
+            mw.wrap_model_call(request, lambda r: ModelResponse(result=[]))
+        assert info.value.reason == "config"
+        with pytest.raises(IntegrationError, match="Engine"):
+            CtxwiseMiddleware("not an engine")  # type: ignore[arg-type]
+
+
+def test_a_version_outside_the_range_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "2.0.1")
+    with pytest.raises(IntegrationError, match=r"langchain>=1.5,<2") as info:
+        require_framework("langchain", SUPPORTED, "langchain", "the LangChain middleware")
+    assert info.value.reason == "version"
+
+
+def test_mapping_round_trips() -> None:
+    messages = [
+        HumanMessage("hi", id="1"),
+        AIMessage("let me look", tool_calls=[_call("c1", "lookup", order_id="1")], id="2"),
+        ToolMessage("shipped", tool_call_id="c1", id="3"),
+        AIMessage("Shipped.", id="4"),
+    ]
+    neutral = from_langchain(messages)
+    assert [m.role for m in neutral] == ["user", "assistant", "user", "assistant"]
+    back = to_langchain(neutral)
+    assert [type(m) for m in back] == [type(m) for m in messages]
+    assert [m.id for m in back] == ["1", "2", "3", "4"]
+    assert back[1].tool_calls == messages[1].tool_calls  # type: ignore[attr-defined]
+    assert back[2].content == "shipped" and back[2].tool_call_id == "c1"  # type: ignore[attr-defined]
