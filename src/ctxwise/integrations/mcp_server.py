@@ -21,15 +21,16 @@ window report: the :class:`~ctxwise.trace.Trace` of its last turn, as JSON.
 
 Every tool declares a JSON schema for its arguments (the SDK derives it from
 the signatures below and validates each call against it). A call with bad
-arguments, an unknown session, a missing file or any :class:`~ctxwise.errors.CtxwiseError`
+arguments (an argument the tool does not declare included), an unknown session,
+a missing file or any :class:`~ctxwise.errors.CtxwiseError`
 comes back as a tool result with ``isError`` set and one clear line; the server
 keeps answering. A failure ctxwise did not anticipate is a tool error too (the
 SDK hides its text from the client and logs it on standard error).
 
 Memory written by ``remember`` lives in the Engine's store under
-``(memory.namespace, "notes", SCOPE)``: SCOPE is the session id (``/`` and ``%``
-escaped) or ``_shared`` without one; it is kept apart from the compacted turns
-the Engine itself remembers.
+``(memory.namespace, "notes", "session", ID)`` (the session id, ``/`` and ``%``
+escaped) or, without a session, ``(memory.namespace, "notes", "shared")``; it is
+kept apart from the compacted turns the Engine itself remembers.
 
 A rule given to ``rules`` is recorded in the session as a user message stating
 it (the way a rule enters a session: it is in the log, pinned in every window
@@ -48,7 +49,7 @@ import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from ctxwise.errors import CtxwiseError, UsageError
 from ctxwise.integrations._framework import require_framework
@@ -59,7 +60,13 @@ SUPPORTED = ">=2.3,<3"
 MCP_VERSION = require_framework("mcp", SUPPORTED, "mcp", "the ctxwise MCP server")
 
 from mcp.server import MCPServer  # noqa: E402
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError  # noqa: E402
+from mcp.server.mcpserver.exceptions import (  # noqa: E402
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+    UnexpectedToolError,
+)
+from mcp.types import CallToolResult, InputRequiredResult  # noqa: E402
 
 from ctxwise import __version__  # noqa: E402
 from ctxwise.engine import Engine  # noqa: E402
@@ -75,8 +82,6 @@ TOOLS = ("remember", "recall", "facts", "rules", "select_context", "compact", "c
 
 TRACE_URI = "ctxwise://session/{session_id}/trace"
 """The resource template of a session's window report (its last turn's trace)."""
-
-SHARED_SCOPE = "_shared"
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -104,10 +109,11 @@ TranscriptPath = Annotated[
 ]
 
 
-def _scope_part(session: str | None) -> str:
+def _scope(session: str | None) -> tuple[str, ...]:
+    """The namespace parts after ``(memory.namespace, "notes")``."""
     if session is None:
-        return SHARED_SCOPE
-    return session.replace("%", "%25").replace("/", "%2F")
+        return ("shared",)
+    return ("session", session.replace("%", "%25").replace("/", "%2F"))
 
 
 class _Tools:
@@ -150,7 +156,7 @@ class _Tools:
         cfg = self.engine.config
         return LongTermMemory(
             self.store(),
-            (cfg.memory.namespace, "notes", _scope_part(session)),
+            (cfg.memory.namespace, "notes", *_scope(session)),
             self.engine.embedder,
             preset=cfg.memory.preset,
         )
@@ -162,7 +168,7 @@ class _Tools:
             raise UsageError("empty text: there is nothing to remember")
         memory = self.memory(session)
         item_id = memory.remember(text, metadata or {})
-        return {"id": item_id, "scope": _scope_part(session), "namespace": list(memory.namespace)}
+        return {"id": item_id, "session": session, "namespace": list(memory.namespace)}
 
     def recall(self, query: str, k: int, session: str | None) -> dict[str, Any]:
         from ctxwise.memory.store import NamespaceNotFoundError
@@ -173,7 +179,7 @@ class _Tools:
         except NamespaceNotFoundError:
             hits = []
         return {
-            "scope": _scope_part(session),
+            "session": session,
             "items": [
                 {
                     "id": h.item.id,
@@ -304,6 +310,44 @@ class _Tools:
         return report
 
 
+def _argument_errors(name: str, exc: ValidationError) -> str:
+    """One line naming each bad argument and why (without pydantic's links)."""
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+        what = err["msg"]
+        if err["type"] != "missing":
+            got = repr(err.get("input"))
+            what += f" (got {got[:60] + '…' if len(got) > 60 else got})"
+        parts.append(f"{where}: {what}")
+    return f"bad arguments for {name}: " + "; ".join(parts)
+
+
+class _Server(MCPServer[Any]):
+    """``MCPServer`` that refuses arguments a tool does not declare, and whose
+    argument errors read as one line per bad argument."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Any = None
+    ) -> CallToolResult | InputRequiredResult:
+        declared = {t.name: t.input_schema.get("properties", {}) for t in await self.list_tools()}
+        if name in declared:
+            unknown = sorted(set(arguments) - set(declared[name]))
+            if unknown:
+                raise ToolError(
+                    f"bad arguments for {name}: unknown argument(s) "
+                    f"{', '.join(map(repr, unknown))}; {name} takes "
+                    f"{', '.join(declared[name])}"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                raise ToolError(_argument_errors(name, cause)) from cause
+            raise
+
+
 def _tool(server: MCPServer[Any]) -> Callable[[_F], _F]:
     """Register a function as a tool, its docstring (on one line) as the description."""
 
@@ -324,7 +368,7 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
     if not isinstance(engine, Engine):
         raise UsageError(f"build_server takes an Engine, got {type(engine).__name__}")
     tools = _Tools(engine)
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         name,
         version=__version__,
         instructions=(
