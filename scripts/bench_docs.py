@@ -500,6 +500,18 @@ def relay(d: dict[str, Any]) -> str:
     )
 
 
+def frameworks(d: dict[str, Any]) -> str:
+    rows = [[r["method"], r["cases"], f"{r['inputs']:,}", f"{r['invalid']:,}"] for r in d["rows"]]
+    return (
+        "`benchmarks/bench_frameworks.py`. Model inputs each framework hook hands the model, "
+        "and how many of them the provider APIs would refuse (a tool result whose call is "
+        "gone, a call with no result before the next assistant turn). `issue-38352`: an "
+        "assistant message with parallel tool calls and their results, a small keep; "
+        "`transcripts`: every Claude Code session and 50 tau-bench trajectories, replayed at "
+        "the same token budget.\n\n" + table(["method", "cases", "inputs", "invalid"], rows)
+    )
+
+
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
@@ -516,6 +528,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Handoffs on LoCoMo", "bench_handoff", handoff),
     ("Handoffs on Claude Code sessions", "bench_handoff_claude_code", handoff_claude_code),
     ("Relay on the synthetic log", "bench_relay", relay),
+    ("Framework hooks: invalid model inputs", "bench_frameworks", frameworks),
 ]
 
 SCRIPTS = {"tools": "bench_tools"}

@@ -158,6 +158,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.providers.scoring.*",
     },
     "integrations, each behind its extra: reached as ctxwise.integrations.<name>.X": {
+        "ctxwise.integrations.claude_agent_sdk.*",
         "ctxwise.integrations.langgraph.*",
     },
     "the orchestrator's classifier seam (the engine replaces it)": {
