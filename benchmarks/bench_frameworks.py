@@ -15,8 +15,10 @@ Case sets:
 
 - ``issue-38352``: langchain-ai/langchain#38352: parallel tool calls A and B as
   two consecutive ``AIMessage``\\ s (as the issue reproduces it), then ``Tool(A)``,
-  ``Tool(B)``, with a small keep (one message, and the token equivalent), and the
-  same calls in one ``AIMessage`` for reference;
+  ``Tool(B)``, with a small keep (one or two messages, or the last two messages'
+  tokens), and the same calls in one ``AIMessage`` for reference; the case is
+  smaller than the main budget, so it gets its own (``ISSUE_BUDGET``, below its
+  size, so both methods must act);
 - ``transcripts``: every Claude Code session in ``../shared/data`` (top-level
   ``*.jsonl`` and ``*/subagents/*.jsonl``; each compaction segment on its own, as
   the API saw it) and the first 50 tau-bench trajectories (``gpt-4o-airline.json``;
@@ -72,6 +74,8 @@ from ctxwise.pairing import problems, repair_pairing
 from ctxwise.tokens import get_counter
 
 BUDGET = 6000
+ISSUE_BUDGET = 200
+"""The issue-38352 case is small: its budget is below its size, so both methods act."""
 TAU = 50
 SUMMARIZATION = "langchain.SummarizationMiddleware"
 CTXWISE = "ctxwise.CtxwiseMiddleware"
@@ -99,11 +103,13 @@ def _strict(messages: Sequence[BaseMessage]) -> list[Message]:
     return out
 
 
-def _verdict(system: SystemMessage | None, messages: Sequence[BaseMessage]) -> tuple[bool, bool]:
+def _verdict(
+    system: SystemMessage | None, messages: Sequence[BaseMessage], budget: int = BUDGET
+) -> tuple[bool, bool]:
     """(pairing problems?, over the budget?) of one model input."""
     bad = bool(problems(_strict(messages), "loose"))
     tokens = _count([*([system] if system is not None else []), *messages])
-    return bad, tokens > BUDGET
+    return bad, tokens > budget
 
 
 def _fake_summarizer() -> FakeListChatModel:
@@ -111,10 +117,14 @@ def _fake_summarizer() -> FakeListChatModel:
 
 
 def summarization_input(
-    system: SystemMessage | None, messages: list[AnyMessage], *, keep: Any = None
+    system: SystemMessage | None,
+    messages: list[AnyMessage],
+    *,
+    keep: Any = None,
+    budget: int = BUDGET,
 ) -> list[AnyMessage]:
     """The messages SummarizationMiddleware's before_model leaves for the model."""
-    room = BUDGET - (_count([system]) if system is not None else 0)
+    room = budget - (_count([system]) if system is not None else 0)
     mw = SummarizationMiddleware(
         _fake_summarizer(),
         trigger=("tokens", max(1, room)),
@@ -248,15 +258,18 @@ def main() -> None:
     details: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         config = EngineConfig(store=f"sqlite:///{Path(tmp) / 'bench.db'}", budget=BUDGET)
-        with Engine(config) as engine:
+        small = EngineConfig(store=f"sqlite:///{Path(tmp) / 'issue.db'}", budget=ISSUE_BUDGET)
+        with Engine(small) as engine:
             for n, (name, msgs, keep) in enumerate(_issue_cases()):
-                out = summarization_input(None, msgs, keep=keep)
-                bad, over = _verdict(None, out)
-                add(SUMMARIZATION, "issue-38352", bad, over, False)
+                out = summarization_input(None, msgs, keep=keep, budget=ISSUE_BUDGET)
+                bad, over = _verdict(None, out, ISSUE_BUDGET)
+                add(SUMMARIZATION, "issue-38352", bad, over, False, out != msgs)
                 mw = CtxwiseMiddleware(engine, session_id=f"issue-{n}")
                 system, window = ctxwise_input(mw, None, msgs)
-                cbad, cover = _verdict(system, window)
-                add(CTXWISE, "issue-38352", cbad, cover, False)
+                cbad, cover = _verdict(system, window, ISSUE_BUDGET)
+                trace = mw.last.trace if mw.last is not None else None
+                edited = trace is not None and (bool(trace.cleared) or bool(trace.compacted))
+                add(CTXWISE, "issue-38352", cbad, cover, False, edited)
                 details.append(
                     {
                         "case": name,
@@ -266,6 +279,7 @@ def main() -> None:
                         "ctxwise_problems": [p.to_dict() for p in problems(_strict(window))],
                     }
                 )
+        with Engine(config) as engine:
             for name, t in _transcripts():
                 mw = CtxwiseMiddleware(engine, session_id=f"replay-{name}")
                 for cut in _cut_points(t.messages):
@@ -288,6 +302,7 @@ def main() -> None:
         "bench_frameworks",
         {
             "budget": BUDGET,
+            "issue_38352_budget": ISSUE_BUDGET,
             "counter": "char",
             "tau_bench_trajectories": TAU,
             "rows": rows,
