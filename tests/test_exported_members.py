@@ -160,6 +160,7 @@ ALLOWLIST: dict[str, set[str]] = {
     "integrations, each behind its extra: reached as ctxwise.integrations.<name>.X": {
         "ctxwise.integrations.claude_agent_sdk.*",
         "ctxwise.integrations.langgraph.*",
+        "ctxwise.integrations.mcp_server.*",
     },
     "the orchestrator's classifier seam (the engine replaces it)": {
         "ctxwise.orchestrator.Classifier",
@@ -218,6 +219,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.demo.*",
         "ctxwise.cli.engine.*",
         "ctxwise.cli.handoff.*",
+        "ctxwise.cli.mcp.*",
         "ctxwise.cli.relay.*",
         "ctxwise.cli.routing.*",
         "ctxwise.cli.simulate.*",
