@@ -501,14 +501,22 @@ def relay(d: dict[str, Any]) -> str:
 
 
 def frameworks(d: dict[str, Any]) -> str:
-    rows = [[r["method"], r["cases"], f"{r['inputs']:,}", f"{r['invalid']:,}"] for r in d["rows"]]
+    extra = [k for k in ("pairing", "over_budget", "edited") if all(k in r for r in d["rows"])]
+    rows = [
+        [r["method"], r["cases"], f"{r['inputs']:,}", f"{r['invalid']:,}"]
+        + [f"{r[k]:,}" for k in extra]
+        for r in d["rows"]
+    ]
     return (
         "`benchmarks/bench_frameworks.py`. Model inputs each framework hook hands the model, "
         "and how many of them the provider APIs would refuse (a tool result whose call is "
         "gone, a call with no result before the next assistant turn). `issue-38352`: an "
         "assistant message with parallel tool calls and their results, a small keep; "
         "`transcripts`: every Claude Code session and 50 tau-bench trajectories, replayed at "
-        "the same token budget.\n\n" + table(["method", "cases", "inputs", "invalid"], rows)
+        "the same token budget. `pairing`: inputs with a broken tool pair; `over_budget`: "
+        "inputs over the budget (invalid only for the method that promises the budget); "
+        "`edited`: inputs the method changed.\n\n"
+        + table(["method", "cases", "inputs", "invalid", *extra], rows)
     )
 
 

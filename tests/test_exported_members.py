@@ -159,6 +159,7 @@ ALLOWLIST: dict[str, set[str]] = {
     },
     "integrations, each behind its extra: reached as ctxwise.integrations.<name>.X": {
         "ctxwise.integrations.claude_agent_sdk.*",
+        "ctxwise.integrations.langchain.*",
         "ctxwise.integrations.langgraph.*",
         "ctxwise.integrations.mcp_server.*",
     },
