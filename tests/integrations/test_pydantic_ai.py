@@ -23,6 +23,7 @@ from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ImageUrl,
     ModelMessage,
+    ModelMessagesTypeAdapter,
     ModelRequest,
     ModelResponse,
     SystemPromptPart,
@@ -233,6 +234,42 @@ def test_processing_its_own_output_changes_nothing(tmp_path: Path) -> None:
     assert engine.sessions.version("case-3") == version
     # the mapping itself is a fixpoint on the output
     assert to_pydantic_ai(from_pydantic_ai(once)) == once
+
+
+def test_a_saved_history_resumes_in_a_new_capability(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path)
+    seen: list[list[ModelMessage]] = []
+    agent = agent_with(scripted([("lookup", {"order": "1"})], seen), [], [])
+    first = run(agent.run(FIRST, capabilities=[CtxwiseCapability(engine, "case-10")]))
+    saved = ModelMessagesTypeAdapter.dump_json(first.all_messages())  # e.g. into a database
+
+    history = ModelMessagesTypeAdapter.validate_json(saved)
+    again = run(
+        agent.run(
+            "And order 2?",
+            message_history=history,
+            capabilities=[CtxwiseCapability(engine, "case-10")],
+        )
+    )
+    assert again.output == "done"
+    # the session holds each message once: nothing saved was taken for new
+    texts = [m.text for m in engine.session_messages("case-10") if m.role == "user" and m.text]
+    assert texts == [FIRST, "And order 2?"]
+    assert RULE in system_text(seen[-1])
+
+
+def test_a_request_scoped_system_prompt_stays_in_its_request(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path)
+    capability = CtxwiseCapability(engine, "case-11")
+    nudge = SystemPromptPart("3 requests left.", scope="request")
+    history: list[ModelMessage] = [ModelRequest(parts=[UserPromptPart(FIRST), nudge])]
+    out = run(capability.process(history))
+    assert out[-1].parts[-1] is nudge
+    assert "3 requests left" not in "\n".join(
+        p.content for p in parts(out) if isinstance(p, SystemPromptPart) and p is not nudge
+    )
+    assert capability.last_turn is not None
+    assert "3 requests left" not in str(capability.last_turn.request)
 
 
 def test_unchanged_parts_come_back_as_the_same_parts() -> None:

@@ -544,7 +544,7 @@ class CtxwiseCapability(AbstractCapability[Any]):
             ) from exc
         if isinstance(decision, Blocked):
             raise ToolFailed(
-                f"Blocked by policy rule {decision.rule.name!r}: {decision.reason}. "
-                "The tool did not run."
+                f"Blocked by policy rule {decision.rule.name!r}: "
+                f"{decision.reason.rstrip().rstrip('.')}. The tool did not run."
             )
         return args
