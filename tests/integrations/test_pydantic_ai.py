@@ -215,6 +215,24 @@ def test_history_over_the_budget_is_compacted_and_the_rule_survives(tmp_path: Pa
     assert pairing_problems(last) == []
 
 
+@pytest.mark.parametrize("placement", ["user", "system"])
+def test_routed_sources_reach_the_model(tmp_path: Path, placement: str) -> None:
+    faq = "Refunds reach the card within 5 working days."
+    engine = make_engine(tmp_path, sources={"faq": {"text": faq}}, context=placement)
+    seen: list[list[ModelMessage]] = []
+    run(agent_with(scripted([], seen), CtxwiseCapability(engine, "case-12"), []).run(FIRST))
+    (request,) = seen[0]
+    assert isinstance(request, ModelRequest)
+    system, *rest = request.parts
+    assert isinstance(system, SystemPromptPart)
+    prompts = [str(p.content) for p in rest if isinstance(p, UserPromptPart)]
+    if placement == "system":
+        assert faq in system.content and prompts == [FIRST]
+    else:
+        assert faq not in system.content
+        assert prompts[-1] == FIRST and faq in prompts[0] and prompts[0].startswith("<context>")
+
+
 def test_processing_its_own_output_changes_nothing(tmp_path: Path) -> None:
     engine = make_engine(tmp_path, budget=1500, clearing={"keep_last": 1})
     capability = CtxwiseCapability(engine, "case-3")
