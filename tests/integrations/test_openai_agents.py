@@ -709,3 +709,62 @@ def test_a_version_outside_the_range_is_refused(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     ).stdout
     assert out.startswith("version >=0.24,<0.25") and "0.30.0" in out
+
+
+def _reasoning_script() -> list[Any]:
+    from openai.types.responses import ResponseReasoningItem
+    from openai.types.responses.response_reasoning_item import Summary
+
+    thought = ResponseReasoningItem(
+        id="rs_1",
+        type="reasoning",
+        summary=[Summary(text="I need the order first.", type="summary_text")],
+        encrypted_content="opaque-bytes",
+    )
+    return [
+        [thought, function_call("lookup", {"order_id": "7"}, call_id="c1", item_id="fc_1")],
+        [assistant_message("Order 7 shipped.", item_id="msg_2")],
+        [assistant_message("Bye.", item_id="msg_3")],
+    ]
+
+
+@pytest.mark.parametrize("render", ["openai", "anthropic"])
+def test_with_nothing_to_edit_the_model_gets_what_the_sdk_would_send(
+    tmp_path: Path, render: str
+) -> None:
+    """Reasoning, calls, outputs and messages come back item for item, ids included."""
+    plain, filtered = ScriptedModel(_reasoning_script()), ScriptedModel(_reasoning_script())
+    config = {"budget": 100_000, "render": render, "facts": {"extractor": "none", "rules": False}}
+    with _engine(tmp_path, **config) as engine:
+        for model, run_config in ((plain, None), (filtered, _config(engine, "s"))):
+            agent = Agent(name="a", instructions="Be brief.", model=model, tools=Recorder().tools())
+            with CtxwiseSession("s", tmp_path / f"{id(model)}.db") as session:
+                kwargs: dict[str, Any] = {"session": session}
+                if run_config is not None:
+                    kwargs["run_config"] = run_config
+                _run(agent, "Where is order 7?", **kwargs)
+                _run(agent, "Thanks", **kwargs)
+    assert len(plain.calls) == len(filtered.calls) == 3
+    for a, b in zip(plain.calls, filtered.calls, strict=True):
+        assert b.input == a.input
+        assert b.system_instructions == a.system_instructions == "Be brief."
+    assert any(i.get("type") == "reasoning" for i in filtered.calls[-1].input)
+
+
+def test_hooks_and_an_sdk_session_record_each_item_once(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [
+            [function_call("lookup", {"order_id": "1"}, call_id="c1")],
+            [assistant_message("Shipped.", item_id="m1")],
+            [assistant_message("Bye.", item_id="m2")],
+        ]
+    )
+    agent = Agent(name="a", model=model, tools=Recorder().tools())
+    with _engine(tmp_path) as engine, CtxwiseSession("s", tmp_path / "agents.db") as session:
+        flt = call_model_input_filter(engine, "s")
+        run_config = RunConfig(call_model_input_filter=flt, tracing_disabled=True)
+        _run(agent, "Order 1?", run_config=run_config, session=session, hooks=flt.hooks)
+        _run(agent, "Thanks", run_config=run_config, session=session, hooks=flt.hooks)
+        roles = [m.role for m in engine.session_messages("s")]
+        assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+        assert _input_text(model.calls[-1]).count("Order 1?") == 1
