@@ -53,7 +53,7 @@ from ctxwise.errors import IntegrationError, UsageError
 from ctxwise.integrations._framework import require_framework
 from ctxwise.memory.facts import CaseFacts
 from ctxwise.memory.sqlite import SQLiteStore
-from ctxwise.memory.store import MAX_TEXT_CHARS, MemoryItem, NewItem, Store
+from ctxwise.memory.store import MAX_TEXT_CHARS, MemoryItem, NewItem, Store, check_namespace
 from ctxwise.memory.urls import open_store
 from ctxwise.messages import (
     ContentBlock,
@@ -99,7 +99,10 @@ __all__ = [
     "CtxwiseSession",
     "SessionId",
     "call_model_input_filter",
+    "item_key",
     "policy_guardrail",
+    "to_items",
+    "to_messages",
 ]
 
 SessionId = str | Callable[[Any], str]
@@ -693,7 +696,7 @@ class CtxwiseSession:
         self.session_settings = (
             session_settings if session_settings is not None else SessionSettings()
         )
-        self.namespace = (namespace, EXTRA, _namespace_part(session_id))
+        self.namespace = check_namespace((namespace, EXTRA, _namespace_part(session_id)))
         self._own = False
         if isinstance(store, Store):
             self.store = store
