@@ -162,6 +162,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.integrations.langchain.*",
         "ctxwise.integrations.langgraph.*",
         "ctxwise.integrations.mcp_server.*",
+        "ctxwise.integrations.openai_agents.*",
         "ctxwise.integrations.pydantic_ai.*",
     },
     "the orchestrator's classifier seam (the engine replaces it)": {
