@@ -8,10 +8,8 @@ import asyncio
 import copy
 import inspect
 import json
-import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ from ctxwise.integrations.openai_agents import (
 )
 from ctxwise.memory import InMemoryStore, Store
 from ctxwise.memory.store import MAX_TEXT_CHARS
+from tests._stores import fresh_schema, postgres_dsn
 from tests.conftest import TAU
 
 # --------------------------------------------------------------------------- helpers
@@ -546,14 +545,8 @@ def make_session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any
     shared: Store | None = None
     kind = request.param
     if kind == "postgres":
-        dsn = os.environ.get("CTXWISE_PG_DSN")
-        if not dsn:
-            pytest.skip(
-                "no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)"
-            )
-        pytest.importorskip("psycopg", reason="needs the postgres extra")
-        pytest.importorskip("pgvector", reason="needs the postgres extra")
-        schema = f"t_{uuid.uuid4().hex[:12]}"
+        dsn = postgres_dsn()
+        schema = fresh_schema()
     elif kind == "memory":
         shared = InMemoryStore()
 

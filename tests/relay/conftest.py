@@ -3,14 +3,11 @@ every backend (a folder, and a namespace in each memory store)."""
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
-from ctxwise.memory import InMemoryStore, SQLiteStore, Store
 from ctxwise.relay import (
     DirectoryRuns,
     HandoverParser,
@@ -22,6 +19,7 @@ from ctxwise.relay import (
     Workload,
     generate,
 )
+from tests._stores import store_factory
 
 RESULT_FIELDS = (
     "run_id",
@@ -91,45 +89,8 @@ RUN_BACKENDS = ["directory", "memory", "sqlite", "postgres"]
 def make_runs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], RunStore]]:
     """A factory of run stores over one backing folder or database for the test
     (a new :class:`RunStore` each call, as a process that restarts would open)."""
-    made: list[Store] = []
     if request.param == "directory":
-
-        def factory() -> RunStore:
-            return DirectoryRuns(tmp_path / "runs")
-
-    elif request.param == "memory":
-        shared = InMemoryStore()
-
-        def factory() -> RunStore:
-            return StoreRuns(shared)
-
-    elif request.param == "sqlite":
-        path = tmp_path / "runs.db"
-
-        def factory() -> RunStore:
-            store = SQLiteStore(path)
-            made.append(store)
-            return StoreRuns(store)
-
-    else:
-        dsn = os.environ.get("CTXWISE_PG_DSN")
-        if not dsn:
-            pytest.skip(
-                "no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)"
-            )
-        pytest.importorskip("psycopg", reason="needs the postgres extra")
-        pytest.importorskip("pgvector", reason="needs the postgres extra")
-        from ctxwise.memory import postgres
-
-        schema = f"t_{uuid.uuid4().hex[:12]}"
-
-        def factory() -> RunStore:
-            store = postgres.PostgresStore(dsn, dim=64, schema=schema)
-            made.append(store)
-            return StoreRuns(store)
-
-    yield factory
-    for store in made:
-        if request.param == "postgres" and store is made[0]:
-            store.drop()  # type: ignore[attr-defined]
-        store.close()
+        yield lambda: DirectoryRuns(tmp_path / "runs")
+        return
+    with store_factory(request.param, tmp_path) as stores:
+        yield lambda: StoreRuns(stores())
