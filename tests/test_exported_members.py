@@ -250,6 +250,7 @@ ALLOWLIST: dict[str, set[str]] = {
     },
     "handoff parts (select_context and Handoff are top level): ctxwise.handoff.X": {
         "ctxwise.handoff.DEFAULT_BUDGET",
+        "ctxwise.handoff.DEFAULT_RECENT_SHARE",
         "ctxwise.handoff.Chunk",
         "ctxwise.handoff.ChunkScorer",
         "ctxwise.handoff.HybridScorer",

@@ -19,6 +19,7 @@ from ctxwise.handoff.escalation import EscalationBrief, escalation_brief
 from ctxwise.handoff.scoring import ChunkScorer, HybridScorer, LLMScorer
 from ctxwise.handoff.select import (
     DEFAULT_BUDGET,
+    DEFAULT_RECENT_SHARE,
     Handoff,
     Selected,
     identifiers,
@@ -27,6 +28,7 @@ from ctxwise.handoff.select import (
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "DEFAULT_RECENT_SHARE",
     "Chunk",
     "ChunkScorer",
     "EscalationBrief",
