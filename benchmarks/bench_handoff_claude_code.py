@@ -8,7 +8,12 @@ so they are not a fair test. ``benchmarks/data/handoff_heldout_tasks.json``
 (``held-out``) was written blind, from reading the transcripts only, before the
 selector ever ran on it: each session's Agent/Task call (its prompt is the task)
 and points where the assistant states its next step in its own words (the task is
-that step as an orchestrator would delegate it). Each task names the message it
+that step as an orchestrator would delegate it); the recent-chunks share of the
+budget was then chosen on ``tuned`` and ``held-out``.
+``benchmarks/data/handoff_blind2_tasks.json`` (``blind, far back``) was written
+blind the same way after that choice, ten tasks per session, most of them needing
+a tool result more than 40 messages before the cut (``distance``), to be hard for
+recency; it was scored once, with no change to the selector after. Each task names the message it
 was modelled on (``cut_at_message``: the transcript handed over is everything
 before it) and the earlier tool results it depends on, by tool_use id.
 
@@ -45,6 +50,7 @@ BUDGET = 20_000
 TASK_FILES = {
     "tuned": REPO_ROOT / "tests" / "data" / "handoff_claude_code_tasks.json",
     "held-out": REPO_ROOT / "benchmarks" / "data" / "handoff_heldout_tasks.json",
+    "blind, far back": REPO_ROOT / "benchmarks" / "data" / "handoff_blind2_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 

@@ -419,7 +419,10 @@ def handoff_claude_code(d: dict[str, Any]) -> str:
         "expected earlier tool results whose chunk the handoff carries, the tasks with every "
         "expected result carried, and the handoff's mean tokens and share of the transcript. "
         "`tuned`: the tasks the selector was adjusted on; `held-out`: tasks written blind "
-        "(Agent/Task prompts and the assistant's stated next steps). The baselines get the "
+        "(Agent/Task prompts and the assistant's stated next steps), on which the share of "
+        "the budget kept for the latest chunks was then chosen; `blind, far back`: ten "
+        "tasks per session written blind after that, most needing a tool result more "
+        "than 40 messages back, scored once. The baselines get the "
         "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
         "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
     )
