@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ["docs/guide.md", "docs/engine.md", "docs/cli.md", "docs/index.md", "README.md"]
+PAGES = [
+    "docs/guide.md",
+    "docs/engine.md",
+    "docs/cli.md",
+    "docs/index.md",
+    "README.md",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "integrations").glob("*.md")),
+]
 
 FIGURE = re.compile(
     r"\d+(?:\.\d+)?\s?%"  # percentage
