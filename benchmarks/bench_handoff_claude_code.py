@@ -13,7 +13,10 @@ budget was then chosen on ``tuned`` and ``held-out``.
 ``benchmarks/data/handoff_blind2_tasks.json`` (``blind, far back``) was written
 blind the same way after that choice, ten tasks per session, most of them needing
 a tool result more than 40 messages before the cut (``distance``), to be hard for
-recency; it was scored once, with no change to the selector after. Each task names the message it
+recency; it was scored once, with no change to the selector after.
+``benchmarks/data/handoff_blind3_tasks.json`` (``blind 3``, eight tasks per session,
+varied work, five per session needing a result more than 40 messages back) was
+written blind while the selector was unchanged, and scored once. Each task names the message it
 was modelled on (``cut_at_message``: the transcript handed over is everything
 before it) and the earlier tool results it depends on, by tool_use id.
 
@@ -51,6 +54,7 @@ TASK_FILES = {
     "tuned": REPO_ROOT / "tests" / "data" / "handoff_claude_code_tasks.json",
     "held-out": REPO_ROOT / "benchmarks" / "data" / "handoff_heldout_tasks.json",
     "blind, far back": REPO_ROOT / "benchmarks" / "data" / "handoff_blind2_tasks.json",
+    "blind 3": REPO_ROOT / "benchmarks" / "data" / "handoff_blind3_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 

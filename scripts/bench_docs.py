@@ -422,7 +422,8 @@ def handoff_claude_code(d: dict[str, Any]) -> str:
         "(Agent/Task prompts and the assistant's stated next steps), on which the share of "
         "the budget kept for the latest chunks was then chosen; `blind, far back`: ten "
         "tasks per session written blind after that, most needing a tool result more "
-        "than 40 messages back, scored once. The baselines get the "
+        "than 40 messages back, scored once; `blind 3`: eight more per session, written "
+        "blind the same way, scored once. The baselines get the "
         "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
         "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
     )
