@@ -51,6 +51,13 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_replay.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_tools.py
+	$(BIN)/python benchmarks/bench_handoff.py
+	$(BIN)/python benchmarks/bench_handoff_claude_code.py
+	$(BIN)/python benchmarks/bench_hooks.py
+	$(BIN)/python benchmarks/bench_relay.py
+	$(BIN)/python benchmarks/bench_frameworks.py
+	$(BIN)/python scripts/bench_docs.py
 
 # Routing on CLINC150 against semantic-router: needs torch + the minilm extra in
 # .venv, and semantic-router in an environment of its own (bench-env).
