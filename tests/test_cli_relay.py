@@ -237,3 +237,43 @@ def test_relay_resume_of_a_run_without_its_spec(tmp_path: Path, workload_dir: Pa
     assert_usage_error(
         run("relay", "resume", "job", "--runs", tmp_path / "runs"), "has no spec.json"
     )
+
+
+def _foreign_workload(tmp_path: Path) -> Path:
+    """A job of another shape: keep the ERROR lines; a table of tickets with no counter."""
+    from ctxwise.relay import Answers, Examples, NeedleLine, TableSpec, Workload, write_workload
+    from ctxwise.relay.workload import ColumnSpec
+
+    chunks = (
+        "INFO boot ok\nERROR disk /dev/sda1 full\nINFO user login\n",
+        "INFO cron ran\nINFO backup done\nERROR fan 2 stopped\n",
+    )
+    job = Workload(
+        instruction="Keep every error line.",
+        chunks=chunks,
+        examples=Examples(keep=("ERROR power supply 1 lost",), skip=("INFO service started",)),
+        table=TableSpec(
+            key="ticket",
+            columns={"ticket": ColumnSpec(), "status": ColumnSpec()},
+            rows=({"ticket": "T-1", "status": "open"},),
+        ),
+        answers=Answers(
+            needles=(
+                NeedleLine(chunk=0, line=1, text="ERROR disk /dev/sda1 full"),
+                NeedleLine(chunk=1, line=2, text="ERROR fan 2 stopped"),
+            ),
+            table=({"ticket": "T-1", "status": "open"},),
+        ),
+    )
+    return write_workload(job, tmp_path / "foreign")
+
+
+def test_eval_relay_on_a_workload_of_another_shape_scores_the_line_store(tmp_path: Path) -> None:
+    folder = _foreign_workload(tmp_path)
+    score = ok_json("eval", "relay", "--workload", folder)
+    assert score["needles_kept"] == score["needles_exact"] == 2
+    assert score["filler_kept"] == 0
+    assert score["rejected_updates"] == 0 and score["steps"] == 2
+    assert_usage_error(
+        run("eval", "relay", "--workload", folder, "--step", "parser"), "parser", "counter"
+    )

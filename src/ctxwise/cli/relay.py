@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
-from ctxwise.errors import UsageError
+from ctxwise.errors import RelayError, UsageError
 
 if TYPE_CHECKING:
     from ctxwise.relay import Relay, RelayResult, Step, Workload
@@ -42,6 +42,7 @@ class Variant(StrEnum):
 
 
 class StepKind(StrEnum):
+    auto = "auto"
     parser = "parser"
     faulty_parser = "faulty-parser"
     none = "none"
@@ -198,13 +199,19 @@ def resume_cmd(
 def _step(kind: StepKind, workload: Workload, rate: float, seed: int) -> Step:
     from ctxwise.relay import FaultyStep, HandoverParser, keep_state
 
+    if kind is StepKind.auto:
+        # the parser where the table has its columns (the synthetic log), else none
+        try:
+            return HandoverParser.for_table(workload.table)
+        except RelayError:
+            return keep_state
     if kind is StepKind.none:
         return keep_state
     if kind is StepKind.parser:
-        return HandoverParser()
+        return HandoverParser.for_table(workload.table)
     table = workload.table
     return FaultyStep(
-        HandoverParser(),
+        HandoverParser.for_table(table),
         rate=rate,
         seed=seed,
         key=table.key if table else "asset",
@@ -231,7 +238,13 @@ def eval_relay_cmd(
         int | None, typer.Option(min=0, help="Handover lines of the synthetic log.")
     ] = None,
     assets: Annotated[int | None, typer.Option(min=1, help="Assets of the synthetic log.")] = None,
-    step: Annotated[StepKind, typer.Option(help="What runs once per chunk.")] = StepKind.parser,
+    step: Annotated[
+        StepKind,
+        typer.Option(
+            help="What runs once per chunk: auto (the parser when the workload's table has "
+            "a key, a holder and a counter, else none), parser, faulty-parser or none."
+        ),
+    ] = StepKind.auto,
     rate: Annotated[
         float,
         typer.Option(min=0.0, max=1.0, help="faulty-parser: share of first attempts broken."),

@@ -167,12 +167,12 @@ def _step(spec: StepSpec, workload: Workload) -> Step:
         else ()
     )
     if spec.kind == "parser":
-        return HandoverParser()
+        return HandoverParser.for_table(workload.table)
     if spec.kind == "none":
         return keep_state
     if spec.kind == "faulty-parser":
         return FaultyStep(
-            HandoverParser(),
+            HandoverParser.for_table(workload.table),
             rate=spec.rate,
             seed=spec.seed,
             key=key,

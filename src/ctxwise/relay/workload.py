@@ -633,6 +633,32 @@ class HandoverParser:
         default=tuple(_template_pattern(t) for t in HANDOVER_TEMPLATES), repr=False
     )
 
+    @classmethod
+    def for_table(cls, table: TableSpec | None) -> HandoverParser:
+        """A parser writing into ``table``'s columns: its key, its first counter and
+        its first other text column (the holder).
+
+        Raises:
+            RelayError: (``"spec"``) there is no table, or it lacks such columns
+                (the parser only understands :func:`generate`'s logs; another job
+                needs a step of its own, or the ``none`` step).
+        """
+        if table is None:
+            raise RelayError("spec", "the parser step needs a state table; this job has none")
+        counters = [c for c, col in table.columns.items() if col.counter]
+        texts = [
+            c
+            for c, col in table.columns.items()
+            if c != table.key and not col.counter and col.type == "str"
+        ]
+        if not counters or not texts:
+            raise RelayError(
+                "spec",
+                "the parser step needs a table with a key, a text column (the holder) "
+                f"and a counter; this one has {', '.join(table.columns)}",
+            )
+        return cls(key=table.key, holder=texts[0], count=counters[0])
+
     def parse(self, chunk: str) -> list[tuple[str, str, str]]:
         """The (asset, giver, receiver) of every handover line in ``chunk``, in order."""
         out = []
