@@ -135,12 +135,19 @@ class ExampleScorer:
         self._idf = np.array(
             [math.log(1.0 + (n - df[f] + 0.5) / (df[f] + 0.5)) for f in sorted(df)]
         )
-        matrix = np.zeros((n, len(self._index)))
+        # postings: for each feature, the examples holding it and their weights
+        # (memory grows with the examples' terms, not examples x vocabulary)
+        rows: list[list[int]] = [[] for _ in self._index]
+        vals: list[list[float]] = [[] for _ in self._index]
         for row, feats in enumerate(docs):
             idx, weights = self._vector(feats)
-            matrix[row, idx] = weights
-        self._keep = matrix[: len(positives)]
-        self._skip = matrix[len(positives) :]
+            for j, w in zip(idx.tolist(), weights.tolist(), strict=True):
+                rows[j].append(row)
+                vals[j].append(w)
+        self._rows = [np.array(r, dtype=np.intp) for r in rows]
+        self._vals = [np.array(v) for v in vals]
+        self._n_keep = len(positives)
+        self._n = n
 
     def _vector(self, feats: set[str]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
         idx = np.array(sorted(self._index[f] for f in feats if f in self._index), dtype=np.intp)
@@ -158,7 +165,7 @@ class ExampleScorer:
             "threshold": self.threshold,
             "terms": f"{getattr(terms, '__module__', '')}.{getattr(terms, '__qualname__', '')}",
             "analyzer": self.analyzer.name,
-            "examples": [len(self._keep), len(self._skip)],
+            "examples": [self._n_keep, self._n - self._n_keep],
         }
 
     def score(self, lines: Sequence[str]) -> list[float]:
@@ -169,12 +176,14 @@ class ExampleScorer:
             if not len(idx):
                 out.append(0.0)
                 continue
-            keep = float(np.max(np.sum(self._keep[:, idx] * weights, axis=1)))
-            skip = (
-                float(np.max(np.sum(self._skip[:, idx] * weights, axis=1)))
-                if len(self._skip)
-                else 0.0
+            hit_rows = np.concatenate([self._rows[j] for j in idx])
+            hit_vals = np.concatenate(
+                [self._vals[j] * w for j, w in zip(idx, weights, strict=True)]
             )
+            # bincount adds in a fixed order: the same bits in every process
+            sims = np.bincount(hit_rows, weights=hit_vals, minlength=self._n)
+            keep = float(sims[: self._n_keep].max())
+            skip = float(sims[self._n_keep :].max()) if self._n > self._n_keep else 0.0
             out.append(max(keep, 0.0) - max(skip, 0.0))
         return out
 
