@@ -25,6 +25,7 @@ from ctxwise.memory_tool import DirectoryMemory, MemoryTool
 from ctxwise.messages import OpaqueBlock, ToolResultBlock, ToolUseBlock
 from ctxwise.replay import _request_problem
 from ctxwise.tools import ResultStore, ToolCatalog, ToolDef
+from tests._cli import run as run_cli
 from tests._http import mock_client, response
 from tests.conftest import DATA
 
@@ -133,7 +134,9 @@ def _reply(content: list[dict[str, Any]], stop: str = "tool_use") -> dict[str, A
     }
 
 
-def test_search_then_the_found_tool_then_fetch_more_through_the_engine(tmp_path: Path) -> None:
+def test_search_then_the_found_tool_then_fetch_more_through_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     anthropic = pytest.importorskip("anthropic")
     engine, _ = _engine(tmp_path)
     sent: list[dict[str, Any]] = []
@@ -241,6 +244,13 @@ def test_search_then_the_found_tool_then_fetch_more_through_the_engine(tmp_path:
     kinds = [[e.kind for e in t.tool_events] for t in engine.traces(sid)]
     assert kinds == [[], ["search"], ["stored"], ["fetch_more"]]
     engine.close()
+    # and `ctxwise trace` shows them, one turn each (wide enough for one line a row)
+    monkeypatch.setenv("COLUMNS", "300")
+    shown = run_cli("trace", sid, "--db", str(tmp_path / "ctxwise.db"))
+    assert shown.exit_code == 0, shown.stderr
+    rows = [line for line in shown.stdout.splitlines() if line.startswith("│")]
+    assert "search found" in rows[1] and "stored get_order_history" in rows[2]
+    assert "fetch_more" in rows[3] and "search" not in rows[0]
 
 
 def test_a_forged_or_foreign_cursor_gets_an_error_the_model_can_act_on(tmp_path: Path) -> None:

@@ -127,6 +127,23 @@ def _store_url(db: str) -> str:
     return f"sqlite:///{Path(db).resolve()}"
 
 
+def _tool_events(t: Trace) -> str:
+    """What ctxwise did with tool calls since the turn before, one item each:
+    ``search found N``, ``fetch_more``, ``memory``, ``trimmed NAME A→B``, ``stored
+    NAME A→B`` (tokens as the tool gave the result and as the model gets it)."""
+    out = []
+    for e in t.tool_events:
+        if e.kind == "search":
+            out.append(f"search found {len(e.found)}")
+        elif e.kind in ("trimmed", "stored"):
+            out.append(f"{e.kind} {e.name} {e.tokens_before:,}→{e.tokens_after:,}")
+        else:
+            out.append(e.kind)
+        if e.is_error:
+            out[-1] += " (error)"
+    return ", ".join(out)
+
+
 def trace_cmd(
     session: Annotated[str, typer.Argument(help="The session id.")],
     db: Annotated[
@@ -163,7 +180,17 @@ def trace_cmd(
         return
     console, buf = _buffered_console()
     table = Table(title=f"session {session}")
-    for name in ("turn", "route", "sources", "sections", "edits", "tokens", "prefix", "ms"):
+    for name in (
+        "turn",
+        "route",
+        "sources",
+        "sections",
+        "edits",
+        "tools",
+        "tokens",
+        "prefix",
+        "ms",
+    ):
         table.add_column(
             name, justify="right" if name in ("turn", "tokens", "prefix", "ms") else "left"
         )
@@ -183,6 +210,7 @@ def trace_cmd(
             ", ".join(t.chosen) or "-",
             sections,
             ", ".join(edits) or "-",
+            _tool_events(t) or "-",
             f"{t.tokens.total:,}/{t.tokens.available:,}",
             f"{t.tokens.stable_prefix:,}",
             f"{t.timings_ms.get('total', 0.0):.1f}",
