@@ -884,3 +884,11 @@ def test_wire_names_are_unique_valid_and_found(tools: list[ToolDef]) -> None:
         if counts[t.name] == 1 and WIRE.match(t.name) and t.name != TOOL_SEARCH:
             # a unique wire-safe name stays plain unless an earlier tool's wire took it
             assert n == t.name or t.name in names[:i]
+
+
+def test_a_tool_the_query_names_word_for_word_comes_first() -> None:
+    catalog = ToolCatalog.load(GITHUB)
+    assert catalog.search("get_me", 3)[0].tool.name == "get_me"
+    hits = catalog.search("list_pull_requests, then merge_pull_request", 2)
+    assert [h.tool.name for h in hits] == ["list_pull_requests", "merge_pull_request"]
+    assert catalog.search("who am I? call github-mcp-server/get_me", 1)[0].tool.name == "get_me"

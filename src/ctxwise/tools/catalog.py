@@ -33,7 +33,9 @@ through :mod:`ctxwise.text`'s analyzer:
 4. server affinity: each tool gains ``server_weight`` times the best fused score of
    its server, so the tools of a server a query needs travel together (an agent
    task that needs one tool of a server often needs its siblings). Ties keep
-   catalog order.
+   catalog order;
+5. a tool the query names word for word (``get_me``, ``github/get_me``, its wire
+   name) comes first, in order of mention.
 
 **Per turn** (:meth:`ToolCatalog.for_turn`): a :class:`ToolTurn` of what to send.
 :meth:`ToolCatalog.anthropic_tools` and :meth:`~ToolCatalog.openai_tools` render it:
@@ -118,6 +120,7 @@ Mode: TypeAlias = Literal["client", "server"]
 _WIRE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _MAX_NAME = 128
 _SCHEMA_DEPTH = 8
 
@@ -395,6 +398,7 @@ class ToolCatalog:
         self._built: _Index | None = None
         self._names: dict[tuple[str, str], str] | None = None
         self._by_wire: dict[str, tuple[str, str]] | None = None
+        self._name_index: dict[str, list[int]] | None = None
         self._tokens: dict[tuple[str, str], int] = {}
         self.skipped: list[ToolCatalogError] = []
         """Definitions :meth:`load` left out with ``skip_invalid=True``, and why."""
@@ -431,6 +435,7 @@ class ToolCatalog:
             self._built = None
             self._names = None
             self._by_wire = None
+            self._name_index = None
 
     def add_mcp(
         self,
@@ -621,6 +626,25 @@ class ToolCatalog:
             self._by_wire = {wire: key for key, wire in names.items()}
         return self._names
 
+    def _named_in(self, query: str) -> list[int]:
+        """The tools ``query`` names word for word (a tool's name, ``server/name`` or
+        wire name, as one token), in order of first mention."""
+        if self._name_index is None:
+            by_name: dict[str, list[int]] = {}
+            for key, wire in self._wire_names().items():
+                i = self._index[key]
+                tool = self._tools[i]
+                for form in {tool.name, wire, f"{tool.server}/{tool.name}" if tool.server else ""}:
+                    if form:
+                        by_name.setdefault(form.casefold(), []).append(i)
+            self._name_index = by_name
+        out: list[int] = []
+        for token in _NAME_TOKEN.findall(query):
+            for i in self._name_index.get(token.strip(".-/").casefold(), ()):
+                if i not in out:
+                    out.append(i)
+        return out
+
     def wire_name(self, tool: ToolDef) -> str:
         """The name ``tool`` is sent (and called) by: its own name, server-qualified
         when another server has a tool of the same name."""
@@ -683,6 +707,11 @@ class ToolCatalog:
             best = np.zeros(idx.n_servers)
             np.maximum.at(best, idx.server_of, fused)
             fused = fused + self.server_weight * best[idx.server_of] * (fused > 0)
+        named = self._named_in(query)
+        if named:  # a tool the query names word for word comes first, in order of mention
+            top = float(fused.max()) + 1.0
+            for j, i in enumerate(named):
+                fused[i] = top + (len(named) - j)
         hits: list[ToolHit] = []
         for i in np.argsort(-fused, kind="stable"):
             if fused[i] <= 0 or len(hits) == k:
