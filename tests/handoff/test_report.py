@@ -257,6 +257,12 @@ def test_models_are_frozen() -> None:
         ("The data suggests a slowdown", True),
         ("About 40 firms joined", True),
         ("Prices rose in 2023", False),
+        ("Revenue grew around 12% in 2023", True),
+        ("It rose roughly a third", True),
+        ("A report about revenue growth", False),
+        ("Flights around the world resumed", False),
+        ("Sales rose in May 2024", False),
+        ("May prices rise again", True),
     ],
 )
 def test_hedges_are_detected_when_not_given(claim: str, hedged: bool) -> None:

@@ -81,6 +81,18 @@ HEDGE_WORDS = frozenset(_HEDGE_TEXT.split())
 """Words that hedge a claim. A finding whose ``hedged`` is not given is hedged when its
 claim contains one of them (:func:`is_hedged`)."""
 
+_APPROXIMATIONS = frozenset({"about", "around", "approximately", "roughly", "nearly"})
+_QUANTITY = (
+    r"(?:[$€£¥~≈]\s?)?\d|one|two|three|four|five|six|seven|eight|nine|ten|twenty|"
+    r"thirty|forty|fifty|hundred|thousand|million|billion|half|a\s+(?:third|quarter|"
+    r"half|dozen|hundred|thousand|million|billion|fifth|tenth)"
+)
+_APPROXIMATE = re.compile(
+    r"\b(?:about|around|approximately|roughly|nearly)\s+(?:" + _QUANTITY + r")", re.IGNORECASE
+)
+_MAY = re.compile(r"\bmay\b", re.IGNORECASE)
+_MONTH_MAY = re.compile(r"May\s+(?:\d|the\s+\d)")
+
 FAILURE_WORDS = (
     "error",
     "errors",
@@ -122,8 +134,24 @@ def source_id(key: str) -> str:
 
 
 def is_hedged(claim: str) -> bool:
-    """Whether ``claim`` contains a word of :data:`HEDGE_WORDS`."""
-    return any(w in HEDGE_WORDS for w in words(claim))
+    """Whether ``claim`` contains a word of :data:`HEDGE_WORDS`. Two kinds are read
+    in context: an approximation (``about``, ``around``, ``roughly``, ...) hedges only
+    before a quantity ("about 40 firms", not "a report about revenue"), and ``May``
+    inside a sentence before a day or a year is the month ("in May 2024")."""
+    for w in words(claim):
+        if w in HEDGE_WORDS and w not in _APPROXIMATIONS and w != "may":
+            return True
+    if _APPROXIMATE.search(claim):
+        return True
+    return any(
+        not _MONTH_MAY.match(claim, m.start()) or _sentence_start(claim, m.start())
+        for m in _MAY.finditer(claim)
+    )
+
+
+def _sentence_start(text: str, at: int) -> bool:
+    before = text[:at].rstrip()
+    return not before or before[-1] in ".!?:;\n"
 
 
 def _text(value: str, what: str = "text") -> str:
