@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxwise.embeddings import HashingEmbedder
-from ctxwise.errors import UsageError
+from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory import InMemoryStore, SQLiteStore, Store
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations, locomo_to_generic
 from tests.conftest import DATA
@@ -234,3 +234,25 @@ def test_every_store_recalls_locomo_alike(
             store.close()
     assert result["settings"]["preset"] == preset
     assert abs(result["recall_at"]["10"] - _reference(preset)) <= 0.01
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"conversations": []},
+        {"conversations": [{"id": "c1", "turns": [{"speaker": "a", "text": "hi"}]}]},
+        {"conversations": [{"turns": [{"id": "t1"}], "questions": [{"evidence": ["t1"]}]}]},
+        {
+            "conversations": [
+                {"turns": [{"id": "t1"}], "questions": [{"question": "q", "evidence": "t1"}]}
+            ]
+        },
+    ],
+    ids=["empty", "turn-without-id", "question-without-text", "evidence-not-a-list"],
+)
+def test_a_malformed_generic_file_is_a_format_error(tmp_path: Path, data: object) -> None:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(FormatError) as err:
+        load_conversations(path)
+    assert str(path) in str(err.value)

@@ -46,6 +46,7 @@ from ctxwise.memory.tiered import turn_items as tiered_turn_items
 from ctxwise.messages import Message, TextBlock
 
 __all__ = [
+    "check_conversations",
     "evaluate_recall",
     "load_conversations",
     "locomo_to_generic",
@@ -125,7 +126,14 @@ def locomo_to_generic(
 
 
 def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]:
-    """Read a generic or LoCoMo file (``format``: auto, generic, locomo)."""
+    """Read a generic or LoCoMo file (``format``: auto, generic, locomo), checked by
+    :func:`check_conversations`.
+
+    Raises:
+        FormatError: the file is not JSON, or not conversations of that format (the
+            message names the first conversation, turn or question that is wrong).
+        UsageError: an unknown ``format``.
+    """
     text = read_text_file(path, "a JSON file", FormatError)
     try:
         data = json.loads(text)
@@ -134,12 +142,50 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
     if format == "auto":
         format = "generic" if isinstance(data, Mapping) and "conversations" in data else "locomo"
     if format == "locomo":
-        return locomo_to_generic(data)
-    if format != "generic":
+        try:
+            out = locomo_to_generic(data)
+        except (KeyError, TypeError, AttributeError) as exc:  # a malformed sample
+            raise FormatError(
+                str(path), f"not LoCoMo or generic conversations ({type(exc).__name__}: {exc})"
+            ) from None
+    elif format != "generic":
         raise UsageError(f"unknown format {format!r}; choose auto, generic or locomo")
-    if not isinstance(data, Mapping) or not isinstance(data.get("conversations"), list):
-        raise FormatError(str(path), "the generic format is {'conversations': [...]}")
-    return dict(data)
+    else:
+        if not isinstance(data, Mapping) or not isinstance(data.get("conversations"), list):
+            raise FormatError(str(path), "the generic format is {'conversations': [...]}")
+        out = dict(data)
+    check_conversations(out, str(path))
+    return out
+
+
+def check_conversations(data: Mapping[str, Any], source: str) -> None:
+    """Raise :class:`FormatError` unless ``data`` is the generic format: a non-empty
+    list of conversations, each with ``turns`` (objects with an ``id``) and
+    ``questions`` (objects with a ``question`` and a list of turn ids as
+    ``evidence``)."""
+    convs = data.get("conversations")
+    if not isinstance(convs, list) or not convs:
+        raise FormatError(source, "holds no conversations")
+    for n, conv in enumerate(convs, 1):
+        if not isinstance(conv, Mapping):
+            raise FormatError(source, f"conversation {n} is not an object")
+        turns, questions = conv.get("turns"), conv.get("questions", [])
+        if not isinstance(turns, list) or not all(
+            isinstance(t, Mapping) and isinstance(t.get("id"), str | int) for t in turns
+        ):
+            raise FormatError(source, f"conversation {n}: 'turns' is a list of {{'id', 'text'}}")
+        if not isinstance(questions, list) or not all(
+            isinstance(q, Mapping)
+            and isinstance(q.get("question"), str)
+            and isinstance(q.get("evidence", []), list)
+            and all(isinstance(e, str | int) for e in q.get("evidence", []))
+            for q in questions
+        ):
+            raise FormatError(
+                source,
+                f"conversation {n}: 'questions' is a list of "
+                "{'question': text, 'evidence': [turn ids]}",
+            )
 
 
 def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
@@ -208,15 +254,16 @@ def evaluate_recall(
     }
     latencies: list[float] = []
     try:
-        for conv in data["conversations"]:
-            memory = LongTermMemory(store, ("eval", str(conv["id"])), embedder, **options)
+        for n, conv in enumerate(data["conversations"], 1):
+            name = str(conv.get("id", f"conversation-{n}"))
+            memory = LongTermMemory(store, ("eval", name), embedder, **options)
             settings = memory.settings()
             items = turn_items(conv)
             # a store kept from an earlier run: start the conversation afresh
             store.delete(memory.namespace, [it.id for it in items if it.id is not None])
             memory.remember_many(items)
-            for q in conv["questions"]:
-                evidence = set(q["evidence"])
+            for q in conv.get("questions", []):
+                evidence = {str(e) for e in q.get("evidence", [])}
                 for mode in modes:
                     t0 = clock()
                     hits = memory.recall(q["question"], k=ks[-1], mode=mode)
