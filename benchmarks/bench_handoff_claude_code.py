@@ -16,9 +16,12 @@ a tool result more than 40 messages before the cut (``distance``), to be hard fo
 recency; it was scored once, with no change to the selector after.
 ``benchmarks/data/handoff_blind3_tasks.json`` (``blind 3``, eight tasks per session,
 varied work, five per session needing a result more than 40 messages back) was
-written blind while the selector was unchanged, and scored once. Each task names the message it
-was modelled on (``cut_at_message``: the transcript handed over is everything
-before it) and the earlier tool results it depends on, by tool_use id.
+written blind while the selector was unchanged, and scored once; so was
+``handoff_blind4_tasks.json`` (``blind 4``, six per session), after two variants
+of the file-history rule were tried on the other sets and dropped (no net gain).
+Each task names the message it was modelled on (``cut_at_message``: the
+transcript handed over is everything before it) and the earlier tool results it
+depends on, by tool_use id.
 
 For each task, :func:`ctxwise.handoff.select_context` runs at a budget of 20,000
 tokens (``CharCounter``, default scorer). An expected result counts as carried when
@@ -55,6 +58,7 @@ TASK_FILES = {
     "held-out": REPO_ROOT / "benchmarks" / "data" / "handoff_heldout_tasks.json",
     "blind, far back": REPO_ROOT / "benchmarks" / "data" / "handoff_blind2_tasks.json",
     "blind 3": REPO_ROOT / "benchmarks" / "data" / "handoff_blind3_tasks.json",
+    "blind 4": REPO_ROOT / "benchmarks" / "data" / "handoff_blind4_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 

@@ -423,7 +423,8 @@ def handoff_claude_code(d: dict[str, Any]) -> str:
         "the budget kept for the latest chunks was then chosen; `blind, far back`: ten "
         "tasks per session written blind after that, most needing a tool result more "
         "than 40 messages back, scored once; `blind 3`: eight more per session, written "
-        "blind the same way, scored once. The baselines get the "
+        "blind the same way, scored once; `blind 4`: six more per session, the same way. "
+        "The baselines get the "
         "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
         "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
     )
