@@ -180,10 +180,10 @@ def resume_cmd(
         try:
             job = RelaySpec.model_validate_json(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+            from ctxwise._schema import describe
+
             raise RelayStateError(
-                f"spec.json is damaged ({where}: {first['msg']})",
+                f"spec.json is damaged ({describe(exc)})",
                 path=f"{store.where(run_id)}/spec.json",
             ) from None
         # the run is where it was found, even if its folder moved since

@@ -25,6 +25,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxwise._io import replace_file
+from ctxwise._schema import describe
 from ctxwise.errors import RelayError, RelayStateError
 from ctxwise.memory.store import NewItem, Store
 
@@ -156,10 +157,8 @@ class RunStore(ABC):
         try:
             found = Manifest.model_validate_json(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "(top level)"
             raise RelayStateError(
-                f"the manifest is damaged ({where}: {first['msg']})", path=self.where(run_id)
+                f"the manifest is damaged ({describe(exc)})", path=self.where(run_id)
             ) from None
         if found.run_id != run_id:
             raise RelayStateError(

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise._schema import describe, field_path
 from ctxwise.errors import RelayError
 from ctxwise.relay.carry import Shares
 from ctxwise.relay.lines import DropPolicy, ExampleScorer, LineScorer
@@ -101,11 +102,11 @@ class RelaySpec(_Model):
 
 
 def _detail(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    """The first problem, naming an unknown key as ``unknown key 'step.bogus'``."""
+    first = exc.errors(include_url=False)[0]
     if first["type"] == "extra_forbidden":
-        return f"unknown key {where!r}"
-    return f"{where}: {first['msg']}"
+        return f"unknown key {field_path(first['loc'])!r}"
+    return describe(exc)
 
 
 def load_spec(path: str | Path) -> RelaySpec:

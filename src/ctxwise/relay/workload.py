@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise._schema import describe
 from ctxwise.errors import RelayError
 from ctxwise.tokens import CharCounter, TokenCounter
 
@@ -154,12 +155,6 @@ def write_workload(workload: Workload, folder: str | Path) -> Path:
     return out
 
 
-def _validation_detail(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    return f"{where}: {first['msg']}"
-
-
 def load_workload(folder: str | Path) -> Workload:
     """Read a workload folder (see the module docstring).
 
@@ -183,7 +178,7 @@ def load_workload(folder: str | Path) -> Workload:
     try:
         meta = _WorkloadFile.model_validate_json(raw)
     except ValidationError as exc:
-        raise bad(f"workload.json: {_validation_detail(exc)}") from None
+        raise bad(f"workload.json: {describe(exc)}") from None
     chunk_dir = root / "chunks"
     expected = {_chunk_name(i) for i in range(meta.chunks)}
     present = {p.name for p in chunk_dir.iterdir()} if chunk_dir.is_dir() else set()
@@ -209,7 +204,7 @@ def load_workload(folder: str | Path) -> Workload:
         except OSError as exc:
             raise bad(f"cannot read answers.json ({exc.strerror or exc})") from None
         except ValidationError as exc:
-            raise bad(f"answers.json: {_validation_detail(exc)}") from None
+            raise bad(f"answers.json: {describe(exc)}") from None
     if meta.table is not None:
         _check_table_spec(meta.table, bad)
     return Workload(
