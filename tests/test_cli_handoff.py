@@ -12,7 +12,7 @@ from ctxwise.formats import read_transcript
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
 from ctxwise.tokens import get_counter
 from tests._cli import assert_usage_error, ok_json, run
-from tests.conftest import DATA, TRANSCRIPTS, long_sessions
+from tests.conftest import DATA, TAU, TRANSCRIPTS, long_sessions
 
 CLAUDE = TRANSCRIPTS / "claude_code"
 TOOL_HEAVY = CLAUDE / "tool_heavy.jsonl"
@@ -257,3 +257,27 @@ def test_eval_handoff_bad_input(tmp_path: Path) -> None:
     for args, words in cases:
         for extra in ([], ["--json"]):
             assert_usage_error(run("eval", "handoff", *args, *extra), *words)
+
+
+def test_select_picks_a_transcript_of_a_multi_transcript_file() -> None:
+    path = TAU
+    if not path.is_file():
+        pytest.skip(f"tau-bench trajectories not found at {path} (set CTXWISE_DATA)")
+    from ctxwise.formats import read_transcripts
+
+    items = read_transcripts(path)
+    task = "change the reservation's flights"
+    for index in (0, 3, -1):
+        out = ok_json("handoff", "select", path, "--task", task, "--index", str(index))
+        counter = get_counter("char")
+        want = {c.id: c for c in chunk_transcript(items[index], counter)}
+        assert out["report"]["transcript_tokens"] == sum(
+            counter.count(f"{c.header()}\n{c.text}") + 2 for c in want.values()
+        )
+        for s in out["report"]["selected"]:
+            assert f"{want[s['id']].header()}\n{want[s['id']].text}" in out["prompt"]
+    forced = ok_json("handoff", "select", path, "--task", task, "--index", "3", "--format", "auto")
+    assert forced == ok_json("handoff", "select", path, "--task", task, "--index", "3")
+    too_far = run("handoff", "select", path, "--task", task, "--index", str(len(items)))
+    assert_usage_error(too_far, f"holds {len(items)} transcript(s)", "out of range")
+    assert_usage_error(run("handoff", "select", path, "--task", task, "--format", "yaml"), "format")

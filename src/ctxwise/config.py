@@ -32,8 +32,9 @@ its default::
     [routes]                      # label = the sources it needs
     billing = ["billing_faq", "memory"]
 
-    fallback = []                 # (top level) the sources used when the router refuses
-                                  # or names a label with no route; default: every source
+    fallback = ["billing_faq"]    # (top level) the sources used when the router refuses
+                                  # or names a label with no route; leave it out for every
+                                  # source (the default); [] loads none
 
     [sources.NAME]                # a static source; "memory" is built in (recall)
     text = "…"                    # or file = "PATH"

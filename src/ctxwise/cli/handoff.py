@@ -20,6 +20,7 @@ from rich.table import Table
 
 from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.errors import BudgetError, FormatError, UsageError
+from ctxwise.formats import FORMATS
 
 if TYPE_CHECKING:
     from ctxwise.handoff.select import Handoff
@@ -81,6 +82,10 @@ def select_cmd(
     ] = None,
     budget: Annotated[int, typer.Option(help="Tokens of transcript the handoff carries.")] = 20_000,
     counter: CounterOpt = "char",
+    format: Annotated[
+        str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")
+    ] = "auto",
+    index: Annotated[int, typer.Option(help="Which transcript of a multi-transcript file.")] = 0,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"prompt": …, "report": …} as JSON.')
     ] = False,
@@ -88,15 +93,21 @@ def select_cmd(
     """The subagent prompt for --task: the task, then the transcript chunks it needs."""
 
     def run() -> Handoff:
-        from ctxwise.formats import read_transcript
+        from ctxwise.formats import read_transcript_file
         from ctxwise.handoff.select import select_context
         from ctxwise.tokens import get_counter
 
         text = _task(task, task_file)
         _check_budget(budget)
+        if format not in FORMATS:
+            raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
-        t = read_transcript(transcript)
-        return select_context(t, text, budget, counter=ctr)
+        items = read_transcript_file(transcript, format).transcripts  # type: ignore[arg-type]
+        if not -len(items) <= index < len(items):
+            raise UsageError(
+                f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
+            )
+        return select_context(items[index], text, budget, counter=ctr)
 
     handoff = _guard(run)
     if as_json:
