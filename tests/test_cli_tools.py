@@ -313,3 +313,24 @@ def test_bad_queries_and_names(tmp_path: Path) -> None:
     assert_usage_error(run("tools", "budget", path, "--queries", queries), "q.jsonl:1")
     assert_usage_error(run("tools", "budget", path, "--always", "nope"), "nope")
     assert_usage_error(run("tools", "search", path, "-q", "a", "--embedder", "nope"), "nope")
+
+
+def test_catalog_nested_too_deeply(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text('{"tools": [' + '{"a": ' * 3000 + "1" + "}" * 3000 + "]}", encoding="utf-8")
+    assert_usage_error(run("tools", "search", path, "-q", "x"), "deep.json", "nested too deeply")
+
+
+@pytest.mark.parametrize(
+    ("schema", "word"),
+    [
+        ({"type": "object", "$ref": "#/$defs/missing"}, "#/$defs/missing"),
+        ({"type": "object", "$schema": "http://example.com/unknown"}, "unknown $schema"),
+    ],
+)
+def test_catalog_schema_dangling_ref_or_unknown_draft(
+    tmp_path: Path, schema: dict[str, Any], word: str
+) -> None:
+    path = tmp_path / "cat.json"
+    path.write_text(json.dumps({"tools": [{"name": "a", "inputSchema": schema}]}), encoding="utf-8")
+    assert_usage_error(run("tools", "search", path, "-q", "x"), word)

@@ -892,3 +892,90 @@ def test_a_tool_the_query_names_word_for_word_comes_first() -> None:
     hits = catalog.search("list_pull_requests, then merge_pull_request", 2)
     assert [h.tool.name for h in hits] == ["list_pull_requests", "merge_pull_request"]
     assert catalog.search("who am I? call github-mcp-server/get_me", 1)[0].tool.name == "get_me"
+
+
+# -- QA: deep files, unknown drafts, dangling $ref ------------------------------------
+
+
+def _nested_schema(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+@pytest.mark.parametrize("suffix", [".json", ".jsonl"])
+def test_a_file_nested_too_deeply_for_json_is_a_format_error(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"deep{suffix}"
+    path.write_text('{"tools": [' + '{"a": ' * 3000 + "1" + "}" * 3000 + "]}")
+    with pytest.raises(FormatError, match="nested too deeply") as info:
+        ToolCatalog.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_a_deep_but_parseable_schema_is_refused_not_a_recursion_error() -> None:
+    cat = _small()
+    tool = {"name": "deep", "inputSchema": _nested_schema(400)}
+    _refused(cat, "invalid_schema", cat.add_mcp, [tool], server="s")
+    cat.add_mcp([{"name": "fine", "inputSchema": _nested_schema(20)}], server="s")
+
+
+def test_schema_with_an_unknown_draft_is_refused() -> None:
+    cat = _small()
+    schema = {"type": "object", "$schema": "http://example.com/unknown"}
+    _refused(cat, "invalid_schema", cat.add_mcp, [{"name": "t", "inputSchema": schema}], server="s")
+    draft7 = {"type": "object", "$schema": "http://json-schema.org/draft-07/schema"}
+    cat.add_mcp([{"name": "ok", "inputSchema": draft7}], server="s")
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["#/$defs/missing", "#nosuchanchor", "http://example.com/remote.json", "other.json"],
+)
+def test_schema_with_a_dangling_ref_is_refused(ref: str) -> None:
+    cat = _small()
+    schema = {
+        "type": "object",
+        "$defs": {"a": {"type": "string"}},
+        "properties": {"x": {"$ref": ref}},
+    }
+    with pytest.raises(ToolCatalogError) as info:
+        cat.add_mcp([{"name": "t", "inputSchema": schema}], server="s")
+    assert info.value.reason == "invalid_schema"
+    assert ref in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {
+            "type": "object",
+            "$defs": {"a": {"type": "string"}},
+            "properties": {"x": {"$ref": "#/$defs/a"}},
+        },
+        {
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "type": "object",
+            "definitions": {"a": {"type": "string"}},
+            "properties": {"x": {"$ref": "#/definitions/a"}},
+        },
+        {"type": "object", "properties": {"x": {"$ref": "#"}}},
+        {
+            "type": "object",
+            "$defs": {"a": {"$anchor": "foo"}},
+            "properties": {"x": {"$ref": "#foo"}},
+        },
+        # a "$ref" inside enum data is not a reference
+        {"type": "object", "properties": {"x": {"enum": [{"$ref": "#/nowhere"}]}}},
+        {
+            "$id": "https://example.com/root",
+            "type": "object",
+            "$defs": {"a": {"$id": "sub", "$defs": {"b": {}}, "items": {"$ref": "#/$defs/b"}}},
+            "properties": {"x": {"$ref": "sub"}},
+        },
+    ],
+)
+def test_schema_refs_that_resolve_are_accepted(schema: dict[str, Any]) -> None:
+    cat = _small()
+    cat.add_mcp([{"name": "t", "inputSchema": schema}], server="s")
+    assert len(cat) == len(_small()) + 1

@@ -15,7 +15,9 @@ servers is two tools, and both are *rendered* server-qualified
 (``{server}__{name}``, cut to the providers' 64 characters with a hash suffix when
 needed); a name that is unique stays as it is. The same name twice on one server,
 or an input schema that is not valid JSON Schema (checked against the schema's own
-``$schema`` draft, 2020-12 when it names none, with the ``jsonschema`` package) or
+``$schema`` draft, 2020-12 when it names none, with the ``jsonschema`` package),
+that names a ``$schema`` jsonschema does not know, has a ``$ref`` that resolves to
+nothing (nothing is fetched: a remote ``$ref`` is one), nests more than 64 levels, or
 whose top-level ``type`` is not ``"object"``, raises
 :class:`~ctxwise.errors.ToolCatalogError` and adds nothing.
 
@@ -68,7 +70,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
@@ -123,6 +125,9 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _MAX_NAME = 128
 _SCHEMA_DEPTH = 8
+_MAX_NESTING = 64
+"""How deep objects and arrays may nest in an input schema (jsonschema recurses)."""
+_DRAFT_2020_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,17 +219,81 @@ def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
     except ImportError as e:  # pragma: no cover - a core dependency
         raise MissingDependencyError("jsonschema", "", "checking tool schemas") from e
     body = dict(schema)
+
+    def refuse(detail: str) -> ToolCatalogError:
+        return ToolCatalogError("invalid_schema", tool=tool, server=server, detail=detail)
+
+    if _nesting(body) > _MAX_NESTING:
+        raise refuse(f"nested more than {_MAX_NESTING} levels deep")
+    cls: Any = validator_for(body, default=cast(Any, None))  # None: an unknown $schema
+    if cls is None:
+        if "$schema" in body:
+            raise refuse(f"unknown $schema {body['$schema']!r}")
+        cls = _draft_2020()
     try:
-        validator_for(body, default=_draft_2020()).check_schema(body)
+        cls.check_schema(body)
     except SchemaError as e:
         where = "/".join(str(p) for p in e.path) or "the root"
-        raise ToolCatalogError(
-            "invalid_schema",
-            tool=tool,
-            server=server,
-            detail=f"not valid JSON Schema at {where}: {e.message}",
-        ) from None
+        raise refuse(f"not valid JSON Schema at {where}: {e.message}") from None
+    except RecursionError:  # pragma: no cover - bounded by _MAX_NESTING
+        raise refuse("nested too deeply") from None
+    dangling = _dangling_ref(body, cls)
+    if dangling is not None:
+        raise refuse(dangling)
     return body
+
+
+def _nesting(value: Any) -> int:
+    """How deep objects and arrays nest in ``value`` (iterative: no recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, Mapping):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > _MAX_NESTING:
+            return deepest
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def _dangling_ref(body: dict[str, Any], cls: Any) -> str | None:
+    """What is wrong with the first ``$ref`` of ``body`` that does not resolve, or
+    ``None`` when every one does.
+
+    References resolve with jsonschema's own ``referencing`` registry: the schema
+    itself and the known metaschemas, nothing fetched from the network (a remote
+    ``$ref`` is dangling here). Only real subschemas of ``cls``'s draft are
+    walked, so a ``"$ref"`` key inside ``enum`` or ``default`` data is not one.
+    """
+    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped, unused-ignore]
+    from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable
+    from referencing.jsonschema import specification_with
+
+    spec = specification_with(
+        cls.META_SCHEMA.get("$schema", ""), default=specification_with(_DRAFT_2020_URI)
+    )
+    root = spec.create_resource(body)
+    stack = [(root, REGISTRY.resolver_with_root(root))]
+    while stack:
+        resource, resolver = stack.pop()
+        resolver = resolver.in_subresource(resource)
+        contents = resource.contents
+        ref = contents.get("$ref") if isinstance(contents, Mapping) else None
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except (PointerToNowhere, NoSuchAnchor):
+                return f"$ref {ref!r} points to nothing in the schema"
+            except Unresolvable:
+                return f"$ref {ref!r} names a schema that is not here (none is fetched)"
+        stack.extend((sub, resolver) for sub in resource.subresources())
+    return None
 
 
 def _draft_2020() -> Any:
@@ -986,7 +1055,7 @@ def _parse_catalog(text: str, source: str) -> tuple[list[Any], str, str | None]:
         raise FormatError(source, "the tool catalog is empty")
     try:
         data = json.loads(stripped)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
@@ -995,6 +1064,8 @@ def _parse_catalog(text: str, source: str) -> tuple[list[Any], str, str | None]:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise FormatError(source, f"not JSON or JSON lines: {e.msg}", line=n) from None
+            except RecursionError:
+                raise FormatError(source, "JSON nested too deeply", line=n) from None
         return rows, "rows", None
     if isinstance(data, Mapping) and "server" in data and "name" in data and "inputSchema" in data:
         return [data], "rows", None  # a one-line JSONL catalog
