@@ -156,3 +156,95 @@ def test_library_errors_are_typed(data_dir: Path) -> None:
             ),
             budget=1000,
         )
+
+
+def test_trace_leaves_a_file_that_is_not_a_store_alone(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import hashlib
+    import sqlite3
+
+    foreign = tmp_path / "notes.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE notes (x)")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database at all, " * 40)
+    for path in (foreign, empty, junk):
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        code, out, err = run(capsys, "trace", "s1", "--db", path)
+        assert code == 2 and out == "" and err.count("\n") == 1
+        assert "not a ctxwise store" in err
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.db", "junk.db", "notes.db"]
+
+
+def test_replay_into_a_kept_store_starts_a_new_session(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    path = data_dir / "transcripts" / "claude_code" / "short.jsonl"
+    db = f"sqlite:///{tmp_path / 'kept.db'}"
+    code, out, err = run(capsys, "replay", path, "--budget", 20000, "--db", db, "--json")
+    assert code == 0, err
+    first = json.loads(out)
+    code, out, err = run(capsys, "replay", path, "--budget", 20000, "--db", db)
+    assert code == 2 and out == "" and "session 'replay' already exists" in err
+    code, out, err = run(
+        capsys, "replay", path, "--budget", 20000, "--db", db, "--session", "again", "--json"
+    )
+    assert code == 0, err
+    again = json.loads(out)
+    for key in ("turns", "max_window_tokens", "sent_ratio", "invalid_requests"):
+        assert again[key] == first[key]
+    with Engine(EngineConfig(store=db)) as engine:
+        assert len(engine.traces("replay")) == len(engine.traces("again")) == first["turns"]
+
+
+def test_a_reserve_the_budget_cannot_hold_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    path = data_dir / "transcripts" / "claude_code" / "tool_heavy.jsonl"
+    cfg = tmp_path / "ctxwise.toml"
+    cfg.write_text("reserve = 4000\n", encoding="utf-8")
+    code, out, err = run(capsys, "replay", path, "--budget", 4000, "--config", cfg)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "reserve (4000) must be below budget (4000)" in err
+
+
+def test_parallel_openai_results_render_as_one_anthropic_turn() -> None:
+    from ctxwise.formats import openai
+
+    t = openai.decode_messages(
+        [
+            {"role": "system", "content": "Answer in English."},
+            {"role": "user", "content": "Weather in Paris and Tokyo?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": f'{{"city": "{c}"}}'},
+                    }
+                    for i, c in enumerate(("Paris", "Tokyo"))
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_0", "content": "Paris: 18C " + "x" * 400},
+            {"role": "tool", "tool_call_id": "call_1", "content": "Tokyo: 22C " + "y" * 400},
+            {"role": "assistant", "content": "Sunny in Paris, rain in Tokyo."},
+            {"role": "user", "content": "And tomorrow?"},
+            {"role": "assistant", "content": "Much the same."},
+        ]
+    )
+    report = replay(t, budget=50_000, config=EngineConfig(store="memory", render="anthropic"))
+    assert report.invalid_requests == 0, report.problems
+    with Engine(EngineConfig(store="memory", budget=50_000)) as engine:
+        body = engine.turn("s", list(t.messages[1:5])).request
+    assert anthropic.decode_request(body).problems("anthropic") == []
+    results = [m for m in body["messages"] if m["role"] == "user" and m is not body["messages"][0]]
+    assert len(results) == 1
+    kinds = [b["type"] for b in results[0]["content"]]
+    assert kinds[:2] == ["tool_result", "tool_result"]
+    assert [b["tool_use_id"] for b in results[0]["content"][:2]] == ["call_0", "call_1"]

@@ -34,6 +34,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pydantic import ValidationError
+
+from ctxwise._schema import describe
 from ctxwise.config import EngineConfig
 from ctxwise.engine import Engine
 from ctxwise.errors import PairingError, UsageError
@@ -41,6 +44,7 @@ from ctxwise.formats import anthropic, openai
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.messages import ContentBlock, Message, ToolResultBlock, ToolUseBlock, Transcript
 from ctxwise.pairing import repair_pairing
+from ctxwise.sessions import check_session_id
 from ctxwise.tokens import TokenCounter
 
 __all__ = ["ReplayReport", "replay"]
@@ -186,8 +190,18 @@ def replay(
     if engine is None:
         base = config if config is not None else EngineConfig(store="memory")
         cfg = base.model_copy(update={"budget": budget})
-        cfg = EngineConfig.model_validate(cfg.model_dump())  # re-check reserve < budget
+        try:  # re-check reserve < budget
+            cfg = EngineConfig.model_validate(cfg.model_dump())
+        except ValidationError as e:
+            raise UsageError(f"budget {budget:,} with this config: {describe(e)}") from None
         engine = Engine(cfg, counter=counter)
+    if engine.sessions.version(check_session_id(session_id)):
+        if own:
+            engine.close()
+        raise UsageError(
+            f"session {session_id!r} already exists in the store: a replay starts a new "
+            "session (choose another session id, or a new store)"
+        )
     cfg = engine.config
     render = cfg.render
     count = engine.counter

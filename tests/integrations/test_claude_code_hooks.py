@@ -354,3 +354,27 @@ def test_install_refuses_a_bad_settings_file(text: str, home: Path) -> None:
     assert out.stderr.startswith("ctxwise: error: ") and len(out.stderr.splitlines()) == 1
     assert project.read_text() == text
     assert os.listdir(project.parent) == ["settings.json"]
+
+
+def test_switching_the_subagent_hook_replaces_the_other(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    mine = {"matcher": "Bash", "hooks": [{"type": "command", "command": "my-linter"}]}
+    path.parent.mkdir()
+    path.write_text(json.dumps({"hooks": {"PreToolUse": [mine]}}), encoding="utf-8")
+
+    def commands() -> dict[str, list[str]]:
+        hooks = json.loads(path.read_text())["hooks"]
+        return {e: [h["command"] for g in gs for h in g["hooks"]] for e, gs in hooks.items()}
+
+    install_settings(path, hook_settings())
+    assert commands()["PreToolUse"] == ["my-linter", "ctxwise hook subagent-context"]
+    result = install_settings(path, hook_settings(subagent="subagent-start"))
+    assert result.written and set(result.added) == {"SubagentStart", "PreToolUse"}
+    after = commands()
+    assert after["PreToolUse"] == ["my-linter"]  # the user's own hook stays
+    assert after["SubagentStart"] == ["ctxwise hook subagent-start"]
+    install_settings(path, hook_settings())  # and back
+    after = commands()
+    assert "SubagentStart" not in after
+    assert after["PreToolUse"] == ["my-linter", "ctxwise hook subagent-context"]
+    assert after["PreCompact"] == ["ctxwise hook pre-compact"]

@@ -130,7 +130,8 @@ def compact_cmd(
         typer.Option(
             "--out",
             help="Where to write the compacted transcript, in the input's format and shape "
-            "(not the input; '-': standard output, the report then goes to standard "
+            "(a bare Anthropic messages list becomes a request when the result has a system "
+            "part) (not the input; '-': standard output, the report then goes to standard "
             "error). Written atomically (a symlink's target is replaced, a FIFO or device "
             "written in place); untouched on error.",
         ),

@@ -73,6 +73,12 @@ def replay_cmd(
         str | None,
         typer.Option("--db", help="Keep the replayed session in this store URL (default: memory)."),
     ] = None,
+    session: Annotated[
+        str,
+        typer.Option(
+            "--session", help="The session id to replay into; it must not exist in --db yet."
+        ),
+    ] = "replay",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Drive a recorded session through the Engine, checking every request.
@@ -100,7 +106,9 @@ def replay_cmd(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
                 "transcript(s)"
             )
-        return replay(transcripts[index], budget=budget, config=cfg, repair=repair)
+        return replay(
+            transcripts[index], budget=budget, config=cfg, repair=repair, session_id=session
+        )
 
     report = _guard(run)
     data = report.to_dict()
@@ -144,6 +152,29 @@ def _tool_events(t: Trace) -> str:
     return ", ".join(out)
 
 
+def _require_session_file(path: Path, db: str) -> None:
+    """A UsageError unless ``path`` is a SQLite file holding ctxwise's session tables:
+    it is looked at read-only first, so ``trace`` never adds tables to a file that
+    is not a ctxwise store (opening a store migrates it)."""
+    import sqlite3
+
+    if not path.is_file():
+        raise UsageError(f"no store at {db!r}: the file does not exist")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table'"
+                " AND name = 'ctxwise_session_migrations'"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise UsageError(f"{db!r} is not a ctxwise store: {e}") from None
+    if found is None:
+        raise UsageError(f"{db!r} is not a ctxwise store: it holds no sessions")
+
+
 def trace_cmd(
     session: Annotated[str, typer.Argument(help="The session id.")],
     db: Annotated[
@@ -160,8 +191,8 @@ def trace_cmd(
     def run() -> list[Trace]:
         url = _store_url(db)
         kind = store_kind(url)
-        if kind == "sqlite" and not Path(url.partition("://")[2][1:]).is_file():
-            raise UsageError(f"no store at {db!r}: the file does not exist")
+        if kind == "sqlite":
+            _require_session_file(Path(url.partition("://")[2][1:]), db)
         sessions = open_session_store(url)
         try:
             sessions.require(session)

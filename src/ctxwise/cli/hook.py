@@ -193,10 +193,10 @@ def install_cmd(
     assert isinstance(result, InstallResult)
     if dry_run:
         sys.stdout.write(result.text)
-        what = f"would add to {', '.join(result.added)}" if result.added else "nothing to add"
+        what = f"would change {', '.join(result.added)}" if result.added else "nothing to change"
         typer.echo(f"{result.path}: {what} (dry run, nothing written)", err=True)
     elif result.written:
-        typer.echo(f"{result.path}: added hooks for {', '.join(result.added)}", err=True)
+        typer.echo(f"{result.path}: hooks set for {', '.join(result.added)}", err=True)
     else:
         typer.echo(f"{result.path}: the hooks are already there; nothing changed", err=True)
 

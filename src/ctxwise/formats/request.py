@@ -12,8 +12,10 @@ A :class:`Window` is what the Engine decided to send, in the neutral model:
 :meth:`Window.transcript` is the neutral form of exactly what is sent (the
 context block placed into its message), which is what the token counter counts.
 
-For Anthropic (:func:`render_anthropic`), ``system`` becomes text blocks and the
-last stable one carries ``cache_control``; a second breakpoint goes on the last
+For Anthropic (:func:`render_anthropic`), consecutive user messages of tool
+results (parallel calls read from Chat Completions, one ``tool`` message each)
+become one user message, as the Messages API requires; ``system`` becomes text
+blocks and the last stable one carries ``cache_control``; a second breakpoint goes on the last
 block of the message before the context-bearing one, the end of the history the
 next turn will share, so each turn reads the previous turn's cache. Blocks that
 cannot carry ``cache_control`` (thinking, empty text) are skipped over. For
@@ -102,6 +104,34 @@ def _encoded(
     ]
 
 
+def _is_results(message: dict[str, Any], *, only: bool) -> bool:
+    """A user message of tool results (``only``), or one that starts with them."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list) or not content:
+        return False
+    types = [b.get("type") if isinstance(b, dict) else None for b in content]
+    return all(t == "tool_result" for t in types) if only else types[0] == "tool_result"
+
+
+def _join_results(
+    messages: list[dict[str, Any]], context_at: int | None
+) -> tuple[list[dict[str, Any]], int | None]:
+    """Consecutive user messages of tool results as one message (and where the
+    context-bearing message went): the results of parallel calls, which Chat
+    Completions and the neutral model keep one a message, must all come in the one
+    user message after the calls. New dicts; the given ones are not changed."""
+    out: list[dict[str, Any]] = []
+    at = None
+    for i, message in enumerate(messages):
+        if out and _is_results(out[-1], only=True) and _is_results(message, only=False):
+            out[-1] = {**out[-1], "content": [*out[-1]["content"], *message["content"]]}
+        else:
+            out.append(message)
+        if i == context_at:
+            at = len(out) - 1
+    return out, at
+
+
 def render_anthropic(
     window: Window,
     *,
@@ -127,8 +157,10 @@ def render_anthropic(
         if stable:
             system[stable - 1]["cache_control"] = dict(mark)
         body["system"] = system
-    messages = _encoded(window, encoded, anthropic.encode_message)
-    end = window.context_at if window.context_at is not None else len(messages)
+    messages, context_at = _join_results(
+        _encoded(window, encoded, anthropic.encode_message), window.context_at
+    )
+    end = context_at if context_at is not None else len(messages)
     for i in range(end - 1, -1, -1):
         content = messages[i].get("content")
         if isinstance(content, str):

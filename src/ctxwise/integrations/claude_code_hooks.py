@@ -656,13 +656,59 @@ def _commands(groups: Sequence[Any]) -> set[str]:
     }
 
 
+_SUBAGENT_HOOKS = ("subagent-context", "subagent-start")
+
+
+def _drop_other_subagent_hook(hooks: dict[str, Any], snippet: Mapping[str, Any]) -> None:
+    """Remove ctxwise's other way of giving subagents context (``hook
+    subagent-context`` when the snippet registers ``hook subagent-start``, and the
+    other way round), so a subagent gets its context once. Other hooks are kept."""
+    wanted = {
+        event
+        for c in _commands([g for groups in snippet["hooks"].values() for g in groups])
+        for event in _SUBAGENT_HOOKS
+        if c.endswith(f" hook {event}")
+    }
+    if len(wanted) != 1:
+        return
+    (other,) = set(_SUBAGENT_HOOKS) - wanted
+    for event in list(hooks):
+        groups = hooks[event]
+        if not isinstance(groups, list):
+            continue  # reported by merge_settings when the snippet touches it
+        kept_groups = []
+        for g in groups:
+            inner = g.get("hooks") if isinstance(g, Mapping) else None
+            if isinstance(inner, list):
+                kept = [
+                    h
+                    for h in inner
+                    if not (
+                        isinstance(h, Mapping)
+                        and isinstance(h.get("command"), str)
+                        and h["command"].endswith(f" hook {other}")
+                    )
+                ]
+                if not kept and inner:
+                    continue
+                g = {**g, "hooks": kept}
+            kept_groups.append(g)
+        if kept_groups != groups:
+            if kept_groups:
+                hooks[event] = kept_groups
+            else:
+                del hooks[event]
+
+
 def merge_settings(
     existing: Mapping[str, Any], snippet: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[str]]:
-    """``existing`` with the snippet's hook groups added, and the events added to.
+    """``existing`` with the snippet's hook groups added, and the events changed.
 
     Every other key and hook is kept as it is; a group whose command is already
     registered for that event is not added again (installing twice changes nothing).
+    ctxwise's other subagent hook (``subagent-context`` vs ``subagent-start``) is
+    removed, so switching ``--subagent`` replaces it rather than adding a second.
 
     Raises:
         UsageError: ``hooks`` or one of its events is not of the documented shape.
@@ -671,6 +717,7 @@ def merge_settings(
     hooks = merged.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"'hooks' in the settings is {type(hooks).__name__}, not an object")
+    _drop_other_subagent_hook(hooks, snippet)
     added: list[str] = []
     for event, groups in snippet["hooks"].items():
         current = hooks.setdefault(event, [])
@@ -681,12 +728,18 @@ def merge_settings(
         if new:
             current.extend(json.loads(json.dumps(new)))
             added.append(event)
+    if merged != existing:
+        raw = existing.get("hooks")
+        before: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        added += [e for e in before if e not in hooks or hooks[e] != before[e]]
+        added = list(dict.fromkeys(added))
     return merged, added
 
 
 @dataclass(frozen=True, slots=True)
 class InstallResult:
-    """The settings file, its new text, the events added to, and whether it was written."""
+    """The settings file, its new text, the events whose hooks changed (added to, or
+    ctxwise's other subagent hook taken out), and whether it was written."""
 
     path: Path
     text: str
