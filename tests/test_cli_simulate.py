@@ -69,6 +69,7 @@ def test_clearing() -> None:
         ["compaction", *ISSUE_ARGS, "--cache-read-factor", "2"],
         ["compaction", "--start-tokens", "12000"],
         ["compaction", *ISSUE_ARGS, "--calls", "many"],
+        ["compaction", *ISSUE_ARGS, "--calls", "10000000000"],  # ran for hours
         [
             "clearing",
             "--context-tokens",

@@ -299,3 +299,101 @@ def test_bad_clearing_inputs(kw: dict[str, Any], parameter: str) -> None:
     with pytest.raises(SimulationError) as info:
         clearing_break_even(**kw)
     assert info.value.parameter == parameter
+
+
+def _loop(p: dict[str, Any], read: float | None) -> dict[str, Any]:
+    """The simulator as it was before the closed form: one step per call."""
+    start, grow, n = p["start_tokens"], p["growth"], p["calls"]
+    summary, trig = p["summary_tokens"], p["trigger"]
+    prompt = p.get("summary_prompt_tokens", 0)
+    prefix = p.get("prefix_tokens", start)
+    ledger = {"pr": 0, "pw": 0, "cr": 0, "cw": 0, "cu": 0}
+    without = with_ = calls_in = peak_with = 0
+    summaries: list[tuple[int, int, int]] = []
+    context = context_plain = start
+    cached = cached_plain = 0
+    for k in range(n):
+        without += context_plain
+        ledger["pr"] += cached_plain
+        ledger["pw"] += context_plain - cached_plain
+        cached_plain = context_plain
+        context_plain += grow
+        if context > trig:
+            sent = context + prompt
+            summaries.append((k, context, sent))
+            with_ += sent
+            peak_with = max(peak_with, sent)
+            ledger["cr"] += cached
+            ledger["cu"] += sent - cached
+            context = prefix + summary
+            cached = min(cached, prefix)
+        with_ += context
+        calls_in += context
+        peak_with = max(peak_with, context)
+        ledger["cr"] += cached
+        ledger["cw"] += context - cached
+        cached = context
+        context += grow
+    out = {
+        "without": without,
+        "with": with_,
+        "calls_in": calls_in,
+        "peak_with": peak_with,
+        "summaries": summaries,
+    }
+    if read is not None:
+        out["ledger"] = ledger
+    return out
+
+
+def _closed(p: dict[str, Any], read: float | None) -> dict[str, Any]:
+    sim = simulate_compaction(**p, cache_read_factor=read)
+    out = {
+        "without": sim.without_compaction,
+        "with": sim.with_compaction,
+        "calls_in": sim.call_input_tokens,
+        "peak_with": sim.peak_with,
+        "summaries": [(s.before_call, s.context_tokens, s.input_tokens) for s in sim.summary_calls],
+    }
+    if read is not None:
+        assert sim.cache_with is not None and sim.cache_without is not None
+        out["ledger"] = {
+            "pr": sim.cache_without.read_tokens,
+            "pw": sim.cache_without.write_tokens,
+            "cr": sim.cache_with.read_tokens,
+            "cw": sim.cache_with.write_tokens,
+            "cu": sim.cache_with.uncached_tokens,
+        }
+    return out
+
+
+@st.composite
+def _any_session(draw: st.DrawFn) -> dict[str, Any]:
+    trigger = draw(st.integers(2, 5_000))
+    start = draw(st.integers(1, 2 * trigger))
+    prefix = draw(st.integers(0, min(start, trigger - 2)))
+    return {
+        "start_tokens": start,
+        "growth": draw(st.integers(1, trigger)),
+        "calls": draw(st.integers(1, 400)),
+        "summary_tokens": draw(st.integers(1, trigger - prefix - 1)),
+        "trigger": trigger,
+        "prefix_tokens": prefix,
+        "summary_prompt_tokens": draw(st.integers(0, 100)),
+    }
+
+
+@given(_any_session(), st.sampled_from([None, 0.1]))
+def test_closed_form_equals_the_call_by_call_loop(p: dict[str, Any], read: float | None) -> None:
+    assert _closed(p, read) == _loop(p, read)
+
+
+def test_a_long_session_is_computed_per_compaction_and_too_many_calls_are_refused() -> None:
+    p = {"start_tokens": 1000, "growth": 100, "summary_tokens": 200, "trigger": 150_000}
+    sim = simulate_compaction(**p, calls=10_000_000)  # the loop took seconds for this
+    assert sim.compactions == len(sim.summary_calls) > 6_000
+    short = {**p, "calls": 20_000}
+    assert _closed(short, 0.1) == _loop(short, 0.1)
+    with pytest.raises(SimulationError) as info:
+        simulate_compaction(**p, calls=10_000_001)
+    assert info.value.parameter == "calls" and "at most 10,000,000" in str(info.value)

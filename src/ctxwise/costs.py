@@ -53,6 +53,11 @@ ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
 """Anthropic 5-minute cache writes: 1.25x the base input price (1-hour writes: 2.0)."""
 
 
+_MAX_CALLS = 10_000_000
+"""The most calls :func:`simulate_compaction` takes: it lists every compaction, and
+a session this long lists millions of them."""
+
+
 @dataclass(frozen=True, slots=True)
 class SummaryCall:
     """One compaction: the summary call made just before call ``before_call`` (0-based)."""
@@ -318,15 +323,23 @@ def simulate_compaction(
     on top of it 40% of what is left (each compaction re-writes the summary and
     pays full price for the summary call's uncached tail).
 
+    The totals are computed in closed form, one step per compaction (the calls
+    between two compactions are an arithmetic run), so the time grows with the
+    number of compactions, not of calls.
+
     Raises :class:`SimulationError` (a :class:`~ctxwise.errors.UsageError`) for
     a count below 1 (``start_tokens``, ``growth``, ``calls``, ``summary_tokens``,
-    ``trigger``) or below 0 (the others), a prefix larger than the start
-    context, a summary (plus prefix) that does not fit under the trigger, and
-    cache factors outside 0 ≤ read ≤ 1 ≤ write.
+    ``trigger``) or below 0 (the others), more than 10,000,000 calls, a prefix
+    larger than the start context, a summary (plus prefix) that does not fit
+    under the trigger, and cache factors outside 0 ≤ read ≤ 1 ≤ write.
     """
     start = _int("start_tokens", start_tokens, minimum=1)
     grow = _int("growth", growth, minimum=1)
     n = _int("calls", calls, minimum=1)
+    if n > _MAX_CALLS:
+        raise SimulationError(
+            "calls", n, f"must be at most {_MAX_CALLS:,} (every compaction is listed)"
+        )
     summary = _int("summary_tokens", summary_tokens, minimum=1)
     trig = _int("trigger", trigger, minimum=1)
     prompt = _int("summary_prompt_tokens", summary_prompt_tokens, minimum=0)
@@ -356,20 +369,21 @@ def simulate_compaction(
         read_f = _factor("cache_read_factor", cache_read_factor, 0.0, 1.0)
         write_f = _factor("cache_write_factor", cache_write_factor, 1.0, math.inf)
 
+    # Without compaction call k sends start + k * grow and reads the previous
+    # call's context from the cache (call 0 writes everything): closed forms.
     plain = _Ledger()
+    without = n * start + grow * n * (n - 1) // 2
+    plain.read = without - (start + (n - 1) * grow)  # every call's context but the last
+    plain.write = start + (n - 1) * grow
+    # With compaction the calls between two compactions are an arithmetic run
+    # (context c0, c0 + grow, ... while at most the trigger), summed in one step.
     compacted = _Ledger()
-    without = with_ = calls_in = peak_with = 0
+    with_ = calls_in = peak_with = 0
     summaries: list[SummaryCall] = []
-    context = context_plain = start
-    cached = cached_plain = 0  # tokens at the front of the context the cache holds
-    for k in range(n):
-        # without compaction
-        without += context_plain
-        plain.read += cached_plain
-        plain.write += context_plain - cached_plain
-        cached_plain = context_plain
-        context_plain += grow
-        # with compaction
+    context = start
+    cached = 0  # tokens at the front of the context the cache holds
+    k = 0
+    while k < n:
         if context > trig:
             sent = context + prompt
             summaries.append(SummaryCall(k, context, sent, out_tokens, prefix + summary))
@@ -379,13 +393,18 @@ def simulate_compaction(
             compacted.uncached += sent - cached
             context = prefix + summary
             cached = min(cached, prefix)
-        with_ += context
-        calls_in += context
-        peak_with = max(peak_with, context)
-        compacted.read += cached
-        compacted.write += context - cached
-        cached = context
-        context += grow
+        m = min(n - k, (trig - context) // grow + 1)  # calls before the next compaction
+        last = context + (m - 1) * grow
+        run = m * context + grow * m * (m - 1) // 2
+        with_ += run
+        calls_in += run
+        peak_with = max(peak_with, last)
+        # the first call reads what is cached, every later one its predecessor's context
+        compacted.read += cached + run - last
+        compacted.write += last - cached
+        cached = last
+        context = last + grow
+        k += m
 
     cache_args: dict[str, Any] = {}
     if cache_read_factor is not None:

@@ -33,7 +33,9 @@ WriteFactorOpt = Annotated[
 def compaction_cmd(
     start_tokens: Annotated[int, typer.Option(help="Context of the first call (tokens).")],
     growth: Annotated[int, typer.Option(help="Tokens the context grows by after each call.")],
-    calls: Annotated[int, typer.Option(help="Number of model calls in the session.")],
+    calls: Annotated[
+        int, typer.Option(help="Number of model calls in the session (at most 10,000,000).")
+    ],
     summary_tokens: Annotated[int, typer.Option(help="Size of a compaction summary (tokens).")],
     trigger: Annotated[int, typer.Option(help="Compact when a call's input would exceed this.")] = (
         150_000
