@@ -265,6 +265,26 @@ class TestOpenAI:
             "content": [{"type": "text", "text": "shipped 2024-05-02"}],
         }
 
+    def test_documents_without_a_file_form(self) -> None:
+        def user(doc: dict[str, object]) -> list[dict[str, object]]:
+            content = [doc, {"type": "text", "text": "Summarize"}]
+            return [{"role": "user", "content": content}, {"role": "assistant", "content": "ok"}]
+
+        text = {"type": "text", "media_type": "text/plain", "data": "doc body"}
+        plain = openai.encode_messages(
+            anthropic.decode_messages(user({"type": "document", "source": text}))
+        )
+        assert plain[0]["content"][0] == {"type": "text", "text": "doc body"}
+        titled = openai.encode_messages(
+            anthropic.decode_messages(user({"type": "document", "source": text, "title": "Notes"}))
+        )
+        assert titled[0]["content"][0] == {"type": "text", "text": "Notes\n\ndoc body"}
+        url = {"type": "url", "url": "https://example.com/a.pdf"}
+        with pytest.raises(UsageError, match="a document given by 'url' has no Chat Completions"):
+            openai.encode_messages(
+                anthropic.decode_messages(user({"type": "document", "source": url}))
+            )
+
     def test_unparseable_arguments_survive(self) -> None:
         raw = [
             {

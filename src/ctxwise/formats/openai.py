@@ -100,8 +100,18 @@ def _encode_part(block: ContentBlock) -> dict[str, Any]:
         if "title" in own("anthropic", block.extra):
             file["filename"] = own("anthropic", block.extra)["title"]
         return {"type": "file", "file": file}
+    if isinstance(block, MediaBlock) and block.source.get("type") == "text":
+        # a plain-text document is its text (under its title, when it has one)
+        title = own("anthropic", block.extra).get("title")
+        body = str(block.source.get("data", ""))
+        return {"type": "text", "text": f"{title}\n\n{body}" if title else body}
     if isinstance(block, OpaqueBlock):
         return dict(block.data)
+    if isinstance(block, MediaBlock):
+        raise UsageError(
+            f"a {block.media} given by {block.source.get('type')!r} has no Chat Completions "
+            "form (images, base64 documents and text documents do)"
+        )
     raise UsageError(f"{type(block).__name__} cannot be a Chat Completions content part")
 
 
