@@ -101,7 +101,7 @@ def replay_cmd(
         if isinstance(budget, bool) or budget < 1:
             raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
         transcripts = read_transcripts(transcript, format)  # type: ignore[arg-type]
-        if not 0 <= index < len(transcripts):
+        if not -len(transcripts) <= index < len(transcripts):
             raise UsageError(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
                 "transcript(s)"
