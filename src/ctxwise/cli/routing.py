@@ -41,7 +41,9 @@ EmbedderOpt = Annotated[
     str | None,
     typer.Option(help="Embedder for embedding/hybrid: hashing, hashing:DIM, minilm, st:DIR."),
 ]
-HeadOpt = Annotated[str, typer.Option(help="Embedding head: nearest or linear.")]
+HeadOpt = Annotated[
+    str | None, typer.Option(help="Embedding head: nearest (the default) or linear.")
+]
 ObjectiveOpt = Annotated[
     str,
     typer.Option(
@@ -68,11 +70,13 @@ def _check_out(out: Path) -> None:
         raise OutputError(str(out), f"folder {out.parent} does not exist")
 
 
-def _scorer(name: str, embedder: str | None, head: str) -> Scorer:
+def _scorer(name: str, embedder: str | None, head: str | None) -> Scorer:
     from ctxwise.routing import EmbeddingScorer, HybridScorer, make_scorer
 
     if name == "embedding":
-        return EmbeddingScorer(embedder or "hashing", head=head)
+        return EmbeddingScorer(embedder or "hashing", head=head or "nearest")
+    if head is not None:
+        raise UsageError(f"--head applies to the embedding scorer, not {name}")
     if name == "hybrid":
         return HybridScorer(embedder or "minilm")
     if embedder is not None:
@@ -131,7 +135,7 @@ def build_cmd(
     ] = None,
     scorer: ScorerOpt = "lexical",
     embedder: EmbedderOpt = None,
-    head: HeadOpt = "nearest",
+    head: HeadOpt = None,
     objective: ObjectiveOpt = "balanced",
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit report as JSON.")] = False,
 ) -> None:
@@ -180,7 +184,7 @@ def eval_routing_cmd(
     fit_on: Annotated[Path | None, typer.Option(help="Calibration JSONL (with oos rows).")] = None,
     scorer: ScorerOpt = "lexical",
     embedder: EmbedderOpt = None,
-    head: HeadOpt = "nearest",
+    head: HeadOpt = None,
     objective: ObjectiveOpt = "balanced",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
