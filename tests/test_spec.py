@@ -42,6 +42,14 @@ def test_bad_specs(tmp_path: Path, text: str, match: str) -> None:
         load_spec(spec)
 
 
+def test_a_missing_section_file_names_the_spec(tmp_path: Path) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("budget: 10\nsections: [{name: a, file: nope.txt}]\n")
+    with pytest.raises(SpecError) as info:
+        load_spec(spec)
+    assert str(info.value).startswith(f"{spec}: section 'a': nope.txt: no such file")
+
+
 def test_json_and_binary(tmp_path: Path) -> None:
     bad = tmp_path / "s.json"
     bad.write_text('{"budget": 10, "sections": [')

@@ -66,11 +66,13 @@ class AssemblySpec(BaseModel):
             raise ValueError(f"duplicate section names: {', '.join(dupes)}")
         return self
 
-    def to_sections(self, base: Path) -> list[Section]:
+    def to_sections(self, base: Path, source: str | None = None) -> list[Section]:
+        """The sections, a ``file`` read relative to ``base``; an error names
+        ``source`` (the spec file), else ``base``."""
         out = []
         for s in self.sections:
             if s.file is not None:
-                content = _read_section_file(base, s.name, s.file)
+                content = _read_section_file(base, s.name, s.file, source or str(base))
             else:
                 assert s.content is not None
                 content = s.content
@@ -84,9 +86,9 @@ class AssemblySpec(BaseModel):
         return Budget(tokens, self.reserve)
 
 
-def _read_section_file(base: Path, name: str, file: str) -> str:
+def _read_section_file(base: Path, name: str, file: str, spec: str) -> str:
     def error(source: str, detail: str) -> SpecError:
-        return SpecError(str(base), f"section {name!r}: {file}: {detail}")
+        return SpecError(spec, f"section {name!r}: {file}: {detail}")
 
     return read_text_file(base / file, "a text file", error)
 
@@ -121,4 +123,4 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
         spec = AssemblySpec.model_validate(data)
     except ValidationError as exc:
         raise SpecError(str(p), _first_error(exc)) from None
-    return spec, spec.to_sections(p.parent)
+    return spec, spec.to_sections(p.parent, str(p))
