@@ -144,13 +144,16 @@ def load_labeled(path: str | Path) -> Labeled:
 
 def write_labeled(path: str | Path, examples: Sequence[tuple[str, str]]) -> None:
     """Write ``{"text", "label"}`` JSONL atomically (see :func:`ctxwise._io.write_output`)."""
+    write_output(path, _labeled_bytes(examples))
+
+
+def _labeled_bytes(examples: Sequence[tuple[str, str]]) -> bytes:
     rows = [{"text": text, "label": label} for text, label in examples]
     body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     try:
-        data = body.encode("utf-8")
+        return body.encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: write them as JSON escapes
-        data = "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")
-    write_output(path, data)
+        return "".join(json.dumps(r) + "\n" for r in rows).encode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,27 +273,56 @@ def clinc150_splits(
         raise FormatError(
             str(src), "not CLINC150 data_full.json (needs train/val/test and oos_* splits)"
         )
-    try:
-        intents = [str(label) for _, label in data["train"]]
-    except (TypeError, ValueError) as exc:
-        raise FormatError(str(src), f"malformed CLINC150 rows: {exc}") from None
+    checked = {key: _clinc_rows(data[key], key, src) for pair in splits.values() for key in pair}
     held: set[str] = set()
     if hold_out_every is not None:
+        intents = [label for _, label in checked["train"]]
         held = set(held_out_intents(intents, hold_out_every, offset))
+    # every file's bytes first, then the writes: bad data leaves no partial set
+    bodies: dict[str, bytes] = {}
+    counts = {}
+    for name, keys in splits.items():
+        rows = [row for key in keys for row in checked[key]]
+        if name == "train":
+            rows = [r for r in rows if r[1] not in held]
+        else:
+            rows = [(text, OUT_OF_SCOPE if label in held else label) for text, label in rows]
+        bodies[name] = _labeled_bytes(rows)
+        counts[name] = len(rows)
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(str(out), exc.strerror or str(exc)) from None
-    counts = {}
-    for name, keys in splits.items():
-        rows = [(str(text), str(label)) for key in keys for text, label in data[key]]
-        if name == "train":
-            rows = [r for r in rows if r[1] not in held]
-        else:
-            rows = [(text, OUT_OF_SCOPE if label in held else label) for text, label in rows]
-        write_labeled(out / f"{name}.jsonl", rows)
-        counts[name] = len(rows)
+    for name, body in bodies.items():
+        write_output(out / f"{name}.jsonl", body)
     if hold_out_every is not None:
         counts["held_out"] = len(held)
     return counts
+
+
+def _clinc_rows(rows: Any, key: str, src: Path) -> list[tuple[str, str]]:
+    """A CLINC150 split's rows, each checked to be a ``[text, label]`` pair of strings."""
+    if not isinstance(rows, list):
+        raise FormatError(str(src), f"malformed CLINC150 data: {key!r} is not a list of rows")
+    out: list[tuple[str, str]] = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, list) or len(row) != 2:
+            why = f"a {_json_kind(row)}" if not isinstance(row, list) else f"{len(row)} items"
+        elif not isinstance(row[0], str) or not isinstance(row[1], str):
+            why = f"a {_json_kind(row[0])} and a {_json_kind(row[1])}"
+        else:
+            out.append((row[0], row[1]))
+            continue
+        raise FormatError(
+            str(src),
+            f"malformed CLINC150 row {key}[{i}]: each row is a [text, label] pair of "
+            f"strings, not {why}",
+        )
+    return out
+
+
+def _json_kind(value: Any) -> str:
+    names: dict[type, str] = {bool: "boolean", int: "number", float: "number", str: "string"}
+    names.update({list: "list", dict: "object", type(None): "null"})
+    return names.get(type(value), type(value).__name__)
