@@ -176,6 +176,14 @@ def test_an_unknown_key_is_a_spec_error_naming_it(
         ('workload = "log"\n[step]\nkind = "magic"\n', "step.kind"),
         ('workload = "log"\n[step]\nrate = 2\n', "step.rate"),
         ('workload = "log"\nretries = "once"\n', "retries"),
+        # true/false is an int to Python: carry_tokens = true was taken as 1
+        ('workload = "log"\ncarry_tokens = true\n', "carry_tokens: must be a number, not true"),
+        ('workload = "log"\nretries = false\n', "retries: must be a number, not false"),
+        ('workload = "log"\n[shares]\nlines = true\n', "shares.lines"),
+        ('workload = "log"\n[scorer]\nthreshold = true\n', "scorer.threshold"),
+        ('workload = "log"\n[scorer]\nngram = true\n', "scorer.ngram"),
+        ('workload = "log"\n[step]\nseed = true\n', "step.seed"),
+        ('workload = "log"\n[step]\nmax_tokens = true\n', "step.max_tokens"),
         ('runs = "runs"\n', "workload"),
         ("workload = \n", "does not parse"),
     ],
@@ -188,6 +196,12 @@ def test_a_bad_value_is_a_spec_error_naming_it(
         load_spec(_toml(folder, text))
     assert err.value.reason == "spec"
     assert named in str(err.value)
+
+
+def test_a_bool_key_still_takes_a_bool(job: tuple[Path, Workload]) -> None:
+    folder, _ = job
+    spec = load_spec(_toml(folder, 'workload = "log"\n[step]\npersistent = true\n'))
+    assert spec.step.persistent is True
 
 
 def test_unreadable_or_odd_files_are_spec_errors(tmp_path: Path) -> None:

@@ -35,9 +35,9 @@ import importlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from ctxwise._schema import describe, field_path
 from ctxwise.errors import RelayError
@@ -54,8 +54,27 @@ DEFAULT_RUNS = ".ctxwise/relay"
 """Where runs are kept when a spec does not say: in the current folder."""
 
 
+def _numeric(annotation: Any) -> bool:
+    """Whether a field holds a number (``int``, ``float``, or one of them or None)."""
+    kinds = set(get_args(annotation)) or {annotation}
+    return bool(kinds & {int, float}) and bool not in kinds
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # true/false is an int to Python (and to pydantic's lax mode), so
+        # carry_tokens = true would be taken as 1; a number field wants a number.
+        if (
+            isinstance(value, bool)
+            and info.field_name is not None
+            and _numeric(cls.model_fields[info.field_name].annotation)
+        ):
+            raise ValueError(f"must be a number, not {str(value).lower()}")
+        return value
 
 
 class SharesSpec(_Model):
