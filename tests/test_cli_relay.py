@@ -60,6 +60,39 @@ def test_data_relay_prints_where_it_wrote(tmp_path: Path) -> None:
     assert str(out) in result.stdout
 
 
+def test_data_relay_default_needles_scale_with_chunks(tmp_path: Path) -> None:
+    # the default needle count was 497 whatever --chunks, so 3 chunks failed
+    report = ok_json("data", "relay", "--seed", "1", "--out", tmp_path / "n", "--chunks", "3")
+    assert report["chunks"] == 3 and report["needles"] == 16  # 497 * 3 / 96, rounded
+    counting = ok_json(
+        "data", "relay", "--seed", "1", "--out", tmp_path / "c", "--chunks", "3",
+        "--variant", "counting",
+    )  # fmt: skip
+    assert counting["needles"] == 48
+    assert ok_json("eval", "relay", "--chunks", "3")["needles_total"] == 16
+
+
+def test_data_relay_refuses_handovers_that_do_not_fit_the_chunks(tmp_path: Path) -> None:
+    # this wrote chunks of about 52,000 characters for --chunk-tokens 100
+    out = tmp_path / "y"
+    args = ("--variant", "counting", "--chunks", "2", "--chunk-tokens", "100")
+    result = run(
+        "data", "relay", "--seed", "2", "--out", out, *args, "--needles", "1000", "--assets", "1"
+    )
+    assert_usage_error(result, "1000 handovers do not fit 2 chunks of about 100 tokens")
+    assert not out.exists()
+
+
+def test_data_relay_chunks_stay_near_chunk_tokens(tmp_path: Path) -> None:
+    out = tmp_path / "z"
+    args = ("--chunks", "4", "--chunk-tokens", "200", "--needles", "8")
+    ok_json("data", "relay", "--seed", "2", "--out", out, "--variant", "counting", *args)
+    job = load_workload(out)
+    assert job.answers is not None and len(job.answers.needles) == 8
+    longest_line = max(len(line) for chunk in job.chunks for line in chunk.split("\n"))
+    assert all(len(chunk) / 4 <= 200 + longest_line / 4 + 1 for chunk in job.chunks)
+
+
 def test_data_relay_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
     out = tmp_path / "wl"
     out.mkdir()
@@ -182,6 +215,11 @@ def test_relay_run_refuses_an_unknown_spec_key(tmp_path: Path, workload_dir: Pat
     spec = _spec(tmp_path, workload_dir, extra="carry_tokenz = 100")
     assert_usage_error(run("relay", "run", spec), "carry_tokenz")
     assert not (tmp_path / "runs").exists()
+
+
+def test_relay_run_refuses_a_bool_for_a_number(tmp_path: Path, workload_dir: Path) -> None:
+    spec = _spec(tmp_path, workload_dir, extra="carry_tokens = true")  # was taken as 1
+    assert_usage_error(run("relay", "run", spec), "carry_tokens", "not true")
 
 
 def test_relay_run_refuses_a_missing_chunk(tmp_path: Path, workload_dir: Path) -> None:

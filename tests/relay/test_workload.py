@@ -170,8 +170,31 @@ def test_unknown_variant_or_needles_that_do_not_fit_are_refused() -> None:
         generate(0, variant="other")  # type: ignore[arg-type]
     assert err.value.reason == "workload"
     with pytest.raises(RelayError) as err:
-        generate(0, chunks=8)  # 497 needles, at most 8 a chunk
+        generate(0, chunks=8, needles=5000)  # 625 lines a chunk of 4,000 tokens
     assert err.value.reason == "workload"
+    assert "5000 handovers do not fit 8 chunks of about 4000 tokens" in str(err.value)
+
+
+@pytest.mark.parametrize(("chunks", "needles"), [(1, 5), (3, 16), (8, 41), (96, 497), (200, 1035)])
+def test_the_default_needles_scale_with_the_chunks(chunks: int, needles: int) -> None:
+    w = generate(1, chunks=chunks)
+    assert w.answers is not None and len(w.answers.needles) == needles
+    assert w.generator is not None and w.generator["needles"] == needles
+    counting = generate(1, chunks=chunks, variant="counting")
+    assert counting.answers is not None and len(counting.answers.needles) == 16 * chunks
+
+
+def test_a_chunk_never_gets_more_handovers_than_fit_its_tokens() -> None:
+    # 8 handover lines a chunk would be about 200 tokens; these chunks hold about 100
+    w = generate(2, chunks=8, chunk_tokens=100, needles=20)
+    assert w.answers is not None and len(w.answers.needles) == 20
+    per_chunk = [0] * 8
+    for needle in w.answers.needles:
+        per_chunk[needle.chunk] += 1
+    assert max(per_chunk) <= 3
+    assert all(len(text) / 4 < 100 + 60 for text in w.chunks)
+    with pytest.raises(RelayError, match="do not fit"):
+        generate(2, chunks=2, chunk_tokens=100, needles=1000, variant="counting", assets=1)
 
 
 # -- the folder format -----------------------------------------------------------

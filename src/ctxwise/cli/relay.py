@@ -235,7 +235,12 @@ def eval_relay_cmd(
         Variant | None, typer.Option(help="Shape of the synthetic log (default needles).")
     ] = None,
     needles: Annotated[
-        int | None, typer.Option(min=0, help="Handover lines of the synthetic log.")
+        int | None,
+        typer.Option(
+            min=0,
+            help="Handover lines of the synthetic log (default: the variant's 497, or 16 "
+            "a chunk for counting, at 96 chunks, scaled in proportion to --chunks).",
+        ),
     ] = None,
     assets: Annotated[int | None, typer.Option(min=1, help="Assets of the synthetic log.")] = None,
     step: Annotated[
@@ -338,7 +343,13 @@ def data_relay_cmd(
         int, typer.Option(min=100, help="Tokens per chunk (char counter).")
     ] = 4000,
     needles: Annotated[
-        int | None, typer.Option(min=0, help="Handover lines (default: the variant's).")
+        int | None,
+        typer.Option(
+            min=0,
+            help="Handover lines (default: the variant's 497, or 16 a chunk for counting, "
+            "at 96 chunks, scaled in proportion to --chunks). Refused if they do not fit "
+            "--chunks chunks of --chunk-tokens.",
+        ),
     ] = None,
     assets: Annotated[
         int | None, typer.Option(min=1, help="Assets (default: the variant's).")

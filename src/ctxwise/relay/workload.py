@@ -470,7 +470,20 @@ VARIANTS: dict[str, dict[str, int]] = {
     "counting": {"needles": 1536, "assets": 40, "low": 16, "high": 16},
 }
 """The experiment's two shapes: 497 handover lines at 2-8 per chunk, and the counting
-run (40 assets, 1,536 handovers, 16 per chunk)."""
+run (40 assets, 1,536 handovers, 16 per chunk). The needle counts are for 96
+chunks; with another chunk count and no needles given, :func:`generate` scales
+them in proportion."""
+
+_REFERENCE_CHUNKS = 96  # the chunk count the needle counts of VARIANTS are given for
+
+
+def _default_needles(variant: str, chunks: int) -> int:
+    """The handover lines ``variant`` has in ``chunks`` chunks when none are given: its
+    count at 96 chunks scaled to ``chunks``, rounded half up
+    (``round(n * chunks / 96)``), so the per-chunk rate stays the variant's and the
+    count at 96 chunks is the variant's own."""
+    n = VARIANTS[variant]["needles"]
+    return (2 * n * chunks + _REFERENCE_CHUNKS) // (2 * _REFERENCE_CHUNKS)
 
 
 def generate(
@@ -487,11 +500,19 @@ def generate(
     """The synthetic equipment log, seeded (the same seed gives the same bytes).
 
     ``variant`` picks the needle count, per-chunk spread and asset count of
-    :data:`VARIANTS`; ``needles`` and ``assets`` override them. Each chunk is
-    filled with filler lines to about ``chunk_tokens`` tokens (``counter``,
-    :class:`~ctxwise.tokens.CharCounter` by default). The examples are drawn
+    :data:`VARIANTS`; ``needles`` and ``assets`` override them. Without
+    ``needles`` the count is the variant's at 96 chunks scaled to ``chunks``,
+    rounded half up (497 × chunks / 96 for needles, 16 a chunk for counting).
+    Each chunk is filled with filler lines to about ``chunk_tokens`` tokens
+    (``counter``, :class:`~ctxwise.tokens.CharCounter` by default); a chunk never
+    gets more handover lines than fit in ``chunk_tokens``. The examples are drawn
     from a separate stream (other ids, times and pairings; no line of the log),
     ``examples_per_template`` per handover and filler template.
+
+    Raises:
+        RelayError: (reason ``"workload"``) an unknown variant, a setting out of
+            range, or more handover lines than ``chunks`` chunks of about
+            ``chunk_tokens`` tokens can hold.
     """
     if variant not in VARIANTS:
         raise RelayError("workload", f"unknown variant {variant!r}; choose needles or counting")
@@ -511,12 +532,28 @@ def generate(
         shape["needles"] = needles
         shape["low"] = min(shape["low"], needles // chunks)
         shape["high"] = max(shape["high"], -(-needles // chunks))
+    else:
+        shape["needles"] = _default_needles(variant, chunks)
     if assets is not None:
         shape["assets"] = assets
     tc = counter if counter is not None else CharCounter()
     rng = random.Random(seed)
     people = _people(rng, 48)
     asset_names = _assets(rng, shape["assets"])
+    # How many handover lines a chunk can hold, measured on a stream of its own
+    # (so the log's draws are the same as without the check).
+    needle_probe = _Log(random.Random(f"probe-handover-{seed}"), people, asset_names)
+    needle_tokens = sum(tc.count(needle_probe.handover()[0] + "\n") for _ in range(200)) / 200
+    fit = int(chunk_tokens // needle_tokens)
+    if shape["needles"] > fit * chunks:
+        raise RelayError(
+            "workload",
+            f"{shape['needles']} handovers do not fit {chunks} chunks of about "
+            f"{chunk_tokens} tokens (a handover line is about {needle_tokens:.0f} tokens, "
+            f"so at most {fit} a chunk)",
+        )
+    shape["high"] = min(shape["high"], fit)
+    shape["low"] = min(shape["low"], shape["high"])
     log = _Log(rng, people, asset_names)
     per_chunk = _spread(rng, shape["needles"], chunks, shape["low"], shape["high"])
     counts = dict.fromkeys(asset_names, 0)
