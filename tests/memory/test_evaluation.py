@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory import InMemoryStore, SQLiteStore, Store
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations, locomo_to_generic
+from tests._cli import assert_usage_error, ok_json, run
 from tests.conftest import DATA
 from tests.memory.conftest import DIM
 
@@ -256,3 +258,141 @@ def test_a_malformed_generic_file_is_a_format_error(tmp_path: Path, data: object
     with pytest.raises(FormatError) as err:
         load_conversations(path)
     assert str(path) in str(err.value)
+
+
+def _write(tmp_path: Path, name: str, data: object) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _conv(turns: list[Any], questions: list[Any]) -> dict[str, Any]:
+    return {"conversations": [{"id": "c", "turns": turns, "questions": questions}]}
+
+
+SECRET = [{"id": "t1", "speaker": "A", "text": "the secret code is pineapple"}]
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (
+            {
+                "conversations": [
+                    {"id": "c", "turns": [{"id": "a", "text": "x"}], "questions": []},
+                    {"id": "c", "turns": [{"id": "b", "text": "y"}], "questions": []},
+                ]
+            },
+            ("two conversations have the id 'c'",),
+        ),
+        (
+            _conv(
+                SECRET,
+                [{"question": "code?", "evidence": ["t1"]}, {"question": "q", "evidence": ["x"]}],
+            ),
+            ("conversation 'c'", "question 2's evidence names unknown turn 'x'"),
+        ),
+        (_conv([], [{"question": "q", "evidence": []}]), ("conversation 'c' has no turns",)),
+        (
+            _conv([{"id": "a", "text": ""}, {"id": "b", "text": "  "}], []),
+            ("conversation 'c' has no turns to remember",),
+        ),
+    ],
+    ids=["duplicate-id", "unknown-evidence", "no-turns", "only-empty-turns"],
+)
+def test_conversations_eval_cannot_use_are_refused_in_one_line(
+    tmp_path: Path, data: object, words: tuple[str, ...]
+) -> None:
+    """Both eval commands refuse them alike: one line naming the file (no traceback,
+    no 'unknown namespace', no silent overwrite of the first conversation)."""
+    path = _write(tmp_path, "conversations.json", data)
+    with pytest.raises(FormatError) as err:
+        load_conversations(path)
+    assert str(path) in str(err.value)
+    for command in ("memory", "handoff"):
+        for extra in ([], ["--json"]):
+            assert_usage_error(run("eval", command, "--data", path, *extra), str(path), *words)
+
+
+def test_questions_without_evidence_are_skipped_and_counted_by_both_evals(
+    tmp_path: Path,
+) -> None:
+    """A question with no or empty evidence was a ZeroDivisionError in eval memory;
+    both evals now leave it out of every figure and say how many they skipped."""
+    data = _conv(
+        SECRET,
+        [
+            {"question": "hello?"},
+            {"question": "nothing", "evidence": []},
+            {"question": "what is the secret code?", "evidence": ["t1"]},
+        ],
+    )
+    path = _write(tmp_path, "noevid.json", data)
+    memory = ok_json("eval", "memory", "--data", path)
+    handoff = ok_json("eval", "handoff", "--data", path)
+    for result in (memory, handoff):
+        assert result["n"] == 1 and result["skipped"] == 2
+    assert memory["recall_at"]["1"] == 1.0 and handoff["evidence_recall"] == 1.0
+    only = _write(tmp_path, "only.json", _conv(SECRET, [{"question": "hello?"}]))
+    assert ok_json("eval", "memory", "--data", only)["skipped"] == 1
+
+
+def test_integer_turn_ids_match_as_strings_in_both_evals(tmp_path: Path) -> None:
+    data = _conv(
+        [
+            {"id": 1, "speaker": "A", "text": "the secret code is pineapple"},
+            {"id": 2, "text": "ok"},
+        ],
+        [{"question": "what is the secret code?", "evidence": [1]}],
+    )
+    path = _write(tmp_path, "intids.json", data)
+    assert ok_json("eval", "memory", "--data", path, "--k", "1")["recall_at"]["1"] == 1.0
+    assert ok_json("eval", "handoff", "--data", path)["evidence_recall"] == 1.0
+
+
+def test_a_namespace_holding_other_items_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    """Run twice on one SQLite file with different data: the first run's items were
+    recalled in the second (wrong recall). Now the second is refused, naming the
+    store and namespace, and the store is left as it was; a rerun of the same
+    data still works."""
+    db = tmp_path / "persist.db"
+    url = f"sqlite:///{db}"
+    first = _write(
+        tmp_path,
+        "run1.json",
+        _conv(
+            [{"id": "old1", "text": "the secret code is pineapple"}],
+            [{"question": "what is the secret code?", "evidence": ["old1"]}],
+        ),
+    )
+    ok = _conv([{"id": "a", "text": "some other talk"}], [{"question": "talk", "evidence": ["a"]}])
+    second = _write(
+        tmp_path,
+        "run2.json",
+        {
+            "conversations": [
+                {**ok["conversations"][0], "id": "fresh"},
+                {
+                    "id": "c",
+                    "turns": [{"id": "new1", "text": "hello there"}, {"id": "new2", "text": "no"}],
+                    "questions": [{"question": "what is the secret code?", "evidence": ["new1"]}],
+                },
+            ]
+        },
+    )
+    assert ok_json("eval", "memory", "--data", first, "--store", url)["recall_at"]["1"] == 1.0
+    again = ok_json("eval", "memory", "--data", first, "--store", url)  # the same data: fine
+    assert again["recall_at"]["1"] == 1.0
+    assert_usage_error(
+        run("eval", "memory", "--data", second, "--store", url), str(db), "'eval/c'", "holds 1"
+    )
+    store = SQLiteStore(db)
+    try:
+        assert store.namespaces() == [("eval", "c")]  # 'fresh' was not written either
+        assert [it.id for it in store.recent(("eval", "c"), 10)] == ["old1"]
+    finally:
+        store.close()
+    with pytest.raises(UsageError, match="eval/c"):
+        evaluate_recall(load_conversations(second), (1,), store_factory=lambda: SQLiteStore(db))

@@ -31,7 +31,7 @@ from ctxwise.errors import BudgetError, FormatError
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
 from ctxwise.handoff.scoring import ChunkScorer, HybridScorer
 from ctxwise.handoff.select import select_context
-from ctxwise.memory.evaluation import turn_messages
+from ctxwise.memory.evaluation import check_conversations, turn_messages
 from ctxwise.text import DEFAULT_ANALYZER
 from ctxwise.tokens import CharCounter, TokenCounter
 
@@ -61,10 +61,12 @@ def evaluate_handoff(
 ) -> dict[str, Any]:
     """``n``, ``evidence_recall``, ``token_share``, ``by_category`` and
     ``baselines`` (``recent``, ``bm25``, ``whole``) for :func:`select_context`
-    with ``scorer`` (see the module docstring).
+    with ``scorer`` (see the module docstring); ``skipped`` counts the questions
+    without evidence, which are left out of every figure.
 
     Raises:
-        FormatError: ``data`` is not the generic format.
+        FormatError: ``data`` is not the generic format (checked by
+            :func:`~ctxwise.memory.evaluation.check_conversations`).
         BudgetError: ``budget`` is not a positive integer.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
@@ -72,6 +74,7 @@ def evaluate_handoff(
     conversations = data.get("conversations") if isinstance(data, Mapping) else None
     if not isinstance(conversations, list):
         raise FormatError("handoff data", "expected {'conversations': [...]}")
+    check_conversations(data, "handoff data")
     tc = counter if counter is not None else CharCounter()
     scorer = scorer if scorer is not None else HybridScorer()
     names = ("ctxwise", "recent", "bm25", "whole")
@@ -79,6 +82,7 @@ def evaluate_handoff(
     share: dict[str, list[float]] = {n: [] for n in names}
     by_category: dict[str, list[float]] = {}
     scorer_name = ""
+    skipped = 0
     for conv in conversations:
         messages = turn_messages(conv)
         chunks = chunk_transcript(messages, tc)
@@ -87,8 +91,10 @@ def evaluate_handoff(
         lexical = BM25Index([c.text for c in chunks], DEFAULT_ANALYZER)
         newest = list(range(len(chunks) - 1, -1, -1))
         for q in conv.get("questions", []):
-            evidence = set(q.get("evidence", []))
+            # turn ids compare as strings, as message ids (and eval memory) do
+            evidence = {str(e) for e in q.get("evidence", [])}
             if not evidence:
+                skipped += 1
                 continue
             handoff = select_context(messages, q["question"], budget, scorer=scorer, counter=tc)
             scorer_name = handoff.scorer
@@ -111,6 +117,7 @@ def evaluate_handoff(
 
     return {
         "n": len(recall["ctxwise"]),
+        "skipped": skipped,
         "budget": budget,
         "scorer": scorer_name,
         "evidence_recall": mean(recall["ctxwise"]),

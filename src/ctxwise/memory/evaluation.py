@@ -160,12 +160,16 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
 
 def check_conversations(data: Mapping[str, Any], source: str) -> None:
     """Raise :class:`FormatError` unless ``data`` is the generic format: a non-empty
-    list of conversations, each with ``turns`` (objects with an ``id``) and
-    ``questions`` (objects with a ``question`` and a list of turn ids as
-    ``evidence``)."""
+    list of conversations, each with its own ``id``, ``turns`` (objects with an
+    ``id``; at least one with text to remember) and ``questions`` (objects with a
+    ``question`` and a list of turn ids as ``evidence``, each naming a turn of the
+    conversation; turn ids and evidence ids compare as strings). A question
+    without evidence is valid: the evaluations skip it and count it as
+    ``skipped``."""
     convs = data.get("conversations")
     if not isinstance(convs, list) or not convs:
         raise FormatError(source, "holds no conversations")
+    seen: set[str] = set()
     for n, conv in enumerate(convs, 1):
         if not isinstance(conv, Mapping):
             raise FormatError(source, f"conversation {n} is not an object")
@@ -186,6 +190,32 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
                 f"conversation {n}: 'questions' is a list of "
                 "{'question': text, 'evidence': [turn ids]}",
             )
+        name = _conversation_name(conv, n)
+        if name in seen:
+            raise FormatError(source, f"two conversations have the id {name!r}")
+        seen.add(name)
+        if not turn_items(conv):
+            raise FormatError(source, f"conversation {name!r} has no turns to remember")
+        ids = {str(t["id"]) for t in turns}
+        for qn, q in enumerate(questions, 1):
+            for e in q.get("evidence", []):
+                if str(e) not in ids:
+                    raise FormatError(
+                        source,
+                        f"conversation {name!r}: question {qn}'s evidence names"
+                        f" unknown turn {str(e)!r}",
+                    )
+
+
+def _conversation_name(conversation: Mapping[str, Any], position: int) -> str:
+    """A conversation's name: its ``id`` as a string, or ``conversation-<position>``
+    (1-based) without one; the evaluation remembers it in ``eval/<name>``."""
+    return str(conversation.get("id", f"conversation-{position}"))
+
+
+def _evidence_ids(question: Mapping[str, Any]) -> set[str]:
+    """A question's evidence turn ids, as strings (turn ids compare as strings)."""
+    return {str(e) for e in question.get("evidence", [])}
 
 
 def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
@@ -216,6 +246,28 @@ def turn_items(conversation: Mapping[str, Any]) -> list[NewItem]:
     return tiered_turn_items(turn_messages(conversation))
 
 
+def _store_name(store: Store) -> str:
+    path = getattr(store, "path", None)
+    return str(path) if isinstance(path, str) and path else repr(store)
+
+
+def _check_fresh(store: Store, namespace: Sequence[str], items: Sequence[NewItem]) -> None:
+    """Refuse a namespace that holds items other than ``items`` (a rerun of the
+    same data is allowed): they would be recalled with the conversation's own."""
+    held = store.count(namespace)
+    if not held:
+        return
+    mine = store.get_many(namespace, [it.id for it in items if it.id is not None])
+    texts = {it.id: it.text for it in items}
+    if held == len(items) == len(mine) and all(texts.get(m.id) == m.text for m in mine):
+        return
+    raise UsageError(
+        f"store {_store_name(store)} already holds {held} item(s) in namespace"
+        f" {'/'.join(namespace)!r} that are not this data's turns (they would be recalled"
+        " with them); evaluate in an empty store or namespace — nothing was written"
+    )
+
+
 def _percent(values: list[float]) -> float:
     return round(float(np.mean(values)), 4) if values else 0.0
 
@@ -235,6 +287,17 @@ def evaluate_recall(
     ``{"weights": (1.0, 0.3)}``), to evaluate a configuration other than the
     defaults. Each query returns exactly ``max(ks)`` items (fewer only when the
     conversation has fewer candidates); recall@k reads the first ``k`` of them.
+    A question without evidence is left out of every figure and counted as
+    ``skipped``.
+
+    Conversation ``id`` is remembered in the namespace ``eval/<id>`` of the store
+    ``store_factory`` opens. A rerun of the same data rewrites its own items; a
+    namespace holding anything else is refused before anything is written (its
+    items would be recalled too).
+
+    Raises:
+        FormatError: ``data`` is not the generic format (:func:`check_conversations`).
+        UsageError: bad ``ks`` or ``options``, or a namespace that holds other items.
     """
     ks = sorted(set(ks))
     if not ks or ks[0] < 1:
@@ -246,6 +309,7 @@ def evaluate_recall(
             f"unknown memory option(s) {', '.join(unknown)};"
             f" choose from {', '.join(sorted(_OPTIONS))}"
         )
+    check_conversations(data, "evaluation data")
     store = store_factory()
     settings: dict[str, Any] = {}
     modes: tuple[RecallMode, ...] = ("hybrid", "lexical", "vector")
@@ -253,17 +317,27 @@ def evaluate_recall(
         m: [] for m in modes
     }
     latencies: list[float] = []
+    skipped = 0
     try:
+        # every namespace is checked before anything is written
+        plan = []
         for n, conv in enumerate(data["conversations"], 1):
-            name = str(conv.get("id", f"conversation-{n}"))
-            memory = LongTermMemory(store, ("eval", name), embedder, **options)
-            settings = memory.settings()
+            memory = LongTermMemory(
+                store, ("eval", _conversation_name(conv, n)), embedder, **options
+            )
             items = turn_items(conv)
-            # a store kept from an earlier run: start the conversation afresh
+            _check_fresh(store, memory.namespace, items)
+            plan.append((conv, memory, items))
+        for conv, memory, items in plan:
+            settings = memory.settings()
+            # a rerun of the same data: its own items are written afresh
             store.delete(memory.namespace, [it.id for it in items if it.id is not None])
             memory.remember_many(items)
             for q in conv.get("questions", []):
-                evidence = {str(e) for e in q.get("evidence", [])}
+                evidence = _evidence_ids(q)
+                if not evidence:
+                    skipped += 1
+                    continue
                 for mode in modes:
                     t0 = clock()
                     hits = memory.recall(q["question"], k=ks[-1], mode=mode)
@@ -294,6 +368,7 @@ def evaluate_recall(
         "baselines": {m: summary(results[m]) for m in ("lexical", "vector")},
         "p50_ms": round(float(np.percentile(latencies, 50)), 4) if latencies else 0.0,
         "p99_ms": round(float(np.percentile(latencies, 99)), 4) if latencies else 0.0,
+        "skipped": skipped,
         "conversations": len(data["conversations"]),
         "embedder": settings.get("embedder", embedder.name if embedder is not None else "hashing"),
         "settings": settings,
