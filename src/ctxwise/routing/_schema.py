@@ -6,7 +6,9 @@ Version 2 adds ``state``: the ``.npz`` file beside the JSON, its SHA-256, the
 scorer's labels and metadata (the arrays themselves never pass through pydantic).
 Keys a writer always writes but an older or hand-written file may lack have
 defaults: ``state`` (none), ``max_query_chars``, ``per_intent``, ``params``,
-``utterances``, ``keywords`` and ``negatives``.
+``utterances``, ``keywords`` and ``negatives``. ``max_query_chars`` is 1 or more;
+the intents ``per_intent`` names, and a version 2 file's ``state`` for a scorer that
+saves one, are checked by the router when it builds itself from the file.
 """
 
 from __future__ import annotations
@@ -58,6 +60,6 @@ class RouterFile(PersistedModel):
     scorer: ScorerItem
     state: StateItem | None = None
     calibration: CalibrationItem
-    max_query_chars: int | None = None
+    max_query_chars: Annotated[int, Field(ge=1)] | None = None
     intents: list[IntentItem]
     negatives: list[str] = Field(default_factory=list)

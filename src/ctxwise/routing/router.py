@@ -82,6 +82,14 @@ class IntentRouter:
                 raise UsageError(f"{name} must be a finite number, got {value!r}")
         if margin < 0:
             raise UsageError(f"margin must be 0 or more, got {margin}")
+        if (
+            isinstance(max_query_chars, bool)
+            or not isinstance(max_query_chars, int)
+            or max_query_chars < 1
+        ):
+            raise UsageError(
+                f"max_query_chars must be an integer of 1 or more, got {max_query_chars!r}"
+            )
         self.scorer: Scorer = scorer if scorer is not None else BowScorer()
         self.calibration = Calibration(float(threshold), float(margin))
         self.max_query_chars = max_query_chars
@@ -345,8 +353,18 @@ class IntentRouter:
         return cls._build(_parse(data, source), source, arrays)
 
     @classmethod
-    def _build(cls, doc: RouterFile, source: str, arrays: Mapping[str, Any] | None) -> IntentRouter:
-        def malformed(where: str, exc: Exception) -> FormatError:
+    def _build(
+        cls,
+        doc: RouterFile,
+        source: str,
+        arrays: Mapping[str, Any] | None,
+        *,
+        from_file: bool = False,
+    ) -> IntentRouter:
+        """The router ``doc`` describes. ``from_file``: a version 2 file of a
+        scorer with saved parameters must carry them (``load`` never fits)."""
+
+        def malformed(where: str, exc: Exception | str) -> FormatError:
             return FormatError(source, f"malformed router file: {where}: {exc}")
 
         cal = doc.calibration
@@ -371,6 +389,24 @@ class IntentRouter:
                 router.add(item.name, item.utterances, keywords=item.keywords)
             except UsageError as exc:
                 raise malformed(f"intents[{i}]", exc) from None
+        names = {item.name for item in doc.intents}
+        for label, value in cal.per_intent.items():
+            where = f"calibration.per_intent.{label}"
+            if label not in names:
+                raise malformed(where, f"there is no intent {label!r}")
+            if not math.isfinite(value):
+                raise malformed(where, f"a threshold must be a finite number, got {value!r}")
+        if (
+            from_file
+            and doc.version >= 2
+            and doc.state is None
+            and isinstance(scorer, SavableScorer)
+        ):
+            raise malformed(
+                "state",
+                f"null, but the {scorer.name} scorer's fitted parameters are saved with it "
+                "(loading never fits; save the router again)",
+            )
         router.add_negatives(doc.negatives)
         if doc.version >= 2 and doc.state is not None and arrays is not None:
             router._restore(doc.state, arrays, source)
@@ -398,7 +434,10 @@ class IntentRouter:
 
         A version 1 file (written before routers stored their parameters) loads
         too and re-fits its scorer on first use, deterministically (much slower
-        than a load: a full fit); save it again to upgrade it.
+        than a load: a full fit); save it again to upgrade it. A version 2 file
+        whose scorer saves its parameters (lexical, embedding, hybrid) must name
+        them in ``state``: one with ``"state": null`` is refused, as loading
+        never fits.
 
         Raises:
             FormatError: the file is missing, unreadable, not a ctxwise router, of
@@ -422,7 +461,7 @@ class IntentRouter:
         arrays = None
         if doc.state is not None and doc.version == ROUTER_VERSION:
             arrays = cls._read_arrays(p, doc.state)
-        return cls._build(doc, str(p), arrays)
+        return cls._build(doc, str(p), arrays, from_file=True)
 
     @staticmethod
     def _read_arrays(path: Path, state: StateItem) -> dict[str, Any]:
