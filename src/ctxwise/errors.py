@@ -605,8 +605,9 @@ class ToolCatalogError(UsageError):
     ``reason`` is ``"duplicate"`` (the same name twice on one server),
     ``"invalid_schema"`` (an input schema that is not valid JSON Schema, not of
     type ``object``, names an unknown ``$schema``, has a ``$ref`` that resolves to
-    nothing in it (none is fetched) or nests past 64 levels), ``"bad_definition"`` (no name, a non-string description, a
-    server tool), ``"unknown_tool"`` or ``"ambiguous"`` (a name on several servers);
+    nothing in it (none is fetched) or nests past 64 levels), ``"bad_definition"``
+    (no name, a non-string description, a server tool), ``"unknown_tool"`` or
+    ``"ambiguous"`` (a name on several servers);
     ``tool`` and ``server`` say which, ``detail`` says how.
     """
 
