@@ -311,3 +311,26 @@ def test_long_sessions_live_window_and_savings(path: Path, data_dir: Path) -> No
         if line and json.loads(line).get("subtype") == "compact_boundary"
     )
     assert out.split("\n")[: boundary + 1] == text.split("\n")[: boundary + 1]
+
+
+def test_a_byte_order_mark_is_written_back(tmp_path: Path, data_dir: Path) -> None:
+    from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+
+    source = data_dir / "transcripts" / "claude_code" / "tool_heavy.jsonl"
+    raw = source.read_bytes()
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + raw)
+    file = read_transcript_file(path)
+    assert file.bom and not file.text.startswith("\ufeff")
+    cleared = clear_tool_uses(file.transcripts[0], trigger_tokens=0, keep_last=1).transcript
+    data, shape = write_back(file, {0: cleared})
+    assert shape == "session" and data.startswith(b"\xef\xbb\xbf")
+    before, after = (b"\xef\xbb\xbf" + raw).split(b"\n"), data.split(b"\n")
+    assert len(before) == len(after) and before[0] == after[0]
+    plain, _ = write_back(read_transcript_file(source), {0: cleared})
+    assert plain == data[3:]  # the mark is the only difference
+    from ctxwise.compaction import compact
+
+    result = compact(file.transcripts[0], keep_tail_turns=1)
+    compacted, _ = write_back_compaction(file, result)
+    assert compacted.startswith(b"\xef\xbb\xbf" + raw)  # every original line kept as it was

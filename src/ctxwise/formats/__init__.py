@@ -120,6 +120,9 @@ class TranscriptFile:
     text: str
     document: Any
     reason: str | None = None
+    bom: bool = False
+    """The file began with a UTF-8 byte order mark (``text`` holds none): a Claude
+    Code session is written back with it, so its first line stays byte-identical."""
 
     @property
     def label(self) -> str:
@@ -129,6 +132,17 @@ class TranscriptFile:
 
 def _read_text(path: Path) -> str:
     return read_text_file(path, "a transcript file", FormatError)
+
+
+def _starts_with_bom(path: Path) -> bool:
+    """Whether a regular file begins with the UTF-8 byte order mark."""
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as f:
+            return f.read(3) == b"\xef\xbb\xbf"
+    except OSError:
+        return False
 
 
 def _messages_format(messages: Sequence[Any]) -> tuple[Literal["anthropic", "openai"], str]:
@@ -278,6 +292,12 @@ def _line_numbers(text: str) -> list[int]:
     return [n for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
 
 
+def _session_bytes(file: TranscriptFile, text: str) -> bytes:
+    """A Claude Code session's text as UTF-8, with the byte order mark it was read with."""
+    data = text.encode("utf-8")
+    return b"\xef\xbb\xbf" + data if file.bom else data
+
+
 def read_transcript_file(path: str | Path, format: FormatName = "auto") -> TranscriptFile:
     """A transcript file: its transcripts, format, shape and parsed document.
 
@@ -314,7 +334,8 @@ def read_transcript_file(path: str | Path, format: FormatName = "auto") -> Trans
         raise FormatError(
             exc.source, f"read as {file.label}{why}: {exc.detail}", line=exc.line
         ) from None
-    return TranscriptFile(source, fmt, shape, tuple(items), text, doc, reason)
+    bom = fmt == "claude-code" and _starts_with_bom(p)
+    return TranscriptFile(source, fmt, shape, tuple(items), text, doc, reason, bom)
 
 
 def _parse_json(p: Path, text: str, fmt: _Format) -> tuple[Any, Shape]:
@@ -417,7 +438,7 @@ def write_back(file: TranscriptFile, edited: Mapping[int, Transcript]) -> tuple[
         text = file.text
         if 0 in chosen:
             text = claude_code.patch_claude_code(text, chosen[0], source=file.source)
-        return text.encode("utf-8"), "session"
+        return _session_bytes(file, text), "session"
     body, shape = _encode(file, chosen)
     if shape == "jsonl":
         return b"".join(_dumps(line, indent=None) for line in body), shape
@@ -446,7 +467,7 @@ def write_back_compaction(
         from ctxwise.formats._claude_code_compact import compacted_claude_code
 
         text = compacted_claude_code(file.text, result, source=file.source)
-        return text.encode("utf-8"), "session"
+        return _session_bytes(file, text), "session"
     return write_back(file, {index: result.transcript})
 
 
