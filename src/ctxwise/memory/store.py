@@ -222,15 +222,34 @@ def check_k(k: int) -> int:
 class InMemoryStore(Store):
     """The reference store: plain Python and numpy, nothing persisted.
 
-    Lexical scoring is BM25 (:func:`bm25_term`) over the analyzer's terms.
+    Lexical scoring is BM25 (:func:`bm25_term`) over the analyzer's terms, from
+    per-namespace postings (term → item → count), so a search reads only the items
+    holding a query term; the sums run in the same order as a scan of every item,
+    so the scores are the same to the bit.
     """
 
     def __init__(self, *, analyzer: Analyzer | None = None) -> None:
         if analyzer is not None:
             self.analyzer = analyzer
         self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, Counter[str]]]] = {}
+        self._postings: dict[Namespace, dict[str, dict[str, int]]] = {}
+        self._length: dict[Namespace, dict[str, int]] = {}  # item → its term count
+        self._lengths: dict[Namespace, int] = {}  # the namespace's total
         self._seq: dict[Namespace, int] = {}
         self._clock = 0
+
+    def _unindex(self, ns: Namespace, item_id: str) -> bool:
+        row = self._rows.get(ns, {}).pop(item_id, None)
+        if row is None:
+            return False
+        postings = self._postings[ns]
+        for term in row[2]:
+            holders = postings[term]
+            del holders[item_id]
+            if not holders:
+                del postings[term]
+        self._lengths[ns] -= self._length[ns].pop(item_id)
+        return True
 
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
         ns = check_namespace(namespace)
@@ -247,7 +266,15 @@ class InMemoryStore(Store):
             stored = MemoryItem(item_id, ns, item.text, dict(item.metadata), seq, item.created_at)
             vec = None if item.vector is None else np.asarray(item.vector, dtype=np.float32)
             indexed = item.index_text if item.index_text is not None else item.text
-            rows[item_id] = (stored, vec, Counter(self.analyzer.words(indexed)))
+            counts = Counter(self.analyzer.words(indexed))
+            self._unindex(ns, item_id)
+            rows[item_id] = (stored, vec, counts)
+            postings = self._postings.setdefault(ns, {})
+            for term, tf in counts.items():
+                postings.setdefault(term, {})[item_id] = tf
+            length = sum(counts.values())
+            self._length.setdefault(ns, {})[item_id] = length
+            self._lengths[ns] = self._lengths.get(ns, 0) + length
             ids.append(item_id)
         return ids
 
@@ -256,33 +283,35 @@ class InMemoryStore(Store):
         return [rows[i][0] for i in ids if i in rows]
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
-        rows = self._rows.get(check_namespace(namespace), {})
-        n = sum(1 for i in ids if rows.pop(i, None) is not None)
-        return n
+        ns = check_namespace(namespace)
+        return sum(1 for i in dict.fromkeys(ids) if self._unindex(ns, i))
 
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
-        rows = self._rows.get(check_namespace(namespace), {})
+        ns = check_namespace(namespace)
+        rows = self._rows.get(ns, {})
         check_k(k)
         terms = sorted(set(self.analyzer.words(query)))
         if not rows or not terms:
             return []
         n = len(rows)
-        avg = sum(sum(c.values()) for _, _, c in rows.values()) / n
-        df = Counter(t for _, _, c in rows.values() for t in terms if t in c)
-        scored = []
-        for item, _, counts in rows.values():
-            if not matches(item.metadata, filters):
+        avg = self._lengths[ns] / n
+        postings, lengths = self._postings[ns], self._length[ns]
+        sums: dict[str, float] = {}
+        for t in terms:  # in term order for every item, as a scan of each item adds them
+            holders = postings.get(t)
+            if not holders:
                 continue
-            length = sum(counts.values())
-            score = 0.0
-            for t in terms:
-                tf = counts.get(t, 0)
-                if tf:
-                    score += bm25_term(bm25_idf(n, df[t]), tf, length, avg)
-            if score > 0:
-                scored.append((item, score))
+            idf = bm25_idf(n, len(holders))
+            for item_id, tf in holders.items():
+                term = bm25_term(idf, tf, lengths[item_id], avg)
+                sums[item_id] = sums.get(item_id, 0.0) + term
+        scored = [
+            (rows[i][0], score)
+            for i, score in sums.items()
+            if score > 0 and matches(rows[i][0].metadata, filters)
+        ]
         scored.sort(key=lambda p: (-p[1], p[0].seq))
         return scored[:k]
 
