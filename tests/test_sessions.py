@@ -170,3 +170,16 @@ def test_sqlite_on_a_file_that_is_not_a_database(tmp_path: Path) -> None:
     with pytest.raises(SessionStoreError, match="cannot open"):
         SQLiteSessionStore(path)
     assert path.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_a_lone_surrogate_is_stored_and_read_back(
+    make_sessions: Callable[[], SessionStore],
+) -> None:
+    store = make_sessions()
+    broken = "pasted \ud83d emoji, and 東京"
+    store.commit("s", 0, _commit(0, [_row(broken, 0)], [broken], 1))
+    again = make_sessions().load("s")
+    assert again.history[0].message["content"][0]["text"] == broken
+    assert make_sessions().log("s")[0]["content"][0]["text"] == broken
+    with pytest.raises(UsageError, match="lone surrogate"):
+        store.commit("bad\udc00", 0, _commit(0, [_row("x", 0)], ["x"], 1))

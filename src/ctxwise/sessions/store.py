@@ -25,11 +25,18 @@ MAX_SESSION_ID = 200
 
 
 def check_session_id(session_id: object) -> str:
-    """A valid session id (a non-empty string of at most 200 characters, no NUL)."""
+    """A valid session id (a non-empty string of at most 200 characters, no NUL, and
+    text every store can hold: no lone surrogate)."""
     if not isinstance(session_id, str) or not session_id.strip():
         raise UsageError("a session id is a non-empty string")
     if len(session_id) > MAX_SESSION_ID or "\x00" in session_id:
         raise UsageError(f"bad session id {session_id[:40]!r}: at most 200 characters, no NUL")
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(
+            f"bad session id {session_id[:40]!r}: it holds a lone surrogate, not text"
+        ) from None
     return session_id
 
 
@@ -69,7 +76,15 @@ class SessionCommit:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    """``value`` as compact JSON text every backend can store: UTF-8 as it is, or,
+    when it holds a lone surrogate (a broken emoji pasted into a message), with
+    non-ASCII characters escaped, which ``json.loads`` reads back the same."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
+    return text
 
 
 class SessionStore(ABC):
