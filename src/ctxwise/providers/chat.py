@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
+from ctxwise.providers._response import AnthropicMessage, OpenAIChatCompletion, parse_body
 
 if TYPE_CHECKING:
     import anthropic
@@ -50,7 +51,7 @@ class AnthropicChat:
 
         _check(max_tokens)
         try:
-            response: Any = self.client.messages.create(
+            raw: Any = self.client.messages.with_raw_response.create(
                 model=self.model,
                 max_tokens=max_tokens,
                 system=system,
@@ -60,7 +61,8 @@ class AnthropicChat:
             raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
         except sdk.APIError as exc:
             raise ProviderError("anthropic", str(exc)) from exc
-        text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
+        response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
+        text = response.text("anthropic")
         if not text.strip():
             raise ProviderError("anthropic", f"empty answer (stop_reason {response.stop_reason!r})")
         return text
@@ -86,7 +88,7 @@ class OpenAIChat:
 
         _check(max_tokens)
         try:
-            response: Any = self.client.chat.completions.create(
+            raw: Any = self.client.chat.completions.with_raw_response.create(
                 model=self.model,
                 max_completion_tokens=max_tokens,
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -95,8 +97,10 @@ class OpenAIChat:
             raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
         except sdk.APIError as exc:
             raise ProviderError("openai", str(exc)) from exc
-        text = response.choices[0].message.content or ""
+        response = parse_body("openai", raw.http_response.content, OpenAIChatCompletion)
+        choice = response.choices[0]
+        text = choice.message.content or ""
         if not text.strip():
-            reason = response.choices[0].finish_reason
+            reason = choice.finish_reason
             raise ProviderError("openai", f"empty answer (finish_reason {reason!r})")
-        return str(text)
+        return text

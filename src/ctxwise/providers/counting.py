@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ctxwise.errors import MissingDependencyError, ProviderError
 from ctxwise.formats import anthropic as codec
 from ctxwise.messages import Message, Transcript
+from ctxwise.providers._response import AnthropicCount, parse_body
 from ctxwise.tokens import _LRU
 
 if TYPE_CHECKING:
@@ -82,12 +83,12 @@ class AnthropicCounter:
         if system is not None:
             kwargs["system"] = system
         try:
-            result = self.client.messages.count_tokens(**kwargs)
+            raw: Any = self.client.messages.with_raw_response.count_tokens(**kwargs)
         except _anthropic.APIStatusError as exc:
             raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
         except _anthropic.APIError as exc:
             raise ProviderError("anthropic", str(exc)) from exc
-        n = int(result.input_tokens)
+        n = parse_body("anthropic", raw.http_response.content, AnthropicCount).input_tokens
         self._cache.put(key, n)
         return n
 

@@ -15,6 +15,7 @@ import math
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
+from ctxwise.providers._response import OpenAIScoredCompletion, parse_body
 
 if TYPE_CHECKING:
     import openai
@@ -56,7 +57,7 @@ class OpenAIYesNo:
         import openai as sdk
 
         try:
-            response: Any = self.client.chat.completions.create(
+            raw: Any = self.client.chat.completions.with_raw_response.create(
                 model=self.model,
                 max_completion_tokens=1,
                 logprobs=True,
@@ -67,15 +68,18 @@ class OpenAIYesNo:
             raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
         except sdk.APIError as exc:
             raise ProviderError("openai", str(exc)) from exc
+        response = parse_body("openai", raw.http_response.content, OpenAIScoredCompletion)
         logprobs = response.choices[0].logprobs
-        content = getattr(logprobs, "content", None) if logprobs is not None else None
+        content = logprobs.content if logprobs is not None else None
         if not content:
             raise ProviderError("openai", "the response has no log probabilities")
         yes = no = 0.0
         for top in content[0].top_logprobs or []:
-            word = str(top.token).strip().lower()
+            word = top.token.strip().lower()
+            # validated finite and <= a tiny epsilon: clamp the rounding above 0
+            p = math.exp(min(top.logprob, 0.0))
             if word == "yes":
-                yes += math.exp(top.logprob)
+                yes += p
             elif word == "no":
-                no += math.exp(top.logprob)
+                no += p
         return 0.5 if yes + no == 0 else yes / (yes + no)

@@ -1,0 +1,140 @@
+"""The parts of a provider's 200 response the adapters read, validated at the boundary.
+
+The SDKs build their response objects without validating them, so a truncated,
+empty, ``null`` or oddly shaped body would surface as a raw ``JSONDecodeError``,
+``AttributeError`` or ``TypeError`` deep in an adapter. The adapters ask for the raw
+response instead and parse its body here: anything that is not JSON, or lacks a
+field the adapter reads with the type it needs, becomes a
+:class:`~ctxwise.errors.ProviderError` that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ctxwise.errors import ProviderError
+
+__all__ = [
+    "AnthropicCount",
+    "AnthropicMessage",
+    "OpenAIChatCompletion",
+    "OpenAIScoredCompletion",
+    "parse_body",
+]
+
+_M = TypeVar("_M", bound=BaseModel)
+
+# A log probability is ln(p) for p in (0, 1]: finite and at most 0. A value a hair
+# above 0 is rounding and is clamped to 0; anything larger is not a log probability.
+LOGPROB_EPSILON = 1e-6
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# -- Anthropic Messages API ---------------------------------------------------------
+
+
+class AnthropicMessage(_Model):
+    """``content`` is a list of blocks; a block of ``type`` "text" must hold a string ``text``."""
+
+    content: list[dict[str, Any]]
+    stop_reason: Any = None
+
+    def text(self, provider: str) -> str:
+        parts: list[str] = []
+        for i, block in enumerate(self.content):
+            if block.get("type") != "text":
+                continue
+            text = block.get("text")
+            if not isinstance(text, str):
+                got = "missing" if "text" not in block else f"a {type(text).__name__}"
+                raise ProviderError(
+                    provider, f"malformed response: content[{i}].text is {got}, not a string"
+                )
+            parts.append(text)
+        return "".join(parts)
+
+
+class AnthropicCount(_Model):
+    input_tokens: Annotated[int, Field(strict=True, ge=0)]
+
+
+# -- OpenAI Chat Completions ---------------------------------------------------------
+
+
+class _OpenAIMessage(_Model):
+    content: Annotated[str, Field(strict=True)] | None = None
+
+
+class _OpenAIChatChoice(_Model):
+    message: _OpenAIMessage
+    finish_reason: Any = None
+
+
+class OpenAIChatCompletion(_Model):
+    choices: Annotated[list[_OpenAIChatChoice], Field(min_length=1)]
+
+
+class _TopLogprob(_Model):
+    token: Annotated[str, Field(strict=True)]
+    logprob: Annotated[float, Field(strict=True, allow_inf_nan=False, le=LOGPROB_EPSILON)]
+
+
+class _TokenLogprob(_Model):
+    top_logprobs: list[_TopLogprob] | None = None
+
+
+class _Logprobs(_Model):
+    content: list[_TokenLogprob] | None = None
+
+
+class _OpenAIScoredChoice(_Model):
+    logprobs: _Logprobs | None = None
+
+
+class OpenAIScoredCompletion(_Model):
+    choices: Annotated[list[_OpenAIScoredChoice], Field(min_length=1)]
+
+
+# -- parsing -------------------------------------------------------------------------
+
+
+_JSON_KINDS = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+}
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def parse_body(provider: str, body: bytes, model: type[_M]) -> _M:
+    """``body`` (a 200 response's bytes) as ``model``, or a ProviderError saying what is wrong."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        what = "empty" if not body.strip() else "not JSON"
+        raise ProviderError(provider, f"malformed response: the body is {what}") from exc
+    if not isinstance(data, dict):
+        kind = _JSON_KINDS.get(type(data), type(data).__name__)
+        raise ProviderError(provider, f"malformed response: the body is {kind}, not an object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        shown = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise ProviderError(provider, f"malformed response: {shown}{more}") from exc
