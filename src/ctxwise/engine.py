@@ -65,6 +65,7 @@ from ctxwise.editing import CONTEXT_MANAGEMENT_BETA, clear_tool_uses, context_ma
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import (
     ConfigError,
+    FormatError,
     PairingError,
     PinnedOverflowError,
     SessionConflictError,
@@ -83,8 +84,12 @@ from ctxwise.memory.tiered import turn_items
 from ctxwise.memory.urls import open_store, store_kind
 from ctxwise.memory_tool import DirectoryMemory, MemoryTool, StoreMemory
 from ctxwise.messages import (
+    MediaBlock,
     Message,
+    OpaqueBlock,
     ProblemKind,
+    TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
@@ -400,8 +405,16 @@ class Engine:
         if cfg.gates.file:
             from ctxwise._io import read_text_file
 
-            data = json.loads(read_text_file(cfg.path(cfg.gates.file), "a gate file", ConfigError))
-            rules = [*PolicyGate.from_dict(data).to_dict()["rules"], *rules]
+            path = cfg.path(cfg.gates.file)
+            text = read_text_file(path, "a gate file", ConfigError)
+            try:
+                data = json.loads(text)
+            except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
+                raise ConfigError(str(path), f"gates.file: not valid JSON ({e})") from None
+            try:
+                rules = [*PolicyGate.from_dict(data).to_dict()["rules"], *rules]
+            except FormatError as e:
+                raise ConfigError(str(path), f"gates.file: {e.detail}") from None
         return PolicyGate.from_dict({"version": 1, "rules": rules})
 
     def close(self) -> None:
@@ -550,7 +563,10 @@ class Engine:
         ctxwise's tools: the catalog's ``tool_search`` (the tools it finds stay
         loaded for the session), ``fetch_more`` (the next page of a stored result,
         or an ``is_error`` result saying why the cursor was refused) and Anthropic's
-        ``memory`` tool. Each call is recorded for the next turn's trace.
+        ``memory`` tool. Each call is recorded for the next turn's trace, except a
+        refused one that must write nothing: a call whose input is not an object, or
+        any refused call on a session that does not exist yet (it gets its
+        ``is_error`` result and no session is created).
         """
         check_session_id(session_id)
         if not isinstance(call, ToolUseBlock):
@@ -604,6 +620,10 @@ class Engine:
             )
         else:
             return None
+        if block.is_error and (not isinstance(call.input, Mapping) or session.version == 0):
+            # a malformed call, or a refused one on a session that does not exist yet,
+            # writes nothing (no session is created for it)
+            return block
         self._note(session_id, [event], load)
         return block
 
@@ -625,12 +645,23 @@ class Engine:
         is stored and the model gets its first page with a cursor for the
         ``fetch_more`` tool; any other JSON is cut to ``store_over`` tokens. What was
         done is recorded for the next turn's trace. An error result is passed on
-        unchanged.
+        unchanged. A text ``result`` is used as it is; anything else must be JSON
+        data (a date, bytes or a set is a :class:`UsageError`, error result or not).
         """
         check_session_id(session_id)
         if not isinstance(call, ToolUseBlock):
             raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        if isinstance(result, str):
+            text = result
+        else:
+            try:
+                text = json.dumps(result, ensure_ascii=False)
+            except (TypeError, ValueError, RecursionError) as e:
+                raise UsageError(
+                    f"result is text or JSON data (a str, a mapping or a list), and this "
+                    f"{type(result).__name__} is not JSON-serialisable: {e} "
+                    "(convert it, e.g. str(value) or value.isoformat(), first)"
+                ) from None
         if is_error:
             return ToolResultBlock(call.id, text, is_error=True)
         before = self.counter.count(text)
@@ -803,8 +834,21 @@ class Engine:
     ) -> TurnResult:
         """Append ``new_messages`` and build this turn's request (see the module
         docstring). ``expected_version``: fail with ``SessionConflictError`` instead
-        of re-applying when the session is not at that version (0: a new session)."""
+        of re-applying when the session is not at that version (0: a new session; a
+        non-negative int, else :class:`UsageError`). A malformed message (a role
+        other than system/user/assistant, content that is not a tuple of blocks, a
+        tool call whose input is not a JSON object, an empty tool id, …) is a
+        :class:`UsageError` naming its index, raised before anything is written."""
         check_session_id(session_id)
+        if expected_version is not None and (
+            isinstance(expected_version, bool)
+            or not isinstance(expected_version, int)
+            or expected_version < 0
+        ):
+            raise UsageError(
+                "expected_version is a non-negative integer (0: a new session) or None, "
+                f"got {expected_version!r}"
+            )
         messages = self._checked_input(new_messages)
         for attempt in range(1, self.max_attempts + 1):
             base = self._load(session_id)
@@ -842,13 +886,25 @@ class Engine:
     def _checked_input(new_messages: Iterable[Message]) -> list[Message]:
         if isinstance(new_messages, Message):
             raise UsageError("new_messages is a list of messages; wrap the one message in [...]")
-        messages = list(new_messages)
+        if new_messages is None or isinstance(new_messages, (str, bytes, Mapping)):
+            raise UsageError(
+                f"new_messages is a list of ctxwise Messages, got {type(new_messages).__name__}"
+            )
+        try:
+            messages = list(new_messages)
+        except TypeError:
+            raise UsageError(
+                f"new_messages is a list of ctxwise Messages, got {type(new_messages).__name__}"
+            ) from None
         for i, m in enumerate(messages):
             if not isinstance(m, Message):
                 raise UsageError(
                     f"new_messages[{i}] is a {type(m).__name__}, not a ctxwise Message "
                     "(decode provider dicts with ctxwise.formats first)"
                 )
+            problem = _message_problem(m)
+            if problem is not None:
+                raise UsageError(f"new_messages[{i}]: {problem}")
         return messages
 
     def _check_pairing(self, session: _Session, messages: Sequence[Message]) -> None:
@@ -1355,6 +1411,87 @@ class Engine:
             work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
         )
         return work, change, TurnResult(request, trace, neutral_window, headers)
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why ``value`` is not JSON data (``None`` when it is)."""
+    try:
+        json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        return str(e)
+    return None
+
+
+def _block_problem(block: Any, where: str) -> str | None:
+    """What is wrong with one content block, or ``None``. (The dataclasses check
+    nothing, so every field is read as ``Any``.)"""
+    b: Any = block
+    if isinstance(block, TextBlock):
+        if not isinstance(b.text, str):
+            return f"{where} is a TextBlock whose text is a {type(b.text).__name__}, not a str"
+    elif isinstance(block, ToolUseBlock):
+        if not isinstance(b.id, str) or not b.id:
+            return f"{where} is a ToolUseBlock with an empty or non-string id ({b.id!r})"
+        if not isinstance(b.name, str) or not b.name:
+            return f"{where} is a ToolUseBlock with an empty or non-string name ({b.name!r})"
+        if not isinstance(b.input, Mapping):
+            return (
+                f"{where} is a ToolUseBlock whose input is a {type(b.input).__name__}, "
+                "not a mapping (use {} for no arguments)"
+            )
+        problem = _json_problem(dict(b.input))
+        if problem is not None:
+            return f"{where} is a ToolUseBlock whose input is not JSON data: {problem}"
+    elif isinstance(block, ToolResultBlock):
+        if not isinstance(b.tool_use_id, str) or not b.tool_use_id:
+            return (
+                f"{where} is a ToolResultBlock with an empty or non-string tool_use_id "
+                f"({b.tool_use_id!r})"
+            )
+        if b.is_error is not None and not isinstance(b.is_error, bool):
+            return f"{where} is a ToolResultBlock whose is_error is not a bool or None"
+        if isinstance(b.content, tuple):
+            for j, inner in enumerate(b.content):
+                problem = _block_problem(inner, f"{where}.content[{j}]")
+                if problem is not None:
+                    return problem
+        elif not isinstance(b.content, str):
+            return (
+                f"{where} is a ToolResultBlock whose content is a "
+                f"{type(b.content).__name__}, not a str or a tuple of blocks"
+            )
+    elif isinstance(block, ThinkingBlock):
+        if not isinstance(b.thinking, str):
+            return f"{where} is a ThinkingBlock whose thinking is not a str"
+    elif isinstance(block, MediaBlock):
+        if not isinstance(b.source, Mapping):
+            return f"{where} is a MediaBlock whose source is not a mapping"
+    elif isinstance(block, OpaqueBlock):
+        if not isinstance(b.data, Mapping):
+            return f"{where} is an OpaqueBlock whose data is not a mapping"
+    else:
+        return f"{where} is a {type(block).__name__}, not a ctxwise content block"
+    return None
+
+
+def _message_problem(message: Message) -> str | None:
+    """What is wrong with a message's fields (the dataclasses do not check), or ``None``."""
+    m: Any = message
+    if m.role not in _ROLES:
+        return f"role {m.role!r} is not one of {', '.join(_ROLES)}"
+    if not isinstance(m.content, tuple):
+        return (
+            f"content is a {type(m.content).__name__}, not a tuple of blocks "
+            "(use Message.text_message(role, text) for text)"
+        )
+    for j, block in enumerate(m.content):
+        problem = _block_problem(block, f"content[{j}]")
+        if problem is not None:
+            return problem
+    return None
 
 
 def _as_openai(tool: Mapping[str, Any]) -> dict[str, Any]:
