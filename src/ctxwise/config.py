@@ -146,7 +146,9 @@ BUILTIN_SOURCES = ("memory",)
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: no lax coercion ("100" is not 100, true is not 1, "off" is not false);
+    # an int is still taken for a float key
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class RouterConfig(_Strict):
@@ -242,7 +244,20 @@ class MemoryToolConfig(_Strict):
 
 
 class EngineConfig(_Strict):
-    """See the module docstring for every key and its default."""
+    """See the module docstring for every key and its default.
+
+    Built in code (``EngineConfig(...)`` or ``EngineConfig.model_validate``), a bad
+    value is a :class:`ConfigError` naming the key path, as from a file. (The
+    section models, ``ClearingConfig(...)`` and the rest, built on their own, raise
+    pydantic's ``ValidationError``; inside an ``EngineConfig`` they are checked as
+    its keys.)
+    """
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise ConfigError("EngineConfig", _where(e)) from None
 
     model: str = Field(default="claude-sonnet-5-5", min_length=1)
     render: Literal["anthropic", "openai"] = "anthropic"
@@ -337,6 +352,8 @@ def config_from_dict(
         return EngineConfig.model_validate({**data, "base_dir": base_dir})
     except ValidationError as e:
         raise ConfigError(source, _where(e)) from None
+    except ConfigError as e:  # from EngineConfig.__init__: name the source instead
+        raise ConfigError(source, e.detail) from None
 
 
 def load_config(path: str | Path) -> EngineConfig:
