@@ -725,3 +725,22 @@ def test_e2e_compaction_keeps_the_rules_and_facts(tmp_path: Path) -> None:
     assert "Never call me before 9am." in json.dumps(after["messages"])
     [copy] = hooks.archived
     assert "Never call me before 9am." in copy.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("bad", [None, "ls", ["x"], 3])
+def test_a_tool_input_that_is_not_an_object_is_denied(tmp_path: Path, bad: Any) -> None:
+    with _engine(tmp_path) as engine:
+        engine.record("s", [USER("user", "Please check my order 4417.")])
+        for sid in ("s", "never-seen"):
+            hooks = CtxwiseHooks(engine, sid)
+            denied = _run(hooks.can_use_tool("Read", bad, _ctx()))
+            assert isinstance(denied, PermissionResultDeny)
+            assert "not an object" in denied.message and "Read was not run" in denied.message
+            out = _hook(hooks.pre_tool_use, _pre_tool_use("Read", bad), "t")
+            decision = out["hookSpecificOutput"]
+            assert decision["permissionDecision"] == "deny"
+            assert "not an object" in decision["permissionDecisionReason"]
+        # a payload with no tool_input at all is still checked as {} (no arguments)
+        hooks = CtxwiseHooks(engine, "s")
+        payload = {k: v for k, v in _pre_tool_use("Read", {}).items() if k != "tool_input"}
+        assert _hook(hooks.pre_tool_use, payload, "t") == {}

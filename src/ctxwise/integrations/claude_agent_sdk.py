@@ -209,6 +209,8 @@ class CtxwiseHooks:
         evaluated. An MCP tool (``mcp__<server>__<tool>``) is checked under its full
         name and under the tool's own name; either blocking blocks it."""
         try:
+            if not isinstance(tool_input, Mapping):  # fail closed: cannot be checked
+                raise UsageError(f"its tool input is a {type(tool_input).__name__}, not an object")
             names = [tool_name]
             bare = mcp_tool_name(tool_name) if isinstance(tool_name, str) else None
             if bare is not None:
