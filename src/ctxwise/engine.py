@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from ctxwise._session_state import STATE_FORMAT, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
-from ctxwise.compaction import CompactionSettings, compact
+from ctxwise.compaction import Compaction, CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
 from ctxwise.config import BUILTIN_SOURCES, EngineConfig, load_config
 from ctxwise.editing import CONTEXT_MANAGEMENT_BETA, clear_tool_uses, context_management
@@ -152,6 +152,31 @@ class TurnResult:
     @property
     def version(self) -> int:
         return self.trace.version
+
+
+def _storable(text: str) -> str:
+    """``text`` with each lone surrogate (a broken emoji) as U+FFFD, which the
+    long-term stores can index; the session log keeps the text as it was."""
+    if not any("\ud800" <= ch <= "\udfff" for ch in text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def _latest_exchange(history: Sequence[Message]) -> int:
+    """Where the latest exchange starts: the last message, or, when it (and the
+    messages just before it) hold only tool results, the assistant message whose
+    calls they answer. A compaction must keep it verbatim."""
+    i = len(history) - 1
+    while (
+        i > 0
+        and history[i].role == "user"
+        and history[i].content
+        and all(isinstance(b, ToolResultBlock) for b in history[i].content)
+    ):
+        i -= 1
+    if i < len(history) - 1 and history[i].role == "assistant" and history[i].tool_uses:
+        return i
+    return len(history) - 1
 
 
 @dataclass(slots=True)
@@ -1085,7 +1110,7 @@ class Engine:
         for item in turn_items([m for _, m in body]):
             position = positions[item.metadata["position"]]
             meta = {**item.metadata, "position": position}
-            items.append(NewItem(item.text, meta, f"p{position}"))
+            items.append(NewItem(_storable(item.text), meta, f"p{position}"))
         if items:
             LongTermMemory(
                 self.memory,
@@ -1168,9 +1193,14 @@ class Engine:
                 extract=False, summary_tokens=cfg.compaction.summary_tokens
             )
             transcript = Transcript(tuple(session.history))
-            done = None
+            latest = _latest_exchange(session.history)
+            done: Compaction | None = None
+            smallest: Compaction | None = None
             # the target first; then the history's whole room; then the room the
-            # context share would have taken too (the context gets what is left)
+            # context share would have taken too (the context gets what is left).
+            # A compaction that summarizes the latest exchange (the message the model
+            # answers next, with the calls its results answer) is passed over for the
+            # next room while one is left: the model would not see it otherwise
             for attempt_budget in (target, history_room, room):
                 try:
                     done = compact(
@@ -1180,10 +1210,15 @@ class Engine:
                         settings=settings,
                         counter=self.counter,
                     )
-                    break
                 except CompactionBudgetError:
-                    if attempt_budget == room:
+                    if attempt_budget == room and smallest is None:
                         raise
+                    continue
+                smallest = smallest if smallest is not None else done
+                if not done.compacted or done.cut_index <= latest:
+                    break
+            else:  # the latest exchange alone is larger than any room: summarized
+                done = smallest
             assert done is not None
             if done.compacted:
                 cut = done.cut_index
