@@ -1309,7 +1309,10 @@ class Engine:
             sections.append(s)
         context_budget = available - framing - history_tokens
         if context_budget < pinned_tokens + 1:
-            raise PinnedOverflowError(available, pinned_tokens + history_tokens, list(owner))
+            # what must stay: the pinned sections and the history (kept whole when
+            # compaction is off, or when it could not shrink it further)
+            must = [s.name for s, _ in pinned] + (["history"] if history_tokens else [])
+            raise PinnedOverflowError(available, pinned_tokens + history_tokens, must)
         # the context block's tags cost a few tokens: keep room for them
         tags = self.counter.count("<context>\n\n</context>") + 1
         assembly = assemble(
