@@ -36,6 +36,7 @@ __all__ = [
     "ToolUseBlock",
     "Transcript",
     "block_text",
+    "message_problem",
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant"]
@@ -266,6 +267,90 @@ class Transcript:
                 for p in _pairing_problems(segment.messages, placement)
             )
         return out
+
+
+_ROLES = ("system", "user", "assistant")
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why ``value`` is not JSON data (``None`` when it is)."""
+    try:
+        json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        return str(e)
+    return None
+
+
+def _block_problem(block: Any, where: str) -> str | None:
+    """What is wrong with one content block, or ``None``. (The dataclasses check
+    nothing, so every field is read as ``Any``.)"""
+    b: Any = block
+    if isinstance(block, TextBlock):
+        if not isinstance(b.text, str):
+            return f"{where} is a TextBlock whose text is a {type(b.text).__name__}, not a str"
+    elif isinstance(block, ToolUseBlock):
+        if not isinstance(b.id, str) or not b.id:
+            return f"{where} is a ToolUseBlock with an empty or non-string id ({b.id!r})"
+        if not isinstance(b.name, str) or not b.name:
+            return f"{where} is a ToolUseBlock with an empty or non-string name ({b.name!r})"
+        if not isinstance(b.input, Mapping):
+            return (
+                f"{where} is a ToolUseBlock whose input is a {type(b.input).__name__}, "
+                "not a mapping (use {} for no arguments)"
+            )
+        problem = _json_problem(dict(b.input))
+        if problem is not None:
+            return f"{where} is a ToolUseBlock whose input is not JSON data: {problem}"
+    elif isinstance(block, ToolResultBlock):
+        if not isinstance(b.tool_use_id, str) or not b.tool_use_id:
+            return (
+                f"{where} is a ToolResultBlock with an empty or non-string tool_use_id "
+                f"({b.tool_use_id!r})"
+            )
+        if b.is_error is not None and not isinstance(b.is_error, bool):
+            return f"{where} is a ToolResultBlock whose is_error is not a bool or None"
+        if isinstance(b.content, tuple):
+            for j, inner in enumerate(b.content):
+                problem = _block_problem(inner, f"{where}.content[{j}]")
+                if problem is not None:
+                    return problem
+        elif not isinstance(b.content, str):
+            return (
+                f"{where} is a ToolResultBlock whose content is a "
+                f"{type(b.content).__name__}, not a str or a tuple of blocks"
+            )
+    elif isinstance(block, ThinkingBlock):
+        if not isinstance(b.thinking, str):
+            return f"{where} is a ThinkingBlock whose thinking is not a str"
+    elif isinstance(block, MediaBlock):
+        if not isinstance(b.source, Mapping):
+            return f"{where} is a MediaBlock whose source is not a mapping"
+    elif isinstance(block, OpaqueBlock):
+        if not isinstance(b.data, Mapping):
+            return f"{where} is an OpaqueBlock whose data is not a mapping"
+    else:
+        return f"{where} is a {type(block).__name__}, not a ctxwise content block"
+    return None
+
+
+def message_problem(message: Message) -> str | None:
+    """What is wrong with a message's fields, or ``None``: the dataclasses check
+    nothing, so a message built by hand can hold a role outside :data:`Role`, content
+    that is not a tuple of blocks, a tool input that is not JSON data, empty ids, …
+    (the Engine refuses such a message before anything is written)."""
+    m: Any = message
+    if m.role not in _ROLES:
+        return f"role {m.role!r} is not one of {', '.join(_ROLES)}"
+    if not isinstance(m.content, tuple):
+        return (
+            f"content is a {type(m.content).__name__}, not a tuple of blocks "
+            "(use Message.text_message(role, text) for text)"
+        )
+    for j, block in enumerate(m.content):
+        problem = _block_problem(block, f"content[{j}]")
+        if problem is not None:
+            return problem
+    return None
 
 
 def block_text(block: ContentBlock) -> str:
