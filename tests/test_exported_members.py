@@ -256,6 +256,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.handoff.ChunkScorer",
         "ctxwise.handoff.HybridScorer",
         "ctxwise.handoff.LLMScorer",
+        "ctxwise.handoff.SIZE_EXPONENT",
         "ctxwise.handoff.Selected",
         "ctxwise.handoff.chunk_transcript",
         "ctxwise.handoff.identifiers",

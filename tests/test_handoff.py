@@ -14,6 +14,7 @@ from ctxwise import Engine, EngineConfig, Message
 from ctxwise.errors import BudgetError, UsageError
 from ctxwise.formats import read_transcript
 from ctxwise.handoff import (
+    SIZE_EXPONENT,
     Chunk,
     HybridScorer,
     chunk_transcript,
@@ -228,3 +229,31 @@ def test_a_pin_that_does_not_fit_is_reported() -> None:
     assert handoff.pins_left_out == ("C-118",)
     assert handoff.report()["pins_left_out"] == ["C-118"]
     assert handoff.tokens <= 100
+
+
+def test_packing_weighs_a_chunk_s_score_against_its_length() -> None:
+    """A long chunk scoring a little higher than several short ones does not shut
+    them out; scoring much higher, it goes first (``SIZE_EXPONENT``)."""
+    long_text = " ".join(["filler"] * 400)
+    messages = [Message.text_message("user", long_text)] + [
+        Message.text_message("assistant", f"short note {n}") for n in range(4)
+    ]
+    chunks = chunk_transcript(messages, C)
+    cost = [C.count(f"{c.header()}\n{c.text}") + 2 for c in chunks]
+    budget = cost[0] + 1  # room for the long chunk or for all the short ones
+
+    class Fixed:
+        name = "fixed"
+
+        def __init__(self, first: float) -> None:
+            self.first = first
+
+        def score(self, task: str, chunks: object) -> list[float]:
+            return [self.first, 1.0, 1.0, 1.0, 1.0]
+
+    assert sum(cost[1:]) + cost[-1] < budget  # the shorts fit together, with room to spare
+    a_little = select_context(messages, "task", budget, scorer=Fixed(1.1), recent_share=0)
+    assert [c.id for c in a_little.chunks] == [c.id for c in chunks[1:]]
+    ratio = (cost[0] / cost[1]) ** SIZE_EXPONENT
+    much = select_context(messages, "task", budget, scorer=Fixed(ratio * 1.01), recent_share=0)
+    assert much.chunks[0].id == chunks[0].id

@@ -20,6 +20,7 @@ from ctxwise.handoff.scoring import ChunkScorer, HybridScorer, LLMScorer
 from ctxwise.handoff.select import (
     DEFAULT_BUDGET,
     DEFAULT_RECENT_SHARE,
+    SIZE_EXPONENT,
     Handoff,
     Selected,
     identifiers,
@@ -29,6 +30,7 @@ from ctxwise.handoff.select import (
 __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_RECENT_SHARE",
+    "SIZE_EXPONENT",
     "Chunk",
     "ChunkScorer",
     "EscalationBrief",

@@ -16,9 +16,11 @@ of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
 3. **scored**: the rest are ranked by the scorer (:class:`HybridScorer` by
    default: the long-term memory's hybrid recall, BM25 plus hashing vectors, over
    the chunks), best first;
-4. **packed** whole, best first, while they fit the budget (a chunk that does not
-   fit is passed over for a smaller one after it), then **emitted in their
-   original order**, each under a header with its id, kind, position and time.
+4. **packed** whole, best value per token first (score over cost to the power
+   :data:`SIZE_EXPONENT`: a long chunk must score higher than a short one to go
+   first), while they fit the budget (a chunk that does not fit is passed over
+   for a smaller one after it), then **emitted in their original order**, each
+   under a header with its id, kind, position and time.
 
 When nothing in the transcript matches the task, the report says so and the most
 recent chunks are taken instead (never nothing). :class:`Handoff` says what was
@@ -41,6 +43,7 @@ from ctxwise.tokens import CharCounter, TokenCounter
 __all__ = [
     "DEFAULT_BUDGET",
     "DEFAULT_RECENT_SHARE",
+    "SIZE_EXPONENT",
     "Handoff",
     "Selected",
     "identifiers",
@@ -54,6 +57,13 @@ DEFAULT_RECENT_SHARE = 0.1
 """The share of the budget kept for the latest chunks (after the pinned ones): a
 subagent usually continues the work of the last few steps. Chosen on the tuned and
 held-out Claude Code tasks and LoCoMo (the benchmarks page gives the figures)."""
+
+SIZE_EXPONENT = 0.25
+"""How much a scored chunk's length counts against it when packing: chunks go in
+by ``score / tokens ** SIZE_EXPONENT``. At 0 a 2,000-token chunk that scores a
+little higher than four 100-token ones shuts them all out; at 1 (score per
+token) short chunks crowd out the long ones that hold whole files. Chosen on the
+five Claude Code task sets and LoCoMo (the benchmarks page gives the figures)."""
 
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:#-]*[A-Za-z0-9]")
 _TICKS = re.compile(r"`([^`\s]{2,120})`")
@@ -257,7 +267,8 @@ def select_context(
                 also.setdefault(history[depth], path)
     matched = any(s > 0 for s in scores)
     if matched:
-        order = sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
+        value = [scores[i] / max(cost[i], 1) ** SIZE_EXPONENT for i in range(len(chunks))]
+        order = sorted(range(len(chunks)), key=lambda i: (-value[i], i))
         order = [i for i in order if scores[i] > 0]
         rest = [i for i in range(len(chunks) - 1, -1, -1) if scores[i] <= 0]
     else:
