@@ -164,6 +164,34 @@ class TestPersistence:
             router.save(tmp_path)
         assert list(tmp_path.iterdir()) == []
 
+    def test_a_failed_save_leaves_the_earlier_router_loadable(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        import ctxwise.routing.router as module
+
+        old = IntentRouter(EmbeddingScorer("hashing"), threshold=0.1)
+        old.add("billing", ["refund my payment", "send the invoice"])
+        old.add("cancel", ["cancel my subscription", "close the account"])
+        path = tmp_path / "r.json"
+        old.save(path)
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        new = IntentRouter(EmbeddingScorer("hashing"), threshold=0.1)
+        new.add("weather", ["will it rain", "how hot is it"])
+        new.add("music", ["play a song", "next track please"])
+        real = module.write_output
+
+        def fail_on_the_json(target: object, data: bytes) -> None:
+            if Path(str(target)) == path:
+                raise OutputError(str(path), "disk full")
+            real(target, data)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(module, "write_output", fail_on_the_json)
+        with pytest.raises(OutputError, match="disk full"):
+            new.save(path)
+        monkeypatch.undo()
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+        assert IntentRouter.load(path).route("refund the invoice").label == "billing"
+
     @pytest.mark.parametrize(
         ("doc", "match"),
         [

@@ -283,8 +283,9 @@ class IntentRouter:
         mismatched pair. The scorer is fitted first if it was not.
 
         Both files are written atomically, the arrays first; when the JSON cannot
-        be written the arrays just written are removed, so a failed save leaves no
-        new file. Keep the two files together.
+        be written the arrays just written are removed (or the ones they replaced
+        put back), so a failed save leaves no new file and an earlier router at
+        ``path`` still loads. Keep the two files together.
 
         Raises:
             OutputError: ``path`` is a directory, its folder does not exist, or the
@@ -326,13 +327,17 @@ class IntentRouter:
                 str(path), "not a regular file (a router is saved as two files: JSON and .npz)"
             )
         sidecar = arrays_path(path)
-        existed = sidecar.exists()
+        # the arrays a router already saved here: put back if the JSON cannot be
+        # written, so the old pair still loads
+        previous = sidecar.read_bytes() if sidecar.is_file() else None
         write_output(sidecar, blob)
         try:
             write_output(path, data)
         except BaseException:
-            if not existed:
+            if previous is None:
                 sidecar.unlink(missing_ok=True)
+            else:
+                write_output(sidecar, previous)
             raise
 
     @classmethod
