@@ -21,7 +21,8 @@ written blind while the selector was unchanged, and scored once; so was
 of the file-history rule were tried on the other sets and dropped (no net gain).
 The packing's size exponent (``SIZE_EXPONENT``) was then chosen on those five
 sets and LoCoMo; ``handoff_blind5_tasks.json`` (``blind 5``, ten per session) was
-written blind before that choice and scored only after it was made.
+written blind before that choice and scored only after it was made, and
+``handoff_blind6_tasks.json`` (``blind 6``, eight per session) after it.
 Each task names the message it was modelled on (``cut_at_message``: the
 transcript handed over is everything before it) and the earlier tool results it
 depends on, by tool_use id.
@@ -63,6 +64,7 @@ TASK_FILES = {
     "blind 3": REPO_ROOT / "benchmarks" / "data" / "handoff_blind3_tasks.json",
     "blind 4": REPO_ROOT / "benchmarks" / "data" / "handoff_blind4_tasks.json",
     "blind 5": REPO_ROOT / "benchmarks" / "data" / "handoff_blind5_tasks.json",
+    "blind 6": REPO_ROOT / "benchmarks" / "data" / "handoff_blind6_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 
