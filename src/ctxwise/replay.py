@@ -217,9 +217,11 @@ def replay(
     times: list[float] = []
     problems: list[str] = []
     last = 0
+    spoken = False  # a non-system message came before this one
     try:
         for i, m in enumerate(messages):
-            if m.role != "assistant" or not any(x.role != "system" for x in messages[:i]):
+            before, spoken = spoken, spoken or m.role != "system"
+            if m.role != "assistant" or not before:
                 continue
             new = messages[last:i]
             body = [x for x in new if x.role != "system"]
