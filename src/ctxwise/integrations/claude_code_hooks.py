@@ -185,9 +185,18 @@ def _parse(model: type[_P], payload: str | Mapping[str, Any]) -> _P:
 
 
 def _read(path: str | Path) -> Transcript:
+    """The Claude Code transcript at ``path``.
+
+    Anything there but a regular file (a FIFO, a device) is refused before it is
+    opened: opening a FIFO blocks until a writer comes, which would hold the hook
+    until its deadline.
+    """
     from ctxwise.formats import read_transcript
 
-    return read_transcript(path, "claude-code")
+    p = Path(path)
+    if p.exists() and not p.is_file() and not p.is_dir():
+        raise FormatError(str(p), "not a regular file")
+    return read_transcript(p, "claude-code")
 
 
 # -- subagents --------------------------------------------------------------------

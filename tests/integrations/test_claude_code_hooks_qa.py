@@ -1,0 +1,69 @@
+"""Claude Code hooks under inputs a real install or an odd environment produces:
+transcripts that are FIFOs or still being written, settings files that are
+symbolic links or do not decode, numbers JSON cannot print."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import claude_code_files
+
+TIMEOUT = 20
+SESSION = next((p for p in claude_code_files() if p.name == "subagent.jsonl"), None)
+needs_session = pytest.mark.skipif(SESSION is None, reason="shared transcripts not found")
+
+
+def _hook(args: list[str], stdin: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CTXWISE_HOOK_LOG": str(home / "h.log")}
+    return subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", "hook", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=env,
+        cwd=home,
+    )
+
+
+def _base(path: Path | str, event: str) -> dict[str, Any]:
+    return {
+        "session_id": "7f1c2a9e-0000-4000-8000-000000000002",
+        "transcript_path": str(path),
+        "cwd": str(Path(path).parent),
+        "permission_mode": "default",
+        "hook_event_name": event,
+    }
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("event", ["subagent-context", "subagent-start"])
+def test_a_fifo_transcript_does_not_hang(event: str, tmp_path: Path, home: Path) -> None:
+    # opening a FIFO for reading blocks until a writer comes: the hook must not
+    # sit there until its deadline, it must refuse the path at once
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    payload = {
+        **_base(fifo, "PreToolUse"),
+        "tool_name": "Agent",
+        "tool_input": {"prompt": "fix the test"},
+        "prompt": "fix the test",
+    }
+    out = _hook([event, "--deadline", "15"], json.dumps(payload), home)
+    assert (out.returncode, out.stdout) == (0, "")
+    log = (home / "h.log").read_text()
+    assert "deadline" not in log and "FormatError" in log and "not a regular file" in log
