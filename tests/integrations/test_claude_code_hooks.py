@@ -191,7 +191,8 @@ def test_a_broken_payload_lets_the_call_through(
 
 def test_a_broken_transcript_lets_the_call_through(tmp_path: Path, home: Path) -> None:
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"type": "user", "message": {"role": "user", "content": "hi"}}\n{trunc')
+    line = '{"type": "user", "message": {"role": "user", "content": "hi"}}\n'
+    bad.write_text(line + "{trunc\n" + line)  # a broken line inside, not one being written
     payload = {**_base(bad, "PreToolUse"), "tool_name": "Task", "tool_input": {"prompt": "x"}}
     out = _hook(["subagent-context"], json.dumps(payload), home)
     assert (out.returncode, out.stdout) == (0, "")

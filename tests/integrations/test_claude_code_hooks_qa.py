@@ -13,6 +13,13 @@ from typing import Any
 
 import pytest
 
+from ctxwise.errors import FormatError
+from ctxwise.integrations.claude_code_hooks import (
+    pre_compact,
+    session_start,
+    subagent_context,
+    subagent_start,
+)
 from tests.conftest import claude_code_files
 
 TIMEOUT = 20
@@ -67,3 +74,41 @@ def test_a_fifo_transcript_does_not_hang(event: str, tmp_path: Path, home: Path)
     assert (out.returncode, out.stdout) == (0, "")
     log = (home / "h.log").read_text()
     assert "deadline" not in log and "FormatError" in log and "not a regular file" in log
+
+
+def _torn(tmp_path: Path) -> Path:
+    """The session as Claude Code is still appending to it: the last line is cut off
+    half-way (inside a multi-byte character) and has no newline yet."""
+    assert SESSION is not None
+    data = SESSION.read_bytes()
+    line = json.dumps(
+        {"type": "user", "message": {"role": "user", "content": "naïve café ✓ " * 20}},
+        ensure_ascii=False,
+    ).encode("utf-8")
+    cut = line.index("✓".encode()) + 1
+    path = tmp_path / "live.jsonl"
+    path.write_bytes(data + line[:cut])
+    return path
+
+
+@needs_session
+def test_a_transcript_still_being_written_is_read(tmp_path: Path) -> None:
+    path = _torn(tmp_path)
+    task = {**_base(path, "PreToolUse"), "tool_name": "Agent", "tool_input": {"prompt": "gqc.7"}}
+    assert subagent_context(task) is not None
+    start = {**_base(path, "SubagentStart"), "prompt": "Show gqc.7"}
+    assert subagent_start(start) is not None
+    compact = pre_compact({**_base(path, "PreCompact")}, archive_dir=tmp_path / "a")
+    assert "Rules:" in compact.instructions
+    assert compact.archive.read_bytes() == path.read_bytes()  # the archive is the file as is
+    assert session_start({**_base(path, "SessionStart"), "source": "compact"}) is not None
+
+
+@needs_session
+def test_a_broken_line_before_the_end_still_fails(tmp_path: Path) -> None:
+    assert SESSION is not None
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(SESSION.read_bytes() + b'{"type": "user", "mess\n')  # complete, broken
+    task = {**_base(path, "PreToolUse"), "tool_name": "Agent", "tool_input": {"prompt": "gqc.7"}}
+    with pytest.raises(FormatError):
+        subagent_context(task)

@@ -190,13 +190,47 @@ def _read(path: str | Path) -> Transcript:
     Anything there but a regular file (a FIFO, a device) is refused before it is
     opened: opening a FIFO blocks until a writer comes, which would hold the hook
     until its deadline.
+
+    The file is the live session, which Claude Code may be appending to as the hook
+    reads it: a last line that has no newline yet and does not read is left out
+    (every earlier line must still read).
     """
     from ctxwise.formats import read_transcript
 
     p = Path(path)
     if p.exists() and not p.is_file() and not p.is_dir():
         raise FormatError(str(p), "not a regular file")
-    return read_transcript(p, "claude-code")
+    try:
+        return read_transcript(p, "claude-code")
+    except FormatError:
+        complete = _complete_lines(p)
+        if complete is None:
+            raise
+        from ctxwise.formats.claude_code import read_claude_code
+
+        try:
+            return read_claude_code(complete, source=str(p))
+        except FormatError:
+            pass
+        raise
+
+
+def _complete_lines(path: Path) -> str | None:
+    """The UTF-8 text of ``path`` up to its last newline, or ``None`` when the file
+    ends in a newline (nothing is half-written) or that text does not decode."""
+    from ctxwise._io import decode_text
+
+    try:
+        data = path.read_bytes()
+    except (OSError, ValueError):
+        return None
+    if data.endswith(b"\n"):
+        return None
+    try:
+        text, encoding = decode_text(data[: data.rfind(b"\n") + 1])
+    except ValueError:
+        return None
+    return text if encoding in (None, "UTF-8") else None
 
 
 # -- subagents --------------------------------------------------------------------
