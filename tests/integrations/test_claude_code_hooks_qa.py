@@ -15,6 +15,8 @@ import pytest
 
 from ctxwise.errors import FormatError
 from ctxwise.integrations.claude_code_hooks import (
+    hook_settings,
+    install_settings,
     pre_compact,
     session_start,
     subagent_context,
@@ -112,3 +114,21 @@ def test_a_broken_line_before_the_end_still_fails(tmp_path: Path) -> None:
     task = {**_base(path, "PreToolUse"), "tool_name": "Agent", "tool_input": {"prompt": "gqc.7"}}
     with pytest.raises(FormatError):
         subagent_context(task)
+
+
+def test_install_writes_through_a_symlinked_settings_file(tmp_path: Path) -> None:
+    # dotfile managers (stow, chezmoi, home-manager) link ~/.claude/settings.json
+    # to a file they keep elsewhere: the link must stay, the file it names changes
+    real = tmp_path / "dotfiles" / "claude-settings.json"
+    real.parent.mkdir()
+    real.write_text('{"model": "opus"}', encoding="utf-8")
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(os.path.relpath(real, link.parent))
+    result = install_settings(link, hook_settings())
+    assert result.written
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    data = json.loads(real.read_text(encoding="utf-8"))
+    assert data["model"] == "opus" and "PreToolUse" in data["hooks"]
+    assert sorted(p.name for p in link.parent.iterdir()) == ["settings.json"]
+    assert sorted(p.name for p in real.parent.iterdir()) == ["claude-settings.json"]

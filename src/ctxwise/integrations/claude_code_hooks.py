@@ -797,6 +797,7 @@ def install_settings(
 
     The file is written atomically (a temporary file in the same folder, then
     renamed over it), and only when something was added and ``dry_run`` is false.
+    A symbolic link at ``path`` is kept: the file it names is the one replaced.
 
     Raises:
         FormatError: the file is not valid JSON or not a JSON object; it is left
@@ -818,6 +819,7 @@ def install_settings(
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     write = bool(added) and not dry_run
     if write:  # atomically, keeping the file's mode: the one writer in ctxwise._io
-        p.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(p, text.encode("utf-8"), p.stat() if p.exists() else None)
+        target = Path(os.path.realpath(p))  # replace_file would replace a link itself
+        target.parent.mkdir(parents=True, exist_ok=True)
+        replace_file(target, text.encode("utf-8"), target.stat() if target.exists() else None)
     return InstallResult(p, text, tuple(added), write)
