@@ -132,3 +132,27 @@ def test_install_writes_through_a_symlinked_settings_file(tmp_path: Path) -> Non
     assert data["model"] == "opus" and "PreToolUse" in data["hooks"]
     assert sorted(p.name for p in link.parent.iterdir()) == ["settings.json"]
     assert sorted(p.name for p in real.parent.iterdir()) == ["claude-settings.json"]
+
+
+def _settings_not_utf8(claude: Path) -> None:
+    claude.mkdir()
+    (claude / "settings.json").write_bytes(b'{"model": "caf\xe9"}')
+
+
+def _settings_a_folder(claude: Path) -> None:
+    (claude / "settings.json").mkdir(parents=True)
+
+
+def _claude_a_file(claude: Path) -> None:
+    claude.write_text("not a folder")
+
+
+@pytest.mark.parametrize("make", [_settings_not_utf8, _settings_a_folder, _claude_a_file])
+def test_install_refuses_an_unreadable_settings_path_in_one_line(make: Any, home: Path) -> None:
+    claude = home / ".claude"
+    make(claude)
+    before = {p: p.read_bytes() for p in [claude, *claude.rglob("*")] if p.is_file()}
+    out = _hook(["install"], "", home)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("ctxwise: error: ") and len(out.stderr.splitlines()) == 1
+    assert {p: p.read_bytes() for p in [claude, *claude.rglob("*")] if p.is_file()} == before

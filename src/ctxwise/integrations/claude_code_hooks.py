@@ -64,7 +64,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ctxwise._io import replace_file
-from ctxwise.errors import FormatError, UsageError
+from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
 if TYPE_CHECKING:
@@ -800,14 +800,24 @@ def install_settings(
     A symbolic link at ``path`` is kept: the file it names is the one replaced.
 
     Raises:
-        FormatError: the file is not valid JSON or not a JSON object; it is left
-            untouched.
+        FormatError: the file does not read, is not valid UTF-8 JSON or not a JSON
+            object; it is left untouched.
+        OutputError: the file cannot be written (its folder is a file, …).
         UsageError: its ``hooks`` are not of the documented shape.
     """
     p = Path(path)
     existing: Any = {}
     if p.exists():
-        raw = p.read_text(encoding="utf-8")
+        try:
+            raw = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(
+                str(p), f"is not UTF-8 text (byte {exc.start}: {exc.reason}); left unchanged"
+            ) from None
+        except OSError as exc:
+            raise FormatError(
+                str(p), f"cannot be read ({exc.strerror or exc}); left unchanged"
+            ) from None
         if raw.strip():
             try:
                 existing = json.loads(raw)
@@ -820,6 +830,9 @@ def install_settings(
     write = bool(added) and not dry_run
     if write:  # atomically, keeping the file's mode: the one writer in ctxwise._io
         target = Path(os.path.realpath(p))  # replace_file would replace a link itself
-        target.parent.mkdir(parents=True, exist_ok=True)
-        replace_file(target, text.encode("utf-8"), target.stat() if target.exists() else None)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            replace_file(target, text.encode("utf-8"), target.stat() if target.exists() else None)
+        except OSError as exc:
+            raise OutputError(str(p), f"{exc.strerror or exc}; left unchanged") from None
     return InstallResult(p, text, tuple(added), write)
