@@ -156,3 +156,35 @@ def test_install_refuses_an_unreadable_settings_path_in_one_line(make: Any, home
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.startswith("ctxwise: error: ") and len(out.stderr.splitlines()) == 1
     assert {p: p.read_bytes() for p in [claude, *claude.rglob("*")] if p.is_file()} == before
+
+
+def _strict(text: str) -> Any:
+    """JSON as Claude Code's JSON.parse reads it: no NaN, no Infinity."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@needs_session
+@pytest.mark.parametrize("number", ["1e400", "-1e400", "NaN"])
+def test_a_number_json_cannot_print_lets_the_call_through(
+    number: str, tmp_path: Path, home: Path
+) -> None:
+    assert SESSION is not None
+    head = json.dumps(_base(SESSION, "PreToolUse"))[:-1]
+    stdin = f'{head}, "tool_name": "Agent", "tool_input": {{"prompt": "gqc.7", "n": {number}}}}}'
+    out = _hook(["subagent-context"], stdin, home)
+    assert out.returncode == 0
+    if out.stdout:  # whatever is printed must be JSON, else Claude Code cannot read it
+        _strict(out.stdout)
+    assert out.stdout == "" and "ValueError" in (home / "h.log").read_text()
+
+
+def test_install_never_writes_a_number_json_cannot_hold(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"env": {"N": 1e400}}', encoding="utf-8")
+    with pytest.raises(FormatError):
+        install_settings(path, hook_settings())
+    assert path.read_text(encoding="utf-8") == '{"env": {"N": 1e400}}'

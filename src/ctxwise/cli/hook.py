@@ -69,7 +69,9 @@ def _stdin() -> str:
 
 
 def _json(data: object) -> str:
-    return "" if data is None else json.dumps(data) + "\n"
+    # allow_nan=False: NaN and Infinity are not JSON, Claude Code could not read them
+    # (a tool input holding 1e400 parses as inf); ValueError lets the call through
+    return "" if data is None else json.dumps(data, allow_nan=False) + "\n"
 
 
 def _run(event: str, handler: Callable[[str], str], deadline: float) -> None:

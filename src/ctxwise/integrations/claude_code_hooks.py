@@ -826,7 +826,12 @@ def install_settings(
         if not isinstance(existing, dict):
             raise FormatError(str(p), "is not a JSON object; left unchanged")
     merged, added = merge_settings(existing, snippet)
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    try:  # 1e400 reads as inf, which json.dumps writes as Infinity: not JSON
+        text = json.dumps(merged, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise FormatError(
+            str(p), "holds a number too large for JSON (or NaN); left unchanged"
+        ) from None
     write = bool(added) and not dry_run
     if write:  # atomically, keeping the file's mode: the one writer in ctxwise._io
         target = Path(os.path.realpath(p))  # replace_file would replace a link itself
