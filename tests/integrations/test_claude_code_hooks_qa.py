@@ -188,3 +188,26 @@ def test_install_never_writes_a_number_json_cannot_hold(tmp_path: Path) -> None:
     with pytest.raises(FormatError):
         install_settings(path, hook_settings())
     assert path.read_text(encoding="utf-8") == '{"env": {"N": 1e400}}'
+
+
+@needs_session
+def test_one_huge_message_does_not_lose_the_other_rules(tmp_path: Path) -> None:
+    # a user who pastes a long log: that one message is over what the rule and fact
+    # finders take (MAX_TEXT_CHARS), the rules stated elsewhere must still be kept
+    from ctxwise.memory.facts import MAX_TEXT_CHARS
+
+    assert SESSION is not None
+    paste = {
+        "type": "user",
+        "uuid": "paste-1",
+        "sessionId": "s",
+        "message": {"role": "user", "content": "log line\n" * (MAX_TEXT_CHARS // 9 + 10)},
+    }
+    path = tmp_path / "pasted.jsonl"
+    path.write_bytes(SESSION.read_bytes() + (json.dumps(paste) + "\n").encode())
+    plain = pre_compact(_base(SESSION, "PreCompact"), archive_dir=tmp_path / "a").instructions
+    assert "Rules:" in plain
+    pasted = pre_compact(_base(path, "PreCompact"), archive_dir=tmp_path / "a").instructions
+    assert pasted == plain
+    start = session_start({**_base(path, "SessionStart"), "source": "compact"})
+    assert start == session_start({**_base(SESSION, "SessionStart"), "source": "compact"})

@@ -385,15 +385,26 @@ def standing_context(transcript: Transcript, *, extractor: str = "prose") -> tup
 
     The same calls the Engine makes on a turn's messages: :meth:`Rules.capture_messages`
     over the non-system messages and :meth:`CaseFacts.update_from_messages` with the
-    ``extractor`` preset (``prose`` | ``support``).
+    ``extractor`` preset (``prose`` | ``support``). A message those refuse (one
+    text over :data:`~ctxwise.memory.facts.MAX_TEXT_CHARS`: a long paste) is left
+    out rather than losing every other message's rules and facts.
     """
     from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 
+    preset = FactExtractor.preset(extractor)
     body = [m for m in transcript.messages if m.role != "system"]
     rules, facts = Rules(), CaseFacts()
-    if body:
-        rules.capture_messages(body)
-        facts.update_from_messages(body, extractor=FactExtractor.preset(extractor))
+    try:
+        if body:
+            rules.capture_messages(body)
+            facts.update_from_messages(body, extractor=preset)
+    except UsageError:  # one message at a time, skipping the ones refused
+        rules, facts = Rules(), CaseFacts()
+        for i, msg in enumerate(body):
+            with contextlib.suppress(UsageError):
+                rules.capture_messages([msg], offset=i)
+            with contextlib.suppress(UsageError):
+                facts.update_from_messages([msg], offset=i, extractor=preset)
     return rules.render(), facts.render()
 
 
