@@ -67,7 +67,7 @@ def test_a_fifo_transcript_does_not_hang(event: str, tmp_path: Path, home: Path)
     fifo = tmp_path / "t.jsonl"
     os.mkfifo(fifo)
     payload = {
-        **_base(fifo, "PreToolUse"),
+        **_base(fifo, "PreToolUse" if event == "subagent-context" else "SubagentStart"),
         "tool_name": "Agent",
         "tool_input": {"prompt": "fix the test"},
         "prompt": "fix the test",
@@ -211,3 +211,37 @@ def test_one_huge_message_does_not_lose_the_other_rules(tmp_path: Path) -> None:
     assert pasted == plain
     start = session_start({**_base(path, "SessionStart"), "source": "compact"})
     assert start == session_start({**_base(SESSION, "SessionStart"), "source": "compact"})
+
+
+@needs_session
+@pytest.mark.parametrize(
+    ("command", "wrong"),
+    [
+        ("subagent-context", "PostToolUse"),
+        ("subagent-start", "SubagentStop"),
+        ("pre-compact", "PreToolUse"),
+        ("session-start", "UserPromptSubmit"),
+    ],
+)
+def test_a_hook_run_on_another_event_answers_nothing(
+    command: str, wrong: str, tmp_path: Path, home: Path
+) -> None:
+    # a hook registered under the wrong event: an answer naming another
+    # hookEventName is an error in Claude Code, and pre-compact must not archive
+    # the session on every tool call
+    assert SESSION is not None
+    payload = {
+        **_base(SESSION, wrong),
+        "tool_name": "Agent",
+        "tool_input": {"prompt": "Show gqc.7"},
+        "tool_response": {"content": []},
+        "prompt": "Show gqc.7",
+        "source": "compact",
+        "trigger": "auto",
+    }
+    arch = tmp_path / "arch"
+    extra = ["--archive", str(arch)] if command in ("pre-compact", "session-start") else []
+    out = _hook([command, *extra], json.dumps(payload), home)
+    assert (out.returncode, out.stdout) == (0, "")
+    assert "hook_event_name" in (home / "h.log").read_text()
+    assert not arch.exists()

@@ -169,7 +169,10 @@ class SessionStartPayload(HookPayload):
 _P = TypeVar("_P", bound=HookPayload)
 
 
-def _parse(model: type[_P], payload: str | Mapping[str, Any]) -> _P:
+def _parse(model: type[_P], payload: str | Mapping[str, Any], event: str) -> _P:
+    """The payload, for a hook that answers ``event``: a payload naming another
+    ``hook_event_name`` is refused (an answer naming ``event`` would be an error in
+    Claude Code). One without the field is taken."""
     try:
         data = json.loads(payload) if isinstance(payload, str) else payload
     except json.JSONDecodeError as exc:
@@ -177,11 +180,18 @@ def _parse(model: type[_P], payload: str | Mapping[str, Any]) -> _P:
     if not isinstance(data, Mapping):
         raise FormatError("hook payload", f"not a JSON object but {type(data).__name__}")
     try:
-        return model.model_validate(dict(data))
+        parsed = model.model_validate(dict(data))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "payload"
         raise FormatError("hook payload", f"{where}: {first['msg']}") from None
+    if parsed.hook_event_name is not None and parsed.hook_event_name != event:
+        raise FormatError(
+            "hook payload",
+            f"hook_event_name is {parsed.hook_event_name!r}; this hook answers {event} only"
+            " (check the event it is registered under)",
+        )
+    return parsed
 
 
 def _read(path: str | Path) -> Transcript:
@@ -286,7 +296,7 @@ def subagent_context(
         FormatError: the payload is not a PreToolUse payload, or the transcript
             does not read.
     """
-    p = _parse(PreToolUsePayload, payload)
+    p = _parse(PreToolUsePayload, payload, "PreToolUse")
     if p.tool_name not in SUBAGENT_TOOLS:
         return None
     prompt = p.tool_input.get("prompt")
@@ -346,7 +356,7 @@ def subagent_start(
         FormatError: the payload is not a SubagentStart payload, or the transcript
             does not read.
     """
-    p = _parse(SubagentStartPayload, payload)
+    p = _parse(SubagentStartPayload, payload, "SubagentStart")
     transcript = _read(p.transcript_path)
     task = p.prompt if p.prompt and p.prompt.strip() else None
     task = task or _latest_subagent_prompt(transcript.messages, p.agent_type)
@@ -544,7 +554,7 @@ def pre_compact(
         FormatError: the payload is not a PreCompact payload, or the transcript
             cannot be read.
     """
-    p = _parse(PreCompactPayload, payload)
+    p = _parse(PreCompactPayload, payload, "PreCompact")
     base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
     copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock)
     rules, facts = standing_context(_read(p.transcript_path), extractor=extractor)
@@ -569,7 +579,7 @@ def session_start(
     Raises:
         FormatError: the payload is not a SessionStart payload, or no transcript reads.
     """
-    p = _parse(SessionStartPayload, payload)
+    p = _parse(SessionStartPayload, payload, "SessionStart")
     if p.source != "compact":
         return None
     path = Path(p.transcript_path)
