@@ -424,14 +424,22 @@ class Relay:
         lines = chunk.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        scores = list(self.scorer.score(lines))
+        try:
+            scores = [float(s) for s in self.scorer.score(lines)]
+        except CtxwiseError:
+            raise  # a provider or store failure: the last commit stands; resume later
+        except Exception as exc:
+            # a Python scorer may raise anything, or give what is not a number
+            raise RelayError(
+                "step", f"the scorer raised {type(exc).__name__} on chunk {index}: {exc}"
+            ) from exc
         if len(scores) != len(lines):
             raise RelayError(
                 "step", f"the scorer returned {len(scores)} scores for {len(lines)} lines"
             )
         threshold = float(self.scorer.threshold)
         new = [
-            KeptLine(index, i, text, float(s))
+            KeptLine(index, i, text, s)
             for i, (text, s) in enumerate(zip(lines, scores, strict=True))
             if s > threshold
         ]
