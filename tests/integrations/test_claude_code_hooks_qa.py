@@ -245,3 +245,73 @@ def test_a_hook_run_on_another_event_answers_nothing(
     assert (out.returncode, out.stdout) == (0, "")
     assert "hook_event_name" in (home / "h.log").read_text()
     assert not arch.exists()
+
+
+def _hook_in(encoding: str, args: list[str], stdin: bytes, home: Path) -> bytes:
+    """A hook run whose standard streams default to ``encoding`` (a Latin-1 locale);
+    Claude Code still writes and reads UTF-8."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
+        "CTXWISE_HOOK_LOG": str(home / "h.log"),
+        "PYTHONIOENCODING": encoding,
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxwise.cli", "hook", *args],
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        env=env,
+        cwd=home,
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@needs_session
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"], ids=["plain", "bom"])
+def test_the_payload_is_utf8_whatever_the_locale(bom: bytes, home: Path) -> None:
+    assert SESSION is not None
+    tool_input = {"prompt": "Show gqc.7 — naïve", "description": "Café ✓", "x": ["ü"]}
+    payload = {**_base(SESSION, "PreToolUse"), "tool_name": "Agent", "tool_input": tool_input}
+    stdin = bom + json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    out = _hook_in("latin-1", ["subagent-context"], stdin, home)
+    updated = _strict(out.decode("utf-8"))["hookSpecificOutput"]["updatedInput"]
+    assert updated["description"] == "Café ✓" and updated["x"] == ["ü"]
+    assert updated["prompt"].startswith("Show gqc.7 — naïve")
+
+
+def test_pre_compact_prints_utf8_whatever_the_locale(tmp_path: Path, home: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    rule = "Always answer in Français — never use “smart quotes”."
+    event = {"type": "user", "uuid": "u1", "message": {"role": "user", "content": rule}}
+    path.write_text(json.dumps(event, ensure_ascii=False) + "\n", encoding="utf-8")
+    stdin = json.dumps(_base(path, "PreCompact")).encode()
+    out = _hook_in("latin-1", ["pre-compact", "--archive", str(tmp_path / "a")], stdin, home)
+    assert "Français — never use “smart quotes”" in out.decode("utf-8")
+
+
+@pytest.mark.parametrize("event", ["subagent-context", "pre-compact"])
+def test_a_payload_that_never_ends_still_exits_0(event: str, home: Path) -> None:
+    # stdin left open: the deadline passes with the read still blocked, and the
+    # interpreter must still exit cleanly (a read on sys.stdin.buffer aborts it)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CTXWISE_HOOK_LOG": str(home / "h.log")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "ctxwise.cli", "hook", event, "--deadline", "0.5"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=home,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        proc.stdin.write(b'{"session_id": "s", ')
+        proc.stdin.flush()
+        try:
+            rc = proc.wait(timeout=TIMEOUT)
+            out, err = proc.stdout.read(), proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert (rc, out, err) == (0, b"", b"")
+    assert "deadline of 0.5s passed" in (home / "h.log").read_text()

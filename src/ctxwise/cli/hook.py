@@ -25,6 +25,7 @@ that is not valid JSON is refused with exit code 2 and left as it is.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from enum import StrEnum
@@ -65,7 +66,20 @@ ExtractorOpt = Annotated[
 
 
 def _stdin() -> str:
-    return sys.stdin.read()
+    # Claude Code writes the payload in UTF-8 whatever the locale says: read bytes, or
+    # a Latin-1 locale turns every non-ASCII character of the tool input into
+    # mojibake that updatedInput would hand back (a leading BOM is dropped)
+    # The file descriptor, not sys.stdin.buffer: a read still blocked there when the
+    # deadline passes would hold the buffer's lock, and the interpreter aborts at exit
+    # (exit code 134) trying to take it.
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced sys.stdin (tests)
+        return sys.stdin.read()
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8-sig")
 
 
 def _json(data: object) -> str:
@@ -78,8 +92,14 @@ def _run(event: str, handler: Callable[[str], str], deadline: float) -> None:
     from ctxwise.integrations.claude_code_hooks import run_hook
 
     text = run_hook(event, handler, _stdin, deadline=deadline)
-    if text:
-        sys.stdout.write(text)
+    if text:  # UTF-8, as Claude Code reads it (lone surrogates escaped)
+        data = text.encode("utf-8", errors="backslashreplace")
+        buffer = getattr(sys.stdout, "buffer", None)
+        if buffer is None:
+            sys.stdout.write(data.decode("utf-8"))
+        else:
+            sys.stdout.flush()
+            buffer.write(data)
         sys.stdout.flush()
 
 
