@@ -8,8 +8,18 @@ from pathlib import Path
 import pytest
 
 from ctxwise.errors import RelayError
-from ctxwise.relay import HandoverParser, Relay, Workload
-from tests.relay.conftest import small_counting
+from ctxwise.memory import InMemoryStore
+from ctxwise.relay import (
+    DirectoryRuns,
+    HandoverParser,
+    Relay,
+    RunStore,
+    StepRequest,
+    StepResult,
+    StoreRuns,
+    Workload,
+)
+from tests.relay.conftest import assert_same_result, small_counting
 
 CHUNKS = 4
 
@@ -41,3 +51,41 @@ def test_a_scorer_that_raises_or_returns_no_numbers_is_a_relay_error(
         relay.run("job")
     # the start was committed: the run resumes once the scorer is fixed
     assert relay.runs.manifest("job").step == -1
+
+
+class _SurrogateStep:
+    """The parser, but the first row's holder gets a lone surrogate, which no
+    state file can hold as UTF-8."""
+
+    def __init__(self) -> None:
+        self.parser = HandoverParser()
+
+    def __call__(self, request: StepRequest) -> StepResult:
+        rows = [dict(r) for r in request.table]
+        rows[0]["holder"] = "Ana \ud800"
+        return StepResult(table=rows)
+
+
+@pytest.mark.parametrize("backend", ["directory", "memory"])
+def test_a_refused_value_with_a_lone_surrogate_is_committed_not_a_crash(
+    tmp_path: Path, backend: str
+) -> None:
+    runs: RunStore = (
+        DirectoryRuns(tmp_path / "runs") if backend == "directory" else StoreRuns(InMemoryStore())
+    )
+    job = _workload()
+    assert job.table is not None and "holder" in job.table.columns
+    result = Relay(job, _SurrogateStep(), runs=runs).run("job")
+    assert result.done
+    assert result.table == tuple(job.table.rows)  # every proposal refused
+    assert all("'holder'" in r.violations[0] for r in result.rejections)
+    assert len(result.rejections) == 2 * CHUNKS
+
+
+def test_a_refused_value_with_a_lone_surrogate_is_recorded_and_resumes(tmp_path: Path) -> None:
+    job = _workload()
+    whole = Relay(job, _SurrogateStep(), runs=tmp_path / "a").run("job")
+    assert whole.rejections[0].changes[0].new == "Ana \ud800"
+    Relay(job, _SurrogateStep(), runs=tmp_path / "b").run("job", stop_after=2)
+    resumed = Relay(job, _SurrogateStep(), runs=tmp_path / "b").resume("job")
+    assert_same_result(resumed, whole)

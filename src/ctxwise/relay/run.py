@@ -129,7 +129,10 @@ class _State:
         }
         # insertion order kept (table rows keep their column order): the dump is
         # deterministic because every part is built in a fixed order
-        return json.dumps(data, ensure_ascii=False).encode("utf-8")
+        # a rejected proposal's record may hold a lone surrogate (a step's reason, a
+        # refused value): it can only be inside a JSON string, where backslashreplace
+        # writes it as the JSON escape \uXXXX, which loads back as the same string
+        return json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
 
     @classmethod
     def load(cls, data: bytes, where: str) -> _State:
