@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxwise.errors import RelayError
+from ctxwise.errors import RelayError, RelayStateError
 from ctxwise.memory import InMemoryStore
 from ctxwise.relay import (
     DirectoryRuns,
@@ -89,3 +92,46 @@ def test_a_refused_value_with_a_lone_surrogate_is_recorded_and_resumes(tmp_path:
     Relay(job, _SurrogateStep(), runs=tmp_path / "b").run("job", stop_after=2)
     resumed = Relay(job, _SurrogateStep(), runs=tmp_path / "b").resume("job")
     assert_same_result(resumed, whole)
+
+
+def _started(tmp_path: Path) -> tuple[Relay, Path]:
+    relay = Relay(_workload(), HandoverParser(), runs=tmp_path / "runs")
+    relay.run("job", stop_after=2)
+    return relay, tmp_path / "runs" / "job"
+
+
+def _rewrite(folder: Path, manifest: dict[str, Any] | None = None, **state: Any) -> None:
+    """Change the run's manifest and state file, the state's hash recomputed so
+    only the checks of what they say can refuse them."""
+    found = json.loads((folder / "manifest.json").read_bytes())
+    name = found["state"]["name"]
+    data = json.loads((folder / name).read_bytes())
+    data.update(state)
+    raw = json.dumps(data).encode()
+    (folder / name).write_bytes(raw)
+    found["state"].update(sha256=hashlib.sha256(raw).hexdigest(), bytes=len(raw))
+    found.update(manifest or {})
+    (folder / "manifest.json").write_text(json.dumps(found))
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize(
+    ("manifest", "state"),
+    [
+        ({"step": 50}, {"step": 50}),  # beyond the last chunk
+        ({"step": CHUNKS}, {"step": CHUNKS}),  # one past it
+        ({"steps": 99}, {}),  # a manifest of a run over other chunks
+    ],
+)
+def test_resume_refuses_a_step_the_workload_does_not_have(
+    tmp_path: Path, manifest: dict[str, Any], state: dict[str, Any]
+) -> None:
+    relay, folder = _started(tmp_path)
+    _rewrite(folder, manifest, **state)
+    before = _snapshot(folder)
+    with pytest.raises(RelayStateError, match="chunks"):
+        relay.resume("job")
+    assert _snapshot(folder) == before

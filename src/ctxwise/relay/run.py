@@ -381,6 +381,14 @@ class Relay:
                 "run", f"run {run_id!r} was started on another job or with other settings"
             )
         where = self.runs.where(run_id)
+        total = len(self.workload.chunks)
+        if manifest.steps != total or manifest.step >= total:
+            # the fingerprint covers the chunks: only a damaged manifest gets here
+            raise RelayStateError(
+                f"the manifest is of step {manifest.step} of {manifest.steps} chunks; "
+                f"the workload has {total} chunks",
+                path=where,
+            )
         if data is None:
             raise RelayStateError("the manifest names no state file", path=where)
         state = _State.load(data, where)
