@@ -327,6 +327,14 @@ def test_pre_compact_gives_the_rules_and_facts_as_the_summary_instructions(
         hooks = CtxwiseHooks(engine, "nothing-said")
         plain = {**payload, "transcript_path": str(tmp_path / "missing.jsonl")}
         assert _hook(hooks.pre_compact, plain, None) == {}
+    # an archive that cannot be written: the rules still go to the summary
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the archive folder goes")
+    with _engine(tmp_path / "blocked-engine") as engine:
+        hooks = CtxwiseHooks(engine, "b", archive_dir=blocked)
+        out = _hook(hooks.pre_compact, payload, None)
+        assert "- Always answer in French." in out["systemMessage"]
+        assert hooks.archived == []
 
 
 # -- wiring and bad setup ----------------------------------------------------------------

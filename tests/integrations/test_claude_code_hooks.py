@@ -265,6 +265,24 @@ def test_pre_compact_then_session_start_keeps_the_rules(session: Path, tmp_path:
     assert len(small["hookSpecificOutput"]["additionalContext"]) <= 120
 
 
+def test_an_archive_that_cannot_be_written_still_keeps_the_rules(
+    session: Path, tmp_path: Path
+) -> None:
+    blocked = tmp_path / "arch"
+    blocked.write_text("a file where the archive folder goes")
+    payload = {**_base(session, "PreCompact"), "trigger": "auto"}
+    result = pre_compact(payload, archive_dir=blocked, clock=lambda: FIXED)
+    assert result.archive is None and result.archive_error is not None
+    assert "DO NOT create any beads" in result.instructions
+    # the hook prints them all the same, and logs the archive's failure
+    log = tmp_path / "hooks.log"
+    out = _hook(["pre-compact", "--archive", str(blocked)], json.dumps(payload), tmp_path, log=log)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == result.instructions.strip()
+    assert "pre-compact: archive not written" in log.read_text()
+    assert blocked.read_text() == "a file where the archive folder goes"
+
+
 def test_deadline_leaves_everything_unchanged(tmp_path: Path) -> None:
     release = threading.Event()
     log = tmp_path / "hooks.log"

@@ -146,9 +146,12 @@ def pre_compact_cmd(
     """PreCompact: archive the transcript; print the rules and facts the summary keeps."""
 
     def handle(payload: str) -> str:
-        from ctxwise.integrations.claude_code_hooks import pre_compact
+        from ctxwise.integrations.claude_code_hooks import log_hook_failure, pre_compact
 
-        return pre_compact(payload, archive_dir=archive, extractor=extractor.value).instructions
+        result = pre_compact(payload, archive_dir=archive, extractor=extractor.value)
+        if result.archive_error is not None:  # the rules still go to the summary
+            log_hook_failure("pre-compact", result.archive_error)
+        return result.instructions
 
     _run("pre-compact", handle, deadline)
 

@@ -349,10 +349,13 @@ class CtxwiseHooks:
         data = cast("Mapping[str, Any]", input_data)
         path = data.get("transcript_path")
         path = path if isinstance(path, str) else None
-        try:
-            if self.archive_dir is not None and path and Path(path).is_file():
-                cli_session = str(data.get("session_id") or self.session_id)
+        if self.archive_dir is not None and path and Path(path).is_file():
+            cli_session = str(data.get("session_id") or self.session_id)
+            try:
                 self.archived.append(archive_transcript(path, self.archive_dir, cli_session))
+            except Exception as exc:  # the rules still go to the summary
+                _log.warning("PreCompact archive for session %r failed: %s", self.session_id, exc)
+        try:
             text = keep_instructions(*self.standing(path))
         except Exception as exc:  # the CLI compacts with its default instructions
             _log.warning("PreCompact for session %r failed: %s", self.session_id, exc)

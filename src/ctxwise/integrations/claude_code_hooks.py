@@ -531,11 +531,17 @@ def _latest_archive(archive_dir: Path, session_id: str) -> Path | None:
 @dataclass(frozen=True, slots=True)
 class PreCompactResult:
     """Where the transcript was archived, and the text for the compaction
-    instructions (``""`` when there are no rules or facts to keep)."""
+    instructions (``""`` when there are no rules or facts to keep).
 
-    archive: Path
+    ``archive`` is None when the copy could not be written (a full disk, a
+    read-only home, a file where the archive folder goes); ``archive_error`` then
+    says why. The instructions are found all the same: the summary keeping the
+    session's rules matters more than the copy."""
+
+    archive: Path | None
     instructions: str
     trigger: str | None
+    archive_error: str | None = None
 
 
 def pre_compact(
@@ -548,7 +554,9 @@ def pre_compact(
     """Archive the transcript, then find the rules and case facts the summary keeps.
 
     The archive is written first, so it exists even when the transcript does not
-    parse.
+    parse. An archive that cannot be written (:class:`OSError`) does not stop the
+    rules and facts from being found: the result has ``archive`` None and the
+    reason in ``archive_error``.
 
     Raises:
         FormatError: the payload is not a PreCompact payload, or the transcript
@@ -556,9 +564,14 @@ def pre_compact(
     """
     p = _parse(PreCompactPayload, payload, "PreCompact")
     base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
-    copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock)
+    copy: Path | None = None
+    problem: str | None = None
+    try:
+        copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock)
+    except OSError as exc:
+        problem = f"archive not written to {base}: {exc.strerror or exc}"
     rules, facts = standing_context(_read(p.transcript_path), extractor=extractor)
-    return PreCompactResult(copy, keep_instructions(rules, facts), p.trigger)
+    return PreCompactResult(copy, keep_instructions(rules, facts), p.trigger, problem)
 
 
 def session_start(
