@@ -397,3 +397,25 @@ def test_switching_the_subagent_hook_replaces_the_other(tmp_path: Path) -> None:
     assert "SubagentStart" not in after
     assert after["PreToolUse"] == ["my-linter", "ctxwise hook subagent-context"]
     assert after["PreCompact"] == ["ctxwise hook pre-compact"]
+
+
+def test_installing_with_another_command_replaces_the_old_hooks(tmp_path: Path) -> None:
+    path = tmp_path / ".claude" / "settings.json"
+    mine = {"matcher": "", "hooks": [{"type": "command", "command": "my-notes pre-compact"}]}
+    path.parent.mkdir()
+    path.write_text(json.dumps({"hooks": {"PreCompact": [mine]}}), encoding="utf-8")
+
+    def commands() -> dict[str, list[str]]:
+        hooks = json.loads(path.read_text())["hooks"]
+        return {e: [h["command"] for g in gs for h in g["hooks"]] for e, gs in hooks.items()}
+
+    install_settings(path, hook_settings("/old/bin/ctxwise"))
+    result = install_settings(path, hook_settings("uvx ctxwise"))
+    assert result.written and set(result.added) == {"PreToolUse", "PreCompact", "SessionStart"}
+    assert commands() == {  # each hook once, with the new command; the user's own kept
+        "PreCompact": ["my-notes pre-compact", "uvx ctxwise hook pre-compact"],
+        "PreToolUse": ["uvx ctxwise hook subagent-context"],
+        "SessionStart": ["uvx ctxwise hook session-start"],
+    }
+    again = install_settings(path, hook_settings("uvx ctxwise"))
+    assert not again.written and again.added == ()

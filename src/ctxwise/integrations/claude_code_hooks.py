@@ -736,19 +736,32 @@ def _commands(groups: Sequence[Any]) -> set[str]:
 _SUBAGENT_HOOKS = ("subagent-context", "subagent-start")
 
 
-def _drop_other_subagent_hook(hooks: dict[str, Any], snippet: Mapping[str, Any]) -> None:
-    """Remove ctxwise's other way of giving subagents context (``hook
-    subagent-context`` when the snippet registers ``hook subagent-start``, and the
-    other way round), so a subagent gets its context once. Other hooks are kept."""
-    wanted = {
-        event
-        for c in _commands([g for groups in snippet["hooks"].values() for g in groups])
-        for event in _SUBAGENT_HOOKS
-        if c.endswith(f" hook {event}")
-    }
-    if len(wanted) != 1:
-        return
-    (other,) = set(_SUBAGENT_HOOKS) - wanted
+def _ctxwise_event(command: object) -> str | None:
+    """The ``ctxwise hook`` event a registered command runs (``… hook pre-compact``),
+    whatever runs ctxwise (``ctxwise``, ``uvx ctxwise``, a path), else None."""
+    if not isinstance(command, str):
+        return None
+    return next((e for e in HOOK_EVENTS if command.endswith(f" hook {e}")), None)
+
+
+def _drop_replaced_hooks(hooks: dict[str, Any], snippet: Mapping[str, Any]) -> None:
+    """Remove the ctxwise hooks the snippet replaces: its other way of giving
+    subagents context (``hook subagent-context`` when the snippet registers ``hook
+    subagent-start``, and the other way round), so a subagent gets its context
+    once; and a ctxwise hook the snippet registers with another command (``uvx
+    ctxwise`` after ``/old/bin/ctxwise``), so it does not run twice. Other hooks
+    are kept."""
+    commands = _commands([g for groups in snippet["hooks"].values() for g in groups])
+    new = {e: c for c in commands if (e := _ctxwise_event(c)) is not None}
+    wanted = set(new) & set(_SUBAGENT_HOOKS)
+    other = set(_SUBAGENT_HOOKS) - wanted if len(wanted) == 1 else set()
+
+    def replaced(h: object) -> bool:
+        if not isinstance(h, Mapping):
+            return False
+        event = _ctxwise_event(h.get("command"))
+        return event in other or (event in new and h["command"] != new[event])
+
     for event in list(hooks):
         groups = hooks[event]
         if not isinstance(groups, list):
@@ -757,15 +770,7 @@ def _drop_other_subagent_hook(hooks: dict[str, Any], snippet: Mapping[str, Any])
         for g in groups:
             inner = g.get("hooks") if isinstance(g, Mapping) else None
             if isinstance(inner, list):
-                kept = [
-                    h
-                    for h in inner
-                    if not (
-                        isinstance(h, Mapping)
-                        and isinstance(h.get("command"), str)
-                        and h["command"].endswith(f" hook {other}")
-                    )
-                ]
+                kept = [h for h in inner if not replaced(h)]
                 if not kept and inner:
                     continue
                 g = {**g, "hooks": kept}
@@ -785,7 +790,9 @@ def merge_settings(
     Every other key and hook is kept as it is; a group whose command is already
     registered for that event is not added again (installing twice changes nothing).
     ctxwise's other subagent hook (``subagent-context`` vs ``subagent-start``) is
-    removed, so switching ``--subagent`` replaces it rather than adding a second.
+    removed, so switching ``--subagent`` replaces it rather than adding a second,
+    and so is a ctxwise hook registered with another command (installing with a
+    new ``--command`` replaces the old one).
 
     Raises:
         UsageError: ``hooks`` or one of its events is not of the documented shape.
@@ -794,7 +801,7 @@ def merge_settings(
     hooks = merged.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise UsageError(f"'hooks' in the settings is {type(hooks).__name__}, not an object")
-    _drop_other_subagent_hook(hooks, snippet)
+    _drop_replaced_hooks(hooks, snippet)
     added: list[str] = []
     for event, groups in snippet["hooks"].items():
         current = hooks.setdefault(event, [])
