@@ -265,6 +265,20 @@ def test_pre_compact_then_session_start_keeps_the_rules(session: Path, tmp_path:
     assert len(small["hookSpecificOutput"]["additionalContext"]) <= 120
 
 
+def test_a_payload_naming_no_session_never_reads_another_s_archive(
+    session: Path, tmp_path: Path
+) -> None:
+    arch = tmp_path / "arch"
+    copy = tmp_path / "other.jsonl"
+    copy.write_bytes(session.read_bytes())
+    base = {**_base(copy, "PreCompact"), "session_id": ""}
+    assert pre_compact(base, archive_dir=arch, clock=lambda: FIXED).archive is not None
+    copy.unlink()  # gone: only the shared unknown-session archive is left
+    start = {**base, "hook_event_name": "SessionStart", "source": "compact"}
+    with pytest.raises(FormatError, match="no archive"):
+        session_start(start, archive_dir=arch)
+
+
 def test_an_archive_that_cannot_be_written_still_keeps_the_rules(
     session: Path, tmp_path: Path
 ) -> None:

@@ -518,6 +518,11 @@ def archive_transcript(
 
 
 def _latest_archive(archive_dir: Path, session_id: str) -> Path | None:
+    """The session's latest archive; None when there is none, or when the payload
+    names no session (its copies share ``unknown-session`` with every other such
+    payload's, so they may be another session's)."""
+    if not _SAFE.sub("_", session_id.strip())[:200].strip("."):
+        return None
     folder = archive_dir / _safe_name(session_id)
     found = list(folder.glob("*.jsonl")) if folder.is_dir() else []
 
