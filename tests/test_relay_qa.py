@@ -135,3 +135,67 @@ def test_resume_refuses_a_step_the_workload_does_not_have(
     with pytest.raises(RelayStateError, match="chunks"):
         relay.resume("job")
     assert _snapshot(folder) == before
+
+
+_LINE = {"chunk": 0, "line": 1, "text": "a line", "score": 1.0}
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"step": True},  # a bool for the step
+        {"step": 1.0},  # a float for the step
+        {"notes": 5},
+        {"bogus": 1},  # a key no state file has
+        {"lines": [{**_LINE, "chunk": "0"}]},
+        {"lines": [{**_LINE, "text": 5}]},
+        {"lines": [{**_LINE, "score": "high"}]},
+        {"lines": [{**_LINE, "extra": 1}]},
+        {"lines": {"0": _LINE}},
+        {"dropped": [{**_LINE, "step": 0, "policy": "newest"}]},
+        {
+            "records": [
+                {
+                    "step": 0,
+                    "kept": "1",
+                    "dropped": 0,
+                    "attempts": 1,
+                    "accepted": True,
+                    "notes_cut": False,
+                    "carry_tokens": 1,
+                }
+            ]
+        },
+        {
+            "rejections": [
+                {
+                    "step": 0,
+                    "attempt": 0,
+                    "reason": "invariant",
+                    "violations": "v",
+                    "changes": [],
+                    "final": False,
+                }
+            ]
+        },
+        {"table": [["asset", "pump P-1"]]},  # a row that is not an object
+        {"table": [{"asset": "pump P-1", "bogus": 1}]},  # rows the table spec refuses
+        {"table": []},  # every starting row dropped
+    ],
+)
+def test_resume_refuses_a_state_file_in_the_wrong_shape(
+    tmp_path: Path, state: dict[str, Any]
+) -> None:
+    relay, folder = _started(tmp_path)
+    _rewrite(folder, None, **state)
+    before = _snapshot(folder)
+    with pytest.raises(RelayStateError, match="state file"):
+        relay.resume("job")
+    assert _snapshot(folder) == before
+
+
+def test_a_state_file_that_was_not_changed_still_resumes(tmp_path: Path) -> None:
+    relay, folder = _started(tmp_path)
+    _rewrite(folder, None)  # rewritten with the same values
+    whole = Relay(_workload(), HandoverParser(), runs=tmp_path / "whole").run("job")
+    assert_same_result(relay.resume("job"), whole)

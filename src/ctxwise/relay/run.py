@@ -24,10 +24,11 @@ import dataclasses
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from ctxwise.errors import CtxwiseError, RelayError, RelayStateError
 from ctxwise.relay.carry import CarryBudget, Shares, render_carry, render_table
@@ -48,6 +49,8 @@ from ctxwise.tokens import CharCounter, TokenCounter
 __all__ = ["Rejection", "Relay", "RelayResult", "StepRecord"]
 
 DEFAULT_CARRY_TOKENS = 24_000
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,26 +141,102 @@ class _State:
     def load(cls, data: bytes, where: str) -> _State:
         try:
             raw = json.loads(data)
+            _keys(raw, _STATE_KEYS, "the state")
+            step = raw["step"]
+            if not _fits(step, int):
+                raise ValueError(f"step: {step!r} is not a whole number")
+            if not isinstance(raw["notes"], str):
+                raise ValueError("notes: not a string")
+            table = _list(raw["table"], "table")
+            if not all(isinstance(r, dict) for r in table):
+                raise ValueError("table: a row is not an object")
+            rejections = []
+            for r in _list(raw["rejections"], "rejections"):
+                if not isinstance(r, dict):
+                    raise ValueError("a rejection is not an object")
+                r = {
+                    **r,
+                    "violations": tuple(_list(r.get("violations"), "a rejection's violations")),
+                    "changes": tuple(
+                        _typed(Change, c, "a rejection's change")
+                        for c in _list(r.get("changes", []), "a rejection's changes")
+                    ),
+                }
+                rejections.append(_typed(Rejection, r, "a rejection"))
             return cls(
-                step=int(raw["step"]),
-                lines=[KeptLine(**k) for k in raw["lines"]],
-                table=tuple(dict(r) for r in raw["table"]),
-                notes=str(raw["notes"]),
-                dropped=[DroppedLine(**d) for d in raw["dropped"]],
-                rejections=[
-                    Rejection(
-                        **{
-                            **r,
-                            "violations": tuple(r["violations"]),
-                            "changes": tuple(Change(**c) for c in r["changes"]),
-                        }
-                    )
-                    for r in raw["rejections"]
+                step=step,
+                lines=[_typed(KeptLine, k, "a kept line") for k in _list(raw["lines"], "lines")],
+                table=tuple(dict(r) for r in table),
+                notes=raw["notes"],
+                dropped=[
+                    _typed(DroppedLine, d, "a dropped line")
+                    for d in _list(raw["dropped"], "dropped")
                 ],
-                records=[StepRecord(**r) for r in raw["records"]],
+                rejections=rejections,
+                records=[
+                    _typed(StepRecord, r, "a step record") for r in _list(raw["records"], "records")
+                ],
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise RelayStateError(f"the state file does not parse ({exc})", path=where) from None
+
+
+_STATE_KEYS = frozenset(("step", "lines", "table", "notes", "dropped", "rejections", "records"))
+
+
+def _keys(
+    raw: object, names: Set[str], what: str, optional: Set[str] = frozenset()
+) -> dict[str, Any]:
+    """``raw`` if it is an object with the keys ``names`` (those in ``optional`` may
+    be missing) and no other, else a ValueError."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{what} is not an object")
+    odd = sorted((set(raw) - names) | (names - optional - set(raw)))
+    if odd:
+        raise ValueError(f"{what} has the wrong keys ({', '.join(map(repr, odd))})")
+    return raw
+
+
+def _list(raw: object, what: str) -> list[Any]:
+    if not isinstance(raw, list):
+        raise ValueError(f"{what}: not a list")
+    return raw
+
+
+def _fits(value: object, hint: Any) -> bool:
+    """Whether a value read from JSON is of the field type ``hint`` (a bool is not a number)."""
+    if hint is Any:
+        return True
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint in (str, bool):
+        return isinstance(value, hint)
+    origin = get_origin(hint)
+    if origin is Literal:
+        return value in get_args(hint)
+    if origin in (Union, UnionType):
+        return any(_fits(value, h) for h in get_args(hint))
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_fits(v, get_args(hint)[0]) for v in value)
+    return isinstance(value, origin or hint)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _typed(cls: type[_T], raw: object, what: str) -> _T:
+    """``cls`` (a dataclass) from the object ``raw``, every field present and of its type."""
+    every = dataclasses.fields(cls)  # type: ignore[arg-type]
+    names = {f.name for f in every}
+    defaults = {f.name for f in every if f.default is not dataclasses.MISSING}
+    fields = _keys(raw, names, what, defaults)
+    hints = _HINTS.get(cls) or _HINTS.setdefault(cls, get_type_hints(cls))
+    for name in fields:
+        if not _fits(fields[name], hints[name]):
+            raise ValueError(f"{what}: {name} {fields[name]!r} is not of type {hints[name]}")
+    return cls(**fields)
 
 
 def _utf8(text: str) -> bool:
@@ -397,6 +476,14 @@ class Relay:
                 f"the state is of step {state.step}, the manifest of step {manifest.step}",
                 path=where,
             )
+        # the table was checked when it was committed: one that fails now was edited
+        broken = (
+            [str(v) for v in self.table.check(state.table)]
+            if self.table is not None
+            else (["this job keeps no state table"] if state.table else [])
+        )
+        if broken:
+            raise RelayStateError(f"the state file's table does not hold ({broken[0]})", path=where)
         return self._loop(manifest, state, stop_after, on_commit)
 
     def _loop(
