@@ -199,3 +199,19 @@ def test_a_state_file_that_was_not_changed_still_resumes(tmp_path: Path) -> None
     _rewrite(folder, None)  # rewritten with the same values
     whole = Relay(_workload(), HandoverParser(), runs=tmp_path / "whole").run("job")
     assert_same_result(relay.resume("job"), whole)
+
+
+@pytest.mark.parametrize("name", ["../../outside.json", "/tmp/outside.json", "spec.json"])
+def test_resume_refuses_a_manifest_naming_a_state_file_outside_the_run(
+    tmp_path: Path, name: str
+) -> None:
+    relay, folder = _started(tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_bytes())
+    state = (folder / manifest["state"]["name"]).read_bytes()
+    # a file with the very bytes the hash names, where the manifest now points
+    target = folder / name if not name.startswith("/") else tmp_path / "outside.json"
+    target.write_bytes(state)
+    manifest["state"]["name"] = str(target) if name.startswith("/") else name
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RelayStateError, match="manifest is damaged"):
+        relay.resume("job")

@@ -58,9 +58,11 @@ class _Model(BaseModel):
 
 
 class StateFile(_Model):
-    """A state file: where it is (a path in the run folder, or an item id) and its hash."""
+    """A state file: its name in the run folder (or, less ``.json``, its item id) and
+    its hash. Only a name :meth:`RunStore.commit` gives: a damaged manifest cannot
+    point outside the run."""
 
-    name: str
+    name: str = Field(pattern=r"^state-[0-9]{6,}\.json$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     bytes: int = Field(ge=0)
 
