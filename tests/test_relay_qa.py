@@ -21,6 +21,7 @@ from ctxwise.relay import (
     StepResult,
     StoreRuns,
     Workload,
+    load_spec,
 )
 from tests.relay.conftest import assert_same_result, small_counting
 
@@ -215,3 +216,25 @@ def test_resume_refuses_a_manifest_naming_a_state_file_outside_the_run(
     (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RelayStateError, match="manifest is damaged"):
         relay.resume("job")
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('carry_tokens = "3000"', "carry_tokens"),
+        ('retries = "1"', "retries"),
+        ("retries = 1.0", "retries"),
+        ('[shares]\nlines = "0.5"', "shares.lines"),
+        ('[scorer]\nngram = "2"', "scorer.ngram"),
+        ('[step]\nkind = "faulty-parser"\nrate = "0.5"', "step.rate"),
+        ('[step]\nkind = "faulty-parser"\npersistent = "yes"', "step.persistent"),
+        ("[step]\nseed = 1.5", "step.seed"),
+    ],
+)
+def test_a_spec_value_of_the_wrong_type_is_refused_not_converted(
+    tmp_path: Path, text: str, key: str
+) -> None:
+    spec = tmp_path / "job.toml"
+    spec.write_text(f'workload = "wl"\n{text}\n', encoding="utf-8")
+    with pytest.raises(RelayError, match=key.replace(".", r"\.")):
+        load_spec(spec)

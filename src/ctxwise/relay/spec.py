@@ -61,7 +61,9 @@ def _numeric(annotation: Any) -> bool:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: a value of the wrong type is refused, never converted ("3000" is not
+    # a number, 1.0 is not a whole number, "yes" is not a bool)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     @field_validator("*", mode="before")
     @classmethod
