@@ -238,3 +238,42 @@ def test_a_spec_value_of_the_wrong_type_is_refused_not_converted(
     spec.write_text(f'workload = "wl"\n{text}\n', encoding="utf-8")
     with pytest.raises(RelayError, match=key.replace(".", r"\.")):
         load_spec(spec)
+
+
+def test_a_second_process_on_a_run_in_progress_is_refused(tmp_path: Path) -> None:
+    """While a run advances, another Relay resuming it could commit an older step
+    between this one's state write and manifest write, deleting the state file the
+    manifest then names; a run is held by one Relay at a time instead."""
+    first, folder = _started(tmp_path)
+    seen: list[BaseException] = []
+
+    def meanwhile(step: int) -> None:
+        other = Relay(_workload(), HandoverParser(), runs=tmp_path / "runs")
+        try:
+            other.resume("job", stop_after=1)
+        except RelayError as exc:
+            seen.append(exc)
+
+    result = first.resume("job", on_commit=meanwhile)
+    assert len(seen) == CHUNKS - 2 and all("in use" in str(e) for e in seen)
+    whole = Relay(_workload(), HandoverParser(), runs=tmp_path / "whole").run("job")
+    assert_same_result(result, whole)
+    assert_same_result(
+        Relay(_workload(), HandoverParser(), runs=tmp_path / "runs").resume("job"), whole
+    )
+    # released: the finished run can be read again by anyone
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "state-000004.json"]
+
+
+def test_two_runs_started_with_one_id_leave_one_run(tmp_path: Path) -> None:
+    first = Relay(_workload(), HandoverParser(), runs=tmp_path / "runs")
+    errors: list[BaseException] = []
+
+    def meanwhile(step: int) -> None:
+        try:
+            Relay(_workload(), HandoverParser(), runs=tmp_path / "runs").run("job")
+        except RelayError as exc:
+            errors.append(exc)
+
+    first.run("job", on_commit=meanwhile)
+    assert len(errors) == CHUNKS

@@ -18,9 +18,14 @@ import hashlib
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
+
+try:
+    import fcntl
+except ImportError:  # Windows: runs are not locked
+    fcntl = None  # type: ignore[assignment]
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -133,6 +138,13 @@ class RunStore(ABC):
     def attachment(self, run_id: str, name: str) -> bytes | None:
         """What :meth:`attach` kept as ``name``, or None."""
 
+    @contextlib.contextmanager
+    def hold(self, run_id: str, *, create: bool = False) -> Iterator[None]:
+        """Hold ``run_id`` while a :class:`~ctxwise.relay.Relay` runs it (``create``:
+        the run is being started). This base does nothing; :class:`DirectoryRuns`
+        takes a lock a second process is refused (:class:`RelayError` ``"run"``)."""
+        yield
+
     def exists(self, run_id: str) -> bool:
         """Whether a manifest exists for ``run_id``."""
         return self._read_manifest(check_run_id(run_id)) is not None
@@ -199,6 +211,36 @@ class DirectoryRuns(RunStore):
 
     def where(self, run_id: str) -> str:
         return str(self.root / run_id)
+
+    @contextlib.contextmanager
+    def hold(self, run_id: str, *, create: bool = False) -> Iterator[None]:
+        # an exclusive flock on the run's folder itself (no lock file to leave
+        # behind), released when the descriptor closes, by a crash too: two
+        # processes committing one run could delete the state file the other's
+        # manifest is about to name
+        folder = self.root / check_run_id(run_id)
+        try:
+            if create:
+                folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(folder, os.O_RDONLY)
+        except FileNotFoundError:
+            yield  # no run to hold: reading its manifest says so
+            return
+        except OSError as exc:
+            raise RelayStateError(
+                f"cannot open ({exc.strerror or exc})", path=str(folder)
+            ) from None
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise RelayError(
+                        "run", f"run {run_id!r} in {folder} is in use by another process"
+                    ) from None
+            yield
+        finally:
+            os.close(fd)
 
     def _read(self, path: Path) -> bytes | None:
         try:

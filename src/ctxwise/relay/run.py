@@ -417,10 +417,20 @@ class Relay:
         ``on_commit(step)`` is called after each committed step.
 
         Raises:
-            RelayError: (``"run"``) a run with this id exists; (``"step"``) the step
+            RelayError: (``"run"``) a run with this id exists, or another process
+                holds it (:meth:`RunStore.hold`); (``"step"``) the step
                 returned something that is not a :class:`StepResult`.
         """
         check_run_id(run_id)
+        with self.runs.hold(run_id, create=True):
+            return self._start(run_id, stop_after, on_commit)
+
+    def _start(
+        self,
+        run_id: str,
+        stop_after: int | None,
+        on_commit: Callable[[int], None] | None,
+    ) -> RelayResult:
         if self.runs.exists(run_id):
             raise RelayError(
                 "run", f"run {run_id!r} exists in {self.runs.where(run_id)}; resume it instead"
@@ -451,9 +461,19 @@ class Relay:
         returns its result).
 
         Raises:
-            RelayError: no such run, or it was started on another job.
+            RelayError: no such run, it was started on another job, or another
+                process is running it (:meth:`RunStore.hold`).
             RelayStateError: its manifest or state file is damaged.
         """
+        with self.runs.hold(check_run_id(run_id)):
+            return self._continue(run_id, stop_after, on_commit)
+
+    def _continue(
+        self,
+        run_id: str,
+        stop_after: int | None,
+        on_commit: Callable[[int], None] | None,
+    ) -> RelayResult:
         manifest, data = self.runs.load(run_id)
         if manifest.job != self.fingerprint():
             raise RelayError(
