@@ -22,6 +22,8 @@ from ctxwise.relay import (
     StoreRuns,
     Workload,
     load_spec,
+    load_workload,
+    write_workload,
 )
 from tests.relay.conftest import assert_same_result, small_counting
 
@@ -277,3 +279,40 @@ def test_two_runs_started_with_one_id_leave_one_run(tmp_path: Path) -> None:
 
     first.run("job", on_commit=meanwhile)
     assert len(errors) == CHUNKS
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_write_workload_that_fails_midway_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, existing: bool
+) -> None:
+    out = tmp_path / "wl"
+    if existing:
+        out.mkdir()
+    real = Path.write_bytes
+    calls = {"n": 0}
+
+    def full_disk(self: Path, data: bytes) -> int:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(28, "No space left on device")
+        return real(self, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full_disk)
+    with pytest.raises(OSError):
+        write_workload(_workload(), out)
+    monkeypatch.undo()
+    if existing:
+        assert list(out.iterdir()) == []
+    else:
+        assert not out.exists()
+    assert list(tmp_path.iterdir()) == ([out] if existing else [])
+    write_workload(_workload(), out)  # and the folder can be written once there is room
+    assert load_workload(out).chunks == _workload().chunks
+
+
+def test_write_workload_through_a_link_to_an_empty_folder(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    write_workload(_workload(), tmp_path / "link")
+    assert (tmp_path / "link").is_symlink()
+    assert load_workload(tmp_path / "real").chunks == _workload().chunks

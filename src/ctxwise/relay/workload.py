@@ -18,8 +18,11 @@ time and a random entry id of one shape, so the id is no cue either.
 
 from __future__ import annotations
 
+import os
 import random
 import re
+import secrets
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,30 +131,50 @@ def write_workload(workload: Workload, folder: str | Path) -> Path:
 
     Raises:
         RelayError: ``folder`` exists and is not an empty folder.
+        OSError: writing failed; nothing is left of what was written.
     """
     out = Path(folder)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise RelayError("workload", f"{out} exists and is not an empty folder", path=str(out))
-    (out / "chunks").mkdir(parents=True, exist_ok=True)
-    meta = _WorkloadFile(
-        format="ctxwise-relay-workload",
-        version=1,
-        name=workload.name,
-        instruction=workload.instruction,
-        examples=workload.examples,
-        table=workload.table,
-        chunks=len(workload.chunks),
-        generator=dict(workload.generator) if workload.generator is not None else None,
-    )
-    for i, text in enumerate(workload.chunks):
-        (out / "chunks" / _chunk_name(i)).write_bytes(text.encode("utf-8"))
-    if workload.answers is not None:
-        (out / "answers.json").write_text(
-            workload.answers.model_dump_json(indent=1) + "\n", encoding="utf-8"
+    # written in a hidden folder beside it, then renamed into place (over the
+    # empty folder, if there is one, through a link to it): a failure halfway
+    # leaves nothing behind
+    dest = out.resolve() if out.exists() else out
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.mkdir()  # 0o777 less the umask, like the folder itself would get
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise RelayError("workload", "cannot create a temporary folder", path=str(dest.parent))
+    try:
+        (tmp / "chunks").mkdir()
+        meta = _WorkloadFile(
+            format="ctxwise-relay-workload",
+            version=1,
+            name=workload.name,
+            instruction=workload.instruction,
+            examples=workload.examples,
+            table=workload.table,
+            chunks=len(workload.chunks),
+            generator=dict(workload.generator) if workload.generator is not None else None,
         )
-    (out / "workload.json").write_text(
-        meta.model_dump_json(indent=2, exclude_none=True) + "\n", encoding="utf-8"
-    )
+        for i, text in enumerate(workload.chunks):
+            (tmp / "chunks" / _chunk_name(i)).write_bytes(text.encode("utf-8"))
+        if workload.answers is not None:
+            (tmp / "answers.json").write_bytes(
+                (workload.answers.model_dump_json(indent=1) + "\n").encode("utf-8")
+            )
+        (tmp / "workload.json").write_bytes(
+            (meta.model_dump_json(indent=2, exclude_none=True) + "\n").encode("utf-8")
+        )
+        os.rename(tmp, dest)  # fails if dest was filled meanwhile: nothing is replaced
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return out
 
 
