@@ -316,3 +316,16 @@ def test_write_workload_through_a_link_to_an_empty_folder(tmp_path: Path) -> Non
     write_workload(_workload(), tmp_path / "link")
     assert (tmp_path / "link").is_symlink()
     assert load_workload(tmp_path / "real").chunks == _workload().chunks
+
+
+class _WordThreshold:
+    threshold = "high"
+
+    def score(self, lines: Sequence[str]) -> list[float]:
+        return [0.0] * len(lines)
+
+
+def test_a_scorer_whose_threshold_is_not_a_number_is_refused_up_front(tmp_path: Path) -> None:
+    with pytest.raises(RelayError, match="threshold"):
+        Relay(_workload(), HandoverParser(), runs=tmp_path / "runs", scorer=_WordThreshold())  # type: ignore[arg-type]
+    assert not (tmp_path / "runs").exists()

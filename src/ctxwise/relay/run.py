@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import numbers
 import re
 from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
@@ -363,6 +364,9 @@ class Relay:
                 workload.examples.keep, workload.examples.skip, instruction=workload.instruction
             )
         )
+        threshold: object = self.scorer.threshold  # a Python scorer may hold anything
+        if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real):
+            raise RelayError("spec", f"the scorer's threshold must be a number, not {threshold!r}")
         self.drop_policy: DropPolicy = drop_policy
         LineStore(self.budget.lines, self.counter, drop_policy)  # validates the policy
         self.table = StateTable(workload.table, checks=checks) if workload.table else None
