@@ -86,13 +86,6 @@ def _base(path: Path, event: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    h = tmp_path / "home"
-    h.mkdir()
-    return h
-
-
 def _copy(src: Path, tmp_path: Path) -> Path:
     dst = tmp_path / src.name
     shutil.copyfile(src, dst)

@@ -23,40 +23,10 @@ from ctxwise.integrations.claude_code_hooks import (
     subagent_start,
 )
 from tests.conftest import claude_code_files
+from tests.integrations.test_claude_code_hooks import TIMEOUT, _base, _hook
 
-TIMEOUT = 20
 SESSION = next((p for p in claude_code_files() if p.name == "subagent.jsonl"), None)
 needs_session = pytest.mark.skipif(SESSION is None, reason="shared transcripts not found")
-
-
-def _hook(args: list[str], stdin: str, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CTXWISE_HOOK_LOG": str(home / "h.log")}
-    return subprocess.run(
-        [sys.executable, "-m", "ctxwise.cli", "hook", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=env,
-        cwd=home,
-    )
-
-
-def _base(path: Path | str, event: str) -> dict[str, Any]:
-    return {
-        "session_id": "7f1c2a9e-0000-4000-8000-000000000002",
-        "transcript_path": str(path),
-        "cwd": str(Path(path).parent),
-        "permission_mode": "default",
-        "hook_event_name": event,
-    }
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    h = tmp_path / "home"
-    h.mkdir()
-    return h
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -74,7 +44,7 @@ def test_a_fifo_transcript_does_not_hang(event: str, tmp_path: Path, home: Path)
     }
     out = _hook([event, "--deadline", "15"], json.dumps(payload), home)
     assert (out.returncode, out.stdout) == (0, "")
-    log = (home / "h.log").read_text()
+    log = (home / "hooks.log").read_text()
     assert "deadline" not in log and "FormatError" in log and "not a regular file" in log
 
 
@@ -179,7 +149,7 @@ def test_a_number_json_cannot_print_lets_the_call_through(
     assert out.returncode == 0
     if out.stdout:  # whatever is printed must be JSON, else Claude Code cannot read it
         _strict(out.stdout)
-    assert out.stdout == "" and "ValueError" in (home / "h.log").read_text()
+    assert out.stdout == "" and "ValueError" in (home / "hooks.log").read_text()
 
 
 def test_install_never_writes_a_number_json_cannot_hold(tmp_path: Path) -> None:
@@ -243,7 +213,7 @@ def test_a_hook_run_on_another_event_answers_nothing(
     extra = ["--archive", str(arch)] if command in ("pre-compact", "session-start") else []
     out = _hook([command, *extra], json.dumps(payload), home)
     assert (out.returncode, out.stdout) == (0, "")
-    assert "hook_event_name" in (home / "h.log").read_text()
+    assert "hook_event_name" in (home / "hooks.log").read_text()
     assert not arch.exists()
 
 
@@ -253,7 +223,7 @@ def _hook_in(encoding: str, args: list[str], stdin: bytes, home: Path) -> bytes:
     env = {
         "PATH": "/usr/bin:/bin",
         "HOME": str(home),
-        "CTXWISE_HOOK_LOG": str(home / "h.log"),
+        "CTXWISE_HOOK_LOG": str(home / "hooks.log"),
         "PYTHONIOENCODING": encoding,
     }
     out = subprocess.run(
@@ -295,7 +265,7 @@ def test_pre_compact_prints_utf8_whatever_the_locale(tmp_path: Path, home: Path)
 def test_a_payload_that_never_ends_still_exits_0(event: str, home: Path) -> None:
     # stdin left open: the deadline passes with the read still blocked, and the
     # interpreter must still exit cleanly (a read on sys.stdin.buffer aborts it)
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CTXWISE_HOOK_LOG": str(home / "h.log")}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "CTXWISE_HOOK_LOG": str(home / "hooks.log")}
     with subprocess.Popen(
         [sys.executable, "-m", "ctxwise.cli", "hook", event, "--deadline", "0.5"],
         stdin=subprocess.PIPE,
@@ -314,4 +284,4 @@ def test_a_payload_that_never_ends_still_exits_0(event: str, home: Path) -> None
             if proc.poll() is None:
                 proc.kill()
     assert (rc, out, err) == (0, b"", b"")
-    assert "deadline of 0.5s passed" in (home / "h.log").read_text()
+    assert "deadline of 0.5s passed" in (home / "hooks.log").read_text()
