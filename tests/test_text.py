@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ctxwise.errors import UsageError
-from ctxwise.text import DEFAULT_ANALYZER, MAX_TERM_CHARS, STOPWORDS, Analyzer, normalize, words
+from ctxwise.text import (
+    _CJK_RUN,
+    DEFAULT_ANALYZER,
+    MAX_TERM_CHARS,
+    STOPWORDS,
+    Analyzer,
+    _fold_table,
+    _word_pattern,
+    normalize,
+    words,
+)
 
 
 def test_normalization_folds_case_width_ligatures_and_latin_diacritics() -> None:
@@ -50,3 +62,44 @@ def test_terms_round_trip_and_analysis_is_stable(text: str) -> None:
     assert all(w and " " not in w and len(w) <= MAX_TERM_CHARS for w in found)
     assert DEFAULT_ANALYZER.terms(text).split() == found
     assert words(" ".join(words(text))) == words(text)  # normalized words are fixed points
+
+
+def _words_by_the_full_steps(text: str) -> list[str]:
+    """Steps 1–3 with no shortcut: the folding table on every text, and the word
+    pattern that holds every combining mark."""
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_fold_table())
+    found = _word_pattern().findall(_CJK_RUN.sub(r" \1 ", folded.replace("_", " ")))
+    return [w[:MAX_TERM_CHARS] for w in found]
+
+
+_MIXED = st.text(
+    alphabet=st.one_of(
+        st.sampled_from("aZ9_ -'.\n"),
+        st.sampled_from("éÉçœßﬁ²Ａ東京タワーー々ह िन्‍\u0301\u0308\u200dΆάῷЖж한😀"),
+        st.characters(),
+    ),
+    max_size=300,
+)
+
+
+@given(_MIXED)
+def test_the_shortcuts_give_exactly_the_terms_of_the_full_steps(text: str) -> None:
+    assert words(text) == _words_by_the_full_steps(text)
+    assert normalize(text) == unicodedata.normalize("NFKC", text).casefold().translate(
+        _fold_table()
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "plain ascii text_with_underscores and 42",
+        "a dash — and “quotes” only",  # non-ASCII without marks or diacritics
+        "café then e\u0301 decomposed",  # NFKC composes this one
+        "\u1e9b\u0323 and q\u0307",  # a mark NFKC cannot compose stays in its word
+        "हिन्दी and 東京 and Ελληνικά",
+        "x" * 300 + " é",
+    ],
+)
+def test_the_shortcuts_on_each_kind_of_text(text: str) -> None:
+    assert words(text) == _words_by_the_full_steps(text)

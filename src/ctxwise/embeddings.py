@@ -89,10 +89,11 @@ class HashingEmbedder:
     def embed(self, texts: Sequence[str]) -> Vectors:
         out = np.zeros((len(texts), self._dim), dtype=np.float32)
         for i, text in enumerate(texts):
-            row = out[i]
-            for feature in self.features(text):
-                bucket, sign = _bucket(feature, self._dim)
-                row[bucket] += sign
+            hashed = [_bucket(feature, self._dim) for feature in self.features(text)]
+            if hashed:
+                buckets, signs = zip(*hashed, strict=True)
+                # counts of ±1 are whole numbers: summed in float64, exact in float32
+                out[i] = np.bincount(buckets, weights=signs, minlength=self._dim)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
