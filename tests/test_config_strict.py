@@ -8,8 +8,16 @@ from typing import Any
 
 import pytest
 
-from ctxwise.config import ClearingConfig, EngineConfig, config_from_dict, load_config
-from ctxwise.errors import ConfigError
+from ctxwise.config import (
+    ClearingConfig,
+    EngineConfig,
+    MemoryConfig,
+    RouterConfig,
+    TrimConfig,
+    config_from_dict,
+    load_config,
+)
+from ctxwise.errors import ConfigError, CtxwiseError
 
 
 @pytest.mark.parametrize(
@@ -32,6 +40,37 @@ def test_direct_construction_is_a_config_error_naming_the_key(
         EngineConfig.model_validate(kwargs)
     with pytest.raises(ConfigError, match=f"^here: .*{where}"):
         config_from_dict(kwargs, source="here")
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: ClearingConfig(trigger=2), "ClearingConfig: trigger: "),
+        (lambda: MemoryConfig(k=0), "MemoryConfig: k: "),
+        (lambda: TrimConfig(max_items=-1), "TrimConfig: max_items: "),
+        (lambda: MemoryConfig(bogus=1), "MemoryConfig: bogus: unknown key"),
+        (lambda: RouterConfig(), "RouterConfig: give exactly one of 'file' or 'keywords'"),
+    ],
+)
+def test_a_section_built_on_its_own_is_a_config_error_too(build: Any, message: str) -> None:
+    with pytest.raises(CtxwiseError) as caught:
+        build()
+    assert isinstance(caught.value, ConfigError)
+    assert str(caught.value).startswith(message)
+
+
+def test_inside_an_engine_config_a_section_error_keeps_the_whole_key_path() -> None:
+    with pytest.raises(ConfigError, match=r"^EngineConfig: clearing\.trigger: "):
+        EngineConfig(clearing={"trigger": 2})
+    with pytest.raises(ConfigError, match=r"^EngineConfig: tool_results\.trim\.x\.max_items: "):
+        EngineConfig(tool_results={"trim": {"x": {"max_items": -1}}})
+    with pytest.raises(ConfigError, match=r"^EngineConfig: router: give exactly one"):
+        EngineConfig(router={"file": "a.json", "keywords": {}})
+    # a section already built is checked when it is built, under its own name
+    with pytest.raises(ConfigError, match=r"^ClearingConfig: trigger: "):
+        EngineConfig(clearing=ClearingConfig(trigger=2))
+    # and a good one still nests after a bad one failed
+    assert EngineConfig(clearing=ClearingConfig(trigger=0.5)).clearing.trigger == 0.5
 
 
 @pytest.mark.parametrize(

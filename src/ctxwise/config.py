@@ -116,6 +116,7 @@ Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
 
 from __future__ import annotations
 
+import contextvars
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -145,10 +146,29 @@ BUILTIN_SOURCES = ("memory",)
 """Source names the Engine provides itself."""
 
 
+_BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxwise_config", default=False)
+
+
 class _Strict(BaseModel):
     # strict: no lax coercion ("100" is not 100, true is not 1, "off" is not false);
     # an int is still taken for a float key
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def __init__(self, **data: Any) -> None:
+        # built in code, a bad value is a ConfigError naming the model and the key
+        # path. pydantic calls this for a section inside an EngineConfig too: there
+        # the ValidationError goes on up, so the path starts at the section
+        # (clearing.trigger)
+        outermost = _BUILDING.set(True) if not _BUILDING.get() else None
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            if outermost is None:
+                raise
+            raise ConfigError(type(self).__name__, _where(e)) from None
+        finally:
+            if outermost is not None:
+                _BUILDING.reset(outermost)
 
 
 class RouterConfig(_Strict):
@@ -246,18 +266,11 @@ class MemoryToolConfig(_Strict):
 class EngineConfig(_Strict):
     """See the module docstring for every key and its default.
 
-    Built in code (``EngineConfig(...)`` or ``EngineConfig.model_validate``), a bad
-    value is a :class:`ConfigError` naming the key path, as from a file. (The
-    section models, ``ClearingConfig(...)`` and the rest, built on their own, raise
-    pydantic's ``ValidationError``; inside an ``EngineConfig`` they are checked as
-    its keys.)
+    Built in code (``EngineConfig(...)``, or a section such as
+    ``ClearingConfig(...)``), a bad value is a :class:`ConfigError` naming the
+    model and the key path, as from a file (:func:`config_from_dict` for parsed
+    data).
     """
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as e:
-            raise ConfigError("EngineConfig", _where(e)) from None
 
     model: str = Field(default="claude-sonnet-5-5", min_length=1)
     render: Literal["anthropic", "openai"] = "anthropic"
@@ -332,12 +345,16 @@ class EngineConfig(_Strict):
 
 
 def _where(error: ValidationError) -> str:
+    """The first error as ``key.path: what is wrong`` (just the problem when it is
+    about the keys together, e.g. ``reserve (…) must be below budget (…)``)."""
     first = error.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    loc = ".".join(str(p) for p in first["loc"])
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
-    return f"{loc}: {msg}"
+    elif first["type"] == "value_error":
+        msg = msg.removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
 
 
 def config_from_dict(
