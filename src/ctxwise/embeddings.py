@@ -15,7 +15,7 @@ Every embedder returns L2-normalised float32 rows, so a dot product is a cosine.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
@@ -57,10 +57,19 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Vectors: ...
 
 
-@lru_cache(maxsize=1 << 16)
-def _bucket(token: str, dim: int) -> tuple[int, float]:
-    digest = hashlib.sha256(token.encode("utf-8")).hexdigest()
-    return int(digest[:8], 16) % dim, (1.0 if int(digest[8], 16) % 2 == 0 else -1.0)
+@lru_cache(maxsize=8)
+def _slots(dim: int) -> Callable[[str], int]:
+    """For ``dim``, a cached map from a token to its bucket (the first 8 hex digits
+    of its SHA-256, mod ``dim``), plus ``dim`` when its sign (the parity of the 9th
+    digit) is negative."""
+
+    @lru_cache(maxsize=1 << 16)
+    def slot(token: str) -> int:
+        digest = hashlib.sha256(token.encode("utf-8")).hexdigest()
+        bucket = int(digest[:8], 16) % dim
+        return bucket if int(digest[8], 16) % 2 == 0 else bucket + dim
+
+    return slot
 
 
 class HashingEmbedder:
@@ -87,13 +96,15 @@ class HashingEmbedder:
         return words
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        dim = self._dim
+        slot = _slots(dim)
+        out = np.zeros((len(texts), dim), dtype=np.float32)
         for i, text in enumerate(texts):
-            hashed = [_bucket(feature, self._dim) for feature in self.features(text)]
-            if hashed:
-                buckets, signs = zip(*hashed, strict=True)
-                # counts of ±1 are whole numbers: summed in float64, exact in float32
-                out[i] = np.bincount(buckets, weights=signs, minlength=self._dim)
+            features = self.features(text)
+            if features:
+                slots = np.fromiter(map(slot, features), dtype=np.int64, count=len(features))
+                counts = np.bincount(slots, minlength=2 * dim)
+                out[i] = counts[:dim] - counts[dim:]  # whole numbers: exact in float32
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
