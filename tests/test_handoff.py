@@ -88,6 +88,9 @@ def test_identifiers_in_a_task() -> None:
     task = "Fix `parse_args` in src/cli/main.py for order 4417 and ticket C-118, please."
     assert identifiers(task) == ["parse_args", "src/cli/main.py", "4417", "C-118"]
     assert identifiers("summarize the meeting") == []
+    # a hyphen names a thing only next to a capital or a digit, not anywhere in a
+    # word that has one: SQLite-safe and Read-only describe, X-Request-Id names
+    assert identifiers("make it SQLite-safe and Read-only; send X-Request-Id") == ["X-Request-Id"]
 
 
 def test_a_chunk_defining_a_named_thing_is_pinned() -> None:

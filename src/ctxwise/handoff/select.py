@@ -68,6 +68,7 @@ five Claude Code task sets and LoCoMo (the benchmarks page gives the figures).""
 _IDENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:#-]*[A-Za-z0-9]")
 _TICKS = re.compile(r"`([^`\s]{2,120})`")
 _DOTTED = re.compile(r"[A-Za-z0-9]\.[A-Za-z0-9]")
+_HYPHEN_CAP = re.compile(r"[A-Z]-|-[A-Z]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,15 +164,15 @@ def _is_identifier(word: str) -> bool:
     """A word that names one thing rather than saying something: it holds a digit,
     an underscore, ``#`` or ``:``, a dot between letters or digits (``app.py``,
     ``gqc.5``), a slash with a dot or more than one slash (a path, not
-    ``open/closed``), or a hyphen next to a digit or a capital (``C-118``, not
-    ``project-level``)."""
+    ``open/closed``), or a hyphen next to a digit or a capital (``C-118``,
+    ``X-Request-Id``; not ``project-level`` or ``SQLite-safe``)."""
     if any(c.isdigit() for c in word) or any(c in word for c in "_#:"):
         return True
     if _DOTTED.search(word):
         return True
     if word.count("/") > 1 or ("/" in word and "." in word):
         return True
-    return "-" in word and any(c.isupper() for c in word)
+    return bool(_HYPHEN_CAP.search(word))
 
 
 def identifiers(task: str) -> list[str]:
