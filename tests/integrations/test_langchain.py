@@ -396,3 +396,34 @@ def test_mapping_round_trips() -> None:
     assert [m.id for m in back] == ["1", "2", "3", "4"]
     assert back[1].tool_calls == messages[1].tool_calls  # type: ignore[attr-defined]
     assert back[2].content == "shipped" and back[2].tool_call_id == "c1"  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- several workers
+
+
+def test_two_workers_on_one_store_give_each_message_to_the_engine_once(tmp_path: Path) -> None:
+    """Two middlewares (two workers of one deployment) on Engines over the same SQLite
+    file take turns on a thread: each gives the Engine only what the session does not
+    hold yet, whoever recorded the rest."""
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(result=[AIMessage("ok")])
+
+    with _engine(tmp_path) as one, _engine(tmp_path) as two:
+        workers = [CtxwiseMiddleware(one, session_id="t"), CtxwiseMiddleware(two, session_id="t")]
+        messages: list[BaseMessage] = [HumanMessage("Look up orders 0 to 3.", id="h")]
+        for step, mw in enumerate([workers[0], workers[0], workers[1], workers[0], workers[1]]):
+            mw.wrap_model_call(
+                ModelRequest(model=FakeListChatModel(responses=["x"]), messages=list(messages)),
+                handler,
+            )
+            messages += [
+                AIMessage(
+                    "", tool_calls=[_call(f"c{step}", "lookup", order_id=str(step))], id=f"a{step}"
+                ),
+                ToolMessage(f"order {step} shipped", tool_call_id=f"c{step}", id=f"t{step}"),
+            ]
+        history = one.session_messages("t")
+    assert len(history) == 1 + 2 * 4  # the question, then four calls with their results
+    assert [b.id for m in history for b in m.tool_uses] == ["c0", "c1", "c2", "c3"]
+    assert not problems(history)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwise.engine import Engine, TurnResult
-from ctxwise.errors import IntegrationError
+from ctxwise.errors import IntegrationError, SessionConflictError
 from ctxwise.formats import neutral
 from ctxwise.integrations._framework import require_framework
 from ctxwise.messages import (
@@ -288,8 +288,9 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
 
 @dataclass(slots=True)
 class _Known:
-    """What this middleware gave the Engine for one session."""
+    """What the Engine's session holds, as of its ``version``."""
 
+    version: int
     keys: list[str]
     seen: set[str]
     originals: dict[str, tuple[Message, list[BaseMessage]]]
@@ -356,14 +357,20 @@ class CtxwiseMiddleware(AgentMiddleware):
         return str(thread)
 
     def _known_for(self, session_id: str) -> _Known:
+        """What the session holds, re-read from its log when another writer (another
+        worker on the same store) moved it on since this middleware last looked."""
+        version = self.engine.sessions.version(session_id)
         known = self._known.get(session_id)
-        if known is None:
-            keys: list[str] = []
-            if self.engine.sessions.version(session_id):
-                for m in neutral.decode_messages(self.engine.sessions.log(session_id)):
-                    keys.extend(str(k) for k in m.extra.get(_IDS, ()))
-            known = _Known(keys, set(keys), {})
-            self._known[session_id] = known
+        if known is not None and known.version == version:
+            return known
+        keys: list[str] = []
+        if version:
+            for m in neutral.decode_messages(self.engine.sessions.log(session_id)):
+                keys.extend(str(k) for k in m.extra.get(_IDS, ()))
+        seen = set(keys) | (known.seen if known is not None else set())
+        originals = known.originals if known is not None else {}
+        known = _Known(version, keys, seen, originals)
+        self._known[session_id] = known
         return known
 
     @staticmethod
@@ -389,13 +396,23 @@ class CtxwiseMiddleware(AgentMiddleware):
         """
         with self._lock:
             session_id = self._session(request.runtime)
-            known = self._known_for(session_id)
-            new = self._new(known, request.messages)
-            mapped = from_langchain(new)
-            if request.system_message is not None:
-                mapped = [*from_langchain([request.system_message]), *mapped]
-                mapped[0] = Message("system", mapped[0].content)
-            result = self.engine.turn(session_id, mapped)
+            for attempt in range(1, self.engine.max_attempts + 1):
+                known = self._known_for(session_id)
+                new = self._new(known, request.messages)
+                mapped = from_langchain(new)
+                if request.system_message is not None:
+                    mapped = [*from_langchain([request.system_message]), *mapped]
+                    mapped[0] = Message("system", mapped[0].content)
+                try:
+                    # what is new was worked out at this version: another writer's
+                    # commit in between changes it, so the turn is worked out again
+                    result = self.engine.turn(session_id, mapped, expected_version=known.version)
+                except SessionConflictError:
+                    if attempt == self.engine.max_attempts:
+                        raise
+                    continue
+                break
+            known.version = result.version
             by_key = {_key(m): m for m in new}
             for m in mapped:
                 ids = [str(k) for k in m.extra.get(_IDS, ())]
