@@ -10,7 +10,7 @@ import inspect
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -685,6 +685,34 @@ def test_a_bad_store_is_a_config_error() -> None:
     with pytest.raises(IntegrationError) as info:
         CtxwiseSession("s", 42)  # type: ignore[arg-type]
     assert info.value.reason == "config"
+
+
+def test_a_closed_session_says_so(tmp_path: Path) -> None:
+    session = CtxwiseSession("s", tmp_path / "agents.db")
+    asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))
+    session.close()
+    calls: list[Callable[[], Any]] = [
+        session.get_items,
+        lambda: session.add_items([{"role": "user", "content": "again"}]),
+        session.pop_item,
+        session.clear_session,
+    ]
+    for call in calls:
+        with pytest.raises(IntegrationError, match="closed") as info:
+            asyncio.run(call())
+        assert info.value.reason == "config"
+    session.close()  # closing twice is fine
+    with CtxwiseSession("s", tmp_path / "agents.db") as reopened:
+        assert asyncio.run(reopened.get_items()) == [{"role": "user", "content": "hi"}]
+
+
+def test_items_that_are_not_a_list_are_refused(make_session: Any) -> None:
+    session = make_session("s")
+    for bad in (None, "hi", {"role": "user", "content": "hi"}):
+        with pytest.raises(IntegrationError, match="not a list") as info:
+            asyncio.run(session.add_items(bad))
+        assert info.value.reason == "message"
+    assert asyncio.run(session.get_items()) == []
 
 
 def test_a_version_outside_the_range_is_refused(tmp_path: Path) -> None:

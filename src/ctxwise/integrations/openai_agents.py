@@ -719,6 +719,7 @@ class CtxwiseSession:
                 f"store is a URL, a path or a Store, got {type(store).__name__}",
             )
         self._lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def for_engine(
@@ -737,10 +738,13 @@ class CtxwiseSession:
         )
 
     def close(self) -> None:
-        """Close the store when this session opened it."""
-        if self._own:
-            self.store.close()
-            self._own = False
+        """Close the store when this session opened it (the session cannot be used
+        after that: :class:`~ctxwise.errors.IntegrationError`, reason ``"config"``)."""
+        with self._lock:
+            if self._own:
+                self.store.close()
+                self._own = False
+                self._closed = True
 
     def __enter__(self) -> CtxwiseSession:
         return self
@@ -839,6 +843,13 @@ class CtxwiseSession:
 
     def _locked(self, fn: Callable[..., Any], *args: Any) -> Any:
         with self._lock:
+            if self._closed:
+                raise IntegrationError(
+                    FRAMEWORK,
+                    "config",
+                    f"CtxwiseSession {self.session_id!r} is closed; open a new one to use "
+                    "its items",
+                )
             return fn(*args)
 
     # ---------------------------------------------------------------- the protocol
@@ -852,6 +863,10 @@ class CtxwiseSession:
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append ``items`` (all or none)."""
+        if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Sequence):
+            raise IntegrationError(
+                FRAMEWORK, "message", f"items is a {type(items).__name__}, not a list of items"
+            )
         await asyncio.to_thread(self._locked, self._add, list(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
