@@ -86,3 +86,26 @@ def test_refusal_takes_the_fallback_edge() -> None:
     assert out["sources"] == ["a", "b"] and "ambiguous_tie" in out["fallback"]
     out = graph.invoke({"query": "refund please"})
     assert out["sources"] == ["a"] and out["fallback"] is None
+
+
+def test_bad_input_and_setup_are_ctxwise_errors_that_say_what_is_wrong() -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from ctxwise.errors import IntegrationError, UsageError
+
+    graph = build_graph(routing_pipeline())
+    with pytest.raises(UsageError, match="'query' string; it has no 'query'"):
+        graph.invoke({})  # was a bare KeyError from inside the node
+    with pytest.raises(UsageError, match="it has a query of type int"):
+        graph.invoke({"query": 5})
+    with pytest.raises(IntegrationError, match="Pipeline, got str") as info:
+        build_graph("not a pipeline")  # type: ignore[arg-type]
+    assert info.value.reason == "config"
+    with pytest.raises(IntegrationError, match="got 'classify'"):
+        build_graph(routing_pipeline(), interrupt_after="classify")  # type: ignore[arg-type]
+    with pytest.raises(IntegrationError, match=r"'classfy' \(the nodes are classify"):
+        build_graph(routing_pipeline(), interrupt_after=["classfy"])
+    every = build_graph(routing_pipeline(), checkpointer=InMemorySaver(), interrupt_after="*")
+    config = {"configurable": {"thread_id": "t"}}
+    every.invoke({"query": ROUTING_QUERIES[0]}, config)
+    assert list(every.get_state(config).next) == ["assemble"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
-from ctxwise.errors import MissingDependencyError
+from ctxwise.errors import IntegrationError, MissingDependencyError, UsageError
 from ctxwise.orchestrator import Pipeline
 
 try:
@@ -26,7 +26,11 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("langgraph", "langgraph", "the LangGraph integration") from None
 
-__all__ = ["ContextState", "build_graph"]
+__all__ = ["NODES", "ContextState", "build_graph"]
+
+FRAMEWORK = "langgraph"
+NODES = ("classify", "assemble", "fallback")
+"""The graph's nodes (what ``interrupt_after`` may name)."""
 
 
 class ContextState(TypedDict, total=False):
@@ -47,12 +51,60 @@ def build_graph(
     pipeline: Pipeline,
     *,
     checkpointer: Any = None,
-    interrupt_after: Sequence[str] | None = None,
+    interrupt_after: Sequence[str] | Literal["*"] | None = None,
 ) -> Any:
-    """A compiled ``StateGraph``: ``classify`` → (``assemble`` | ``fallback``) → END."""
+    """A compiled ``StateGraph``: ``classify`` → (``assemble`` | ``fallback``) → END.
+
+    Raises:
+        IntegrationError: (reason ``"config"``) ``pipeline`` is not a
+            :class:`~ctxwise.orchestrator.Pipeline`, or ``interrupt_after`` is not a
+            list of node names (:data:`NODES`) or ``"*"`` (every node).
+
+    Running the graph on a state without a ``query`` string is a
+    :class:`~ctxwise.errors.UsageError` saying so.
+    """
+    if not isinstance(pipeline, Pipeline):
+        raise IntegrationError(
+            FRAMEWORK,
+            "config",
+            f"pipeline must be a ctxwise Pipeline, got {type(pipeline).__name__}",
+        )
+    after: list[str] | Literal["*"] | None = None
+    if interrupt_after == "*":  # LangGraph's "every node"
+        after = "*"
+    elif interrupt_after:
+        if (
+            isinstance(interrupt_after, str)
+            or not isinstance(interrupt_after, Sequence)
+            or not all(isinstance(n, str) for n in interrupt_after)
+        ):
+            raise IntegrationError(
+                FRAMEWORK,
+                "config",
+                f"interrupt_after is a list of node names ({', '.join(NODES)}), "
+                f"got {interrupt_after!r}",
+            )
+        after = list(interrupt_after)
+        unknown = [n for n in after if n not in NODES]
+        if unknown:
+            raise IntegrationError(
+                FRAMEWORK,
+                "config",
+                f"interrupt_after names no node of the graph: {', '.join(map(repr, unknown))} "
+                f"(the nodes are {', '.join(NODES)})",
+            )
+
+    def query_of(state: ContextState) -> str:
+        query = state.get("query")
+        if not isinstance(query, str):
+            got = (
+                "no 'query'" if "query" not in state else f"a query of type {type(query).__name__}"
+            )
+            raise UsageError(f"the graph's input needs a 'query' string; it has {got}")
+        return query
 
     def classify(state: ContextState) -> dict[str, Any]:
-        decision = pipeline.router.route(state["query"])
+        decision = pipeline.router.route(query_of(state))
         return {
             "label": decision.label,
             "reason": decision.reason.value,
@@ -75,7 +127,7 @@ def build_graph(
         else:
             assert label is not None
             chosen, why = pipeline.routes[label], None
-        assembly, by_source = pipeline.assemble_sources(chosen, state["query"])
+        assembly, by_source = pipeline.assemble_sources(chosen, query_of(state))
         return {
             "sources": list(chosen),
             "fallback": why,
@@ -100,7 +152,4 @@ def build_graph(
     )
     graph.add_edge("assemble", END)
     graph.add_edge("fallback", END)
-    return graph.compile(
-        checkpointer=checkpointer,
-        interrupt_after=list(interrupt_after) if interrupt_after else None,
-    )
+    return graph.compile(checkpointer=checkpointer, interrupt_after=after)
