@@ -752,3 +752,23 @@ def test_a_tool_input_that_is_not_an_object_is_denied(tmp_path: Path, bad: Any) 
         hooks = CtxwiseHooks(engine, "s")
         payload = {k: v for k, v in _pre_tool_use("Read", {}).items() if k != "tool_input"}
         assert _hook(hooks.pre_tool_use, payload, "t") == {}
+
+
+@pytest.mark.parametrize("bad", [None, "PreToolUse", ["tool_name"]])
+def test_a_payload_that_is_not_an_object_is_refused_or_ignored(tmp_path: Path, bad: Any) -> None:
+    """A hook input that is not a JSON object: the gate denies (fails closed), the
+    other hooks answer {} and record nothing (an AttributeError before)."""
+    with _engine(tmp_path) as engine:
+        hooks = CtxwiseHooks(engine, "s")
+        out = _hook(hooks.pre_tool_use, bad, "t")
+        assert out["hookSpecificOutput"]["permissionDecision"] == "deny"
+        assert "no tool_name" in out["hookSpecificOutput"]["permissionDecisionReason"]
+        for callback in (
+            hooks.user_prompt_submit,
+            hooks.post_tool_use,
+            hooks.stop,
+            hooks.session_start,
+        ):
+            assert _hook(callback, bad, "t") == {}
+        assert _hook(hooks.pre_compact, bad) == {}  # nothing to keep: no rules, no facts
+        assert engine.sessions.version("s") == 0

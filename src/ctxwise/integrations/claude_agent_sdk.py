@@ -139,6 +139,13 @@ def _result_text(response: Any) -> str:
     return json.dumps(response, ensure_ascii=False, default=str, sort_keys=True)
 
 
+def _payload(input_data: Any) -> Mapping[str, Any]:
+    """A hook's input as a mapping: anything else reads as an empty payload (no tool
+    name, no prompt), so a malformed call is refused or ignored, never an exception
+    inside the CLI's hook dispatch."""
+    return cast("Mapping[str, Any]", input_data) if isinstance(input_data, Mapping) else {}
+
+
 def _merge(first: str, second: str) -> str:
     """``first`` followed by the lines of ``second`` it does not have (a header once)."""
     if not first:
@@ -246,7 +253,7 @@ class CtxwiseHooks:
     ) -> HookJSONOutput:
         """The ``PreToolUse`` callback: ``permissionDecision: "deny"`` for a gated call,
         ``{}`` (no opinion) for one the gates allow."""
-        data = cast("Mapping[str, Any]", input_data)
+        data = _payload(input_data)
         name = data.get("tool_name")
         if not isinstance(name, str) or not name:
             reason = _refused("", UsageError("the PreToolUse payload has no tool_name"))
@@ -278,7 +285,7 @@ class CtxwiseHooks:
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
         """The ``UserPromptSubmit`` callback: record the prompt (its rules and facts)."""
-        prompt = cast("Mapping[str, Any]", input_data).get("prompt")
+        prompt = _payload(input_data).get("prompt")
         if self.record and isinstance(prompt, str) and prompt.strip():
             self._record([Message.text_message("user", prompt)], "a prompt")
         return {}
@@ -288,7 +295,7 @@ class CtxwiseHooks:
     ) -> HookJSONOutput:
         """The ``PostToolUse`` callback: record the call and its result, so a
         prerequisite tool's result satisfies the rule waiting for it."""
-        data = cast("Mapping[str, Any]", input_data)
+        data = _payload(input_data)
         name, call_id = data.get("tool_name"), data.get("tool_use_id") or tool_use_id
         tool_input = data.get("tool_input")
         if not self.record or not isinstance(name, str) or not isinstance(call_id, str):
@@ -311,7 +318,7 @@ class CtxwiseHooks:
         self, input_data: HookInput, tool_use_id: str | None, context: HookContext
     ) -> HookJSONOutput:
         """The ``Stop`` callback: record the model's final answer."""
-        text = cast("Mapping[str, Any]", input_data).get("last_assistant_message")
+        text = _payload(input_data).get("last_assistant_message")
         if self.record and isinstance(text, str) and text.strip():
             self._record([Message("assistant", (TextBlock(text),))], "the final answer")
         return {}
@@ -346,7 +353,7 @@ class CtxwiseHooks:
         """The ``PreCompact`` callback: the rules and facts the CLI's summary must keep,
         as ``systemMessage`` (the CLI appends it to the summary request's instructions);
         ``{}`` when there are none."""
-        data = cast("Mapping[str, Any]", input_data)
+        data = _payload(input_data)
         path = data.get("transcript_path")
         path = path if isinstance(path, str) else None
         if self.archive_dir is not None and path and Path(path).is_file():
@@ -367,7 +374,7 @@ class CtxwiseHooks:
     ) -> HookJSONOutput:
         """The ``SessionStart`` callback: after a compaction (``source == "compact"``),
         the rules and facts again, as ``additionalContext``; ``{}`` otherwise."""
-        data = cast("Mapping[str, Any]", input_data)
+        data = _payload(input_data)
         if data.get("source") != "compact":
             return {}
         path = data.get("transcript_path")
