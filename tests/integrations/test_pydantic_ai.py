@@ -458,6 +458,16 @@ def test_a_part_ctxwise_cannot_map_is_named_and_nothing_changes(tmp_path: Path) 
     assert seen == []  # the model was never called
 
 
+@pytest.mark.parametrize("bad", [None, "hi", [ModelRequest(parts=[UserPromptPart("hi")]), "hi"]])
+def test_a_history_that_is_not_messages_is_named(tmp_path: Path, bad: Any) -> None:
+    engine = make_engine(tmp_path)
+    with pytest.raises(IntegrationError) as err:
+        run(CtxwiseCapability(engine, "case-10").process(bad))
+    assert err.value.reason == "message" and "history was left unchanged" in err.value.detail
+    with pytest.raises(UnknownSessionError):
+        engine.session_messages("case-10")  # nothing was written
+
+
 def test_bad_setup_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(IntegrationError) as err:
         CtxwiseCapability("not an engine", "s")  # type: ignore[arg-type]

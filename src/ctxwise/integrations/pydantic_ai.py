@@ -492,6 +492,12 @@ class CtxwiseCapability(AbstractCapability[Any]):
         """The messages to send instead of ``messages`` (see the module docstring);
         ``messages`` themselves when nothing in them is new to the session."""
         sid = self.session_id
+        given: object = messages  # what a caller outside pydantic-ai may pass
+        if not isinstance(given, Sequence):
+            raise _unmappable(f"a {type(given).__name__} as the message history")
+        for i, m in enumerate(given):
+            if not isinstance(m, (ModelRequest, ModelResponse)):
+                raise _unmappable(f"message {i}, a {type(m).__name__}")
         last = max((i for i, m in enumerate(messages) if _marked(m, sid)), default=-1)
         new_raw, scoped = _request_scoped(messages[last + 1 :])
         new = from_pydantic_ai(new_raw)  # raises before anything is written
