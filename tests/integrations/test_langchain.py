@@ -427,3 +427,71 @@ def test_two_workers_on_one_store_give_each_message_to_the_engine_once(tmp_path:
     assert len(history) == 1 + 2 * 4  # the question, then four calls with their results
     assert [b.id for m in history for b in m.tool_uses] == ["c0", "c1", "c2", "c3"]
     assert not problems(history)
+
+
+def test_a_run_forked_from_an_earlier_checkpoint_is_refused_not_sent_the_old_branch(
+    tmp_path: Path,
+) -> None:
+    """LangGraph time travel: a run from the checkpoint after the first question. The
+    session still holds the second question and its tool call; sending them would give
+    the model the branch the thread left behind."""
+    model = ScriptedModel(
+        responses=[
+            AIMessage("", tool_calls=[_call("c1", "lookup", order_id="1")]),
+            AIMessage("Order 1 has shipped."),
+            AIMessage("", tool_calls=[_call("c2", "lookup", order_id="2")]),
+            AIMessage("Order 2 has shipped."),
+            AIMessage("Cancelled."),
+            AIMessage("Cancelled."),
+        ]
+    )
+    with _engine(tmp_path) as engine:
+        agent = create_agent(
+            model, [lookup], middleware=[CtxwiseMiddleware(engine)], checkpointer=InMemorySaver()
+        )
+        config: Any = {"configurable": {"thread_id": "main"}}
+        agent.invoke({"messages": [HumanMessage("Where is order 1?")]}, config)
+        agent.invoke({"messages": [HumanMessage("And order 2?")]}, config)
+        after_first = next(
+            s for s in agent.get_state_history(config) if len(s.values["messages"]) == 4
+        )
+        before = engine.sessions.version("main")
+        with pytest.raises(IntegrationError, match="rewound") as info:
+            agent.invoke({"messages": [HumanMessage("Cancel order 1.")]}, after_first.config)
+        assert info.value.reason == "message"
+        assert engine.sessions.version("main") == before
+        assert len(model.seen) == 4  # the model was not called with the old branch
+        # the fork under a session of its own
+        forked = create_agent(
+            model,
+            [lookup],
+            middleware=[CtxwiseMiddleware(engine, session_id="main-fork")],
+            checkpointer=InMemorySaver(),
+        )
+        messages = [*after_first.values["messages"], HumanMessage("Cancel order 1.")]
+        forked.invoke({"messages": messages}, {"configurable": {"thread_id": "f"}})
+    sent = [str(m.content) for m in model.seen[-1]]
+    assert "And order 2?" not in sent and sent[-1] == "Cancel order 1."
+
+
+def test_messages_removed_from_the_end_of_the_state_are_refused(tmp_path: Path) -> None:
+    def handler(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(result=[AIMessage("ok")])
+
+    def request(messages: list[BaseMessage]) -> ModelRequest:
+        return ModelRequest(model=FakeListChatModel(responses=["x"]), messages=messages)
+
+    history: list[BaseMessage] = [
+        HumanMessage("My card number is 4111 1111 1111 1111.", id="h1"),
+        AIMessage("Noted.", id="a1"),
+        HumanMessage("Forget that, what is my balance?", id="h2"),
+    ]
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        mw.wrap_model_call(request(history[:1]), handler)
+        mw.wrap_model_call(request(history), handler)
+        # the app takes the card message's answer and the next question out (RemoveMessage)
+        with pytest.raises(IntegrationError, match="rewound"):
+            mw.wrap_model_call(request([history[0], HumanMessage("Hi", id="h3")]), handler)
+        # trimmed from the front (another middleware's trimming) is fine
+        mw.wrap_model_call(request([history[2], AIMessage("ok", id="a2")]), handler)

@@ -26,7 +26,11 @@ graph, so the same middleware serves LangGraph graphs (with any checkpointer).
 
 The session is the one given as ``session_id``, else the LangGraph thread id.
 A message the Engine refuses (an orphan tool result, a call never answered) is
-an error before the model is called: the model is never handed an orphan.
+an error before the model is called: the model is never handed an orphan. So is
+a thread that was rewound (a run from an earlier checkpoint, messages taken out
+with ``RemoveMessage``) while its session holds the later turns: a session only
+grows, and the model would get the turns the thread left behind; a fork runs
+under a session of its own.
 """
 
 from __future__ import annotations
@@ -384,6 +388,38 @@ class CtxwiseMiddleware(AgentMiddleware):
         last = max((i for i, k in enumerate(keys) if k in known.seen), default=-1)
         return list(messages[last + 1 :])
 
+    def _check_not_rewound(
+        self, session_id: str, known: _Known, messages: Sequence[BaseMessage]
+    ) -> None:
+        """Refuse a history that ends before the session does: the Engine would hand the
+        model turns the graph no longer has (a run forked from an earlier checkpoint,
+        messages taken out with ``RemoveMessage``)."""
+        keys = [_key(m) for m in messages]
+        if not known.version or keys[: len(known.keys)] == known.keys:
+            return
+        last = next((k for k in reversed(keys) if k in known.seen), None)
+        if last is None:
+            return
+        given = set(keys)
+        groups = [
+            [str(k) for k in m.extra.get(_IDS, ())]
+            for m in self.engine.session_messages(session_id)
+        ]
+        at = next((i for i, g in enumerate(groups) if last in g), -1)
+        gone = [g[0] for g in groups[at + 1 :] if g and given.isdisjoint(g)]
+        if gone:
+            raise IntegrationError(
+                FRAMEWORK,
+                "message",
+                f"the messages stop at {last!r} (the latest one session {session_id!r} "
+                f"knows), but the session holds {len(gone)} later message(s) they do not "
+                f"(first {gone[0]!r}): the thread "
+                "was rewound (run from an earlier checkpoint, or messages removed). A "
+                "ctxwise session only grows, so the model would get the turns the thread "
+                "left behind; run the fork under a new session id (a new thread_id, or "
+                "CtxwiseMiddleware(session_id=...)). Nothing was recorded",
+            )
+
     # ------------------------------------------------------------ the model call
 
     def prepare(self, request: ModelRequest) -> tuple[ModelRequest, TurnResult]:
@@ -398,6 +434,7 @@ class CtxwiseMiddleware(AgentMiddleware):
             session_id = self._session(request.runtime)
             for attempt in range(1, self.engine.max_attempts + 1):
                 known = self._known_for(session_id)
+                self._check_not_rewound(session_id, known, request.messages)
                 new = self._new(known, request.messages)
                 mapped = from_langchain(new)
                 if request.system_message is not None:
