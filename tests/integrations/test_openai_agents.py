@@ -789,3 +789,36 @@ def test_hooks_and_an_sdk_session_record_each_item_once(tmp_path: Path) -> None:
         roles = [m.role for m in engine.session_messages("s")]
         assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
         assert _input_text(model.calls[-1]).count("Order 1?") == 1
+
+
+def test_a_session_rewound_with_pop_item_is_refused_not_sent_the_popped_turns(
+    tmp_path: Path,
+) -> None:
+    """The SDK's correction flow: pop the last answer and question from the session,
+    ask again. The Engine's session still holds them; the model must not get them
+    (it got them, and the conversation twice, before)."""
+    model = ScriptedModel(
+        [[assistant_message("4.")], [assistant_message("6.")], [assistant_message("6.")]]
+    )
+    agent = Agent(name="a", model=model)
+    with _engine(tmp_path) as engine, CtxwiseSession("s", tmp_path / "agents.db") as session:
+        run_config = _config(engine, "s")
+        _run(agent, "What is 2+2?", run_config=run_config, session=session)
+        _run(
+            agent,
+            "And 3+3? My card is 4111 1111 1111 1111.",
+            run_config=run_config,
+            session=session,
+        )
+        asyncio.run(session.pop_item())  # the answer
+        asyncio.run(session.pop_item())  # the question with the card number
+        version = engine.sessions.version("s")
+        with pytest.raises(IntegrationError, match="rewound") as info:
+            _run(agent, "And 3+3?", run_config=run_config, session=session)
+        assert info.value.reason == "message"
+        assert engine.sessions.version("s") == version  # nothing recorded
+        assert len(model.calls) == 2  # the model never got the popped turns
+        # under a session of its own the rewound conversation goes on
+        _run(agent, "And 3+3?", run_config=_config(engine, "s-rewound"), session=session)
+    sent = _input_text(model.calls[-1])
+    assert "4111" not in sent and sent.count("What is 2+2?") == 1

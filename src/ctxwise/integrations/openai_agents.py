@@ -12,7 +12,9 @@ Three pieces, each on one of the SDK's own extension points:
   they were given (ids, statuses, raw argument strings); a ``function_call_output``
   is never sent without its ``function_call``. An item ctxwise cannot map raises
   :class:`~ctxwise.errors.IntegrationError` (reason ``"message"``) naming it,
-  before anything is written.
+  before anything is written; so does an input that starts where the session
+  starts but leaves out turns the session has (items popped from the SDK session):
+  a session only grows, and the model would get the turns that were taken out.
 - :func:`policy_guardrail` builds a ``ToolInputGuardrail`` over
   :meth:`Engine.check_tool <ctxwise.engine.Engine.check_tool>`: a blocked call
   never runs and the model gets, as the tool's output, which rule blocked it and
@@ -460,12 +462,14 @@ def _check_pairs(items: Sequence[Mapping[str, Any]]) -> None:
 # ------------------------------------------------------------------ the filter
 
 
-def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
-    """The longest run that ends ``recorded`` and starts ``given`` (prefix function)."""
+def _matches(recorded: Sequence[str], given: Sequence[str]) -> tuple[int, int, int]:
+    """``(overlap, earlier, start)``: the longest run that ends ``recorded`` and starts
+    ``given``, and the longest start of ``given`` found in ``recorded`` ending before
+    its last item, at ``recorded[start:]`` (one prefix function over both)."""
     if not recorded or not given:
-        return 0
+        return 0, 0, 0
     if len(given) >= len(recorded) and list(given[: len(recorded)]) == list(recorded):
-        return len(recorded)
+        return len(recorded), 0, 0
     seq: list[str | None] = [*given, None, *recorded]
     pi = [0] * len(seq)
     for i in range(1, len(seq)):
@@ -475,7 +479,17 @@ def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
         if seq[i] == seq[k]:
             k += 1
         pi[i] = k
-    return pi[-1]
+    base = len(given) + 1
+    earlier, end = 0, 0
+    for i in range(base, len(seq) - 1):
+        if pi[i] > earlier:
+            earlier, end = pi[i], i - base + 1
+    return pi[-1], earlier, end - earlier
+
+
+def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
+    """The longest run that ends ``recorded`` and starts ``given`` (prefix function)."""
+    return _matches(recorded, given)[0]
 
 
 @dataclass(slots=True)
@@ -572,7 +586,20 @@ class ContextFilter:
         self, sid: str, given: list[Any], keys: list[str], instructions: str | None
     ) -> tuple[str | None, list[dict[str, Any]]]:
         seen = self._recorded(sid)
-        k = _overlap(seen.keys, keys)
+        k, earlier, at = _matches(seen.keys, keys)
+        if at == 0 and earlier > k and (earlier >= 2 or len(keys) > earlier):
+            # the input starts where the session starts, but leaves out turns the
+            # session has after that: the conversation was rewound (items popped)
+            raise IntegrationError(
+                FRAMEWORK,
+                "message",
+                f"the input starts with the first {earlier} item(s) of session {sid!r}, "
+                f"but the session has {len(seen.keys) - earlier} later "
+                "item(s) the input does not: the conversation was rewound (items popped "
+                "from the SDK session, or an earlier history passed). A ctxwise session "
+                "only grows, so the model would get the turns that were taken out; run the "
+                "rewound conversation under a new session id. Nothing was recorded",
+            )
         new = to_messages(given[k:], start=len(seen.keys), keys=keys[k:])
         said = set(seen.instructions)
         if instructions and instructions.strip() and instructions.strip() not in said:
