@@ -23,6 +23,12 @@ The packing's size exponent (``SIZE_EXPONENT``) was then chosen on those five
 sets and LoCoMo; ``handoff_blind5_tasks.json`` (``blind 5``, ten per session) was
 written blind before that choice and scored only after it was made, and
 ``handoff_blind6_tasks.json`` (``blind 6``, eight per session) after it.
+``handoff_blind7_tasks.json`` (``blind 7``, eight per session) was written blind
+after the hyphen rule of :func:`ctxwise.handoff.identifiers` was fixed, and scored
+first with the selector as it then stood, then with one change decided on
+beforehand: a file's history leaves out what a later whole-file ``Write`` of it
+replaced (the first version of that rule also took a ``Write`` of another file
+that only mentioned the path; it was corrected before being kept).
 Each task names the message it was modelled on (``cut_at_message``: the
 transcript handed over is everything before it) and the earlier tool results it
 depends on, by tool_use id.
@@ -65,6 +71,7 @@ TASK_FILES = {
     "blind 4": REPO_ROOT / "benchmarks" / "data" / "handoff_blind4_tasks.json",
     "blind 5": REPO_ROOT / "benchmarks" / "data" / "handoff_blind5_tasks.json",
     "blind 6": REPO_ROOT / "benchmarks" / "data" / "handoff_blind6_tasks.json",
+    "blind 7": REPO_ROOT / "benchmarks" / "data" / "handoff_blind7_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 

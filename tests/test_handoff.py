@@ -260,3 +260,44 @@ def test_packing_weighs_a_chunk_s_score_against_its_length() -> None:
     ratio = (cost[0] / cost[1]) ** SIZE_EXPONENT
     much = select_context(messages, "task", budget, scorer=Fixed(ratio * 1.01), recent_share=0)
     assert much.chunks[0].id == chunks[0].id
+
+
+def test_a_file_history_leaves_out_what_a_later_write_of_the_file_replaced() -> None:
+    """Of a file the task names, the calls that read, wrote or ran it are pinned,
+    newest first, except the content a later whole-file Write replaced. A Write
+    that failed replaces nothing, and a call that only mentions the file (a plan
+    written elsewhere) is not a write of it."""
+
+    def call(n: int, tool: str, args: dict[str, str], result: str) -> list[Message]:
+        return [
+            Message("assistant", (ToolUseBlock(f"t{n}", tool, args),)),
+            Message("user", (ToolResultBlock(f"t{n}", result),)),
+        ]
+
+    app = "/repo/src/app.py"
+    messages = [
+        Message.text_message("user", "Make the app log its errors."),
+        *call(1, "Read", {"file_path": app}, "def main():\n    run()"),
+        *call(2, "Edit", {"file_path": app, "old_string": "run()", "new_string": "go()"}, "ok"),
+        *call(3, "Write", {"file_path": "/repo/plan.md", "content": "rewrite src/app.py"}, "ok"),
+        *call(
+            4,
+            "Write",
+            {"file_path": app, "content": "v2"},
+            "<tool_use_error>File has not been read yet</tool_use_error>",
+        ),
+        *call(5, "Write", {"file_path": app, "content": "def main():\n    log(run())"}, "ok"),
+        *call(6, "Bash", {"command": "python src/app.py"}, "done"),
+    ]
+
+    class Nothing:
+        name = "nothing"
+
+        def score(self, task: str, chunks: object) -> list[float]:
+            return [0.0] * len(chunks)  # type: ignore[arg-type]
+
+    handoff = select_context(
+        messages, "Add error logging to src/app.py", 10_000, scorer=Nothing(), recent_share=0
+    )
+    history = {s.chunk.tool_use_id for s in handoff.selected if s.defines == "src/app.py"}
+    assert history == {"t3", "t5", "t6"}  # t1, t2 and the failed t4 came before t5

@@ -10,7 +10,8 @@ of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
    C-118``: where the thing was fetched or made), else the first chunk that holds
    it. Then the files the task or a pinned chunk names (a spec listing the files
    to change): the tool calls that read, wrote or ran each one, newest first and
-   in turns across the files, within half the budget;
+   in turns across the files, within half the budget, leaving out the reads,
+   writes and edits of a file that a later whole-file ``Write`` of it replaced;
 2. **recent**: the latest chunks, newest first and contiguous, up to
    ``recent_share`` of the budget (default :data:`DEFAULT_RECENT_SHARE`);
 3. **scored**: the rest are ranked by the scorer (:class:`HybridScorer` by
@@ -212,6 +213,39 @@ def _defining(chunks: Sequence[Chunk], name: str) -> int | None:
     return next((i for i, c in enumerate(chunks) if name in c.text), None)
 
 
+_CONTENT_TOOLS = frozenset({"Read", "Write", "Edit", "MultiEdit", "NotebookEdit"})
+_FILE_PATH = re.compile(r'"(?:file_path|notebook_path)": "((?:[^"\\]|\\.)*)"')
+
+
+def _on_file(chunk: Chunk, path: str) -> bool:
+    """Whether ``chunk`` is a read, write or edit of the file ``path`` itself (not a
+    call that only mentions it, such as a plan written elsewhere)."""
+    if chunk.tool not in _CONTENT_TOOLS:
+        return False
+    found = _FILE_PATH.search(chunk.text.partition("\n→ ")[0])
+    if found is None:
+        return False
+    target = found.group(1)
+    return target == path or target.endswith("/" + path.lstrip("/"))
+
+
+def _current(chunks: Sequence[Chunk], path: str, history: list[int]) -> list[int]:
+    """A file's history, newest first, without what a later whole-file ``Write`` of
+    it (one that did not fail) superseded: its reads, writes and edits before it."""
+    out: list[int] = []
+    written = False
+    for i in history:
+        chunk = chunks[i]
+        on_file = _on_file(chunk, path)
+        if written and on_file:
+            continue
+        out.append(i)
+        result = chunk.text.partition("\n→ ")[2]
+        if on_file and chunk.tool == "Write" and "<tool_use_error>" not in result[:200]:
+            written = True
+    return out
+
+
 def select_context(
     transcript: Transcript | Sequence[Message],
     task: str,
@@ -260,7 +294,7 @@ def select_context(
     # turns across the files
     files = [n for n in names if _is_path(n)]
     files += [n for i in sorted(pinned) for n in identifiers(chunks[i].text) if _is_path(n)]
-    histories = [_calls_naming(chunks, f)[::-1] for f in dict.fromkeys(files)]
+    histories = [_current(chunks, f, _calls_naming(chunks, f)[::-1]) for f in dict.fromkeys(files)]
     also: dict[int, str] = {}
     for depth in range(max((len(h) for h in histories), default=0)):
         for path, history in zip(dict.fromkeys(files), histories, strict=True):
