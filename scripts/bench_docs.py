@@ -427,7 +427,10 @@ def handoff_claude_code(d: dict[str, Any]) -> str:
         "The packing's size exponent was then chosen on those five sets (and LoCoMo), so "
         "none of them is held out any more; `blind 5`: ten more per session, written blind "
         "before that choice and scored only after it; `blind 6`: eight more per session, "
-        "written blind after it. The baselines get the "
+        "written blind after it; `blind 7`: eight more per session, written blind after "
+        "the last selector change and scored with one rule decided on beforehand (a "
+        "file's history leaves out what a later whole-file Write of it replaced). The "
+        "baselines get the "
         "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
         "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
     )
