@@ -495,3 +495,73 @@ def test_messages_removed_from_the_end_of_the_state_are_refused(tmp_path: Path) 
             mw.wrap_model_call(request([history[0], HumanMessage("Hi", id="h3")]), handler)
         # trimmed from the front (another middleware's trimming) is fine
         mw.wrap_model_call(request([history[2], AIMessage("ok", id="a2")]), handler)
+
+
+# ---------------------------------------------------------------- what to_langchain keeps
+
+
+def test_thinking_signatures_images_and_tool_names_survive_to_langchain() -> None:
+    from ctxwise.formats import read_transcript
+    from ctxwise.messages import MediaBlock, ThinkingBlock
+    from tests.conftest import TRANSCRIPTS
+
+    transcript = read_transcript(TRANSCRIPTS / "claude_code" / "short.jsonl", "claude-code")
+    signed = [
+        b.signature for m in transcript.messages for b in m.content if isinstance(b, ThinkingBlock)
+    ]
+    assert signed and all(signed)
+    lc = to_langchain(list(transcript.messages))
+    parts = [p for m in lc if isinstance(m.content, list) for p in m.content]
+    thinking = [p for p in parts if isinstance(p, dict) and p.get("type") == "thinking"]
+    # Anthropic refuses a thinking block sent back without its signature
+    assert [p.get("signature") for p in thinking] == signed
+    calls = {c["id"]: c["name"] for m in lc if isinstance(m, AIMessage) for c in m.tool_calls}
+    results = [m for m in lc if isinstance(m, ToolMessage)]
+    assert results and all(m.name == calls[m.tool_call_id] for m in results)
+
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    screenshot = Message(
+        "user", (TextBlock("What does this error mean?"), MediaBlock("image", png))
+    )
+    (human,) = to_langchain([screenshot])
+    assert human.content == [  # the image was dropped before
+        {"type": "text", "text": "What does this error mean?"},
+        {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"},
+    ]
+    assert human.content_blocks[1]["type"] == "image"
+
+
+def test_a_cleared_tool_message_keeps_its_name_and_artifact(tmp_path: Path) -> None:
+    """Clearing rebuilds a ToolMessage with the placeholder; with persist=True that
+    message replaces the original in the graph state, so what it carried besides its
+    content must stay (the artifact was lost from the checkpoint before)."""
+
+    def handler(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(result=[AIMessage("ok")])
+
+    messages: list[BaseMessage] = [HumanMessage("Look up orders 1 to 3.", id="h")]
+    for i in range(1, 4):
+        messages += [
+            AIMessage("", tool_calls=[_call(f"c{i}", "lookup", order_id=str(i))], id=f"a{i}"),
+            ToolMessage(
+                f"Order {i}: shipped. " + "Tracking event logged. " * 60,
+                tool_call_id=f"c{i}",
+                name="lookup",
+                artifact={"order": i, "rows": [i, i + 1]},
+                id=f"t{i}",
+            ),
+        ]
+    with _engine(tmp_path, budget=1200, clearing={"keep_last": 1}) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        captured: list[ModelRequest] = []
+        mw.wrap_model_call(
+            ModelRequest(model=FakeListChatModel(responses=["x"]), messages=list(messages)),
+            lambda r: captured.append(r) or handler(r),  # type: ignore[func-returns-value]
+        )
+        assert mw.last is not None and mw.last.trace.cleared
+    sent = [m for m in captured[0].messages if isinstance(m, ToolMessage)]
+    cleared = [m for m in sent if "Tracking event" not in str(m.content)]
+    assert cleared  # some results were cleared
+    for m in sent:
+        i = int(m.tool_call_id[1:])
+        assert m.name == "lookup" and m.artifact == {"order": i, "rows": [i, i + 1]}

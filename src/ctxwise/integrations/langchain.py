@@ -39,7 +39,7 @@ import asyncio
 import hashlib
 import json
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from ctxwise.formats import neutral
 from ctxwise.integrations._framework import require_framework
 from ctxwise.messages import (
     ContentBlock,
+    MediaBlock,
     Message,
     OpaqueBlock,
     TextBlock,
@@ -220,6 +221,39 @@ def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
     return [_neutral(m, k) for m, k in zip(out, keys, strict=True)]
 
 
+def _lc_thinking(block: ThinkingBlock) -> dict[str, Any]:
+    """A thinking block as the content part Anthropic's API takes back (its signature
+    kept: a thinking block without one is refused)."""
+    if block.redacted:
+        return {"type": "redacted_thinking", "data": block.thinking}
+    part: dict[str, Any] = {"type": "thinking", "thinking": block.thinking}
+    if block.signature is not None:
+        part["signature"] = block.signature
+    return part
+
+
+def _lc_media(block: MediaBlock) -> dict[str, Any]:
+    """An image or document as a LangChain standard content block (``type`` image or
+    file; base64 data, a URL or a file id)."""
+    source = block.source
+    kind = "image" if block.media == "image" else "file"
+    if source.get("type") == "base64":
+        part = {"type": kind, "base64": source.get("data"), "mime_type": source.get("media_type")}
+    elif source.get("type") == "url":
+        part = {"type": kind, "url": source.get("url")}
+    elif source.get("type") == "file":
+        part = {"type": kind, "file_id": source.get("file_id")}
+    elif source.get("type") == "text":
+        part = {"type": "text-plain", "text": source.get("data"), "mime_type": "text/plain"}
+    else:
+        raise IntegrationError(
+            FRAMEWORK,
+            "message",
+            f"a {block.media} given by {source.get('type')!r} has no LangChain content block",
+        )
+    return {k: v for k, v in part.items() if v is not None}
+
+
 def _lc_content(blocks: Sequence[ContentBlock], plain: bool) -> str | list[str | dict[str, Any]]:
     if plain and all(isinstance(b, TextBlock) for b in blocks) and len(blocks) <= 1:
         return blocks[0].text if blocks and isinstance(blocks[0], TextBlock) else ""
@@ -230,7 +264,13 @@ def _lc_content(blocks: Sequence[ContentBlock], plain: bool) -> str | list[str |
         elif isinstance(b, OpaqueBlock):
             out.append(dict(b.data))
         elif isinstance(b, ThinkingBlock):
-            out.append({"type": "thinking", "thinking": b.thinking})
+            out.append(_lc_thinking(b))
+        elif isinstance(b, MediaBlock):
+            out.append(_lc_media(b))
+        else:  # pragma: no cover - tool blocks are taken out by the callers
+            raise IntegrationError(
+                FRAMEWORK, "message", f"a {type(b).__name__} has no LangChain content part"
+            )
     if len(out) == 1 and isinstance(out[0], dict) and out[0].get("type") == "text" and plain:
         return str(out[0]["text"])
     return out
@@ -239,7 +279,19 @@ def _lc_content(blocks: Sequence[ContentBlock], plain: bool) -> str | list[str |
 def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
     """ctxwise messages as LangChain messages (the inverse of :func:`from_langchain`;
     a compaction summary is a ``HumanMessage``). A message keeps the id of the
-    first LangChain message it stands for."""
+    first LangChain message it stands for; a ``ToolMessage`` is named after the
+    call it answers. Images and documents become LangChain standard content
+    blocks; thinking keeps its signature.
+
+    Raises:
+        IntegrationError: (reason ``"message"``) a block LangChain has no content
+            part for (a document given in a way only Anthropic reads), named.
+    """
+    names = {b.id: b.name for m in messages for b in m.tool_uses}
+    return _to_langchain(messages, names)
+
+
+def _to_langchain(messages: Sequence[Message], names: Mapping[str, str]) -> list[BaseMessage]:
     out: list[BaseMessage] = []
     for m in messages:
         ids = list(m.extra.get(_IDS) or ([m.id] if m.id else []))
@@ -272,6 +324,7 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
                         tool_call_id=r.tool_use_id,
                         status="error" if r.is_error else "success",
                         id=next(taken, None),
+                        name=names.get(r.tool_use_id),
                     )
                 )
             rest = [b for b in m.content if not isinstance(b, ToolResultBlock)]
@@ -478,13 +531,30 @@ class CtxwiseMiddleware(AgentMiddleware):
 
     @staticmethod
     def _lc(known: _Known, messages: Sequence[Message]) -> list[AnyMessage]:
+        """The window as LangChain messages: each message the Engine left as it was
+        is the very message given; an edited one is rebuilt, a ``ToolMessage``
+        keeping its original's name, artifact and metadata (only its content was
+        cleared)."""
+        names = {b.id: b.name for m in messages for b in m.tool_uses}
         out: list[AnyMessage] = []
         for m in messages:
             hit = known.originals.get(m.id) if m.id else None
             if hit is not None and hit[0] == m and len(hit[1]) == 1:
                 out.append(hit[1][0])  # type: ignore[arg-type]
-            else:
-                out.extend(to_langchain([m]))  # type: ignore[arg-type]
+                continue
+            given = {o.id: o for o in hit[1]} if hit is not None else {}
+            for rebuilt in _to_langchain([m], names):
+                original = given.get(rebuilt.id)
+                if isinstance(rebuilt, ToolMessage) and isinstance(original, ToolMessage):
+                    rebuilt = rebuilt.model_copy(
+                        update={
+                            "name": original.name or rebuilt.name,
+                            "artifact": original.artifact,
+                            "additional_kwargs": dict(original.additional_kwargs),
+                            "response_metadata": dict(original.response_metadata),
+                        }
+                    )
+                out.append(rebuilt)  # type: ignore[arg-type]
         return out
 
     def _persisted(
