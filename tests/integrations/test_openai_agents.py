@@ -180,6 +180,51 @@ def test_items_round_trip_through_ctxwise_messages_exactly() -> None:
     assert items == RICH_ITEMS
 
 
+def test_images_and_documents_from_another_source_become_input_parts() -> None:
+    """Messages that did not come from SDK items (an Anthropic transcript with a
+    screenshot, say): their images and files were dropped before, silently."""
+    from ctxwise.messages import MediaBlock, Message, TextBlock
+
+    png = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+    pdf = {"type": "url", "url": "https://example.com/invoice.pdf"}
+    messages = [
+        Message(
+            "user",
+            (
+                TextBlock("What does this error mean?"),
+                MediaBlock("image", png),
+                TextBlock("And this invoice?"),
+                MediaBlock("document", pdf),
+            ),
+        )
+    ]
+    _, items = to_items(messages)
+    assert items == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "What does this error mean?"},
+                {
+                    "type": "input_image",
+                    "detail": "auto",
+                    "image_url": "data:image/png;base64,iVBORw0KGgo=",
+                },
+                {"type": "input_text", "text": "And this invoice?"},
+                {"type": "input_file", "file_url": "https://example.com/invoice.pdf"},
+            ],
+        }
+    ]
+    back = to_messages(items)  # items the SDK takes, and ctxwise reads back
+    assert [type(b).__name__ for b in back[0].content] == [
+        "TextBlock",
+        "MediaBlock",
+        "TextBlock",
+        "MediaBlock",
+    ]
+    with pytest.raises(IntegrationError, match="cannot hold an image"):
+        to_items([Message("assistant", (MediaBlock("image", png),))])
+
+
 def test_system_and_developer_items_become_instructions() -> None:
     items = [
         {"role": "developer", "content": "Be brief."},

@@ -382,15 +382,56 @@ def _known_item(group: Sequence[ContentBlock]) -> dict[str, Any]:
     return shell
 
 
+def _media_part(block: MediaBlock) -> dict[str, Any]:
+    """An image or document as a Responses API input part."""
+    source = block.source
+    kind = source.get("type")
+    if kind == "text":
+        return {"type": "input_text", "text": str(source.get("data", ""))}
+    if kind == "base64":
+        data = f"data:{source.get('media_type')};base64,{source.get('data')}"
+    elif kind == "url":
+        data = str(source.get("url"))
+    elif kind == "file":
+        data = ""
+    else:
+        raise IntegrationError(
+            FRAMEWORK,
+            "message",
+            f"a {block.media} given by {kind!r} has no Responses API input part",
+        )
+    if block.media == "image":
+        part: dict[str, Any] = {"type": "input_image", "detail": "auto"}
+        key = "image_url"
+    else:
+        part = {"type": "input_file"}
+        key = "file_data" if kind == "base64" else "file_url"
+    if kind == "file":
+        part["file_id"] = source.get("file_id")
+    else:
+        part[key] = data
+    return part
+
+
 def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any]]:
-    """Items for blocks ctxwise wrote (a summary, the context block)."""
+    """Items for blocks ctxwise wrote (a summary, the context block) or that did not
+    come from an SDK item (messages from another source given to :func:`to_items`)."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
+    media: list[dict[str, Any]] = []
 
     def flush() -> None:
-        if texts:
+        if media:
+            if role != "user":
+                raise IntegrationError(
+                    FRAMEWORK, "message", f"an {role} message cannot hold an image or a file"
+                )
+            parts = [{"type": "input_text", "text": t} for t in texts]
+            out.append({"role": role, "content": [*parts, *media]})
+        elif texts:
             out.append({"role": role, "content": "\n\n".join(texts)})
-            texts.clear()
+        texts.clear()
+        media.clear()
 
     for b in group:
         if isinstance(b, ToolUseBlock):
@@ -409,8 +450,16 @@ def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any
         elif isinstance(b, OpaqueBlock) and isinstance(b.data.get("type"), str):
             flush()
             out.append(dict(b.data))
+        elif isinstance(b, MediaBlock):
+            if texts and not media:  # the text before the image stays before it
+                media.extend({"type": "input_text", "text": t} for t in texts)
+                texts.clear()
+            media.append(_media_part(b))
         elif block_text(b):
-            texts.append(block_text(b))
+            if media:
+                media.append({"type": "input_text", "text": block_text(b)})
+            else:
+                texts.append(block_text(b))
     flush()
     return out
 
