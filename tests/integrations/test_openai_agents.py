@@ -732,6 +732,15 @@ def test_a_bad_store_is_a_config_error() -> None:
     assert info.value.reason == "config"
 
 
+@pytest.mark.parametrize("make", [call_model_input_filter, policy_guardrail])
+def test_something_that_is_not_an_engine_is_a_config_error(make: Any) -> None:
+    # it was a TypeError ("cannot create weak reference"), or one at the first model call
+    for bad in ("ctxwise.toml", None):
+        with pytest.raises(IntegrationError, match="must be a ctxwise Engine") as info:
+            make(bad, "s")
+        assert info.value.reason == "config"
+
+
 def test_a_closed_session_says_so(tmp_path: Path) -> None:
     session = CtxwiseSession("s", tmp_path / "agents.db")
     asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))

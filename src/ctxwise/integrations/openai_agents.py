@@ -138,6 +138,15 @@ def _engine_lock(engine: Engine) -> threading.Lock:
         return lock
 
 
+def _check_engine(engine: Any) -> None:
+    from ctxwise.engine import Engine
+
+    if not isinstance(engine, Engine):
+        raise IntegrationError(
+            FRAMEWORK, "config", f"engine must be a ctxwise Engine, got {type(engine).__name__}"
+        )
+
+
 def _resolve(session_id: SessionId, context: Any) -> str:
     sid = session_id(context) if callable(session_id) else session_id
     return check_session_id(sid)
@@ -558,6 +567,7 @@ class ContextFilter:
     compacted, routed and pinned)."""
 
     def __init__(self, engine: Engine, session_id: SessionId) -> None:
+        _check_engine(engine)
         if not callable(session_id):
             check_session_id(session_id)
         self.engine = engine
@@ -695,6 +705,7 @@ def policy_guardrail(
     A session the Engine has not seen yet is checked against the configured rules
     with no case facts (what its first turn would start from).
     """
+    _check_engine(engine)
     lock = _engine_lock(engine)
 
     def check(sid: str, tool: str, tool_input: Mapping[str, Any]) -> Allowed | Blocked:
