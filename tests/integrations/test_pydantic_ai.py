@@ -47,7 +47,7 @@ from ctxwise.integrations.pydantic_ai import (
     from_pydantic_ai,
     to_pydantic_ai,
 )
-from ctxwise.messages import Transcript
+from ctxwise.messages import Message, Transcript
 
 NO_DELETE = {
     "kind": "forbid",
@@ -456,6 +456,28 @@ def test_a_part_ctxwise_cannot_map_is_named_and_nothing_changes(tmp_path: Path) 
     with pytest.raises(IntegrationError, match="ImageUrl"):
         run(agent.run(["What is on this receipt?", image]))
     assert seen == []  # the model was never called
+
+
+def test_an_earlier_runs_history_given_again_is_refused(tmp_path: Path) -> None:
+    """ "Edit and resend": the second run is thrown away and the first run's history
+    given again. The session holds the second run's prompt; the model got it before."""
+    engine = make_engine(tmp_path)
+    seen: list[list[ModelMessage]] = []
+    agent = agent_with(scripted([], seen), CtxwiseCapability(engine, "case-11"), [])
+    first = run(agent.run("What is 2+2?"))
+    # turns recorded another way (an MCP rules call, Engine.record) are not a rewind
+    engine.record("case-11", [Message.text_message("user", "Never call me before 9am.")])
+    second = run(agent.run("My card is 4111 1111 1111 1111.", message_history=first.all_messages()))
+    assert "4111" in str(seen[-1])
+    version = engine.sessions.version("case-11")
+    with pytest.raises(IntegrationError, match="stops before session") as err:
+        run(agent.run("What is 3+3?", message_history=first.all_messages()))
+    assert err.value.reason == "message"
+    assert engine.sessions.version("case-11") == version  # nothing recorded
+    assert len(seen) == 2  # the model never got the card number again
+    # going on from the latest history is fine
+    run(agent.run("What is 3+3?", message_history=second.all_messages()))
+    assert len(seen) == 3
 
 
 @pytest.mark.parametrize("bad", [None, "hi", [ModelRequest(parts=[UserPromptPart("hi")]), "hi"]])

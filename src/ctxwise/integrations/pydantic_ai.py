@@ -22,7 +22,10 @@ changed ones (a cleared tool return, a compaction summary) are rebuilt.
 Each message produced carries ``metadata["ctxwise"] = {"session": ..., "version":
 ...}``; that is how the next request tells what is new, so processing the capability's
 own output again changes nothing, in this capability or in a new one on the same
-Engine and session.
+Engine and session. A history from before what the session holds (an earlier run's
+``message_history`` given again, "edit and resend") is an
+:class:`~ctxwise.errors.IntegrationError`: a session only grows, and the model would
+get the turns the history left behind.
 
 A tool return whose call is no longer in the history (cut by a hand-trimmed
 ``message_history``, say) would be an orphan: pydantic-ai silently drops one, and the
@@ -42,6 +45,7 @@ evaluated (an unknown session, a broken store, a rule that raises) blocks too.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -374,6 +378,13 @@ def to_pydantic_ai(messages: Sequence[Message]) -> list[ModelMessage]:
 # ---------------------------------------------------------------- the capability
 
 
+def _identity(dumped: Mapping[str, Any]) -> str:
+    """What tells one message from another: its own fields (timestamp, run id, model,
+    response id, ...) without its parts and the metadata ctxwise marks it with."""
+    fields = {k: v for k, v in dumped.items() if k not in ("parts", "metadata")}
+    return json.dumps(fields, sort_keys=True, default=str, ensure_ascii=False)
+
+
 def _marked(message: ModelMessage, session_id: str) -> bool:
     mark = (message.metadata or {}).get(MARK)
     return isinstance(mark, Mapping) and mark.get("session") == session_id
@@ -503,6 +514,8 @@ class CtxwiseCapability(AbstractCapability[Any]):
         new = from_pydantic_ai(new_raw)  # raises before anything is written
         if not any(m.role != "system" for m in new):  # nothing new for the session
             return list(messages)
+        if last >= 0:
+            self._check_not_rewound(messages, last)
         try:
             history = self.engine.session_messages(sid)
         except UnknownSessionError:
@@ -518,6 +531,41 @@ class CtxwiseCapability(AbstractCapability[Any]):
         self.last_turn = result
         self.last_orphans = tuple(orphans)
         return out
+
+    def _check_not_rewound(self, messages: Sequence[ModelMessage], last: int) -> None:
+        """Refuse a history from before what the session holds (a ``message_history``
+        of an earlier run given again: "edit and resend"), which would hand the model
+        the turns the history no longer has. Only read when the session moved on since
+        the history's latest mark; turns recorded in other ways (``Engine.record``, an
+        MCP ``rules`` call) do not count, only those read from a pydantic-ai history."""
+        mark = (messages[last].metadata or {}).get(MARK)
+        version = mark.get("version") if isinstance(mark, Mapping) else None
+        now = self.engine.sessions.version(self.session_id)
+        if not isinstance(version, int) or version >= now:
+            return
+        given = {_identity(_dump_message(m)) for m in messages}
+        from ctxwise.formats import neutral
+
+        logged = [
+            m.extra[_MESSAGE]
+            for m in neutral.decode_messages(self.engine.sessions.log(self.session_id))
+            if isinstance(m.extra.get(_MESSAGE), Mapping)
+        ]
+        keys = [_identity(d) for d in logged]
+        at = max((i for i, k in enumerate(keys) if k in given), default=None)
+        if at is None:
+            return
+        gone = [k for k in keys[at + 1 :] if k not in given]
+        if gone:
+            raise IntegrationError(
+                DISTRIBUTION,
+                "message",
+                f"the message history stops before session {self.session_id!r} does: the "
+                f"session holds {len(gone)} later message(s) the history does not (an "
+                "earlier run's message_history given again). A ctxwise session only grows, "
+                "so the model would get the turns the history left behind; run it under a "
+                "new session id. Nothing was recorded",
+            )
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
