@@ -385,9 +385,43 @@ def test_a_new_filter_resumes_from_the_engines_log(tmp_path: Path) -> None:
             roles = [m.role for m in engine.session_messages("s")]
             assert roles == ["user", "assistant", "user", "assistant", "user"]
             log = engine.sessions.log("s")
-            assert sum(1 for m in log if m["role"] == "system") == 1  # instructions once
+            assert not [m for m in log if m["role"] == "system"]  # instructions are per call
         assert _orphans(list(model.calls[-1].input)) == []
+        assert [c.system_instructions for c in model.calls] == ["Be brief."] * 3
         assert len(asyncio.run(session.get_items())) == 6
+
+
+def test_the_model_gets_the_current_instructions_only(tmp_path: Path) -> None:
+    """Dynamic instructions (a function of the run) and a handoff change the
+    instructions between calls. Each was kept in the session's system part before,
+    so the model got every one ever given, and the pinned system part grew until
+    the turn failed with PinnedOverflowError."""
+    policy = "You are Northwind's support agent. " + "Follow the refund policy. " * 40
+    calls = iter(range(100))
+
+    def dynamic(context: Any, agent: Any) -> str:
+        return f"{policy}\nThe time is 10:{next(calls):02d}."
+
+    refunds = Agent(name="refunds", instructions="You handle refunds only.")
+    script: list[Any] = [[assistant_message("Noted.")]] * 12
+    script += [
+        [function_call("transfer_to_refunds", {}, call_id="h1")],
+        [assistant_message("Refund started.")],
+    ]
+    model = ScriptedModel(script)
+    refunds.model = model
+    triage = Agent(name="triage", instructions=dynamic, model=model, handoffs=[refunds])
+    with (
+        _engine(tmp_path, budget=4000) as engine,
+        CtxwiseSession("s", tmp_path / "a.db") as session,
+    ):
+        run_config = _config(engine, "s")
+        for i in range(12):
+            _run(triage, f"Question {i}.", run_config=run_config, session=session)
+        _run(triage, "I want a refund.", run_config=run_config, session=session)
+    told = [c.system_instructions for c in model.calls]
+    assert told[:13] == [f"{policy}\nThe time is 10:{i:02d}." for i in range(13)]
+    assert told[-1] == "You handle refunds only."  # after the handoff, only the new agent's
 
 
 def test_session_id_from_the_run_context(tmp_path: Path) -> None:

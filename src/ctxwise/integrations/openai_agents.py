@@ -8,7 +8,10 @@ Three pieces, each on one of the SDK's own extension points:
   turn on what is new since the Engine last saw the conversation (old tool results
   cleared, history compacted under the budget, pinned facts and rules, routed
   sources) and hands the model the Engine's window: ``instructions`` is the
-  window's system part, ``input`` its turns. Items the Engine kept come back as
+  agent's instructions of this call, then the window's system part (the pinned
+  rules and facts), ``input`` its turns. The instructions are not recorded in the
+  session and do not count against the budget: they change with a handoff or a
+  dynamic prompt, and the model gets only the current ones. Items the Engine kept come back as
   they were given (ids, statuses, raw argument strings); a ``function_call_output``
   is never sent without its ``function_call``. An item ctxwise cannot map raises
   :class:`~ctxwise.errors.IntegrationError` (reason ``"message"``) naming it,
@@ -660,16 +663,18 @@ class ContextFilter:
                 "rewound conversation under a new session id. Nothing was recorded",
             )
         new = to_messages(given[k:], start=len(seen.keys), keys=keys[k:])
-        said = set(seen.instructions)
-        if instructions and instructions.strip() and instructions.strip() not in said:
-            mark = {EXTRA: {INSTRUCTIONS: True}}
-            new.insert(0, Message("system", (TextBlock(instructions, mark),)))
-            said.add(instructions.strip())
         result = self.engine.turn(sid, new)
         self.last = result
-        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], said)
+        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], seen.instructions)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
+        # the agent's instructions of this call, as the SDK gives them: they change with
+        # a handoff or a dynamic prompt, so they are not recorded in the session (where
+        # every one ever given would stay in the system part). Instructions an older
+        # ctxwise recorded are in the window's system part already.
+        current = instructions.strip() if instructions else ""
+        if instructions and current and current not in seen.instructions:
+            text = f"{instructions}\n\n{text}" if text else instructions
         return text, items
 
 
