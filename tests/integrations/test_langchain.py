@@ -565,3 +565,61 @@ def test_a_cleared_tool_message_keeps_its_name_and_artifact(tmp_path: Path) -> N
     for m in sent:
         i = int(m.tool_call_id[1:])
         assert m.name == "lookup" and m.artifact == {"order": i, "rows": [i, i + 1]}
+
+
+# ---------------------------------------------------------------- the system prompt
+
+
+def test_a_dynamic_prompt_reaches_the_model_as_it_is_now(tmp_path: Path) -> None:
+    """A @dynamic_prompt changes the system prompt on every call. Each one was kept in
+    the session's system part before: the model got every prompt ever given, and the
+    pinned part grew until the turn failed with PinnedOverflowError."""
+    from langchain.agents.middleware import dynamic_prompt
+
+    calls = iter(range(100))
+    policy = "You track orders for Northwind. " + "Quote the order id in every answer. " * 30
+
+    @dynamic_prompt
+    def now(request: ModelRequest) -> str:
+        return f"{policy}\nThe time is 10:{next(calls):02d}."
+
+    model = ScriptedModel(responses=[AIMessage(f"Answer {i}.") for i in range(12)])
+    with _engine(tmp_path, budget=2500) as engine:
+        agent = create_agent(
+            model,
+            [lookup],
+            middleware=[now, CtxwiseMiddleware(engine)],
+            checkpointer=InMemorySaver(),
+        )
+        config: Any = {"configurable": {"thread_id": "t"}}
+        agent.invoke({"messages": [HumanMessage("Never call me before 9am.")]}, config)
+        for i in range(11):
+            agent.invoke({"messages": [HumanMessage(f"Question {i}?")]}, config)
+    systems = [m[0] for m in model.seen]
+    assert all(isinstance(s, SystemMessage) for s in systems)
+    for i, s in enumerate(systems):
+        assert s.text.startswith(f"{policy}\nThe time is 10:{i:02d}.")
+        assert s.text.count("The time is") == 1
+        assert "Never call me before 9am." in s.text  # the pinned rule follows the prompt
+
+
+def test_the_system_message_keeps_its_content_blocks(tmp_path: Path) -> None:
+    """An Anthropic prompt-cache mark on the system prompt reaches the model."""
+    prompt = SystemMessage(
+        [{"type": "text", "text": "You track orders.", "cache_control": {"type": "ephemeral"}}]
+    )
+    captured: list[ModelRequest] = []
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        mw.wrap_model_call(
+            ModelRequest(
+                model=FakeListChatModel(responses=["x"]),
+                messages=[HumanMessage("Never call me before 9am.", id="h")],
+                system_message=prompt,
+            ),
+            lambda r: captured.append(r) or ModelResponse(result=[AIMessage("ok")]),  # type: ignore[func-returns-value]
+        )
+    sent = captured[0].system_message
+    assert sent is not None and isinstance(sent.content, list)
+    assert sent.content[0] == prompt.content[0]
+    assert "Never call me before 9am." in sent.text

@@ -8,7 +8,10 @@ graph, so the same middleware serves LangGraph graphs (with any checkpointer).
   to ctxwise messages and run through :meth:`ctxwise.Engine.turn` (clearing,
   compaction under the budget, pinned facts and rules, routed sources); the
   Engine's window is mapped back and the model gets it through
-  ``request.override(messages=..., system_message=...)``. Only the messages new
+  ``request.override(messages=..., system_message=...)``: the request's own system
+  message first, as given (a dynamic prompt changes it from call to call, so it is
+  not recorded in the session and does not count against the budget), then the
+  window's system part (pinned rules and facts). Only the messages new
   since the session's last turn are given to the Engine (each LangChain message
   is known by its ``id``, which LangGraph gives every message in the state;
   a message without one by a hash of its content). A run of consecutive
@@ -351,6 +354,9 @@ class _Known:
     keys: list[str]
     seen: set[str]
     originals: dict[str, tuple[Message, list[BaseMessage]]]
+    system: set[str]
+    """System texts the session's log holds (an older ctxwise recorded the request's
+    system message there)."""
 
 
 class CtxwiseMiddleware(AgentMiddleware):
@@ -421,12 +427,15 @@ class CtxwiseMiddleware(AgentMiddleware):
         if known is not None and known.version == version:
             return known
         keys: list[str] = []
+        system: set[str] = set()
         if version:
             for m in neutral.decode_messages(self.engine.sessions.log(session_id)):
                 keys.extend(str(k) for k in m.extra.get(_IDS, ()))
+                if m.role == "system":
+                    system.add(m.text.strip())
         seen = set(keys) | (known.seen if known is not None else set())
         originals = known.originals if known is not None else {}
-        known = _Known(version, keys, seen, originals)
+        known = _Known(version, keys, seen, originals, system)
         self._known[session_id] = known
         return known
 
@@ -490,9 +499,6 @@ class CtxwiseMiddleware(AgentMiddleware):
                 self._check_not_rewound(session_id, known, request.messages)
                 new = self._new(known, request.messages)
                 mapped = from_langchain(new)
-                if request.system_message is not None:
-                    mapped = [*from_langchain([request.system_message]), *mapped]
-                    mapped[0] = Message("system", mapped[0].content)
                 try:
                     # what is new was worked out at this version: another writer's
                     # commit in between changes it, so the turn is worked out again
@@ -512,22 +518,32 @@ class CtxwiseMiddleware(AgentMiddleware):
                 known.keys.extend(ids)
                 known.seen.update(ids)
             self.last = result
-            system, messages = self._window(known, result.window.messages)
+            system, messages = self._window(known, result.window.messages, request.system_message)
         return request.override(messages=messages, system_message=system), result
 
     def _window(
-        self, known: _Known, window: Sequence[Message]
+        self, known: _Known, window: Sequence[Message], given: SystemMessage | None = None
     ) -> tuple[SystemMessage | None, list[AnyMessage]]:
-        system = None
+        """The window as the request's system message and messages. The request's own
+        system message comes first, as it was given (its content blocks, cache marks
+        included): it is the agent's prompt of this call (a dynamic prompt changes it),
+        so it is not recorded in the session, where every one ever given would stay."""
+        parts: list[str] = []
         body = list(window)
         if body and body[0].role == "system":
             parts = [b.text for b in body[0].content if isinstance(b, TextBlock)]
-            content: str | list[str | dict[str, Any]] = (
-                parts[0] if len(parts) == 1 else [{"type": "text", "text": p} for p in parts]
-            )
-            system = SystemMessage(content=content)
             body = body[1:]
-        return system, self._lc(known, body)
+        if given is not None and given.text.strip() and given.text.strip() not in known.system:
+            if isinstance(given.content, str):
+                content: str | list[str | dict[str, Any]] = "\n\n".join([given.content, *parts])
+            else:
+                head = [given.content] if isinstance(given.content, str) else list(given.content)
+                content = [*head, *({"type": "text", "text": p} for p in parts)]
+            return given.model_copy(update={"content": content}), self._lc(known, body)
+        if not parts:
+            return None, self._lc(known, body)
+        content = parts[0] if len(parts) == 1 else [{"type": "text", "text": p} for p in parts]
+        return SystemMessage(content=content), self._lc(known, body)
 
     @staticmethod
     def _lc(known: _Known, messages: Sequence[Message]) -> list[AnyMessage]:
