@@ -537,8 +537,7 @@ class CtxwiseMiddleware(AgentMiddleware):
             if isinstance(given.content, str):
                 content: str | list[str | dict[str, Any]] = "\n\n".join([given.content, *parts])
             else:
-                head = [given.content] if isinstance(given.content, str) else list(given.content)
-                content = [*head, *({"type": "text", "text": p} for p in parts)]
+                content = [*given.content, *({"type": "text", "text": p} for p in parts)]
             return given.model_copy(update={"content": content}), self._lc(known, body)
         if not parts:
             return None, self._lc(known, body)
