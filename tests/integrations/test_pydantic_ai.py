@@ -525,3 +525,27 @@ def test_a_version_outside_the_range_names_the_range(monkeypatch: pytest.MonkeyP
         spec.loader.exec_module(module)
     assert err.value.reason == "version"
     assert SUPPORTED in str(err.value) and "2.10.0" in str(err.value)
+
+
+def test_a_dynamic_system_prompt_is_refreshed_as_without_ctxwise(tmp_path: Path) -> None:
+    """@agent.system_prompt(dynamic=True) across runs: the model got the first value
+    for ever before (the prompt was merged into ctxwise's system part)."""
+    clock = iter(f"10:{i:02d}" for i in range(0, 60, 5))
+    engine = make_engine(tmp_path)
+    seen: list[list[ModelMessage]] = []
+    agent = agent_with(scripted([], seen), CtxwiseCapability(engine, "case-12"), [])
+
+    @agent.system_prompt(dynamic=True)
+    def now() -> str:
+        return f"The time is {next(clock)}."
+
+    history: list[ModelMessage] = []
+    for prompt in ("Hi.", "Where is order 1?", "Thanks."):
+        history = run(agent.run(prompt, message_history=history)).all_messages()
+    told = [[t for t in system_text(m).splitlines() if t.startswith("The time")] for m in seen]
+    assert told == [["The time is 10:00."], ["The time is 10:05."], ["The time is 10:10."]]
+    assert all("You are a support agent." in system_text(m) for m in seen)
+    # the prompt is not kept in the session's system part
+    assert "The time is" not in "".join(
+        str(m["content"]) for m in engine.sessions.log("case-12") if m["role"] == "system"
+    )

@@ -14,7 +14,10 @@ this capability produced for the session) are mapped to ctxwise messages and giv
 compacts under the budget, pins rules and facts and adds routed sources. The Engine's
 window is mapped back and replaces both the request's messages and the run's history
 (``RunContext.messages``): the system part (system prompts, pinned rules and facts,
-and the context when ``context = "system"``) is one ``SystemPromptPart`` at the start.
+and the context when ``context = "system"``) is one ``SystemPromptPart`` at the start,
+after the latest statement of each dynamic system prompt (``dynamic=True``), which is
+sent as pydantic-ai refreshes it, not recorded in the session (every statement would
+stay there) and not counted against the budget.
 Parts the Engine did not change come back as the very parts pydantic-ai gave (ids,
 timestamps, usage and provider details kept, from the part's own serialized form);
 changed ones (a cleared tool return, a compaction summary) are rebuilt.
@@ -395,12 +398,36 @@ def _mark(message: ModelMessage, session_id: str, version: int) -> ModelMessage:
     return replace(message, metadata=metadata)
 
 
+def _dynamic_prompts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]:
+    """The latest statement of each dynamic system prompt (``dynamic_ref``) in
+    ``messages``, in the order the prompts first appear."""
+    latest: dict[str, SystemPromptPart] = {}
+    for m in messages:
+        if isinstance(m, ModelRequest):
+            for p in m.parts:
+                if isinstance(p, SystemPromptPart) and p.dynamic_ref and p.scope != "request":
+                    latest[p.dynamic_ref] = p
+    return list(latest.values())
+
+
 def _request_scoped(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage], list[Any]]:
-    """The messages without request-scoped system prompts, and those prompts."""
+    """The messages without request-scoped system prompts, and those prompts. Dynamic
+    system prompts are taken out too (and not returned): they are sent as they are
+    now, not recorded in the session, where every statement would stay."""
     kept: list[ModelMessage] = []
     scoped: list[Any] = []
     for m in messages:
         if isinstance(m, ModelRequest):
+            dynamic = [
+                p
+                for p in m.parts
+                if isinstance(p, SystemPromptPart) and p.dynamic_ref and p.scope != "request"
+            ]
+            if dynamic:
+                rest = [p for p in m.parts if not any(p is d for d in dynamic)]
+                m = replace(m, parts=rest)
+                if not rest:
+                    continue
             mine = [p for p in m.parts if isinstance(p, SystemPromptPart) and p.scope == "request"]
             if mine:
                 scoped.extend(mine)
@@ -523,6 +550,15 @@ class CtxwiseCapability(AbstractCapability[Any]):
         new, orphans = _orphans_as_text(history, new)
         result = await self.engine.aturn(sid, new)
         window = to_pydantic_ai(result.window.messages)
+        dynamic = _dynamic_prompts(messages)
+        if dynamic:  # the dynamic prompts as they are now, first, as pydantic-ai sends them
+            at = next((i for i, m in enumerate(window) if isinstance(m, ModelRequest)), None)
+            if at is None:
+                window.insert(0, ModelRequest(parts=list(dynamic)))
+            else:
+                first = window[at]
+                assert isinstance(first, ModelRequest)
+                window[at] = replace(first, parts=[*dynamic, *first.parts])
         version = result.version
         out = [_mark(m, sid, version) for m in window]
         if scoped and out and isinstance(out[-1], ModelRequest):
