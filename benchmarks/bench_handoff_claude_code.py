@@ -29,6 +29,10 @@ first with the selector as it then stood, then with one change decided on
 beforehand: a file's history leaves out what a later whole-file ``Write`` of it
 replaced (the first version of that rule also took a ``Write`` of another file
 that only mentioned the path; it was corrected before being kept).
+``handoff_blind8_tasks.json`` (``blind 8``, ten per session) was written blind after
+that and scored with the selector unchanged (and with one more rule decided on
+beforehand, a later full ``Read`` of a file superseding its earlier history too,
+which gained nothing there and was not kept).
 Each task names the message it was modelled on (``cut_at_message``: the
 transcript handed over is everything before it) and the earlier tool results it
 depends on, by tool_use id.
@@ -72,6 +76,7 @@ TASK_FILES = {
     "blind 5": REPO_ROOT / "benchmarks" / "data" / "handoff_blind5_tasks.json",
     "blind 6": REPO_ROOT / "benchmarks" / "data" / "handoff_blind6_tasks.json",
     "blind 7": REPO_ROOT / "benchmarks" / "data" / "handoff_blind7_tasks.json",
+    "blind 8": REPO_ROOT / "benchmarks" / "data" / "handoff_blind8_tasks.json",
 }
 METHODS = ("ctxwise", "recent", "bm25")
 

@@ -429,8 +429,9 @@ def handoff_claude_code(d: dict[str, Any]) -> str:
         "before that choice and scored only after it; `blind 6`: eight more per session, "
         "written blind after it; `blind 7`: eight more per session, written blind after "
         "the last selector change and scored with one rule decided on beforehand (a "
-        "file's history leaves out what a later whole-file Write of it replaced). The "
-        "baselines get the "
+        "file's history leaves out what a later whole-file Write of it replaced); "
+        "`blind 8`: ten more per session, written blind after that, scored with the "
+        "selector unchanged. The baselines get the "
         "same chunks, costs and budget (`recent`: the latest chunks; `bm25`: plain BM25, "
         "then the latest).\n\n" + table(head, [row(k, s) for k, s in d["sets"].items()])
     )
