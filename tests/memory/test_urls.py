@@ -44,11 +44,24 @@ def test_urls_open_each_backend(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["mongodb://x/y", "redis://localhost", "", "memory.db", "sqlite://relative.db"]
+    "url",
+    [
+        "mongodb://x/y",
+        "redis://localhost",
+        "",
+        "memory.db",
+        "sqlite://relative.db",
+        "sqlite:///bad.db?mode=ro",
+        "sqlite:///a\x00b.db",
+    ],
 )
-def test_a_bad_url_is_a_typed_usage_error(url: str) -> None:
+def test_a_bad_url_is_a_typed_usage_error(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(StoreURLError) as caught:
         open_store(url)
+    assert list(tmp_path.iterdir()) == []  # nothing was opened or written
     assert isinstance(caught.value, UsageError) and caught.value.url == url
     again = pickle.loads(pickle.dumps(caught.value))
     assert str(again) == str(caught.value) and again.reason == caught.value.reason

@@ -7,7 +7,10 @@
 - ``postgresql://…`` (or ``postgres://…``): ``PostgresStore`` (extra ``postgres``) on
   that libpq URI, with the embedding dimension and schema given here.
 
-Anything else raises :class:`StoreURLError` before anything is opened or written.
+Anything else raises :class:`StoreURLError` before anything is opened or written,
+and so does a SQLite URL with a query (``?mode=ro``: no options are taken, and the
+query would otherwise become part of the file's name) unless its path is a SQLite
+``file:`` URI.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ def store_kind(url: str) -> str:
     else :class:`StoreURLError` (nothing is opened)."""
     if not isinstance(url, str) or not url.strip():
         raise StoreURLError(str(url), reason="it is empty")
+    if "\x00" in url:
+        raise StoreURLError(url, reason="it holds a NUL character")
     if url in ("memory", "memory://"):
         return "memory"
     scheme, sep, rest = url.partition("://")
@@ -33,6 +38,8 @@ def store_kind(url: str) -> str:
     if scheme == "sqlite":
         if rest and not rest.startswith("/"):
             raise StoreURLError(url, reason="a SQLite URL is sqlite:///PATH (three slashes)")
+        if "?" in rest and not rest[1:].startswith("file:"):  # else a file "x.db?mode=ro"
+            raise StoreURLError(url, reason="a SQLite URL takes no query (?…), only a path")
         return "sqlite"
     if scheme in ("postgresql", "postgres"):
         return "postgresql"
