@@ -624,7 +624,7 @@ def test_a_schema_from_before_the_analyzer_is_migrated_and_reindexed(
             )
         )
     store = open_store()
-    assert [name for name, _ in store.migrations()][-1] == "m004_analyzed_terms"
+    assert [name for name, _ in store.migrations()] == [name for name, _ in MIGRATIONS]
     hits = store.lexical_search(("a",), "refund cafe", 5)
     assert [it.id for it, _ in hits] == ["x"]
     reference = InMemoryStore()
@@ -639,3 +639,51 @@ def test_a_schema_from_before_the_analyzer_is_migrated_and_reindexed(
     unstemmed = open_store(analyzer=Analyzer(stem=None))  # another analyzer: re-indexed
     assert unstemmed.lexical_search(("a",), "refund", 5) == []
     assert [it.id for it, _ in unstemmed.lexical_search(("a",), "refunded", 5)] == ["x"]
+
+
+def test_terms_past_word_16383_count_every_time(
+    open_store: Callable[..., PostgresStore],
+    dsn: str,
+    schema: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tsvector position cannot pass 16,383; positions are occurrence numbers, so
+    a long text's late terms count as often as they occur (BM25 like the other
+    stores), and a schema indexed before (every late occurrence at 16,383, counted
+    once) is re-indexed by m005."""
+    filler = " ".join(f"w{i}" for i in range(17_000))
+    items = [
+        NewItem(filler + " needle needle needle needle", {}, "late"),
+        NewItem("needle " + filler, {}, "early"),
+        NewItem("short needle text", {}, "s"),
+    ]
+    reference = InMemoryStore()
+    reference.put_many(("a",), items)
+    want = [(it.id, s) for it, s in reference.lexical_search(("a",), "needle", 5)]
+    assert [i for i, _ in want] == ["s", "late", "early"]
+
+    store = open_store()
+    store.put_many(("a",), items)
+    got = [(it.id, s) for it, s in store.lexical_search(("a",), "needle", 5)]
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+    with psycopg.connect(dsn, autocommit=True) as conn:  # "late" as m004 indexed it
+        (term,) = store.analyzer.words("needle")
+        conn.execute(
+            sql.SQL(
+                "UPDATE {s}.items SET tsv = ts_delete(tsv, %s::text)"
+                " || setweight(format('%%s:1', %s::text)::tsvector, 'D') WHERE id = 'late'"
+            ).format(s=sql.Identifier(schema)),
+            [term, term],
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {s}.migrations WHERE name = 'm005_occurrence_positions'").format(
+                s=sql.Identifier(schema)
+            )
+        )
+    assert [it.id for it, _ in store.lexical_search(("a",), "needle", 5)][1:] == ["early", "late"]
+    store.close()
+    again = open_store()  # m005 re-indexes every item
+    fresh = again.lexical_search(("a",), "needle", 5)
+    assert [it.id for it, _ in fresh] == [i for i, _ in want]
+    assert [s for _, s in fresh] == pytest.approx([s for _, s in want], rel=1e-9)

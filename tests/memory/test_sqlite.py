@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwise.embeddings import HashingEmbedder
+from ctxwise.errors import UsageError
 from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann
 from ctxwise.memory import sqlite as sqlite_module
 from ctxwise.memory.sqlite import SCHEMA_VERSION
@@ -456,3 +457,30 @@ def test_a_file_from_before_the_analyzer_is_migrated_and_reindexed(tmp_path: Pat
     assert unstemmed.lexical_search(("a",), "refund", 5) == []
     assert [it.id for it, _ in unstemmed.lexical_search(("a",), "refunded", 5)] == ["x"]
     unstemmed.close()
+
+
+def test_a_writer_locked_out_past_the_timeout_is_a_store_error(tmp_path: Path) -> None:
+    """Another connection holding the write lock: a StoreError naming the file,
+    not sqlite3's OperationalError, and nothing written."""
+    path = tmp_path / "locked.db"
+    store = SQLiteStore(path, timeout=0.05)
+    store.put_many(("a",), [NewItem("kept")])
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match="locked"):
+            store.put_many(("a",), [NewItem("blocked")])
+        with pytest.raises(StoreError, match="locked"):
+            store.delete(("a",), ["m0"])
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert [it.text for it in store.recent(("a",), 5)] == ["kept"]
+    store.put_many(("a",), [NewItem("after")])
+    assert store.count(("a",)) == 2
+    store.close()
+
+
+def test_a_path_with_nul_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="NUL"):
+        SQLiteStore(f"{tmp_path}/a\x00b.db")

@@ -23,6 +23,7 @@ from ctxwise.memory import (
     NewItem,
     SQLiteStore,
     Store,
+    StoreError,
 )
 from tests.memory.conftest import DIM
 
@@ -331,3 +332,192 @@ def test_a_long_index_text_is_indexed_alike(make_store: Callable[[], Store]) -> 
     store.put_many(A, [NewItem("short", {}, "long", index_text=long), NewItem("needle", {}, "n")])
     found = {it.id: s for it, s in store.lexical_search(A, "needle", 5)}
     assert set(found) == {"long", "n"} and found["n"] > found["long"]
+
+
+# hostile inputs: every backend accepts, refuses and compares alike ----------------
+
+
+def _deep(depth: int) -> list[object]:
+    nested: list[object] = []
+    for _ in range(depth):
+        nested = [nested]
+    return nested
+
+
+V4 = np.zeros(DIM, dtype=np.float32)
+V4[0] = 1.0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        NewItem("x", {"a": float("nan")}),
+        NewItem("x", {"a": float("inf")}),
+        NewItem("x", {"a": object()}),
+        NewItem("x", {"a": "lone \ud800"}),
+        NewItem("x", [("a", 1)]),  # type: ignore[arg-type]
+        NewItem("x", id="a\x00b"),
+        NewItem("x", id="a\ud800"),
+        NewItem("x", id=5),  # type: ignore[arg-type]
+        NewItem("x", created_at="yesterday"),  # type: ignore[arg-type]
+        NewItem("x", created_at=True),
+        NewItem("x", created_at=float("nan")),
+        NewItem("x", vector=np.full(DIM, np.nan, dtype=np.float32)),
+        NewItem("x", vector=np.zeros((2, DIM // 2), dtype=np.float32)),
+        NewItem("x", vector=np.zeros(0, dtype=np.float32)),
+        NewItem("x", vector=["a"] * DIM),  # type: ignore[arg-type]
+        NewItem("x", vector=np.ones(DIM - 1, dtype=np.float32)),
+        NewItem("x", index_text=5),  # type: ignore[arg-type]
+        NewItem("x", {"a": _deep(5000)}),
+    ],
+    ids=[
+        "nan-metadata", "inf-metadata", "object-metadata", "surrogate-metadata",
+        "list-metadata", "nul-id", "surrogate-id", "int-id", "str-created_at",
+        "bool-created_at", "nan-created_at", "nan-vector", "2d-vector", "empty-vector",
+        "str-vector", "short-vector", "int-index_text", "deep-metadata",
+    ],
+)  # fmt: skip
+def test_bad_items_are_usage_errors_and_write_nothing(
+    make_store: Callable[[], Store], bad: NewItem
+) -> None:
+    store = make_store()
+    store.put_many(A, [NewItem("kept", vector=V4)])
+    with pytest.raises(UsageError):
+        store.put_many(A, [NewItem("fine", vector=V4), bad])
+    assert store.count(A) == 1 and [it.text for it in store.recent(A, 5)] == ["kept"]
+
+
+def test_items_read_back_as_json_data(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    meta = {"t": (1, 2), 3: "three", "big": 2**70, "exact": 2**53 + 1, "nested": {"a": [None]}}
+    store.put_many(A, [NewItem("x", meta, "i", created_at=5), NewItem("y", {}, ""), NewItem("z")])
+    got = store.get(A, "i")
+    assert got is not None and got.created_at == 5.0 and isinstance(got.created_at, float)
+    assert got.metadata == {
+        "t": [1, 2], "3": "three", "big": 2**70, "exact": 2**53 + 1, "nested": {"a": [None]},
+    }  # fmt: skip
+    assert [it.id for it in store.recent(A, 5)] == ["i", "m1", "m2"]  # "" asks for an id
+
+
+FILTERED = [
+    ("true", {"v": True}),
+    ("one", {"v": 1}),
+    ("float", {"v": 1.0}),
+    ("text", {"v": "1"}),
+    ("null", {"v": None}),
+    ("none", {}),
+    ("obj", {"v": {"b": 1, "c": [1, 2]}}),
+    ("list", {"v": [1, 2]}),
+    ("big", {"v": 2**70}),
+    ("nul", {"v": "a\x00b"}),
+    ("keys", {'c"d': 2, "a.b": 3, "$": 4, "k\x00": 5}),
+]
+
+
+@pytest.mark.parametrize(
+    ("filters", "want"),
+    [
+        ({"v": True}, {"true"}),
+        ({"v": 1}, {"one", "float"}),
+        ({"v": 1.0}, {"one", "float"}),
+        ({"v": "1"}, {"text"}),
+        ({"v": False}, set()),
+        ({"v": 0}, set()),
+        ({"v": None}, {"null", "none", "keys"}),
+        ({"v": {"c": [1, 2], "b": 1}}, {"obj"}),
+        ({"v": {"b": 1}}, set()),
+        ({"v": [1, 2]}, {"list"}),
+        ({"v": (1, 2)}, {"list"}),
+        ({"v": [1]}, set()),
+        ({"v": 2**70}, {"big"}),
+        ({"v": 2**70 + 1}, set()),
+        ({"v": "a\x00b"}, {"nul"}),
+        ({"v": "a"}, set()),
+        ({'c"d': 2, "a.b": 3, "$": 4}, {"keys"}),
+        ({"k\x00": 5}, {"keys"}),
+        ({"missing": 1}, set()),
+        ({}, {name for name, _ in FILTERED}),
+    ],
+)
+def test_filters_compare_json_values_alike(
+    make_store: Callable[[], Store], filters: dict[str, object], want: set[str]
+) -> None:
+    store = make_store()
+    store.put_many(A, [NewItem("hello", meta, name, V4) for name, meta in FILTERED])
+    assert {it.id for it, _ in store.lexical_search(A, "hello", 50, filters)} == want
+    assert {it.id for it, _ in store.vector_search(A, V4, 50, filters)} == want
+
+
+def test_bad_calls_are_usage_errors(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    store.put_many(A, [NewItem("hello", {"v": 1}, "i", V4)])
+    calls: list[Callable[[], object]] = [
+        lambda: store.lexical_search(A, "hello", 5, [("v", 1)]),  # type: ignore[arg-type]
+        lambda: store.lexical_search(A, "hello", 5, {1: 1}),  # type: ignore[dict-item]
+        lambda: store.lexical_search(A, "hello", 5, {"v": float("nan")}),
+        lambda: store.vector_search(A, V4, 5, {"v": object()}),
+        lambda: store.lexical_search(A, 5, 5),  # type: ignore[arg-type]
+        lambda: store.lexical_search(A, "hello \ud800", 5),
+        lambda: store.vector_search(A, np.full(DIM, np.nan, dtype=np.float32), 5),
+        lambda: store.vector_search(A, np.ones(DIM - 1, dtype=np.float32), 5),
+        lambda: store.vector_search(A, ["a"] * DIM, 5),  # type: ignore[arg-type]
+        lambda: store.by_seq(A, ["0"]),  # type: ignore[list-item]
+        lambda: store.by_seq(A, [0.0]),  # type: ignore[list-item]
+        lambda: store.recent(A, 1.5),  # type: ignore[arg-type]
+        lambda: store.recent(A, True),
+        lambda: store.count(("a\ud800",)),
+        lambda: store.put_many(("a\ud800",), [NewItem("x")]),
+    ]
+    for call in calls:
+        with pytest.raises(UsageError):
+            call()
+    assert store.count(A) == 1
+
+
+def test_huge_k_n_and_seqs_are_clamped(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    store.put_many(A, [NewItem("hello", {}, "i", V4)])
+    for k in (10**12, 2**63, 2**70):
+        assert [it.id for it, _ in store.lexical_search(A, "hello", k)] == ["i"]
+        assert [it.id for it, _ in store.vector_search(A, V4, k)] == ["i"]
+    assert [it.id for it in store.recent(A, 2**70)] == ["i"]
+    assert [it.id for it in store.by_seq(A, [0, 0, -1, 2**63, 2**70])] == ["i"]
+
+
+def test_a_closed_store_is_a_store_error(make_store: Callable[[], Store]) -> None:
+    make_store()  # the fixture's first handle stays open (it drops the PostgreSQL schema)
+    store = make_store()
+    store.put_many(A, [NewItem("hello", {}, "i", V4)])
+    store.close()
+    store.close()  # again: nothing
+    calls: list[Callable[[], object]] = [
+        lambda: store.put_many(A, [NewItem("more")]),
+        lambda: store.get_many(A, ["i"]),
+        lambda: store.delete(A, ["i"]),
+        lambda: store.lexical_search(A, "hello", 5),
+        lambda: store.vector_search(A, V4, 5),
+        lambda: store.by_seq(A, [0]),
+        lambda: store.recent(A, 1),
+        lambda: store.namespaces(),
+        lambda: store.count(A),
+    ]
+    for call in calls:
+        with pytest.raises(StoreError, match="closed"):
+            call()
+
+
+def test_vector_search_ranks_by_cosine_for_vectors_of_any_length(
+    make_store: Callable[[], Store],
+) -> None:
+    """Vectors that are not unit length (an embedder that does not normalize): the
+    score is their cosine similarity on every backend, as PostgreSQL's ``<=>``
+    gives it, not a dot product that favours long vectors."""
+    store = make_store()
+    long, tilted, zero = np.zeros(DIM, np.float32), np.zeros(DIM, np.float32), V4 * 0
+    long[0], tilted[:2] = 30.0, 0.5
+    store.put_many(A, [NewItem("long", vector=long), NewItem("tilted", vector=tilted)])
+    store.put_many(A, [NewItem("zero", vector=zero), NewItem("unit", vector=V4)])
+    found = [(it.text, s) for it, s in store.vector_search(A, V4 * 4, 4)]
+    assert [t for t, _ in found[2:]] == ["tilted", "zero"]
+    assert {t for t, _ in found[:2]} == {"long", "unit"}
+    assert [s for _, s in found] == pytest.approx([1.0, 1.0, 0.5**0.5, 0.0], abs=1e-6)

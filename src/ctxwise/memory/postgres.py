@@ -35,7 +35,8 @@ remembered, per process, until the namespace has changed by more than
 ``DF_DRIFT`` (2%) of the count (a rare lexeme's count, below 50, is taken again
 after any write). Two limits of
 PostgreSQL's text search apply: a term's frequency in one item
-counts at most 256 occurrences (and positions past 16,383 count once), and an item
+counts at most 256 occurrences (a tsvector keeps 256 positions per lexeme; ctxwise
+stores occurrence numbers there, so where a term stands never matters), and an item
 whose index would exceed the 1 MB ``tsvector`` limit is indexed from the longest
 prefix of its terms (halving) that fits.
 
@@ -56,28 +57,32 @@ metadata).
 from __future__ import annotations
 
 import json
-import operator
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-
-import numpy as np
 
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory.store import (
     BM25_B,
     BM25_K1,
+    INT64_MAX,
     MemoryItem,
     Namespace,
     NewItem,
     Store,
     StoreError,
     Vector,
+    check_filters,
+    check_item,
     check_k,
+    check_n,
     check_namespace,
-    check_text,
+    check_query,
+    check_seqs,
+    check_vector,
 )
 from ctxwise.text import Analyzer
 
@@ -95,10 +100,9 @@ __all__ = ["MIGRATIONS", "PostgresStore"]
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _MAX_DIM = 16_000  # pgvector's limit for the vector type
-_INT64 = (-(2**63), 2**63 - 1)
+_MAX_EF_SEARCH = 1000  # pgvector's limit for hnsw.ef_search
 _FTS_FAST_BYTES = 100_000  # below this, a text's tsvector fits in 1 MB: no subtransaction
 _TSV_MAX_BYTES = 1_000_000  # PostgreSQL's tsvector limit is 1 MiB; stay under it
-_MAX_POS = 16_383  # tsvector positions are 14 bits
 _MAX_POSITIONS = 256  # positions kept per lexeme
 
 
@@ -108,19 +112,23 @@ def _quote(lexeme: str) -> str:
 
 
 def _tsvector(terms: Sequence[str]) -> tuple[str, int]:
-    """A ``tsvector`` literal of ``terms`` (a position each, as ``to_tsvector``
-    gives) and how many terms it holds: the longest prefix (halving) that fits."""
+    """A ``tsvector`` literal of ``terms`` and how many terms it holds: the longest
+    prefix (halving) that fits.
+
+    A lexeme's positions are its occurrence numbers (1, 2, ... up to 256), not where
+    it stands in the text: BM25 reads its frequency as the number of positions,
+    and a word position past 16,383 (PostgreSQL's largest) would make every later
+    occurrence count once. ctxwise never searches phrases, so nothing reads where."""
     n = len(terms)
     while True:
-        positions: dict[str, list[int]] = {}
-        for i, term in enumerate(terms[:n], start=1):
-            found = positions.setdefault(term, [])
-            if len(found) < _MAX_POSITIONS and (not found or found[-1] < _MAX_POS):
-                found.append(min(i, _MAX_POS))
-        size = sum(len(t.encode("utf-8")) + 2 * len(p) + 8 for t, p in positions.items())
+        counts = Counter(terms[:n])
+        size = sum(
+            len(t.encode("utf-8")) + 2 * min(c, _MAX_POSITIONS) + 8 for t, c in counts.items()
+        )
         if size <= _TSV_MAX_BYTES or n <= 1:
             literal = " ".join(
-                _quote(t) + ":" + ",".join(map(str, p)) for t, p in positions.items()
+                _quote(t) + ":" + ",".join(map(str, range(1, min(c, _MAX_POSITIONS) + 1)))
+                for t, c in counts.items()
             )
             return literal, n
         n //= 2
@@ -203,6 +211,12 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             _REINDEX,  # every item's terms by the store's analyzer (PostgresStore._reindex)
             "CREATE INDEX items_tsv ON {schema}.items USING gin (tsv)",
         ),
+    ),
+    (
+        "m005_occurrence_positions",
+        # positions became occurrence numbers (_tsvector): re-index the items whose
+        # terms past word 16,383 counted once
+        (_REINDEX,),
     ),
 )
 
@@ -342,14 +356,6 @@ def _without_nul(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_nul(v) for v in value]
     return value
-
-
-def _json(value: Any, what: str) -> Any:
-    """``value`` as plain JSON data (the shape it comes back in), or a UsageError."""
-    try:
-        return json.loads(json.dumps(value, allow_nan=False))
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"{what} must be JSON-serializable (no NaN or infinity): {e}") from None
 
 
 def _jsonb(value: Any, what: str) -> str:
@@ -757,47 +763,27 @@ class PostgresStore(Store):
     # validation ---------------------------------------------------------------------
 
     def _vector(self, vector: Any, what: str) -> Vector:
-        try:
-            v = np.asarray(vector, dtype=np.float32)
-        except (TypeError, ValueError) as e:
-            raise UsageError(f"{what} is not a vector of numbers: {e}") from None
+        v = check_vector(vector, what)
         if v.shape != (self.dim,):
             raise UsageError(
                 f"{what} has shape {v.shape}; this store holds {self.dim}-dimensional vectors"
             )
-        if not np.isfinite(v).all():
-            raise UsageError(f"{what} holds NaN or infinite values")
         return v
 
     def _row(self, item: NewItem) -> tuple[str | None, list[Any]]:
         """The id asked for and the column values (id and seq filled in later)."""
-        text = check_text(item.text)
-        if item.id is not None and not isinstance(item.id, str):
-            raise UsageError(f"an item id is a string, got {type(item.id).__name__}")
-        if item.id and "\x00" in item.id:
-            raise UsageError("an item id cannot contain NUL characters")
-        if not isinstance(item.metadata, Mapping):
-            raise UsageError(f"metadata is a mapping, got {type(item.metadata).__name__}")
-        metadata = _json(dict(item.metadata), "metadata")
+        item = check_item(item)
+        text = item.text
+        metadata = item.metadata
         metadata_text = _jsonb(metadata, "metadata")
         raw = None
         if "\x00" in text or _has_nul(metadata):
             raw = json.dumps({"text": text, "metadata": metadata}).encode("utf-8")
             text = text.replace("\x00", " ")
         created_at = item.created_at
-        if created_at is not None:
-            if isinstance(created_at, bool) or not isinstance(created_at, int | float):
-                raise UsageError(f"created_at is a number (epoch seconds), got {created_at!r}")
-            created_at = float(created_at)
         vector = None if item.vector is None else self._vector(item.vector, "an item's vector")
         indexed = text
         if item.index_text is not None and item.index_text != item.text:
-            if not isinstance(item.index_text, str):
-                raise UsageError(f"index_text is a string, got {type(item.index_text).__name__}")
-            try:  # no length limit: other stores index any length too
-                item.index_text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise UsageError("index_text is not valid Unicode (lone surrogates)") from None
             indexed = item.index_text.replace("\x00", " ")
         tsv, ntok = _tsvector(self.analyzer.words(indexed))
         index_text = None if indexed == text else indexed
@@ -815,10 +801,9 @@ class PostgresStore(Store):
     def _filters(self, filters: Mapping[str, Any] | None) -> tuple[sql.Composable, dict[str, Any]]:
         """SQL for ``matches(metadata, filters)``: jsonb containment for scalars,
         equality for lists and objects, absent-or-null for None. Named parameters."""
+        filters = check_filters(filters)
         if not filters:
             return sql.SQL(""), {}
-        if not isinstance(filters, Mapping):
-            raise UsageError(f"filters are a mapping, got {type(filters).__name__}")
         parts: list[sql.Composable] = []
         params: dict[str, Any] = {}
 
@@ -829,17 +814,15 @@ class PostgresStore(Store):
 
         contained: dict[str, Any] = {}
         for key, value in filters.items():
-            if not isinstance(key, str):
-                raise UsageError(f"filter keys are strings, got {key!r}")
             key = key.replace("\x00", "\ufffd")
             if value is None:
                 parts.append(
                     sql.SQL("coalesce(i.metadata -> {}, 'null') = 'null'").format(param(key))
                 )
             elif isinstance(value, str | int | float | bool):
-                contained[key] = _json(value, "a filter value")
+                contained[key] = value
             else:
-                text = _jsonb(_json(value, "a filter value"), "a filter value")
+                text = _jsonb(value, "a filter value")
                 parts.append(
                     sql.SQL("i.metadata -> {} = {}::jsonb").format(param(key), param(text))
                 )
@@ -951,17 +934,12 @@ class PostgresStore(Store):
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
         ns = check_namespace(namespace)
-        check_k(k)
-        if not isinstance(query, str):
-            raise UsageError(f"a query is a string, got {type(query).__name__}")
+        k = min(check_k(k), INT64_MAX)
+        query = check_query(query)
         where, params = self._filters(filters)
         query = query.replace("\x00", " ")
         if not query.strip():
             return []
-        try:
-            query.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError("the query is not valid Unicode (lone surrogates)") from None
         key = _ns_key(ns)
         lexes = sorted(set(self.analyzer.words(query)))
         if not lexes:
@@ -1090,7 +1068,7 @@ class PostgresStore(Store):
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
         ns = check_namespace(namespace)
-        check_k(k)
+        k = min(check_k(k), INT64_MAX)
         q = self._vector(vector, "the query vector")
         where, params = self._filters(filters)
         statement = self._sql(
@@ -1098,7 +1076,8 @@ class PostgresStore(Store):
         )
         with self._db() as conn, conn.transaction():
             conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)", [str(max(HNSW_EF_SEARCH, k))]
+                "SELECT set_config('hnsw.ef_search', %s, true)",
+                [str(min(max(HNSW_EF_SEARCH, k), _MAX_EF_SEARCH))],
             )
             if self._iterative:  # pgvector >= 0.8: filtered searches still find k rows
                 conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
@@ -1109,14 +1088,7 @@ class PostgresStore(Store):
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         ns = check_namespace(namespace)
-        wanted = set()
-        for s in seqs:
-            try:
-                n = operator.index(s)
-            except TypeError:
-                raise UsageError(f"a seq is an integer, got {s!r}") from None
-            if _INT64[0] <= n <= _INT64[1]:
-                wanted.add(n)
+        wanted = check_seqs(seqs)
         if not wanted:
             return []
         with self._db() as conn:
@@ -1125,12 +1097,13 @@ class PostgresStore(Store):
                     f"SELECT {_COLUMNS} FROM {{schema}}.items i"
                     " WHERE i.ns = %s AND i.seq = ANY(%s::bigint[]) ORDER BY i.seq"
                 ),
-                [_ns_key(ns), sorted(wanted)],
+                [_ns_key(ns), wanted],
             ).fetchall()
         return [self._item(ns, row) for row in rows]
 
     def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
         ns = check_namespace(namespace)
+        n = check_n(n)
         if n <= 0:
             return []
         with self._db() as conn:

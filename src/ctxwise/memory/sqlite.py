@@ -73,7 +73,8 @@ import json
 import math
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -86,15 +87,24 @@ from ctxwise.errors import UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
     BM25_K1,
+    INT64_MAX,
     MemoryItem,
     Namespace,
     NewItem,
     Store,
     StoreError,
     Vector,
+    check_dims,
+    check_filters,
+    check_item,
     check_k,
+    check_n,
     check_namespace,
-    check_text,
+    check_query,
+    check_seqs,
+    check_vector,
+    json_equal,
+    unit,
 )
 from ctxwise.text import Analyzer
 
@@ -263,21 +273,58 @@ def _row(r: Sequence[Any]) -> MemoryItem:
     )
 
 
+_INT64_MIN = -(2**63)
+_NUL_JSON = json.dumps("\x00")[1:-1]  # how a NUL character reads in JSON text
+_ENTRY = "EXISTS (SELECT 1 FROM json_each(items.metadata) AS j WHERE j.key = ?"
+
+
+def _metadata_equal(metadata: str, key: str, value: str) -> bool:
+    """SQL function ``ctxwise_metadata_equal``: :func:`json_equal` of the item's
+    value under ``key`` (None when missing) and the filter value (JSON text)."""
+    found = json.loads(metadata).get(key)
+    return json_equal(found, json.loads(value))
+
+
+def _native_filter(key: str, value: Any) -> tuple[str, list[Any]] | None:
+    """SQL for one filter in SQLite's JSON functions, or None where they cannot
+    compare it exactly."""
+    if "\x00" in key:
+        return None
+    if value is None:
+        return f"NOT {_ENTRY} AND j.type != 'null')", [key]
+    if isinstance(value, bool):
+        return f"{_ENTRY} AND j.type = ?)", [key, "true" if value else "false"]
+    if isinstance(value, float) or (isinstance(value, int) and _INT64_MIN <= value <= INT64_MAX):
+        return f"{_ENTRY} AND j.type IN ('integer', 'real') AND j.atom = ?)", [key, value]
+    if isinstance(value, str) and "\x00" not in value:
+        return f"{_ENTRY} AND j.type = 'text' AND j.atom = ?)", [key, value]
+    return None
+
+
 def _filter_sql(filters: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
-    if not filters:
+    """SQL for :func:`ctxwise.memory.store.matches` over ``items.metadata``.
+
+    Top-level values are found by ``json_each`` (any key, no JSON path to escape)
+    and compared by JSON type: ``true`` is not ``1``, a missing key matches
+    ``None``. Lists, objects, integers past 64 bits and strings with NUL (which
+    SQLite's JSON functions cut short) are compared in Python."""
+    checked = check_filters(filters)
+    if not checked:
         return "", []
     clauses: list[str] = []
     params: list[Any] = []
-    for key, value in filters.items():
-        if not isinstance(key, str) or not isinstance(value, str | int | float | bool | None):
-            raise UsageError(f"filter {key!r}: only scalar values can be matched")
-        path = "$." + json.dumps(key)
-        if value is None:
-            clauses.append("json_type(items.metadata, ?) = 'null'")
-            params.append(path)
-        else:
-            clauses.append("json_extract(items.metadata, ?) = ?")
-            params.extend([path, int(value) if isinstance(value, bool) else value])
+    for key, value in checked.items():
+        exact = "ctxwise_metadata_equal(items.metadata, ?, ?)"
+        exact_params = [key, json.dumps(value, ensure_ascii=False)]
+        native = _native_filter(key, value)
+        if native is None:
+            clauses.append(exact)
+            params.extend(exact_params)
+        else:  # metadata holding a NUL anywhere (JSON text \u0000) is compared in Python
+            clauses.append(
+                f"(CASE WHEN instr(items.metadata, ?) THEN {exact} ELSE {native[0]} END)"
+            )
+            params.extend([_NUL_JSON, *exact_params, *native[1]])
     return " AND " + " AND ".join(clauses), params
 
 
@@ -484,6 +531,8 @@ class SQLiteStore(Store):
         ):
             raise UsageError(f"ann_min_items must be an integer or None, got {ann_min_items!r}")
         self.path = str(path)
+        if "\x00" in self.path:
+            raise UsageError(f"bad SQLite path {self.path!r}: it holds a NUL character")
         self.ann_min_items = None if ann_min_items is None else max(1, ann_min_items)
         self.ann_params = ann_params if ann_params is not None else _ann.AnnParams()
         in_memory = self.path in ("", ":memory:") or self.path.startswith("file:")
@@ -496,14 +545,30 @@ class SQLiteStore(Store):
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
             self._conn.execute(f"PRAGMA mmap_size={_MMAP_BYTES}")
+            self._conn.create_function(
+                "ctxwise_metadata_equal", 3, _metadata_equal, deterministic=True
+            )
             self._migrate()
             self._check_analyzer()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
         self._lock = threading.RLock()
+        self._closed = False
         self._matrices: dict[str, _Matrix] = {}
         # namespace -> (data_version it was checked at, or None after own writes; index)
         self._indexes: dict[str, tuple[int | None, _ann.NamespaceIndex]] = {}
+
+    @contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        """The connection, for one call at a time; a closed store or a failing
+        database (locked past the timeout, read-only, full) is a :class:`StoreError`."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.path}: the SQLite store is closed")
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
 
     # schema -------------------------------------------------------------------
 
@@ -563,7 +628,7 @@ class SQLiteStore(Store):
     def lexical_table(self, namespace: Sequence[str]) -> str | None:
         """The name of the namespace's FTS5 table (None before its first write)."""
         key = _key(check_namespace(namespace))
-        with self._lock:
+        with self._db():
             found = self._conn.execute(
                 "SELECT name FROM lexical_tables WHERE ns = ?", (key,)
             ).fetchone()
@@ -571,7 +636,8 @@ class SQLiteStore(Store):
 
     @property
     def migrations(self) -> list[str]:
-        return [r[0] for r in self._conn.execute("SELECT name FROM migrations ORDER BY position")]
+        with self._db() as c:
+            return [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY position")]
 
     # writes -------------------------------------------------------------------
 
@@ -579,23 +645,14 @@ class SQLiteStore(Store):
         ns = check_namespace(namespace)
         key = _key(ns)
         rows = []
-        for item in items:
-            check_text(item.text)
-            try:
-                meta = json.dumps(dict(item.metadata), ensure_ascii=False, allow_nan=False)
-            except (TypeError, ValueError) as exc:
-                raise UsageError(f"metadata must be JSON-serialisable: {exc}") from None
-            blob = None
-            if item.vector is not None:
-                vec = np.asarray(item.vector, dtype=np.float32)
-                if vec.ndim != 1:
-                    raise UsageError("a vector must be one-dimensional")
-                blob = vec.tobytes()
+        for item in map(check_item, items):
+            meta = json.dumps(item.metadata, ensure_ascii=False)
+            blob = None if item.vector is None else unit(item.vector).tobytes()
             indexed = item.index_text if item.index_text is not None else item.text
             rows.append((item, meta, blob, indexed, self.analyzer.terms(indexed)))
         if not rows:
             return []
-        with self._lock:
+        with self._db():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -660,16 +717,10 @@ class SQLiteStore(Store):
 
     def _check_dim(self, rows: Sequence[tuple[NewItem, str, bytes | None]]) -> None:
         dims = {len(blob) // 4 for _, _, blob in rows if blob is not None}
-        if not dims:
-            return
         stored = self._stored_dim()
-        known = set() if stored is None else {stored}
-        if len(dims | known) > 1:
-            raise UsageError(f"vector dimension mismatch: store holds {known or dims}, got {dims}")
-        if stored is None:
-            self._conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('dim', ?)", (str(dims.pop()),)
-            )
+        dim = check_dims(dims, stored)
+        if stored is None and dim is not None:
+            self._conn.execute("INSERT INTO meta (key, value) VALUES ('dim', ?)", (str(dim),))
 
     @staticmethod
     def _delete_rows(c: sqlite3.Connection, table: str, key: str, ids: Sequence[str]) -> int:
@@ -689,7 +740,7 @@ class SQLiteStore(Store):
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
         unique = list(dict.fromkeys(ids))
-        with self._lock:
+        with self._db():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -711,7 +762,7 @@ class SQLiteStore(Store):
         key = _key(check_namespace(namespace))
         if not ids:
             return []
-        with self._lock:
+        with self._db():
             marks = ",".join("?" * len(ids))
             found = {
                 r[2]: _row(r)
@@ -737,12 +788,12 @@ class SQLiteStore(Store):
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
         key = _key(check_namespace(namespace))
-        check_k(k)
-        terms = sorted(set(self.analyzer.words(query)))
+        k = min(check_k(k), INT64_MAX)
+        terms = sorted(set(self.analyzer.words(check_query(query))))
+        where, params = _filter_sql(filters)
         if not terms:
             return []
-        where, params = _filter_sql(filters)
-        with self._lock:
+        with self._db():
             c = self._conn
             c.execute("BEGIN")  # one snapshot for every step
             try:
@@ -808,12 +859,16 @@ class SQLiteStore(Store):
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
         key = _key(check_namespace(namespace))
-        check_k(k)
-        q = np.asarray(vector, dtype=np.float32)
-        with self._lock:
+        k = check_k(k)
+        q = unit(check_vector(vector, "the query vector"))
+        filters = check_filters(filters)
+        with self._db():
             dim = self._stored_dim()
             if dim is not None and q.shape != (dim,):
-                raise UsageError(f"query vector has shape {q.shape}, the store {dim} dimensions")
+                raise UsageError(
+                    f"the query vector has shape {q.shape}; this store holds "
+                    f"{dim}-dimensional vectors"
+                )
             index = self._index(key)
             if index is not None and not filters:
                 return self._search_index(key, index, q, k)
@@ -1013,7 +1068,7 @@ class SQLiteStore(Store):
         HNSW index first, if it qualifies): call it after a bulk load to pay the build
         before the first query."""
         key = _key(check_namespace(namespace))
-        with self._lock:
+        with self._db():
             found = self._conn.execute(
                 "SELECT n_vectors FROM counters WHERE ns = ?", (key,)
             ).fetchone()
@@ -1032,28 +1087,30 @@ class SQLiteStore(Store):
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         key = _key(check_namespace(namespace))
-        if not seqs:
+        wanted = check_seqs(seqs)
+        if not wanted:
             return []
-        marks = ",".join("?" * len(seqs))
-        with self._lock:
+        marks = ",".join("?" * len(wanted))
+        with self._db():
             rows = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM items WHERE ns = ? AND seq IN ({marks}) ORDER BY seq",
-                (key, *[int(s) for s in seqs]),
+                (key, *wanted),
             ).fetchall()
         return [_row(r) for r in rows]
 
     def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
         key = _key(check_namespace(namespace))
+        n = check_n(n)
         if n <= 0:
             return []
-        with self._lock:
+        with self._db():
             rows = self._conn.execute(
                 f"SELECT {_COLUMNS} FROM items WHERE ns = ? ORDER BY seq DESC LIMIT ?", (key, n)
             ).fetchall()
         return [_row(r) for r in reversed(rows)]
 
     def namespaces(self) -> list[Namespace]:
-        with self._lock:
+        with self._db():
             keys = [
                 r[0]
                 for r in self._conn.execute("SELECT ns FROM counters WHERE n_items > 0 ORDER BY ns")
@@ -1062,15 +1119,18 @@ class SQLiteStore(Store):
 
     def count(self, namespace: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
-        with self._lock:
+        with self._db():
             found = self._conn.execute(
                 "SELECT n_items FROM counters WHERE ns = ?", (key,)
             ).fetchone()
         return int(found[0]) if found else 0
 
     def close(self) -> None:
-        """Save any HNSW index with unsaved changes, then close the file."""
+        """Save any HNSW index with unsaved changes, then close the file (again: nothing)."""
         with self._lock:
+            if self._closed:
+                return
+            self._closed = True
             try:
                 if self.ann_dir is not None:
                     for key, (_, index) in self._indexes.items():

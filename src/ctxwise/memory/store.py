@@ -13,7 +13,9 @@ embedded default, one file), ``PostgresStore`` (extra ``postgres``).
 from __future__ import annotations
 
 import heapq
+import json
 import math
+import operator
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -84,7 +86,17 @@ def check_namespace(namespace: Sequence[str]) -> Namespace:
     for part in ns:
         if not isinstance(part, str) or not part or "\x00" in part or "/" in part:
             raise UsageError(f"bad namespace part {part!r}: non-empty strings without '/' only")
+        if not _valid_unicode(part):
+            raise UsageError(f"bad namespace part {part!r}: not valid Unicode (lone surrogates)")
     return ns
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_text(text: str) -> str:
@@ -96,11 +108,170 @@ def check_text(text: str) -> str:
         raise UsageError(
             f"text of {len(text):,} characters exceeds {MAX_TEXT_CHARS:,}; split it into turns"
         )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError("text is not valid Unicode (lone surrogates)") from None
+    if not _valid_unicode(text):
+        raise UsageError("text is not valid Unicode (lone surrogates)")
     return text
+
+
+INT64_MAX = 2**63 - 1
+"""The largest ``k``, ``n`` or ``seq`` a database binds; bigger ones are clamped
+(``k``, ``n``) or match nothing (``seq``)."""
+
+
+def _json_data(value: Any, what: str) -> Any:
+    """``value`` as the plain JSON data it comes back as from any store (tuples as
+    lists, keys as strings), or a :class:`UsageError`: not JSON, NaN or infinity,
+    lone surrogates."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} must be JSON-serializable (no NaN or infinity): {e}") from None
+    except RecursionError:
+        raise UsageError(f"{what} is nested too deeply to store") from None
+    if not _valid_unicode(text):
+        raise UsageError(f"{what} is not valid Unicode (lone surrogates)")
+    return json.loads(text)
+
+
+def check_metadata(metadata: Any) -> dict[str, Any]:
+    """``metadata`` as plain JSON data (see :func:`check_item`)."""
+    if not isinstance(metadata, Mapping):
+        raise UsageError(f"metadata is a mapping, got {type(metadata).__name__}")
+    data: dict[str, Any] = _json_data(dict(metadata), "metadata")
+    return data
+
+
+def check_vector(vector: Any, what: str) -> Vector:
+    """``vector`` as a one-dimensional, non-empty float32 array of finite numbers,
+    or a :class:`UsageError`."""
+    try:
+        v = np.asarray(vector, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"{what} is not a vector of numbers: {e}") from None
+    if v.ndim != 1 or not v.size:
+        raise UsageError(f"{what} has shape {v.shape}: a vector is one non-empty dimension")
+    if not np.isfinite(v).all():
+        raise UsageError(f"{what} holds NaN or infinite values")
+    return v
+
+
+UNIT_TOLERANCE = 1e-5
+"""A vector whose length is within this of 1 is taken as unit length (float32
+rounding: embedders' output) and kept bit for bit by :func:`unit`."""
+
+
+def unit(vector: Vector) -> Vector:
+    """``vector`` scaled to length 1 (a zero vector as it is), so that a dot
+    product is the cosine similarity every store ranks by, as PostgreSQL's
+    ``<=>`` computes it for vectors of any length."""
+    norm = float(np.linalg.norm(vector.astype(np.float64)))
+    if norm == 0.0 or abs(norm - 1.0) <= UNIT_TOLERANCE:
+        return vector
+    return np.asarray(vector / norm, dtype=np.float32)
+
+
+def check_item(item: NewItem) -> NewItem:
+    """``item`` as every store keeps it, or a :class:`UsageError`; every backend
+    checks its items here, so they accept and refuse the same ones.
+
+    The text as :func:`check_text` wants it; ``id`` a string without NUL (``""`` or
+    ``None``: the store assigns one); ``metadata`` a mapping of JSON data (no NaN or
+    infinity), kept as it reads back (tuples as lists, keys as strings);
+    ``created_at`` a finite number (epoch seconds), kept as a float; ``vector`` as
+    :func:`check_vector` wants it; ``index_text`` a string.
+    """
+    check_text(item.text)
+    item_id = item.id
+    if item_id is not None and not isinstance(item_id, str):
+        raise UsageError(f"an item id is a string, got {type(item_id).__name__}")
+    if item_id is not None and ("\x00" in item_id or not _valid_unicode(item_id)):
+        raise UsageError(f"bad item id {item_id!r}: no NUL characters or lone surrogates")
+    created = item.created_at
+    if created is not None:
+        if isinstance(created, bool) or not isinstance(created, int | float):
+            raise UsageError(f"created_at is a number (epoch seconds), got {created!r}")
+        if not math.isfinite(created):
+            raise UsageError(f"created_at is a finite number (epoch seconds), got {created!r}")
+        created = float(created)
+    indexed = item.index_text
+    if indexed is not None:
+        if not isinstance(indexed, str):
+            raise UsageError(f"index_text is a string, got {type(indexed).__name__}")
+        if not _valid_unicode(indexed):
+            raise UsageError("index_text is not valid Unicode (lone surrogates)")
+    return NewItem(
+        item.text,
+        check_metadata(item.metadata),
+        item_id or None,
+        None if item.vector is None else check_vector(item.vector, "an item's vector"),
+        created,
+        indexed,
+    )
+
+
+def check_dims(dims: set[int], stored: int | None) -> int | None:
+    """The store's vector dimension once a batch with vectors of ``dims`` is
+    written, or a :class:`UsageError` if they disagree with each other or with
+    the ``stored`` one."""
+    if stored is not None and dims - {stored}:
+        raise UsageError(
+            f"vector dimension mismatch: this store holds {stored}-dimensional vectors, "
+            f"got {sorted(dims)}"
+        )
+    if len(dims) > 1:
+        raise UsageError(f"vector dimension mismatch: one batch holds vectors of {sorted(dims)}")
+    return stored if stored is not None or not dims else next(iter(dims))
+
+
+def check_query(query: Any) -> str:
+    """A lexical query: a string of valid Unicode, or a :class:`UsageError`."""
+    if not isinstance(query, str):
+        raise UsageError(f"a query is a string, got {type(query).__name__}")
+    if not _valid_unicode(query):
+        raise UsageError("the query is not valid Unicode (lone surrogates)")
+    return query
+
+
+def check_filters(filters: Any) -> dict[str, Any] | None:
+    """Metadata filters as plain JSON data (``None`` for none), or a
+    :class:`UsageError`: a mapping of string keys to JSON values. See :func:`matches`."""
+    if filters is None:
+        return None
+    if not isinstance(filters, Mapping):
+        raise UsageError(f"filters are a mapping, got {type(filters).__name__}")
+    for key in filters:
+        if not isinstance(key, str):
+            raise UsageError(f"filter keys are strings, got {key!r}")
+    data: dict[str, Any] = _json_data(dict(filters), "a filter value")
+    return data or None
+
+
+def check_seqs(seqs: Iterable[Any]) -> list[int]:
+    """The distinct seqs asked for, sorted (integers; those no store can hold,
+    below 0 or above :data:`INT64_MAX`, are left out), or a :class:`UsageError`."""
+    wanted = set()
+    for s in seqs:
+        if isinstance(s, bool):
+            raise UsageError(f"a seq is an integer, got {s!r}")
+        try:
+            n = operator.index(s)
+        except TypeError:
+            raise UsageError(f"a seq is an integer, got {s!r}") from None
+        if 0 <= n <= INT64_MAX:
+            wanted.add(n)
+    return sorted(wanted)
+
+
+def check_n(n: Any) -> int:
+    """How many recent items: an integer (at most :data:`INT64_MAX`; 0 or less
+    asks for none), or a :class:`UsageError`."""
+    if isinstance(n, bool):
+        raise UsageError(f"n is an integer, got {n!r}")
+    try:
+        value = operator.index(n)
+    except TypeError:
+        raise UsageError(f"n is an integer, got {n!r}") from None
+    return min(value, INT64_MAX)
 
 
 def fts_tokens(text: str) -> list[str]:
@@ -125,8 +296,27 @@ def bm25_term(idf: float, tf: float, length: float, avgdl: float) -> float:
     return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values, as PostgreSQL's ``jsonb`` compares them: numbers by
+    value (``1 == 1.0``), but ``true`` is not ``1``; objects by their keys and
+    values, lists element by element."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return a is None and b is None
+
+
 def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:
-    return not filters or all(metadata.get(k) == v for k, v in filters.items())
+    """Whether ``metadata`` holds every filter's value (:func:`json_equal`); a
+    ``None`` value matches a missing key too."""
+    return not filters or all(json_equal(metadata.get(k), v) for k, v in filters.items())
 
 
 class Store(ABC):
@@ -136,7 +326,14 @@ class Store(ABC):
     :data:`ctxwise.text.DEFAULT_ANALYZER`) and scores them by BM25 (:func:`bm25_idf`,
     :func:`bm25_term`) with the statistics (item count, average length, document
     frequencies) of the searched namespace only, so every backend ranks alike and
-    no namespace's items change another's scores.
+    no namespace's items change another's scores. Vector search ranks by cosine
+    similarity, for vectors of any length.
+
+    Every backend checks what it is given with the same functions
+    (:func:`check_item`, :func:`check_filters`, :func:`check_query`, ...), so they
+    accept and refuse the same calls, with a :class:`UsageError`; metadata
+    filters compare JSON values (:func:`matches`). A closed store, or a database
+    that fails, raises :class:`StoreError`.
     """
 
     analyzer: Analyzer = DEFAULT_ANALYZER
@@ -236,7 +433,20 @@ class InMemoryStore(Store):
         self._length: dict[Namespace, dict[str, int]] = {}  # item → its term count
         self._lengths: dict[Namespace, int] = {}  # the namespace's total
         self._seq: dict[Namespace, int] = {}
-        self._clock = 0
+        self._dim: int | None = None  # of the first vector stored; every other must match
+        self._closed = False
+
+    def _open(self, namespace: Sequence[str]) -> Namespace:
+        """The checked namespace of a call on an open store (closed: a :class:`StoreError`)."""
+        if self._closed:
+            raise StoreError("the in-memory store is closed")
+        return check_namespace(namespace)
+
+    def close(self) -> None:
+        """Forget every item; the store is unusable afterwards, as other stores are."""
+        self._closed = True
+        for table in (self._rows, self._postings, self._length, self._lengths, self._seq):
+            table.clear()
 
     def _unindex(self, ns: Namespace, item_id: str) -> bool:
         row = self._rows.get(ns, {}).pop(item_id, None)
@@ -252,19 +462,21 @@ class InMemoryStore(Store):
         return True
 
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
-        ns = check_namespace(namespace)
-        prepared = []
-        for item in items:
-            check_text(item.text)
-            prepared.append(item)
+        ns = self._open(namespace)
+        prepared = [check_item(item) for item in items]
+        self._dim = check_dims(
+            {len(it.vector) for it in prepared if it.vector is not None}, self._dim
+        )
+        if not prepared:
+            return []
         rows = self._rows.setdefault(ns, {})
         ids = []
         for item in prepared:
             seq = self._seq.get(ns, 0)
             self._seq[ns] = seq + 1
             item_id = item.id or f"m{seq}"
-            stored = MemoryItem(item_id, ns, item.text, dict(item.metadata), seq, item.created_at)
-            vec = None if item.vector is None else np.asarray(item.vector, dtype=np.float32)
+            stored = MemoryItem(item_id, ns, item.text, item.metadata, seq, item.created_at)
+            vec = None if item.vector is None else unit(item.vector)
             indexed = item.index_text if item.index_text is not None else item.text
             counts = Counter(self.analyzer.words(indexed))
             self._unindex(ns, item_id)
@@ -279,20 +491,21 @@ class InMemoryStore(Store):
         return ids
 
     def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
-        rows = self._rows.get(check_namespace(namespace), {})
+        rows = self._rows.get(self._open(namespace), {})
         return [rows[i][0] for i in ids if i in rows]
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
-        ns = check_namespace(namespace)
+        ns = self._open(namespace)
         return sum(1 for i in dict.fromkeys(ids) if self._unindex(ns, i))
 
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
-        ns = check_namespace(namespace)
+        ns = self._open(namespace)
         rows = self._rows.get(ns, {})
         check_k(k)
-        terms = sorted(set(self.analyzer.words(query)))
+        terms = sorted(set(self.analyzer.words(check_query(query))))
+        filters = check_filters(filters)
         if not rows or not terms:
             return []
         n = len(rows)
@@ -322,9 +535,15 @@ class InMemoryStore(Store):
         k: int,
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
-        rows = self._rows.get(check_namespace(namespace), {})
+        rows = self._rows.get(self._open(namespace), {})
         check_k(k)
-        q = np.asarray(vector, dtype=np.float32)
+        q = unit(check_vector(vector, "the query vector"))
+        if self._dim is not None and len(q) != self._dim:
+            raise UsageError(
+                f"the query vector has shape {q.shape}; this store holds "
+                f"{self._dim}-dimensional vectors"
+            )
+        filters = check_filters(filters)
         scored = [
             (item, float(vec @ q))
             for item, vec, _ in rows.values()
@@ -334,12 +553,13 @@ class InMemoryStore(Store):
         return scored[:k]
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
-        rows = self._rows.get(check_namespace(namespace), {})
-        wanted = set(seqs)
+        rows = self._rows.get(self._open(namespace), {})
+        wanted = set(check_seqs(seqs))
         return sorted((it for it, _, _ in rows.values() if it.seq in wanted), key=lambda it: it.seq)
 
     def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
-        rows = self._rows.get(check_namespace(namespace), {})
+        rows = self._rows.get(self._open(namespace), {})
+        n = check_n(n)
         if n <= 0:
             return []
         return sorted(
@@ -348,10 +568,12 @@ class InMemoryStore(Store):
         )
 
     def namespaces(self) -> list[Namespace]:
+        if self._closed:
+            raise StoreError("the in-memory store is closed")
         return sorted(ns for ns, rows in self._rows.items() if rows)
 
     def count(self, namespace: Sequence[str]) -> int:
-        return len(self._rows.get(check_namespace(namespace), {}))
+        return len(self._rows.get(self._open(namespace), {}))
 
 
 def batched(items: Iterable[NewItem], size: int) -> Iterable[list[NewItem]]:
