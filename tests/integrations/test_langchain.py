@@ -623,3 +623,30 @@ def test_the_system_message_keeps_its_content_blocks(tmp_path: Path) -> None:
     assert sent is not None and isinstance(sent.content, list)
     assert sent.content[0] == prompt.content[0]
     assert "Never call me before 9am." in sent.text
+
+
+def test_the_system_prompt_counts_against_the_budget(tmp_path: Path) -> None:
+    prompt = "You track orders for Northwind. " + "Quote the order id in every answer. " * 30
+    captured: list[ModelRequest] = []
+    with _engine(tmp_path, budget=1500) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        messages: list[BaseMessage] = [HumanMessage("Where are my orders?", id="h")]
+        for i in range(4):
+            mw.wrap_model_call(
+                ModelRequest(
+                    model=FakeListChatModel(responses=["x"]),
+                    messages=list(messages),
+                    system_message=SystemMessage(prompt),
+                ),
+                lambda r: captured.append(r) or ModelResponse(result=[AIMessage("ok")]),  # type: ignore[func-returns-value]
+            )
+            assert mw.last is not None
+            assert mw.last.trace.tokens.system >= engine.counter.count(prompt)
+            assert mw.last.trace.tokens.total <= 1500
+            messages += [
+                AIMessage("", tool_calls=[_call(f"c{i}", "lookup", order_id=str(i))], id=f"a{i}"),
+                ToolMessage("Tracking event logged. " * 40, tool_call_id=f"c{i}", id=f"t{i}"),
+            ]
+    for request in captured:
+        assert request.system_message is not None
+        assert request.system_message.text.count("You track orders") == 1

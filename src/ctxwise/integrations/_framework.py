@@ -1,13 +1,15 @@
-"""Shared by the framework integrations: the supported-version check and the import guard."""
+"""Shared by the framework integrations: the supported-version check, the import guard,
+and taking a system prompt of an earlier call out of a window's system part."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import re
+from collections.abc import Iterable, Sequence
 
 from ctxwise.errors import IntegrationError, MissingDependencyError
 
-__all__ = ["require_framework"]
+__all__ = ["require_framework", "without_texts"]
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -61,3 +63,41 @@ def require_framework(distribution: str, supported: str, extra: str, purpose: st
             supported=supported,
         )
     return version
+
+
+def without_texts(blocks: Sequence[str], texts: Iterable[str]) -> list[str]:
+    """``blocks`` (a window's system part, one text per section) without ``texts``:
+    each is taken out where it stands whole, between blank-line separators (the Engine
+    joins a session's system texts with one), with one separator. A block left empty
+    is dropped; a text found nowhere changes nothing."""
+    out = list(blocks)
+    for text in texts:
+        if not text:
+            continue
+        for i, block in enumerate(out):
+            at = _whole(block, text)
+            if at is None:
+                continue
+            end = at + len(text)
+            if end < len(block):
+                end += len(SEPARATOR)  # the separator after it
+            elif at > 0:
+                at -= len(SEPARATOR)  # the last one: the separator before it
+            out[i] = block[:at] + block[end:]
+            break
+    return [b for b in out if b]
+
+
+SEPARATOR = "\n\n"
+
+
+def _whole(block: str, text: str) -> int | None:
+    start = 0
+    while (at := block.find(text, start)) >= 0:
+        end = at + len(text)
+        before = at == 0 or block[:at].endswith(SEPARATOR)
+        after = end == len(block) or block[end:].startswith(SEPARATOR)
+        if before and after:
+            return at
+        start = at + 1
+    return None

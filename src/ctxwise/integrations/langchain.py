@@ -9,9 +9,10 @@ graph, so the same middleware serves LangGraph graphs (with any checkpointer).
   compaction under the budget, pinned facts and rules, routed sources); the
   Engine's window is mapped back and the model gets it through
   ``request.override(messages=..., system_message=...)``: the request's own system
-  message first, as given (a dynamic prompt changes it from call to call, so it is
-  not recorded in the session and does not count against the budget), then the
-  window's system part (pinned rules and facts). Only the messages new
+  message first, as given, then the window's system part (pinned rules and facts).
+  The first system prompt is recorded in the session, so the budget counts it; a
+  later, different one (a dynamic prompt) takes its place in the window instead of
+  joining it (a session keeps every system text it is given). Only the messages new
   since the session's last turn are given to the Engine (each LangChain message
   is known by its ``id``, which LangGraph gives every message in the state;
   a message without one by a hash of its content). A run of consecutive
@@ -49,7 +50,7 @@ from typing import Any
 from ctxwise.engine import Engine, TurnResult
 from ctxwise.errors import IntegrationError, SessionConflictError
 from ctxwise.formats import neutral
-from ctxwise.integrations._framework import require_framework
+from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.messages import (
     ContentBlock,
     MediaBlock,
@@ -89,6 +90,8 @@ __all__ = ["CtxwiseMiddleware", "from_langchain", "to_langchain"]
 FRAMEWORK = "langchain"
 _IDS = "langchain_ids"
 """Neutral ``extra`` key: the LangChain message keys one neutral message stands for."""
+_PROMPT = "langchain_system_prompt"
+"""Neutral ``extra`` key: the system message is a request's system prompt."""
 
 
 # ---------------------------------------------------------------- mapping
@@ -354,9 +357,9 @@ class _Known:
     keys: list[str]
     seen: set[str]
     originals: dict[str, tuple[Message, list[BaseMessage]]]
-    system: set[str]
-    """System texts the session's log holds (an older ctxwise recorded the request's
-    system message there)."""
+    prompts: list[str]
+    """The request system prompts the session's log holds (the first one this
+    middleware was given; every one an older ctxwise was given)."""
 
 
 class CtxwiseMiddleware(AgentMiddleware):
@@ -427,15 +430,16 @@ class CtxwiseMiddleware(AgentMiddleware):
         if known is not None and known.version == version:
             return known
         keys: list[str] = []
-        system: set[str] = set()
+        prompts: list[str] = []
         if version:
             for m in neutral.decode_messages(self.engine.sessions.log(session_id)):
                 keys.extend(str(k) for k in m.extra.get(_IDS, ()))
-                if m.role == "system":
-                    system.add(m.text.strip())
+                # a request's system prompt, not a SystemMessage of the history
+                if m.role == "system" and (m.extra.get(_PROMPT) or not m.extra.get(_IDS)):
+                    prompts.append(m.text.strip())
         seen = set(keys) | (known.seen if known is not None else set())
         originals = known.originals if known is not None else {}
-        known = _Known(version, keys, seen, originals, system)
+        known = _Known(version, keys, seen, originals, prompts)
         self._known[session_id] = known
         return known
 
@@ -499,6 +503,14 @@ class CtxwiseMiddleware(AgentMiddleware):
                 self._check_not_rewound(session_id, known, request.messages)
                 new = self._new(known, request.messages)
                 mapped = from_langchain(new)
+                prompt = request.system_message
+                text = prompt.text.strip() if prompt is not None else ""
+                first = bool(text) and not known.prompts
+                if prompt is not None and first:
+                    # the first system prompt is recorded, so the budget counts it; the
+                    # next ones (a dynamic prompt) take its place in the window
+                    (given,) = from_langchain([prompt])
+                    mapped = [Message("system", given.content, extra={_PROMPT: True}), *mapped]
                 try:
                     # what is new was worked out at this version: another writer's
                     # commit in between changes it, so the turn is worked out again
@@ -509,6 +521,8 @@ class CtxwiseMiddleware(AgentMiddleware):
                     continue
                 break
             known.version = result.version
+            if first:
+                known.prompts.append(text)
             by_key = {_key(m): m for m in new}
             for m in mapped:
                 ids = [str(k) for k in m.extra.get(_IDS, ())]
@@ -526,14 +540,16 @@ class CtxwiseMiddleware(AgentMiddleware):
     ) -> tuple[SystemMessage | None, list[AnyMessage]]:
         """The window as the request's system message and messages. The request's own
         system message comes first, as it was given (its content blocks, cache marks
-        included): it is the agent's prompt of this call (a dynamic prompt changes it),
-        so it is not recorded in the session, where every one ever given would stay."""
+        included), in the place of the prompt the session recorded: it is the agent's
+        prompt of this call (a dynamic prompt changes it), and a session keeps every
+        system text it was ever given."""
         parts: list[str] = []
         body = list(window)
         if body and body[0].role == "system":
             parts = [b.text for b in body[0].content if isinstance(b, TextBlock)]
             body = body[1:]
-        if given is not None and given.text.strip() and given.text.strip() not in known.system:
+        if given is not None and given.text.strip():
+            parts = without_texts(parts, known.prompts)
             if isinstance(given.content, str):
                 content: str | list[str | dict[str, Any]] = "\n\n".join([given.content, *parts])
             else:
