@@ -385,7 +385,7 @@ def test_a_new_filter_resumes_from_the_engines_log(tmp_path: Path) -> None:
             roles = [m.role for m in engine.session_messages("s")]
             assert roles == ["user", "assistant", "user", "assistant", "user"]
             log = engine.sessions.log("s")
-            assert not [m for m in log if m["role"] == "system"]  # instructions are per call
+            assert sum(1 for m in log if m["role"] == "system") == 1  # instructions once
         assert _orphans(list(model.calls[-1].input)) == []
         assert [c.system_instructions for c in model.calls] == ["Be brief."] * 3
         assert len(asyncio.run(session.get_items())) == 6
@@ -393,9 +393,9 @@ def test_a_new_filter_resumes_from_the_engines_log(tmp_path: Path) -> None:
 
 def test_the_model_gets_the_current_instructions_only(tmp_path: Path) -> None:
     """Dynamic instructions (a function of the run) and a handoff change the
-    instructions between calls. Each was kept in the session's system part before,
-    so the model got every one ever given, and the pinned system part grew until
-    the turn failed with PinnedOverflowError."""
+    instructions between calls. Each joined the session's system part before, so the
+    model got every one ever given, and the pinned system part grew until the turn
+    failed with PinnedOverflowError."""
     policy = "You are Northwind's support agent. " + "Follow the refund policy. " * 40
     calls = iter(range(100))
 
@@ -419,6 +419,8 @@ def test_the_model_gets_the_current_instructions_only(tmp_path: Path) -> None:
         for i in range(12):
             _run(triage, f"Question {i}.", run_config=run_config, session=session)
         _run(triage, "I want a refund.", run_config=run_config, session=session)
+        # the first instructions are in the session's system part: the budget counts them
+        assert all(t.tokens.system >= engine.counter.count(policy) for t in engine.traces("s"))
     told = [c.system_instructions for c in model.calls]
     assert told[:13] == [f"{policy}\nThe time is 10:{i:02d}." for i in range(13)]
     assert told[-1] == "You handle refunds only."  # after the handoff, only the new agent's

@@ -9,9 +9,10 @@ Three pieces, each on one of the SDK's own extension points:
   cleared, history compacted under the budget, pinned facts and rules, routed
   sources) and hands the model the Engine's window: ``instructions`` is the
   agent's instructions of this call, then the window's system part (the pinned
-  rules and facts), ``input`` its turns. The instructions are not recorded in the
-  session and do not count against the budget: they change with a handoff or a
-  dynamic prompt, and the model gets only the current ones. Items the Engine kept come back as
+  rules and facts), ``input`` its turns. The first instructions are recorded in the
+  session, so the budget counts them; later, different ones (a handoff, dynamic
+  instructions) take their place in the window instead of joining them, and the
+  model gets only the current ones. Items the Engine kept come back as
   they were given (ids, statuses, raw argument strings); a ``function_call_output``
   is never sent without its ``function_call``. An item ctxwise cannot map raises
   :class:`~ctxwise.errors.IntegrationError` (reason ``"message"``) naming it,
@@ -55,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ctxwise.errors import IntegrationError, UsageError
-from ctxwise.integrations._framework import require_framework
+from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.memory.facts import CaseFacts
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import MAX_TEXT_CHARS, MemoryItem, NewItem, Store, check_namespace
@@ -663,18 +664,30 @@ class ContextFilter:
                 "rewound conversation under a new session id. Nothing was recorded",
             )
         new = to_messages(given[k:], start=len(seen.keys), keys=keys[k:])
+        said = set(seen.instructions)
+        current = instructions.strip() if instructions else ""
+        if current and not said:
+            # the first instructions are recorded, so the budget counts them; the next
+            # ones (a handoff, dynamic instructions) take their place in the window
+            mark = {EXTRA: {INSTRUCTIONS: True}}
+            new.insert(0, Message("system", (TextBlock(current, mark),)))
+            said.add(current)
         result = self.engine.turn(sid, new)
         self.last = result
-        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], seen.instructions)
+        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], said)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
-        # the agent's instructions of this call, as the SDK gives them: they change with
-        # a handoff or a dynamic prompt, so they are not recorded in the session (where
-        # every one ever given would stay in the system part). Instructions an older
-        # ctxwise recorded are in the window's system part already.
-        current = instructions.strip() if instructions else ""
-        if instructions and current and current not in seen.instructions:
-            text = f"{instructions}\n\n{text}" if text else instructions
+        if instructions and current:
+            # the instructions of this call, as the SDK gives them, in the place of
+            # those the session recorded (a session keeps every system text given)
+            system = [
+                t
+                for m in result.window.messages
+                if m.role == "system"
+                for t in (block_text(b) for b in m.content)
+                if t
+            ]
+            text = "\n\n".join([instructions, *without_texts(system, said)])
         return text, items
 
 
