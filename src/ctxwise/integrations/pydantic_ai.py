@@ -15,9 +15,9 @@ compacts under the budget, pins rules and facts and adds routed sources. The Eng
 window is mapped back and replaces both the request's messages and the run's history
 (``RunContext.messages``): the system part (system prompts, pinned rules and facts,
 and the context when ``context = "system"``) is one ``SystemPromptPart`` at the start,
-after the latest statement of each dynamic system prompt (``dynamic=True``), which is
-sent as pydantic-ai refreshes it, not recorded in the session (every statement would
-stay there) and not counted against the budget.
+after the latest statement of each dynamic system prompt (``dynamic=True``), sent as
+pydantic-ai refreshes it: its first statement is recorded in the session (the budget
+counts it), and a later one takes that one's place in the window instead of joining it.
 Parts the Engine did not change come back as the very parts pydantic-ai gave (ids,
 timestamps, usage and provider details kept, from the part's own serialized form);
 changed ones (a cleared tool return, a compaction summary) are rebuilt.
@@ -49,13 +49,13 @@ evaluated (an unknown session, a broken store, a rule that raises) blocks too.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctxwise.engine import Engine, TurnResult
 from ctxwise.errors import IntegrationError, MissingDependencyError, UnknownSessionError
-from ctxwise.integrations._framework import require_framework
+from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.messages import (
     Message,
     ProblemKind,
@@ -410,10 +410,28 @@ def _dynamic_prompts(messages: Sequence[ModelMessage]) -> list[SystemPromptPart]
     return list(latest.values())
 
 
-def _request_scoped(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage], list[Any]]:
-    """The messages without request-scoped system prompts, and those prompts. Dynamic
-    system prompts are taken out too (and not returned): they are sent as they are
-    now, not recorded in the session, where every statement would stay."""
+def _dynamic_statements(message: Message) -> list[tuple[str, str]]:
+    """``(dynamic_ref, text)`` of each dynamic system prompt a system message holds."""
+    if message.role != "system":
+        return []
+    out = []
+    for b in message.content:
+        if not isinstance(b, TextBlock):
+            continue
+        dumped = b.extra.get(_PART)
+        ref = dumped.get("dynamic_ref") if isinstance(dumped, Mapping) else None
+        if isinstance(ref, str) and ref:
+            out.append((ref, b.text.strip()))
+    return out
+
+
+def _request_scoped(
+    messages: Sequence[ModelMessage], recorded: Collection[str] = ()
+) -> tuple[list[ModelMessage], list[Any]]:
+    """The messages without request-scoped system prompts, and those prompts. The
+    statements of dynamic system prompts the session has recorded (``recorded``, by
+    ``dynamic_ref``) are taken out too, and not returned: a later statement takes the
+    recorded one's place in the window, where a session keeps every system text."""
     kept: list[ModelMessage] = []
     scoped: list[Any] = []
     for m in messages:
@@ -421,7 +439,9 @@ def _request_scoped(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage
             dynamic = [
                 p
                 for p in m.parts
-                if isinstance(p, SystemPromptPart) and p.dynamic_ref and p.scope != "request"
+                if isinstance(p, SystemPromptPart)
+                and p.dynamic_ref in recorded
+                and p.scope != "request"
             ]
             if dynamic:
                 rest = [p for p in m.parts if not any(p is d for d in dynamic)]
@@ -537,7 +557,9 @@ class CtxwiseCapability(AbstractCapability[Any]):
             if not isinstance(m, (ModelRequest, ModelResponse)):
                 raise _unmappable(f"message {i}, a {type(m).__name__}")
         last = max((i for i, m in enumerate(messages) if _marked(m, sid)), default=-1)
-        new_raw, scoped = _request_scoped(messages[last + 1 :])
+        dynamic = _dynamic_prompts(messages)
+        recorded = self._recorded_dynamic() if dynamic else {}
+        new_raw, scoped = _request_scoped(messages[last + 1 :], recorded)
         new = from_pydantic_ai(new_raw)  # raises before anything is written
         if not any(m.role != "system" for m in new):  # nothing new for the session
             return list(messages)
@@ -549,8 +571,16 @@ class CtxwiseCapability(AbstractCapability[Any]):
             history = []
         new, orphans = _orphans_as_text(history, new)
         result = await self.engine.aturn(sid, new)
-        window = to_pydantic_ai(result.window.messages)
-        dynamic = _dynamic_prompts(messages)
+        shown = list(result.window.messages)
+        if dynamic:
+            # the first statement of each dynamic prompt is recorded (the budget counts
+            # it); in the window the prompt's latest statement takes its place
+            texts = [t for ts in recorded.values() for t in ts]
+            texts += [t for m in new for _, t in _dynamic_statements(m)]
+            if shown and shown[0].role == "system":
+                kept = without_texts([block_text(b) for b in shown[0].content], texts)
+                shown[0] = Message("system", tuple(TextBlock(t) for t in kept))
+        window = to_pydantic_ai(shown)
         if dynamic:  # the dynamic prompts as they are now, first, as pydantic-ai sends them
             at = next((i for i, m in enumerate(window) if isinstance(m, ModelRequest)), None)
             if at is None:
@@ -566,6 +596,19 @@ class CtxwiseCapability(AbstractCapability[Any]):
             out[-1] = replace(final, parts=[*final.parts, *scoped])
         self.last_turn = result
         self.last_orphans = tuple(orphans)
+        return out
+
+    def _recorded_dynamic(self) -> dict[str, list[str]]:
+        """The statements of dynamic system prompts the session's log holds, by
+        ``dynamic_ref``."""
+        if not self.engine.sessions.version(self.session_id):
+            return {}
+        from ctxwise.formats import neutral
+
+        out: dict[str, list[str]] = {}
+        for m in neutral.decode_messages(self.engine.sessions.log(self.session_id)):
+            for ref, text in _dynamic_statements(m):
+                out.setdefault(ref, []).append(text)
         return out
 
     def _check_not_rewound(self, messages: Sequence[ModelMessage], last: int) -> None:
