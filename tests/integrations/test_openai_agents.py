@@ -426,6 +426,17 @@ def test_the_model_gets_the_current_instructions_only(tmp_path: Path) -> None:
     assert told[-1] == "You handle refunds only."  # after the handoff, only the new agent's
 
 
+def test_an_agent_without_instructions_gets_none_of_the_earlier_ones(tmp_path: Path) -> None:
+    model = ScriptedModel(
+        [[function_call("transfer_to_plain", {}, call_id="h1")], [assistant_message("Hi.")]]
+    )
+    plain = Agent(name="plain", model=model)
+    triage = Agent(name="triage", instructions="You triage.", model=model, handoffs=[plain])
+    with _engine(tmp_path) as engine:
+        _run(triage, "Hello.", run_config=_config(engine, "s"))
+    assert [c.system_instructions for c in model.calls] == ["You triage.", None]
+
+
 def test_session_id_from_the_run_context(tmp_path: Path) -> None:
     model = ScriptedModel([[assistant_message("a")], [assistant_message("b")]])
     agent = Agent(name="a", model=model)

@@ -548,8 +548,8 @@ class CtxwiseMiddleware(AgentMiddleware):
         if body and body[0].role == "system":
             parts = [b.text for b in body[0].content if isinstance(b, TextBlock)]
             body = body[1:]
+        parts = without_texts(parts, known.prompts)  # this call's prompt takes their place
         if given is not None and given.text.strip():
-            parts = without_texts(parts, known.prompts)
             if isinstance(given.content, str):
                 content: str | list[str | dict[str, Any]] = "\n\n".join([given.content, *parts])
             else:

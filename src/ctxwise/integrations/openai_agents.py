@@ -677,9 +677,10 @@ class ContextFilter:
         self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], said)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
-        if instructions and current:
-            # the instructions of this call, as the SDK gives them, in the place of
-            # those the session recorded (a session keeps every system text given)
+        if said:
+            # the instructions of this call, as the SDK gives them (none: an agent
+            # without any), in the place of those the session recorded (a session
+            # keeps every system text it is given)
             system = [
                 t
                 for m in result.window.messages
@@ -687,7 +688,8 @@ class ContextFilter:
                 for t in (block_text(b) for b in m.content)
                 if t
             ]
-            text = "\n\n".join([instructions, *without_texts(system, said)])
+            parts = [instructions] if instructions and current else []
+            text = "\n\n".join([*parts, *without_texts(system, said)]) or None
         return text, items
 
 
