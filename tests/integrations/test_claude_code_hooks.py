@@ -23,6 +23,7 @@ from ctxwise.errors import FormatError
 from ctxwise.formats import read_transcript
 from ctxwise.integrations.claude_code_hooks import (
     ADDITIONAL_CONTEXT_CAP,
+    SUBAGENT_TRANSCRIPT_BYTES,
     archive_transcript,
     hook_settings,
     install_settings,
@@ -218,6 +219,61 @@ def test_subagent_start_finds_the_task_in_the_transcript(session: Path) -> None:
     text = out["hookSpecificOutput"]["additionalContext"]
     assert 0 < len(text) <= 3_000 and "<context note=" in text
     assert subagent_start({**payload, "agent_type": "no-such-agent"}) is None
+
+
+def _long_session(path: Path, turns: int) -> list[str]:
+    """A Claude Code transcript of ``turns`` user/assistant exchanges, each naming its
+    own ticket (``T-1`` …), written to ``path``; returns its lines."""
+    lines = []
+    for n in range(1, turns + 1):
+        for role, text in (("user", f"Look at ticket T-{n}."), ("assistant", f"T-{n}: done.")):
+            lines.append(json.dumps({"type": role, "message": {"role": role, "content": text}}))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return lines
+
+
+def test_from_a_long_transcript_the_subagent_hooks_read_only_its_end(tmp_path: Path) -> None:
+    """Selection takes time in proportion to the transcript: past
+    SUBAGENT_TRANSCRIPT_BYTES the subagent hooks select from the whole lines of its
+    end, and say so, instead of passing their deadline and handing over nothing."""
+    path = tmp_path / "long.jsonl"
+    lines = _long_session(path, 400)
+    tail = sum(len(line) + 1 for line in lines[-100:]) + 5  # the last 50 exchanges, and a bit
+    assert 0 < tail < path.stat().st_size <= SUBAGENT_TRANSCRIPT_BYTES
+    base = _base(path, "PreToolUse")
+    for ticket, seen in (("T-399", True), ("T-3", False)):
+        call = {**base, "tool_name": "Agent", "tool_input": {"prompt": f"Close {ticket}."}}
+        out = subagent_context(call, tail=tail)
+        assert out is not None
+        prompt = out["hookSpecificOutput"]["updatedInput"]["prompt"]
+        assert (f"Look at ticket {ticket}." in prompt) is seen
+        assert "Look at ticket T-350." not in prompt  # the cut line and all before it
+        assert "from the last" in out["hookSpecificOutput"]["permissionDecisionReason"]
+    whole = subagent_context({**base, "tool_name": "Agent", "tool_input": {"prompt": "Close T-3."}})
+    assert (
+        whole is not None
+        and "Look at ticket T-3." in (whole["hookSpecificOutput"]["updatedInput"]["prompt"])
+    )
+    assert "from the last" not in whole["hookSpecificOutput"]["permissionDecisionReason"]
+    start = subagent_start(
+        {**_base(path, "SubagentStart"), "agent_id": "a1", "prompt": "Close T-399."}, tail=tail
+    )
+    assert start is not None
+    context = start["hookSpecificOutput"]["additionalContext"]
+    assert context.startswith("ctxwise: the parts of the parent conversation this task needs (")
+    assert "Look at ticket T-399." in context
+
+
+def test_the_end_of_a_long_transcript_being_written_still_reads(tmp_path: Path) -> None:
+    path = tmp_path / "live.jsonl"
+    lines = _long_session(path, 100)
+    with path.open("a", encoding="utf-8") as f:
+        f.write('{"type": "user", "message": {"role": "us')  # Claude Code mid-write
+    tail = sum(len(line) + 1 for line in lines[-20:])
+    call = {**_base(path, "PreToolUse"), "tool_name": "Agent"}
+    out = subagent_context({**call, "tool_input": {"prompt": "Close T-99."}}, tail=tail)
+    assert out is not None
+    assert "Look at ticket T-99." in out["hookSpecificOutput"]["updatedInput"]["prompt"]
 
 
 FIXED = datetime(2026, 3, 1, 12, 30, 5, 123456, tzinfo=UTC)

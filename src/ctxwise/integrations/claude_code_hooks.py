@@ -79,6 +79,7 @@ __all__ = [
     "DEFAULT_HOOK_TIMEOUT",
     "HOOK_EVENTS",
     "SUBAGENT_TOOLS",
+    "SUBAGENT_TRANSCRIPT_BYTES",
     "Clock",
     "HookPayload",
     "InstallResult",
@@ -116,6 +117,13 @@ DEFAULT_HOOK_TIMEOUT = 30
 
 SUBAGENT_TOOLS = ("Agent", "Task")
 """The subagent tool's names: ``Agent`` now, ``Task`` before."""
+
+SUBAGENT_TRANSCRIPT_BYTES = 12 * 2**20
+"""How much of the end of a transcript the subagent hooks select from. Selection
+takes time in proportion to the transcript, and a hook that passes its deadline
+hands the subagent nothing; from a longer session they read the latest lines up to
+this size (whole lines), and say so. ``benchmarks/bench_hooks.py`` times both hooks
+on sessions longer than this."""
 
 HOOK_EVENTS = ("subagent-context", "subagent-start", "pre-compact", "session-start")
 """The ``ctxwise hook`` commands Claude Code runs."""
@@ -194,8 +202,9 @@ def _parse(model: type[_P], payload: str | Mapping[str, Any], event: str) -> _P:
     return parsed
 
 
-def _read(path: str | Path) -> Transcript:
-    """The Claude Code transcript at ``path``.
+def _read(path: str | Path, *, tail: int | None = None) -> Transcript:
+    """The Claude Code transcript at ``path`` (with ``tail``: only its lines in the
+    last ``tail`` bytes when it is longer, see :func:`_read_tail`).
 
     Anything there but a regular file (a FIFO, a device) is refused before it is
     opened: opening a FIFO blocks until a writer comes, which would hold the hook
@@ -210,6 +219,8 @@ def _read(path: str | Path) -> Transcript:
     p = Path(path)
     if p.exists() and not p.is_file() and not p.is_dir():
         raise FormatError(str(p), "not a regular file")
+    if tail is not None and p.is_file() and p.stat().st_size > tail:
+        return _read_tail(p, tail)
     try:
         return read_transcript(p, "claude-code")
     except FormatError:
@@ -223,6 +234,43 @@ def _read(path: str | Path) -> Transcript:
         except FormatError:
             pass
         raise
+
+
+def _read_tail(path: Path, size: int) -> Transcript:
+    """The lines that lie wholly in the last ``size`` bytes of ``path``: the line cut
+    at the start is dropped, and so is a last line with no newline yet that does
+    not read (Claude Code may be writing it)."""
+    from ctxwise._io import decode_text
+    from ctxwise.formats.claude_code import read_claude_code
+
+    try:
+        with path.open("rb") as f:
+            f.seek(-size, os.SEEK_END)
+            data = f.read()
+    except OSError as e:
+        raise FormatError(str(path), e.strerror or str(e)) from None
+    data = data[data.find(b"\n") + 1 :]
+    try:
+        text, _ = decode_text(data)
+    except ValueError as e:
+        raise FormatError(str(path), f"the end of the transcript does not read: {e}") from None
+    try:
+        return read_claude_code(text, source=str(path))
+    except FormatError:
+        if not text.endswith("\n") and "\n" in text:
+            return read_claude_code(text[: text.rfind("\n") + 1], source=str(path))
+        raise
+
+
+def _tail_note(path: str | Path, tail: int) -> str:
+    """`` (from the last N MB of an M MB transcript)`` when the hooks read only the end."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return ""
+    if size <= tail:
+        return ""
+    return f" (from the last {tail / 2**20:.0f} MB of a {size / 2**20:.0f} MB transcript)"
 
 
 def _complete_lines(path: Path) -> str | None:
@@ -284,6 +332,7 @@ def subagent_context(
     *,
     budget: int = 20_000,
     counter: TokenCounter | None = None,
+    tail: int = SUBAGENT_TRANSCRIPT_BYTES,
 ) -> dict[str, Any] | None:
     """The ``PreToolUse`` answer for a subagent call, or ``None`` to let it through
     unchanged (another tool, no prompt, a prompt that already carries ctxwise's
@@ -302,7 +351,7 @@ def subagent_context(
     prompt = p.tool_input.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip() or _CONTEXT_MARK in prompt:
         return None
-    handoff = _select(_read(p.transcript_path), prompt, budget, counter)
+    handoff = _select(_read(p.transcript_path, tail=tail), prompt, budget, counter)
     if not handoff.selected:
         return None
     updated = dict(p.tool_input)
@@ -314,6 +363,7 @@ def subagent_context(
             "permissionDecisionReason": (
                 f"ctxwise: {len(handoff.selected)} transcript chunks "
                 f"({handoff.tokens:,} tokens) added to the subagent's prompt"
+                + _tail_note(p.transcript_path, tail)
             ),
             "updatedInput": updated,
         }
@@ -345,6 +395,7 @@ def subagent_start(
     budget: int = 20_000,
     counter: TokenCounter | None = None,
     cap: int = ADDITIONAL_CONTEXT_CAP,
+    tail: int = SUBAGENT_TRANSCRIPT_BYTES,
 ) -> dict[str, Any] | None:
     """The ``SubagentStart`` answer: the selection as ``additionalContext`` of at most
     ``cap`` characters, or ``None`` (no task found, nothing selected, or not even one
@@ -357,12 +408,16 @@ def subagent_start(
             does not read.
     """
     p = _parse(SubagentStartPayload, payload, "SubagentStart")
-    transcript = _read(p.transcript_path)
+    transcript = _read(p.transcript_path, tail=tail)
     task = p.prompt if p.prompt and p.prompt.strip() else None
     task = task or _latest_subagent_prompt(transcript.messages, p.agent_type)
     if task is None:
         return None
-    lead = "ctxwise: the parts of the parent conversation this task needs.\n"
+    lead = (
+        "ctxwise: the parts of the parent conversation this task needs"
+        + _tail_note(p.transcript_path, tail)
+        + ".\n"
+    )
     room = cap - len(lead)
     allowed = max(1, min(budget, room))
     scorer = _ScoreOnce()
