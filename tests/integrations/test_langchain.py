@@ -650,3 +650,23 @@ def test_the_system_prompt_counts_against_the_budget(tmp_path: Path) -> None:
     for request in captured:
         assert request.system_message is not None
         assert request.system_message.text.count("You track orders") == 1
+
+
+def test_a_call_without_a_system_prompt_gets_none_of_the_earlier_one(tmp_path: Path) -> None:
+    captured: list[ModelRequest] = []
+    with _engine(tmp_path) as engine:
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        messages: list[BaseMessage] = [HumanMessage("Hi.", id="h1")]
+        for prompt in (SystemMessage("You triage."), None):
+            mw.wrap_model_call(
+                ModelRequest(
+                    model=FakeListChatModel(responses=["x"]),
+                    messages=list(messages),
+                    system_message=prompt,
+                ),
+                lambda r: captured.append(r) or ModelResponse(result=[AIMessage("ok")]),  # type: ignore[func-returns-value]
+            )
+            messages += [AIMessage("Hello.", id="a1"), HumanMessage("Refund?", id="h2")]
+    assert captured[0].system_message is not None
+    assert captured[0].system_message.text == "You triage."
+    assert captured[1].system_message is None
