@@ -391,19 +391,34 @@ def test_namespaces_isolate(store: PostgresStore) -> None:
     assert store.lexical_search(("other",), "shared", 3) == []
 
 
-def test_put_many_is_all_or_nothing(store: PostgresStore) -> None:
+def test_put_many_is_all_or_nothing(store: PostgresStore, dsn: str, schema: str) -> None:
     store.put(("a",), NewItem("before"))
     bad_text = [NewItem("fine"), NewItem("   "), NewItem("fine too")]
     bad_vector = [NewItem("fine"), NewItem("x", vector=np.ones(DIM + 1, dtype=np.float32))]
     not_finite = [NewItem("x", vector=np.full(DIM, np.nan, dtype=np.float32))]
     not_json = [NewItem("x", {"f": object()})]
-    for batch in (bad_text, bad_vector, not_finite, not_json):
+    long_id = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(100))
+    too_long = [NewItem("fine"), NewItem("long id", id=long_id)]  # past the btree key limit
+    for batch in (bad_text, bad_vector, not_finite, not_json, too_long):
         with pytest.raises(UsageError):
             store.put_many(("a",), batch)
-    # a failure inside the server (an id too long for the primary key index) rolls back too
-    with pytest.raises(UsageError, match="PostgreSQL cannot store"):
-        long_id = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(100))
-        store.put_many(("a",), [NewItem("fine"), NewItem("long id", id=long_id)])
+    # a failure inside the server, at the second row, rolls back the first too
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL(
+                "CREATE FUNCTION {s}.refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                " IF NEW.text = 'refused' THEN RAISE EXCEPTION 'refused by a trigger'; END IF;"
+                " RETURN NEW; END $$"
+            ).format(s=sql.Identifier(schema))
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE TRIGGER refuse BEFORE INSERT ON {s}.items"
+                " FOR EACH ROW EXECUTE FUNCTION {s}.refuse()"
+            ).format(s=sql.Identifier(schema))
+        )
+    with pytest.raises(StoreError, match="refused by a trigger"):
+        store.put_many(("a",), [NewItem("fine"), NewItem("refused")])
     assert [i.text for i in store.by_seq(("a",), range(100))] == ["before"]
     assert store.put(("a",), NewItem("after")) == "m1"  # failed batches used no seq
 
@@ -641,47 +656,45 @@ def test_a_schema_from_before_the_analyzer_is_migrated_and_reindexed(
     assert [it.id for it, _ in unstemmed.lexical_search(("a",), "refunded", 5)] == ["x"]
 
 
-def test_terms_past_word_16383_count_every_time(
-    open_store: Callable[..., PostgresStore],
-    dsn: str,
-    schema: str,
-    monkeypatch: pytest.MonkeyPatch,
+def test_term_frequencies_count_in_full(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
 ) -> None:
-    """A tsvector position cannot pass 16,383; positions are occurrence numbers, so
-    a long text's late terms count as often as they occur (BM25 like the other
-    stores), and a schema indexed before (every late occurrence at 16,383, counted
-    once) is re-indexed by m005."""
+    """A tsvector keeps 256 positions per lexeme, none past 16,383: the positions
+    hold the frequency instead, so a term occurring more than 256 times or past word
+    16,383 scores as on the other stores, and a schema indexed before (those terms
+    counted too few times) is re-indexed by m005."""
     filler = " ".join(f"w{i}" for i in range(17_000))
     items = [
         NewItem(filler + " needle needle needle needle", {}, "late"),
         NewItem("needle " + filler, {}, "early"),
         NewItem("short needle text", {}, "s"),
+        NewItem("needle " * 300 + "x", {}, "300"),
+        NewItem("needle " * 256 + "x", {}, "256"),
     ]
     reference = InMemoryStore()
     reference.put_many(("a",), items)
     want = [(it.id, s) for it, s in reference.lexical_search(("a",), "needle", 5)]
-    assert [i for i, _ in want] == ["s", "late", "early"]
+    assert [i for i, _ in want] == ["300", "256", "s", "late", "early"]
 
     store = open_store()
     store.put_many(("a",), items)
     got = [(it.id, s) for it, s in store.lexical_search(("a",), "needle", 5)]
     assert [i for i, _ in got] == [i for i, _ in want]
     assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
-    with psycopg.connect(dsn, autocommit=True) as conn:  # "late" as m004 indexed it
+    with psycopg.connect(dsn, autocommit=True) as conn:  # as if indexed before m005
         (term,) = store.analyzer.words("needle")
-        conn.execute(
-            sql.SQL(
-                "UPDATE {s}.items SET tsv = ts_delete(tsv, %s::text)"
-                " || setweight(format('%%s:1', %s::text)::tsvector, 'D') WHERE id = 'late'"
-            ).format(s=sql.Identifier(schema)),
-            [term, term],
+        conn.execute(  # a stale index that counts "late"'s needles too few times: none
+            sql.SQL("UPDATE {s}.items SET tsv = ts_delete(tsv, %s::text) WHERE id = 'late'").format(
+                s=sql.Identifier(schema)
+            ),
+            [term],
         )
         conn.execute(
-            sql.SQL("DELETE FROM {s}.migrations WHERE name = 'm005_occurrence_positions'").format(
+            sql.SQL("DELETE FROM {s}.migrations WHERE name = 'm005_frequency_positions'").format(
                 s=sql.Identifier(schema)
             )
         )
-    assert [it.id for it, _ in store.lexical_search(("a",), "needle", 5)][1:] == ["early", "late"]
+    assert "late" not in [it.id for it, _ in store.lexical_search(("a",), "needle", 5)]
     store.close()
     again = open_store()  # m005 re-indexes every item
     fresh = again.lexical_search(("a",), "needle", 5)

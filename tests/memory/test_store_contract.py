@@ -25,6 +25,7 @@ from ctxwise.memory import (
     Store,
     StoreError,
 )
+from ctxwise.memory.store import MAX_KEY_BYTES
 from tests.memory.conftest import DIM
 
 EMB = HashingEmbedder(DIM)
@@ -521,3 +522,25 @@ def test_vector_search_ranks_by_cosine_for_vectors_of_any_length(
     assert [t for t, _ in found[2:]] == ["tilted", "zero"]
     assert {t for t, _ in found[:2]} == {"long", "unit"}
     assert [s for _, s in found] == pytest.approx([1.0, 1.0, 0.5**0.5, 0.0], abs=1e-6)
+
+
+def test_ids_and_namespaces_up_to_the_key_limit_fit_every_backend(
+    make_store: Callable[[], Store],
+) -> None:
+    """PostgreSQL's btree keys hold (namespace, id) up to 2,704 bytes: every store
+    takes ids and namespaces up to MAX_KEY_BYTES and refuses longer ones alike."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789"))
+
+    def noise(n: int) -> str:  # incompressible, as PostgreSQL would otherwise shrink it
+        return "".join(rng.choice(letters, n))
+
+    store = make_store()
+    ns, item_id = (noise(MAX_KEY_BYTES),), noise(MAX_KEY_BYTES - 2) + "é"
+    assert store.put_many(ns, [NewItem("hello", {}, item_id, V4)]) == [item_id]
+    assert store.get(ns, item_id) is not None and store.delete(ns, [item_id]) == 1
+    with pytest.raises(UsageError, match="exceeds"):
+        store.put_many(A, [NewItem("hello", {}, item_id + "x")])
+    with pytest.raises(UsageError, match="exceeds"):
+        store.put_many(("x", ns[0]), [NewItem("hello")])
+    assert store.count(A) == 0

@@ -33,10 +33,11 @@ rows holding every other lexeme and, if that leaves fewer than k, the newest
 candidates but are still scored. Document frequencies are counted exactly and
 remembered, per process, until the namespace has changed by more than
 ``DF_DRIFT`` (2%) of the count (a rare lexeme's count, below 50, is taken again
-after any write). Two limits of
-PostgreSQL's text search apply: a term's frequency in one item
-counts at most 256 occurrences (a tsvector keeps 256 positions per lexeme; ctxwise
-stores occurrence numbers there, so where a term stands never matters), and an item
+after any write). A tsvector keeps at most 256 positions per lexeme,
+each at most 16,383, so the positions ctxwise writes are not where a term stands
+(it never searches phrases) but its frequency: distinct numbers that add up to it
+(``_frequency``), which BM25 reads back as their sum. One limit of PostgreSQL's
+text search applies: an item
 whose index would exceed the 1 MB ``tsvector`` limit is indexed from the longest
 prefix of its terms (halving) that fits.
 
@@ -104,6 +105,20 @@ _MAX_EF_SEARCH = 1000  # pgvector's limit for hnsw.ef_search
 _FTS_FAST_BYTES = 100_000  # below this, a text's tsvector fits in 1 MB: no subtransaction
 _TSV_MAX_BYTES = 1_000_000  # PostgreSQL's tsvector limit is 1 MiB; stay under it
 _MAX_POSITIONS = 256  # positions kept per lexeme
+_MAX_POS = 16_383  # the largest position
+
+
+def _frequency(count: int) -> list[int]:
+    """Distinct tsvector positions (each at most 16,383, at most 256 of them) that
+    add up to ``count``, as few as can: one position up to 16,383 occurrences."""
+    positions: list[int] = []
+    top = _MAX_POS
+    while count > top and len(positions) < _MAX_POSITIONS - 1:
+        positions.append(top)
+        count -= top
+        top -= 1
+    positions.append(min(count, top))
+    return positions
 
 
 def _quote(lexeme: str) -> str:
@@ -113,23 +128,14 @@ def _quote(lexeme: str) -> str:
 
 def _tsvector(terms: Sequence[str]) -> tuple[str, int]:
     """A ``tsvector`` literal of ``terms`` and how many terms it holds: the longest
-    prefix (halving) that fits.
-
-    A lexeme's positions are its occurrence numbers (1, 2, ... up to 256), not where
-    it stands in the text: BM25 reads its frequency as the number of positions,
-    and a word position past 16,383 (PostgreSQL's largest) would make every later
-    occurrence count once. ctxwise never searches phrases, so nothing reads where."""
+    prefix (halving) that fits. Each lexeme's positions are :func:`_frequency` of
+    its count (see the module docstring)."""
     n = len(terms)
     while True:
-        counts = Counter(terms[:n])
-        size = sum(
-            len(t.encode("utf-8")) + 2 * min(c, _MAX_POSITIONS) + 8 for t, c in counts.items()
-        )
+        counts = {t: _frequency(c) for t, c in Counter(terms[:n]).items()}
+        size = sum(len(t.encode("utf-8")) + 2 * len(p) + 8 for t, p in counts.items())
         if size <= _TSV_MAX_BYTES or n <= 1:
-            literal = " ".join(
-                _quote(t) + ":" + ",".join(map(str, range(1, min(c, _MAX_POSITIONS) + 1)))
-                for t, c in counts.items()
-            )
+            literal = " ".join(_quote(t) + ":" + ",".join(map(str, p)) for t, p in counts.items())
             return literal, n
         n //= 2
 
@@ -213,9 +219,9 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     (
-        "m005_occurrence_positions",
-        # positions became occurrence numbers (_tsvector): re-index the items whose
-        # terms past word 16,383 counted once
+        "m005_frequency_positions",
+        # positions hold a term's frequency (_frequency): re-index the items whose
+        # terms occurred more than 256 times or past word 16,383 (counted too few)
         (_REINDEX,),
     ),
 )
@@ -238,7 +244,8 @@ WITH terms AS MATERIALIZED (
     ) AS d
     WHERE d.df > 0
 ), tf AS MATERIALIZED (
-    SELECT i.seq, i.ntok, x.lexeme AS lex, cardinality(x.positions)::float8 AS tf
+    SELECT i.seq, i.ntok, x.lexeme AS lex,
+           (SELECT sum(p) FROM unnest(x.positions) AS p)::float8 AS tf
     FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
     WHERE i.ns = %(ns)s
       AND i.tsv @@ (SELECT string_agg(terms.quoted, ' | ')::tsquery FROM terms)
@@ -266,7 +273,8 @@ WITH idf AS MATERIALIZED (
     SELECT t.lex, greatest(ln((%(n)s - t.df + 0.5) / (t.df + 0.5)), 0) AS w
     FROM unnest(%(lexes)s::text[], %(dfs)s::float8[]) AS t(lex, df)
 ), tf AS MATERIALIZED (
-    SELECT i.seq, i.ntok, x.lexeme AS lex, cardinality(x.positions)::float8 AS tf
+    SELECT i.seq, i.ntok, x.lexeme AS lex,
+           (SELECT sum(p) FROM unnest(x.positions) AS p)::float8 AS tf
     FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
     WHERE i.ns = %(ns)s AND i.seq = ANY(%(cands)s::bigint[])
       AND x.lexeme = ANY(%(lexes)s::text[]) {filters}

@@ -49,6 +49,10 @@ __all__ = [
 Namespace: TypeAlias = tuple[str, ...]
 Vector: TypeAlias = npt.NDArray[np.float32]
 MAX_TEXT_CHARS = 1_000_000
+MAX_KEY_BYTES = 1_200
+"""The most UTF-8 bytes of an item id, and of a namespace joined by ``/``: a
+PostgreSQL btree index keeps a (namespace, id) key of at most 2,704 bytes, and
+every store takes the same ids."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,11 @@ def check_namespace(namespace: Sequence[str]) -> Namespace:
             raise UsageError(f"bad namespace part {part!r}: non-empty strings without '/' only")
         if not _valid_unicode(part):
             raise UsageError(f"bad namespace part {part!r}: not valid Unicode (lone surrogates)")
+    size = len("/".join(ns).encode("utf-8"))
+    if size > MAX_KEY_BYTES:
+        raise UsageError(
+            f"a namespace of {size:,} bytes (UTF-8, parts joined by '/') exceeds {MAX_KEY_BYTES:,}"
+        )
     return ns
 
 
@@ -174,11 +183,11 @@ def check_item(item: NewItem) -> NewItem:
     """``item`` as every store keeps it, or a :class:`UsageError`; every backend
     checks its items here, so they accept and refuse the same ones.
 
-    The text as :func:`check_text` wants it; ``id`` a string without NUL (``""`` or
-    ``None``: the store assigns one); ``metadata`` a mapping of JSON data (no NaN or
-    infinity), kept as it reads back (tuples as lists, keys as strings);
-    ``created_at`` a finite number (epoch seconds), kept as a float; ``vector`` as
-    :func:`check_vector` wants it; ``index_text`` a string.
+    The text as :func:`check_text` wants it; ``id`` a string without NUL of at most
+    :data:`MAX_KEY_BYTES` (``""`` or ``None``: the store assigns one); ``metadata`` a
+    mapping of JSON data (no NaN or infinity), kept as it reads back (tuples as
+    lists, keys as strings); ``created_at`` a finite number (epoch seconds), kept as
+    a float; ``vector`` as :func:`check_vector` wants it; ``index_text`` a string.
     """
     check_text(item.text)
     item_id = item.id
@@ -186,6 +195,11 @@ def check_item(item: NewItem) -> NewItem:
         raise UsageError(f"an item id is a string, got {type(item_id).__name__}")
     if item_id is not None and ("\x00" in item_id or not _valid_unicode(item_id)):
         raise UsageError(f"bad item id {item_id!r}: no NUL characters or lone surrogates")
+    if item_id is not None and len(item_id.encode("utf-8")) > MAX_KEY_BYTES:
+        raise UsageError(
+            f"an item id of {len(item_id.encode('utf-8')):,} bytes (UTF-8) exceeds "
+            f"{MAX_KEY_BYTES:,}"
+        )
     created = item.created_at
     if created is not None:
         if isinstance(created, bool) or not isinstance(created, int | float):
