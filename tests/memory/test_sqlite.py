@@ -484,3 +484,15 @@ def test_a_writer_locked_out_past_the_timeout_is_a_store_error(tmp_path: Path) -
 def test_a_path_with_nul_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="NUL"):
         SQLiteStore(f"{tmp_path}/a\x00b.db")
+
+
+def test_a_read_only_file_is_read_and_a_write_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "ro.db"
+    with SQLiteStore(path) as store:
+        store.put_many(("a",), [NewItem("hello world")])
+    read_only = SQLiteStore(f"file:{path}?mode=ro")
+    assert [it.text for it, _ in read_only.lexical_search(("a",), "hello", 3)] == ["hello world"]
+    with pytest.raises(StoreError, match="readonly"):
+        read_only.put_many(("a",), [NewItem("more")])
+    assert read_only.count(("a",)) == 1
+    read_only.close()
