@@ -544,3 +544,18 @@ def test_ids_and_namespaces_up_to_the_key_limit_fit_every_backend(
     with pytest.raises(UsageError, match="exceeds"):
         store.put_many(("x", ns[0]), [NewItem("hello")])
     assert store.count(A) == 0
+
+
+def test_ids_may_come_from_any_iterable_and_odd_ones_match_nothing(
+    make_store: Callable[[], Store],
+) -> None:
+    store = make_store()
+    store.put_many(A, (NewItem(t, {}, i) for t, i in [("a", "x"), ("b", "y")]))
+    odd: list[object] = [1, None, ("x",), ["y"], "x\x00", "x\ud800"]
+    assert [it.id for it in store.get_many(A, (i for i in ["y", "x", "z"]))] == ["y", "x"]
+    assert store.get_many(A, odd) == []  # type: ignore[arg-type]
+    assert store.delete(A, odd) == 0  # type: ignore[arg-type]
+    assert store.delete(A, (i for i in ["y", "y", "z"])) == 1 and store.count(A) == 1
+    with pytest.raises(UsageError, match="NewItem"):
+        store.put_many(A, ["just text"])  # type: ignore[list-item]
+    assert store.count(A) == 1

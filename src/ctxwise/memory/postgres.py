@@ -77,6 +77,7 @@ from ctxwise.memory.store import (
     StoreError,
     Vector,
     check_filters,
+    check_ids,
     check_item,
     check_k,
     check_n,
@@ -898,7 +899,7 @@ class PostgresStore(Store):
 
     def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
         ns = check_namespace(namespace)
-        wanted = [i for i in ids if isinstance(i, str) and "\x00" not in i]
+        ids = wanted = check_ids(ids)
         if not wanted:
             return []
         with self._db() as conn:
@@ -913,7 +914,7 @@ class PostgresStore(Store):
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         key = _ns_key(check_namespace(namespace))
-        wanted = list({i for i in ids if isinstance(i, str) and "\x00" not in i})
+        wanted = list(dict.fromkeys(check_ids(ids)))
         if not wanted:
             return 0
         with self._db() as conn, conn.transaction():

@@ -96,6 +96,7 @@ from ctxwise.memory.store import (
     Vector,
     check_dims,
     check_filters,
+    check_ids,
     check_item,
     check_k,
     check_n,
@@ -739,7 +740,7 @@ class SQLiteStore(Store):
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
-        unique = list(dict.fromkeys(ids))
+        unique = list(dict.fromkeys(check_ids(ids)))
         with self._db():
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
@@ -760,6 +761,7 @@ class SQLiteStore(Store):
 
     def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
         key = _key(check_namespace(namespace))
+        ids = check_ids(ids)
         if not ids:
             return []
         with self._db():

@@ -189,6 +189,8 @@ def check_item(item: NewItem) -> NewItem:
     lists, keys as strings); ``created_at`` a finite number (epoch seconds), kept as
     a float; ``vector`` as :func:`check_vector` wants it; ``index_text`` a string.
     """
+    if not isinstance(item, NewItem):
+        raise UsageError(f"an item is a NewItem, got {type(item).__name__}")
     check_text(item.text)
     item_id = item.id
     if item_id is not None and not isinstance(item_id, str):
@@ -235,6 +237,13 @@ def check_dims(dims: set[int], stored: int | None) -> int | None:
     if len(dims) > 1:
         raise UsageError(f"vector dimension mismatch: one batch holds vectors of {sorted(dims)}")
     return stored if stored is not None or not dims else next(iter(dims))
+
+
+def check_ids(ids: Iterable[Any]) -> list[str]:
+    """The ids asked for, in order, as a list (any iterable is read once); what no
+    item's id can be (not a string, NUL, lone surrogates) is left out, as a missing
+    id is."""
+    return [i for i in ids if isinstance(i, str) and "\x00" not in i and _valid_unicode(i)]
 
 
 def check_query(query: Any) -> str:
@@ -506,11 +515,11 @@ class InMemoryStore(Store):
 
     def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
         rows = self._rows.get(self._open(namespace), {})
-        return [rows[i][0] for i in ids if i in rows]
+        return [rows[i][0] for i in check_ids(ids) if i in rows]
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         ns = self._open(namespace)
-        return sum(1 for i in dict.fromkeys(ids) if self._unindex(ns, i))
+        return sum(1 for i in dict.fromkeys(check_ids(ids)) if self._unindex(ns, i))
 
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
