@@ -183,3 +183,21 @@ def test_tiered_memory_remembers_locomo_as_the_evaluation_does(data_dir: Path) -
     assert [(it.id, it.text, it.metadata) for it in got] == [
         (it.id, it.text, it.metadata) for it in want
     ]
+
+
+def test_a_failing_long_term_store_leaves_the_tiers_as_they_were(tmp_path: Path) -> None:
+    """Evicted turns that cannot be remembered (the store is closed, locked) are not
+    dropped from the working turns either: add() raises and changes nothing."""
+    from ctxwise.memory import SQLiteStore, StoreError
+
+    store = SQLiteStore(tmp_path / "tiers.db")
+    memory = TieredMemory(working_turns=2, longterm=LongTermMemory(store, ("t",)))
+    first = [Message.text_message("user", f"turn {i} about order W{i}") for i in range(3)]
+    for m in first:
+        memory.add(m)
+    before = (list(memory.working), memory.summary, list(memory.archive))
+    assert before[2] == first[:1] and store.count(("t",)) == 1
+    store.close()
+    with pytest.raises(StoreError):
+        memory.add(Message.text_message("user", "turn 3 about order W3"))
+    assert (list(memory.working), memory.summary, list(memory.archive)) == before

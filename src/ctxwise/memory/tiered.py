@@ -135,36 +135,36 @@ class TieredMemory:
     def _tokens(self, messages: Sequence[Message]) -> int:
         return self.counter.count_messages(messages)
 
-    def _exchange_end(self, start: int) -> int:
-        """Index after the exchange that starts at ``start``: a message and the
-        messages holding the results of its tool calls."""
-        return _results_end(self.working, start)
-
     def add(self, message: Message) -> list[Message]:
         """Append a turn; evict the oldest exchanges past the bounds. Returns what
-        was evicted (now in the summary and the archive)."""
+        was evicted (now in the summary and the archive).
+
+        All or nothing: if summarizing or remembering the evicted turns fails (a
+        summarizer or a store error), the error propagates and the working turns,
+        summary and archive are as they were before the call."""
         if not isinstance(message, Message):
             raise UsageError(f"add() takes a Message, got {type(message).__name__}")
-        self.working.append(message)
+        working = [*self.working, message]
         evicted: list[Message] = []
         # keep the newest exchange even if it alone exceeds the bounds
-        while len(self.working) > 1 and (
-            len(self.working) > self.working_turns
-            or self._tokens(self.working) > self.working_tokens
+        while len(working) > 1 and (
+            len(working) > self.working_turns or self._tokens(working) > self.working_tokens
         ):
-            end = self._exchange_end(0)
-            if end >= len(self.working):
+            end = _results_end(working, 0)
+            if end >= len(working):
                 break  # the only exchange left is still open (tool call awaiting results)
-            evicted.extend(self.working[:end])
-            del self.working[:end]
+            evicted.extend(working[:end])
+            del working[:end]
         if evicted:
             first = len(self.archive)  # the evicted turns' index in the archive
-            self.archive.extend(evicted)
-            self.summary = summarize_range(
+            summary = summarize_range(
                 self.summarizer, self.summary, evicted, self.summary_tokens, first_index=first
             )
             if self.longterm is not None:
                 self.longterm.remember_many(turn_items(evicted, first))
+            self.archive.extend(evicted)
+            self.summary = summary
+        self.working[:] = working
         return evicted
 
     def sections(self, query: str | None = None) -> list[Section]:
