@@ -66,6 +66,14 @@ def test_namespaces_isolate(make_store: Callable[[], Store]) -> None:
     assert store.delete(A, ["y"]) == 0 and store.count(B) == 2
 
 
+def test_namespaces_are_listed_in_tuple_order(make_store: Callable[[], Store]) -> None:
+    store = make_store()
+    names = [("a", "b"), ("a-b",), ("a",), ("a.", "x"), ("A",), ("é",), ("a b",)]
+    for ns in names:
+        store.put_many(ns, [NewItem("x")])
+    assert store.namespaces() == sorted(names)  # not by the '/'-joined key: 'a-b' < 'a/b'
+
+
 def test_search_ranks_and_filters(make_store: Callable[[], Store]) -> None:
     store = make_store()
     store.put_many(

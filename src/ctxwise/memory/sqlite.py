@@ -1113,11 +1113,8 @@ class SQLiteStore(Store):
 
     def namespaces(self) -> list[Namespace]:
         with self._db():
-            keys = [
-                r[0]
-                for r in self._conn.execute("SELECT ns FROM counters WHERE n_items > 0 ORDER BY ns")
-            ]
-        return [tuple(k.split("/")) for k in keys]
+            keys = [r[0] for r in self._conn.execute("SELECT ns FROM counters WHERE n_items > 0")]
+        return sorted(tuple(k.split("/")) for k in keys)  # as tuples: ('a', 'b') < ('a-b',)
 
     def count(self, namespace: Sequence[str]) -> int:
         key = _key(check_namespace(namespace))
