@@ -71,6 +71,30 @@ def _run(args: list[str], stdin: str, home: Path) -> tuple[float, subprocess.Com
     return time.perf_counter() - start, out
 
 
+def _subagent_payloads(base: dict[str, Any], prompt: str) -> dict[str, dict[str, Any]]:
+    """The payloads of the two subagent hooks for a subagent call with ``prompt``."""
+    return {
+        "subagent-context": {
+            **base,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Agent",
+            "tool_input": {
+                "description": "d",
+                "prompt": prompt,
+                "subagent_type": "general-purpose",
+            },
+            "tool_use_id": "toolu_bench",
+        },
+        "subagent-start": {
+            **base,
+            "hook_event_name": "SubagentStart",
+            "agent_id": "a1",
+            "agent_type": "general-purpose",
+            "prompt": prompt,
+        },
+    }
+
+
 def _ok(hook: str, out: subprocess.CompletedProcess[str]) -> bool:
     if out.returncode != 0:
         return False
@@ -99,24 +123,7 @@ def main() -> None:
             }
             prompt = _prompt(path)
             payloads = {
-                "subagent-context": {
-                    **base,
-                    "hook_event_name": "PreToolUse",
-                    "tool_name": "Agent",
-                    "tool_input": {
-                        "description": "d",
-                        "prompt": prompt,
-                        "subagent_type": "general-purpose",
-                    },
-                    "tool_use_id": "toolu_bench",
-                },
-                "subagent-start": {
-                    **base,
-                    "hook_event_name": "SubagentStart",
-                    "agent_id": "a1",
-                    "agent_type": "general-purpose",
-                    "prompt": prompt,
-                },
+                **_subagent_payloads(base, prompt),
                 "pre-compact": {
                     **base,
                     "hook_event_name": "PreCompact",
@@ -205,27 +212,7 @@ def _long_sessions(home: Path) -> list[dict[str, Any]]:
             "cwd": str(home),
             "permission_mode": "default",
         }
-        payloads = {
-            "subagent-context": {
-                **base,
-                "hook_event_name": "PreToolUse",
-                "tool_name": "Agent",
-                "tool_input": {
-                    "description": "d",
-                    "prompt": TASK,
-                    "subagent_type": "general-purpose",
-                },
-                "tool_use_id": "toolu_bench",
-            },
-            "subagent-start": {
-                **base,
-                "hook_event_name": "SubagentStart",
-                "agent_id": "a1",
-                "agent_type": "general-purpose",
-                "prompt": TASK,
-            },
-        }
-        for hook, payload in payloads.items():
+        for hook, payload in _subagent_payloads(base, TASK).items():
             runs = [_run(["hook", hook], json.dumps(payload), home) for _ in range(REPEAT)]
             seconds = statistics.median(s for s, _ in runs)
             rows.append(

@@ -274,12 +274,7 @@ def check_seqs(seqs: Iterable[Any]) -> list[int]:
     below 0 or above :data:`INT64_MAX`, are left out), or a :class:`UsageError`."""
     wanted = set()
     for s in seqs:
-        if isinstance(s, bool):
-            raise UsageError(f"a seq is an integer, got {s!r}")
-        try:
-            n = operator.index(s)
-        except TypeError:
-            raise UsageError(f"a seq is an integer, got {s!r}") from None
+        n = _integer(s, "a seq")
         if 0 <= n <= INT64_MAX:
             wanted.add(n)
     return sorted(wanted)
@@ -288,13 +283,17 @@ def check_seqs(seqs: Iterable[Any]) -> list[int]:
 def check_n(n: Any) -> int:
     """How many recent items: an integer (at most :data:`INT64_MAX`; 0 or less
     asks for none), or a :class:`UsageError`."""
-    if isinstance(n, bool):
-        raise UsageError(f"n is an integer, got {n!r}")
+    return min(_integer(n, "n"), INT64_MAX)
+
+
+def _integer(value: Any, what: str) -> int:
+    """``value`` as an int (an int or anything with ``__index__``, not a bool)."""
+    if isinstance(value, bool):
+        raise UsageError(f"{what} is an integer, got {value!r}")
     try:
-        value = operator.index(n)
+        return operator.index(value)
     except TypeError:
-        raise UsageError(f"n is an integer, got {n!r}") from None
-    return min(value, INT64_MAX)
+        raise UsageError(f"{what} is an integer, got {value!r}") from None
 
 
 def fts_tokens(text: str) -> list[str]:
