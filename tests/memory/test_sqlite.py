@@ -53,6 +53,33 @@ def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
 
 
+@pytest.mark.parametrize("bad", ["newer", "junk"])
+def test_a_store_that_cannot_open_closes_its_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    path = tmp_path / "m.db"
+    if bad == "newer":
+        SQLiteStore(path).close()
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO migrations (position, name) VALUES (99, '099_future')")
+    else:
+        path.write_bytes(b"this is not sqlite" * 100)
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+
+    def recording(*args: object, **kwargs: object) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(conn)
+        return conn
+
+    monkeypatch.setattr(sqlite_module.sqlite3, "connect", recording)
+    with pytest.raises(StoreError):
+        SQLiteStore(path)
+    assert len(opened) == 1
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        opened[0].execute("SELECT 1")
+
+
 def test_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)

@@ -542,6 +542,9 @@ class SQLiteStore(Store):
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, check_same_thread=False, isolation_level=None
             )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
+        try:
             use_wal(self._conn, timeout)
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("PRAGMA foreign_keys=ON")
@@ -551,8 +554,11 @@ class SQLiteStore(Store):
             )
             self._migrate()
             self._check_analyzer()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
+        except BaseException as exc:
+            self._conn.close()  # a store that cannot open holds no connection
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise StoreError(f"{self.path}: not a usable SQLite store ({exc})") from None
+            raise
         self._lock = threading.RLock()
         self._closed = False
         self._matrices: dict[str, _Matrix] = {}
