@@ -25,8 +25,9 @@ decision. In order:
    turns are remembered, verbatim from the log, in long-term memory;
 6. **gather** only the chosen sources, and recall memory (the built-in
    ``memory`` source: compacted turns of this session, by similarity);
-7. **assemble** one window: the system part (the stable prefix first, then the
-   pinned rules and facts), the history as real message turns, and the routed and
+7. **assemble** one window: the system part (the stable prefix first: this call's
+   ``system`` prompt, the configured one and the session's; then the pinned rules
+   and facts), the history as real message turns, and the routed and
    recalled sections as a context block in the latest user turn (or, with
    ``context = "system"``, after the stable system prefix);
 8. **render** for Anthropic (cache breakpoints after the stable prefix and at the
@@ -853,6 +854,7 @@ class Engine:
         new_messages: Iterable[Message],
         *,
         expected_version: int | None = None,
+        system: str | None = None,
     ) -> TurnResult:
         """Append ``new_messages`` and build this turn's request (see the module
         docstring). ``expected_version``: fail with ``SessionConflictError`` instead
@@ -860,8 +862,32 @@ class Engine:
         non-negative int, else :class:`UsageError`). A malformed message (a role
         other than system/user/assistant, content that is not a tuple of blocks, a
         tool call whose input is not a JSON object, an empty tool id, …) is a
-        :class:`UsageError` naming its index, raised before anything is written."""
+        :class:`UsageError` naming its index, raised before anything is written.
+
+        ``system``: this call's system prompt (an agent framework's prompt of this
+        call, which may change from call to call). It is pinned and counted in the
+        budget like the other system texts (it is part of the ``system`` section of
+        the trace), and it is not kept: the session's system texts (from ``system``
+        messages) stay as they were, and the next turn passes its own prompt or none.
+        It opens the ``system`` section, as given, before the configured prompt, the
+        system file and the session's texts, joined to them by a blank line; one of
+        those equal to it is not repeated. First, because a framework sends its prompt
+        first: the text the Engine counts is then the very text an integration sends
+        (a text put together in another order can count differently), and a prompt
+        that stays the same from turn to turn keeps the whole system part a cached
+        prefix, since the session's texts only grow at its end. A prompt that changes
+        on every call makes the system part differ from its start: placed last it would
+        keep a longer OpenAI prefix cached (the configured and session texts before
+        it), no longer an Anthropic one (the system section is one text block, read
+        whole at its breakpoint), and the integrations send it first anyway. ``None``,
+        an empty or a blank string: no prompt; anything but a string is a
+        :class:`UsageError`, raised before anything is written."""
         check_session_id(session_id)
+        if system is not None and not isinstance(system, str):
+            raise UsageError(
+                f"system is this call's system prompt, a str or None, got {type(system).__name__}"
+            )
+        prompt = system if system is not None and system.strip() else None
         if expected_version is not None and (
             isinstance(expected_version, bool)
             or not isinstance(expected_version, int)
@@ -878,7 +904,7 @@ class Engine:
                 raise SessionConflictError(
                     session_id, expected=expected_version, found=base.version
                 )
-            work, change, result = self._apply(base, messages, attempt)
+            work, change, result = self._apply(base, messages, attempt, prompt)
             try:
                 work.version = self.sessions.commit(session_id, base.version, change)
             except SessionConflictError:
@@ -896,10 +922,15 @@ class Engine:
         new_messages: Iterable[Message],
         *,
         expected_version: int | None = None,
+        system: str | None = None,
     ) -> TurnResult:
         """:meth:`turn` in a worker thread."""
         return await asyncio.to_thread(
-            self.turn, session_id, list(new_messages), expected_version=expected_version
+            self.turn,
+            session_id,
+            list(new_messages),
+            expected_version=expected_version,
+            system=system,
         )
 
     # ---------------------------------------------------------------- steps
@@ -1065,11 +1096,15 @@ class Engine:
             chosen, fallback = self.routes[trace.label], None
         return trace.model_copy(update={"fallback": fallback}), chosen, fallback
 
-    def _pinned(self, session: _Session) -> list[tuple[Section, str]]:
+    def _pinned(self, session: _Session, prompt: str | None = None) -> list[tuple[Section, str]]:
+        """The pinned sections: the system texts (this call's ``prompt`` first, see
+        :meth:`turn`), the standing rules, the case facts."""
         out: list[tuple[Section, str]] = []
-        system = "\n\n".join(
-            s for s in (self.config.system, self._system_file(), *session.system) if s
-        )
+        texts = [s for s in (self.config.system, self._system_file(), *session.system) if s]
+        if prompt is not None:
+            same = prompt.strip()
+            texts = [prompt, *(s for s in texts if s.strip() != same)]
+        system = "\n\n".join(texts)
         if system:
             out.append((Section("system", system, 1000, pinned=True, stable=True), "(system)"))
         if len(session.rules):
@@ -1240,7 +1275,7 @@ class Engine:
         return cleared, compacted, changed_from
 
     def _apply(
-        self, base: _Session, messages: Sequence[Message], attempt: int
+        self, base: _Session, messages: Sequence[Message], attempt: int, prompt: str | None
     ) -> tuple[_Session, SessionCommit, TurnResult]:
         cfg = self.config
         clock = self.clock
@@ -1270,7 +1305,7 @@ class Engine:
             raise PinnedOverflowError(budget.available, tool_tokens, ["tool definitions"])
         available = budget.available - tool_tokens
         framing = self.counter.count_messages([Message.text_message("system", "")])
-        pinned = self._pinned(work)
+        pinned = self._pinned(work, prompt)
         pinned_tokens = sum(self.counter.count(s.content) for s, _ in pinned)
         room = available - framing - pinned_tokens
         if room <= 0:
