@@ -670,3 +670,87 @@ def test_a_call_without_a_system_prompt_gets_none_of_the_earlier_one(tmp_path: P
     assert captured[0].system_message is not None
     assert captured[0].system_message.text == "You triage."
     assert captured[1].system_message is None
+
+
+def _sent_tokens(engine: Engine, messages: list[BaseMessage]) -> int:
+    """The tokens of a request the model got, counted with the Engine's counter."""
+    return engine.counter.count_messages(from_langchain(messages))
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "budget"),
+    [(1, 40, 1500), (5, 120, 2500), (0, 60, 1500), (30, 31, 1800), (60, 2, 1500)],
+)
+def test_a_dynamic_prompt_longer_than_the_first_stays_within_the_budget(
+    tmp_path: Path, first: int, later: int, budget: int
+) -> None:
+    """The first prompt was recorded and counted, a later one sent in its place: a
+    longer later prompt put the request over the budget by the difference."""
+    from langchain.agents.middleware import dynamic_prompt
+
+    calls = iter(range(100))
+    line = "Quote the order id in every answer. "
+
+    @dynamic_prompt
+    def grows(request: ModelRequest) -> str:
+        n = next(calls)
+        return f"You track orders (call {n}). " + line * (first if n == 0 else later)
+
+    steps = 6
+    responses: list[BaseMessage] = [
+        AIMessage("", tool_calls=[_call(f"c{i}", "lookup", order_id=str(i))]) for i in range(steps)
+    ]
+    model = ScriptedModel(responses=[*responses, AIMessage("Done.")])
+    with _engine(tmp_path, budget=budget) as engine:
+        agent = create_agent(
+            model,
+            [lookup],
+            middleware=[grows, CtxwiseMiddleware(engine)],
+            checkpointer=InMemorySaver(),
+        )
+        agent.invoke(
+            {"messages": [HumanMessage("Where are my orders?")]},
+            {"configurable": {"thread_id": "t"}},
+        )
+        assert len(model.seen) == steps + 1
+        for i, seen in enumerate(model.seen):
+            assert isinstance(seen[0], SystemMessage)
+            assert seen[0].text.startswith(f"You track orders (call {i}).")
+            assert seen[0].text.count("You track orders") == 1
+            assert _sent_tokens(engine, seen) <= budget
+        assert any(t.cleared or t.compacted is not None for t in engine.traces("t"))
+
+
+@pytest.mark.parametrize("now", ["You track orders.", "You refund orders now."])
+def test_a_session_an_older_ctxwise_recorded_sends_its_prompt_once(
+    tmp_path: Path, now: str
+) -> None:
+    """An older ctxwise recorded the first system prompt in the session (it stays among
+    the session's system texts): the prompt of this call is sent and counted once, the
+    recorded one is never sent next to it (and, when it differs, still counted)."""
+    first = "You track orders."
+    history: list[BaseMessage] = [HumanMessage("Where is order 4417?", id="h1")]
+    captured: list[ModelRequest] = []
+    with _engine(tmp_path) as engine:
+        recorded = Message.text_message("system", first)
+        recorded = Message("system", recorded.content, extra={"langchain_system_prompt": True})
+        engine.turn("s", [recorded, *from_langchain(history)])  # as the older middleware did
+        history += [AIMessage("It shipped.", id="a1"), HumanMessage("Thanks. And 4418?", id="h2")]
+        mw = CtxwiseMiddleware(engine, session_id="s")
+        mw.wrap_model_call(
+            ModelRequest(
+                model=FakeListChatModel(responses=["x"]),
+                messages=list(history),
+                system_message=SystemMessage(now),
+            ),
+            lambda r: captured.append(r) or ModelResponse(result=[AIMessage("ok")]),  # type: ignore[func-returns-value]
+        )
+        assert mw.last is not None
+        trace = mw.last.trace
+    sent = captured[0]
+    assert sent.system_message is not None and sent.system_message.text == now
+    assert [m.id for m in sent.messages] == ["h1", "a1", "h2"]
+    if now == first:  # counted once, as sent
+        assert trace.tokens.system == engine.counter.count(now)
+    else:  # the recorded one still counts: the request is that much under the budget
+        assert trace.tokens.system == engine.counter.count(f"{now}\n\n{first}")

@@ -10,9 +10,12 @@ graph, so the same middleware serves LangGraph graphs (with any checkpointer).
   Engine's window is mapped back and the model gets it through
   ``request.override(messages=..., system_message=...)``: the request's own system
   message first, as given, then the window's system part (pinned rules and facts).
-  The first system prompt is recorded in the session, so the budget counts it; a
-  later, different one (a dynamic prompt) takes its place in the window instead of
-  joining it (a session keeps every system text it is given). Only the messages new
+  The request's system prompt is given to the Engine as the turn's ``system`` on
+  every call, so the budget counts the very prompt sent, a dynamic prompt that
+  changes from call to call included, and it is not kept in the session. (A
+  session recorded by an older ctxwise holds the first prompt it was given among
+  its system texts: it is not sent, and is still counted, which leaves the request
+  that much under the budget.) Only the messages new
   since the session's last turn are given to the Engine (each LangChain message
   is known by its ``id``, which LangGraph gives every message in the state;
   a message without one by a hash of its content). A run of consecutive
@@ -91,7 +94,8 @@ FRAMEWORK = "langchain"
 _IDS = "langchain_ids"
 """Neutral ``extra`` key: the LangChain message keys one neutral message stands for."""
 _PROMPT = "langchain_system_prompt"
-"""Neutral ``extra`` key: the system message is a request's system prompt."""
+"""Neutral ``extra`` key: the system message is a request's system prompt (how an older
+ctxwise recorded the first one; read from a session's log, never written now)."""
 
 
 # ---------------------------------------------------------------- mapping
@@ -349,6 +353,13 @@ def _to_langchain(messages: Sequence[Message], names: Mapping[str, str]) -> list
 # ---------------------------------------------------------------- the middleware
 
 
+def _prompt_text(message: SystemMessage | None) -> str | None:
+    """A request's system prompt as the Engine counts it (``None``: none, or blank)."""
+    if message is None or not message.text.strip():
+        return None
+    return message.text
+
+
 @dataclass(slots=True)
 class _Known:
     """What the Engine's session holds, as of its ``version``."""
@@ -358,8 +369,9 @@ class _Known:
     seen: set[str]
     originals: dict[str, tuple[Message, list[BaseMessage]]]
     prompts: list[str]
-    """The request system prompts the session's log holds (the first one this
-    middleware was given; every one an older ctxwise was given)."""
+    """The request system prompts the session's log holds: those an older ctxwise
+    recorded as system messages (the prompt is now the turn's ``system``, never
+    recorded). They are never sent: this call's prompt stands in their place."""
 
 
 class CtxwiseMiddleware(AgentMiddleware):
@@ -503,26 +515,19 @@ class CtxwiseMiddleware(AgentMiddleware):
                 self._check_not_rewound(session_id, known, request.messages)
                 new = self._new(known, request.messages)
                 mapped = from_langchain(new)
-                prompt = request.system_message
-                text = prompt.text.strip() if prompt is not None else ""
-                first = bool(text) and not known.prompts
-                if prompt is not None and first:
-                    # the first system prompt is recorded, so the budget counts it; the
-                    # next ones (a dynamic prompt) take its place in the window
-                    (given,) = from_langchain([prompt])
-                    mapped = [Message("system", given.content, extra={_PROMPT: True}), *mapped]
+                prompt = _prompt_text(request.system_message)
                 try:
                     # what is new was worked out at this version: another writer's
                     # commit in between changes it, so the turn is worked out again
-                    result = self.engine.turn(session_id, mapped, expected_version=known.version)
+                    result = self.engine.turn(
+                        session_id, mapped, expected_version=known.version, system=prompt
+                    )
                 except SessionConflictError:
                     if attempt == self.engine.max_attempts:
                         raise
                     continue
                 break
             known.version = result.version
-            if first:
-                known.prompts.append(text)
             by_key = {_key(m): m for m in new}
             for m in mapped:
                 ids = [str(k) for k in m.extra.get(_IDS, ())]
@@ -540,16 +545,17 @@ class CtxwiseMiddleware(AgentMiddleware):
     ) -> tuple[SystemMessage | None, list[AnyMessage]]:
         """The window as the request's system message and messages. The request's own
         system message comes first, as it was given (its content blocks, cache marks
-        included), in the place of the prompt the session recorded: it is the agent's
-        prompt of this call (a dynamic prompt changes it), and a session keeps every
-        system text it was ever given."""
+        included), where the window holds its text (the turn's ``system``, which the
+        Engine puts first); the prompts an older ctxwise recorded are taken out."""
         parts: list[str] = []
         body = list(window)
         if body and body[0].role == "system":
             parts = [b.text for b in body[0].content if isinstance(b, TextBlock)]
             body = body[1:]
-        parts = without_texts(parts, known.prompts)  # this call's prompt takes their place
-        if given is not None and given.text.strip():
+        prompt = _prompt_text(given)
+        stale = [p for p in known.prompts if prompt is None or p != prompt.strip()]
+        parts = without_texts(parts, [prompt or "", *stale])
+        if given is not None and prompt is not None:
             if isinstance(given.content, str):
                 content: str | list[str | dict[str, Any]] = "\n\n".join([given.content, *parts])
             else:
