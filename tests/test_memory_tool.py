@@ -653,3 +653,29 @@ def test_adapter_methods_delegate(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         memory_tool.AnthropicMemoryTool("nope")
     assert MemoryResult("x") == MemoryResult("x", is_error=False)
+
+
+def test_a_listing_leaves_out_names_no_path_can_reach(tmp_path: Path) -> None:
+    # a name with a newline would forge listing rows; one that is not UTF-8 comes back
+    # from the file system as a lone surrogate, which no tool result can carry
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root))
+    ok(tool, command="create", path="/memories/keep.md", file_text="x")
+    (root / "a\n4K\t").mkdir()
+    (root / "a\n4K\t" / "forged.md").write_text("x")
+    with open(os.fsencode(root) + b"/\xff.md", "wb") as fh:
+        fh.write(b"x")
+    listing = ok(tool, command="view", path="/memories")
+    assert listing.encode("utf-8")
+    assert listing.splitlines()[1:] == ["1B\t/memories", "1B\t/memories/keep.md"]
+
+
+def test_a_store_listing_leaves_out_ids_no_path_can_reach() -> None:
+    from ctxwise.memory.store import NewItem
+
+    store = InMemoryStore()
+    tool = MemoryTool(StoreMemory(store, ("acme", "s")))
+    ok(tool, command="create", path="/memories/keep.md", file_text="x")
+    store.put(("acme", "s"), NewItem("x", {"content": "x"}, id="/memories/a\nb.md"))
+    listing = ok(tool, command="view", path="/memories")
+    assert listing.splitlines()[1:] == ["1B\t/memories", "1B\t/memories/keep.md"]

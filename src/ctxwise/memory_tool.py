@@ -180,6 +180,16 @@ def _check_name(name: str, shown: str) -> None:
         raise UsageError(f"Error: a name in {shown} is longer than {MAX_NAME_BYTES} bytes.")
 
 
+def _addressable(name: str) -> bool:
+    """Whether a memory path can name ``name`` (a listing shows nothing else: a name
+    with a newline would forge rows, one that is not Unicode cannot be sent)."""
+    try:
+        _check_name(name, repr(name))
+    except UsageError:
+        return False
+    return True
+
+
 def _show(parts: Parts) -> str:
     return "/".join((ROOT, *parts))
 
@@ -334,8 +344,8 @@ class DirectoryMemory(MemoryBackend):
             except OSError:
                 return
             for entry in entries:
-                if entry.name.startswith("."):
-                    continue
+                if not _addressable(entry.name):
+                    continue  # hidden, or a name no memory path can reach
                 sub = (*prefix, entry.name)
                 try:
                     real = self._real((*parts, *sub))
@@ -391,7 +401,9 @@ class StoreMemory(MemoryBackend):
         items = self.store.recent(self.namespace, n) if n else []
         files: dict[Parts, str] = {}
         for item in items:
-            if item.id.startswith(ROOT + "/"):
+            if item.id.startswith(ROOT + "/") and all(
+                _addressable(name) for name in item.id[len(ROOT) + 1 :].split("/")
+            ):
                 files[tuple(item.id[len(ROOT) + 1 :].split("/"))] = str(
                     item.metadata.get("content", "")
                 )
