@@ -274,6 +274,15 @@ def test_bad_view_range(tool: MemoryTool) -> None:
     assert "folder" in err(tool, command="view", path="/memories", view_range=[1, 2])
 
 
+def test_an_empty_file_reads_to_its_end(tool: MemoryTool) -> None:
+    # [1, -1] is "from the top to the end": an empty file has no lines, not a bad range
+    ok(tool, command="create", path="/memories/empty.md", file_text="")
+    text = ok(tool, command="view", path="/memories/empty.md", view_range=[1, -1])
+    assert text == "Here's the content of /memories/empty.md with line numbers:"
+    for bad in ([2, -1], [1, 1], [0, -1]):
+        assert "view_range" in err(tool, command="view", path="/memories/empty.md", view_range=bad)
+
+
 def test_execute_never_raises_for_a_non_mapping(tool: MemoryTool) -> None:
     assert tool.execute("view /memories").is_error  # type: ignore[arg-type]
 

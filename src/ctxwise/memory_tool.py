@@ -650,6 +650,8 @@ class MemoryTool:
             )
         start, end = view_range[0], view_range[1]  # type: ignore[index]
         if end == -1:
+            if n == 0 and start == 1:
+                return 1, 0  # an empty file read to its end: no lines, not an error
             end = n
         if start < 1 or start > max(n, 1) or end < start or end > n:
             raise UsageError(
