@@ -38,6 +38,7 @@ from ctxwise.integrations.openai_agents import (
 )
 from ctxwise.memory import InMemoryStore, Store
 from ctxwise.memory.store import MAX_TEXT_CHARS
+from ctxwise.messages import Message, TextBlock
 from tests._stores import fresh_schema, postgres_dsn
 from tests.conftest import TAU
 
@@ -385,7 +386,7 @@ def test_a_new_filter_resumes_from_the_engines_log(tmp_path: Path) -> None:
             roles = [m.role for m in engine.session_messages("s")]
             assert roles == ["user", "assistant", "user", "assistant", "user"]
             log = engine.sessions.log("s")
-            assert sum(1 for m in log if m["role"] == "system") == 1  # instructions once
+            assert not [m for m in log if m["role"] == "system"]  # instructions: system=
         assert _orphans(list(model.calls[-1].input)) == []
         assert [c.system_instructions for c in model.calls] == ["Be brief."] * 3
         assert len(asyncio.run(session.get_items())) == 6
@@ -419,9 +420,13 @@ def test_the_model_gets_the_current_instructions_only(tmp_path: Path) -> None:
         for i in range(12):
             _run(triage, f"Question {i}.", run_config=run_config, session=session)
         _run(triage, "I want a refund.", run_config=run_config, session=session)
-        # the first instructions are in the session's system part: the budget counts them
-        assert all(t.tokens.system >= engine.counter.count(policy) for t in engine.traces("s"))
+        traces = engine.traces("s")
     told = [c.system_instructions for c in model.calls]
+    # the instructions of each call are the turn's system prompt: the budget counts them
+    assert len(traces) == len(told)
+    assert all(
+        t.tokens.system >= engine.counter.count(i) for t, i in zip(traces, told, strict=True)
+    )
     assert told[:13] == [f"{policy}\nThe time is 10:{i:02d}." for i in range(13)]
     assert told[-1] == "You handle refunds only."  # after the handoff, only the new agent's
 
@@ -923,3 +928,76 @@ def test_a_session_rewound_with_pop_item_is_refused_not_sent_the_popped_turns(
         _run(agent, "And 3+3?", run_config=_config(engine, "s-rewound"), session=session)
     sent = _input_text(model.calls[-1])
     assert "4111" not in sent and sent.count("What is 2+2?") == 1
+
+
+def _sent_tokens(engine: Engine, call: Any) -> int:
+    """The tokens of a model call's input (instructions, then items), counted with the
+    Engine's counter. Consecutive user items are one turn, as the Engine counts them
+    (the context block is an item of its own after the tool outputs it follows)."""
+    messages: list[Message] = []
+    if call.system_instructions:
+        messages.append(Message.text_message("system", call.system_instructions))
+    for m in to_messages(list(call.input)):
+        if messages and m.role == "user" and messages[-1].role == "user":
+            messages[-1] = Message("user", (*messages[-1].content, *m.content))
+        else:
+            messages.append(m)
+    return engine.counter.count_messages(messages)
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "budget"),
+    [(1, 40, 1500), (5, 120, 2500), (0, 60, 1500), (30, 31, 1800), (60, 2, 1500)],
+)
+def test_dynamic_instructions_longer_than_the_first_stay_within_the_budget(
+    tmp_path: Path, first: int, later: int, budget: int
+) -> None:
+    """The first instructions were recorded and counted, later ones sent in their
+    place: longer later instructions put the request over the budget by the difference."""
+    calls = iter(range(100))
+    line = "Quote the order id in every answer. "
+
+    def grows(context: Any, agent: Any) -> str:
+        n = next(calls)
+        return f"You track orders (call {n}). " + line * (first if n == 0 else later)
+
+    steps = 6
+    script: list[Any] = [
+        [function_call("lookup", {"order_id": str(i)}, call_id=f"c{i}")] for i in range(steps)
+    ]
+    model = ScriptedModel([*script, [assistant_message("Done.")]])
+    agent = Agent(name="a", instructions=grows, model=model, tools=Recorder().tools())
+    with _engine(tmp_path, budget=budget) as engine:
+        _run(agent, "Where are my orders?", run_config=_config(engine, "s"))
+        assert len(model.calls) == steps + 1
+        for i, call in enumerate(model.calls):
+            assert call.system_instructions.startswith(f"You track orders (call {i}).")
+            assert call.system_instructions.count("You track orders") == 1
+            assert _orphans(list(call.input)) == []
+            assert _sent_tokens(engine, call) <= budget
+        assert any(t.cleared or t.compacted is not None for t in engine.traces("s"))
+
+
+@pytest.mark.parametrize("now", ["You track orders.", "You refund orders now."])
+def test_a_session_an_older_ctxwise_recorded_sends_its_instructions_once(
+    tmp_path: Path, now: str
+) -> None:
+    """An older ctxwise recorded the first instructions in the session (they stay among
+    its system texts): this call's instructions are sent and counted once, the recorded
+    ones never sent next to them (and, when they differ, still counted)."""
+    first = "You track orders."
+    model = ScriptedModel([[assistant_message("Shipped.")]])
+    agent = Agent(name="a", instructions=now, model=model)
+    with _engine(tmp_path) as engine:
+        mark = {EXTRA: {"instructions": True}}
+        engine.turn(  # as the older filter recorded them
+            "s",
+            [Message("system", (TextBlock(first, mark),)), Message.text_message("user", "Hi.")],
+        )
+        _run(agent, "Where is order 4417?", run_config=_config(engine, "s"))
+        trace = engine.traces("s")[-1]
+    assert [c.system_instructions for c in model.calls] == [now]
+    if now == first:  # counted once, as sent
+        assert trace.tokens.system == engine.counter.count(now)
+    else:  # the recorded ones still count: the request is that much under the budget
+        assert trace.tokens.system == engine.counter.count(f"{now}\n\n{first}")

@@ -9,10 +9,13 @@ Three pieces, each on one of the SDK's own extension points:
   cleared, history compacted under the budget, pinned facts and rules, routed
   sources) and hands the model the Engine's window: ``instructions`` is the
   agent's instructions of this call, then the window's system part (the pinned
-  rules and facts), ``input`` its turns. The first instructions are recorded in the
-  session, so the budget counts them; later, different ones (a handoff, dynamic
-  instructions) take their place in the window instead of joining them, and the
-  model gets only the current ones. Items the Engine kept come back as
+  rules and facts), ``input`` its turns. The instructions of each call go to the
+  Engine as the turn's ``system``, so the budget counts the very instructions sent,
+  however they change between calls (a handoff, dynamic instructions); they are not
+  kept in the session, and the model gets only the current ones. (A session recorded
+  by an older ctxwise holds the first instructions it was given among its system
+  texts: they are not sent, and are still counted when they differ from the current
+  ones, which leaves the request that much under the budget.) Items the Engine kept come back as
   they were given (ids, statuses, raw argument strings); a ``function_call_output``
   is never sent without its ``function_call``. An item ctxwise cannot map raises
   :class:`~ctxwise.errors.IntegrationError` (reason ``"message"``) naming it,
@@ -559,9 +562,12 @@ class _Seen:
     version: int
     keys: list[str]
     instructions: set[str]
+    """The instructions an older ctxwise recorded in the session as system messages
+    (they are now the turn's ``system``, never recorded): never sent."""
 
 
 INSTRUCTIONS = "instructions"
+"""Block mark of instructions an older ctxwise recorded (read from a log, never written)."""
 
 
 class ContextFilter:
@@ -664,23 +670,17 @@ class ContextFilter:
                 "rewound conversation under a new session id. Nothing was recorded",
             )
         new = to_messages(given[k:], start=len(seen.keys), keys=keys[k:])
-        said = set(seen.instructions)
-        current = instructions.strip() if instructions else ""
-        if current and not said:
-            # the first instructions are recorded, so the budget counts them; the next
-            # ones (a handoff, dynamic instructions) take their place in the window
-            mark = {EXTRA: {INSTRUCTIONS: True}}
-            new.insert(0, Message("system", (TextBlock(current, mark),)))
-            said.add(current)
-        result = self.engine.turn(sid, new)
+        prompt = instructions if instructions and instructions.strip() else None
+        # the instructions of this call are counted as they are sent, and not kept
+        result = self.engine.turn(sid, new, system=prompt)
         self.last = result
-        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], said)
+        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], seen.instructions)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
-        if said:
-            # the instructions of this call, as the SDK gives them (none: an agent
-            # without any), in the place of those the session recorded (a session
-            # keeps every system text it is given)
+        stale = [t for t in seen.instructions if prompt is None or t != prompt.strip()]
+        if prompt is not None or stale:
+            # the window's system part opens with this call's instructions; those an
+            # older ctxwise recorded in the session are taken out (none sent twice)
             system = [
                 t
                 for m in result.window.messages
@@ -688,8 +688,8 @@ class ContextFilter:
                 for t in (block_text(b) for b in m.content)
                 if t
             ]
-            parts = [instructions] if instructions and current else []
-            text = "\n\n".join([*parts, *without_texts(system, said)]) or None
+            rest = without_texts(system, [prompt or "", *sorted(stale)])
+            text = "\n\n".join([*([prompt] if prompt else []), *rest]) or None
         return text, items
 
 
