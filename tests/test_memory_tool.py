@@ -197,6 +197,20 @@ def test_a_file_is_not_a_folder(tool: MemoryTool) -> None:
     )
 
 
+def test_nothing_goes_under_a_file(tool: MemoryTool) -> None:
+    # both backends say which file is in the way (the directory one said "File exists")
+    ok(tool, command="create", path="/memories/a.md", file_text="x")
+    ok(tool, command="create", path="/memories/b.md", file_text="y")
+    for command in (
+        {"command": "create", "path": "/memories/a.md/b.md", "file_text": "z"},
+        {"command": "rename", "old_path": "/memories/b.md", "new_path": "/memories/a.md/b.md"},
+    ):
+        text = err(tool, **command)
+        assert text == "Error: /memories/a.md is a file, so /memories/a.md/b.md cannot be under it."
+    assert content(tool, "/memories/a.md") == "x\n"
+    assert content(tool, "/memories/b.md") == "y\n"
+
+
 def test_state_survives_reopening_a_sqlite_store(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     ok(

@@ -324,7 +324,15 @@ class DirectoryMemory(MemoryBackend):
         except UnicodeDecodeError:
             raise UsageError(f"Error: {_show(parts)} is not UTF-8 text.") from None
 
+    def _check_parents(self, parts: Parts) -> None:
+        for i in range(1, len(parts)):
+            if self.kind(parts[:i]) == "file":
+                raise UsageError(
+                    f"Error: {_show(parts[:i])} is a file, so {_show(parts)} cannot be under it."
+                )
+
     def write(self, parts: Parts, text: str) -> None:
+        self._check_parents(parts)
         real = self._real(parts)
         folder = os.path.dirname(real)
         os.makedirs(folder, mode=0o700, exist_ok=True)
@@ -371,6 +379,7 @@ class DirectoryMemory(MemoryBackend):
 
     def move(self, old: Parts, new: Parts) -> None:
         source = self._entry(old)
+        self._check_parents(new)
         self._real(new)
         folder = self._real(new[:-1])
         os.makedirs(folder, mode=0o700, exist_ok=True)
