@@ -27,9 +27,11 @@ A bad constructor argument raises :class:`~ctxwise.errors.UsageError`.
 Paths are confined to ``/memories`` and the folders below it. Refused: any other
 path (relative, another absolute path, ``/memoriesX``), ``.`` and ``..`` segments
 and every name starting with a dot, empty segments, backslashes, NUL and other
-control or format characters, percent escapes (``%2e``, ``%252e``, ``%2f``), names
-that Unicode normalization (NFKC) would change (dot look-alikes such as U+2024,
-U+2025, U+FF0E and fullwidth forms) and other dot-like characters. On disk a path
+control or format characters, names that start or end with a space or end with a
+dot (Windows drops those, so ``a.md.`` would be ``a.md``), percent escapes (``%2e``,
+``%252e``, ``%2f``), names that Unicode normalization (NFKC) would change (dot
+look-alikes such as U+2024, U+2025, U+FF0E and fullwidth forms) and other dot-like
+characters. On disk a path
 is resolved with its symbolic links and refused unless the real path stays under
 the root, so no link leads out. One trailing slash is accepted (``/memories/``).
 
@@ -145,6 +147,8 @@ def _parse(path: object, param: str) -> Parts:
     if rest.endswith("/"):
         rest = rest[:-1]
     if not rest:
+        if path not in (ROOT, ROOT + "/"):
+            raise UsageError(f"Error: the path {shown} has an empty segment ('//'); remove it.")
         return ()
     parts = tuple(rest.split("/"))
     for name in parts:
@@ -159,6 +163,12 @@ def _check_name(name: str, shown: str) -> None:
         raise UsageError(
             f"Error: the path {shown} has the segment {name!r}: names may not start with '.' "
             f"('.' and '..' are not allowed). Name the file without the leading dot."
+        )
+    if name[0].isspace() or name[-1].isspace() or name.endswith("."):
+        raise UsageError(
+            f"Error: the path {shown} has the segment {name!r}, which starts or ends with a "
+            f"space or ends with a dot (invisible in a listing, and dropped by some file "
+            f"systems, so two names would be one file); remove them."
         )
     if unicodedata.normalize("NFKC", name) != name:
         raise UsageError(
