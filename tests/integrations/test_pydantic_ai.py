@@ -286,6 +286,15 @@ def test_a_request_scoped_system_prompt_stays_in_its_request(tmp_path: Path) -> 
     assert "3 requests left" not in "\n".join(
         p.content for p in parts(out) if isinstance(p, SystemPromptPart) and p is not nudge
     )
+    # counted in this request's budget as the turn's system prompt, never recorded
+    turn = capability.last_turn
+    assert turn is not None
+    assert turn.trace.tokens.system >= engine.counter.count("3 requests left.")
+    assert "3 requests left" not in str(engine.sessions.log("case-11"))
+    history = [*out, ModelResponse(parts=[TextPart("Looking.")])]
+    history.append(ModelRequest(parts=[UserPromptPart("And order 2?")]))
+    later = run(capability.process(history))
+    assert "3 requests left" not in system_text(later)
     assert capability.last_turn is not None
     assert "3 requests left" not in str(capability.last_turn.request)
 
@@ -545,12 +554,82 @@ def test_a_dynamic_system_prompt_is_refreshed_as_without_ctxwise(tmp_path: Path)
     told = [[t for t in system_text(m).splitlines() if t.startswith("The time")] for m in seen]
     assert told == [["The time is 10:00."], ["The time is 10:05."], ["The time is 10:10."]]
     assert all("You are a support agent." in system_text(m) for m in seen)
-    # its first statement is recorded (the budget counts it), the later ones are not
+    # each statement is the turn's system prompt: counted when sent, never recorded
     recorded = "".join(
         str(m["content"]) for m in engine.sessions.log("case-12") if m["role"] == "system"
     )
-    assert "The time is 10:00." in recorded and "10:05" not in recorded
-    assert all(
-        t.tokens.system >= engine.counter.count("The time is 10:00.")
-        for t in engine.traces("case-12")
-    )
+    assert "The time is" not in recorded
+    traces = engine.traces("case-12")
+    assert len(traces) == len(seen)
+    assert all(t.tokens.system >= engine.counter.count(told[i][0]) for i, t in enumerate(traces))
+
+
+def _sent_tokens(engine: Engine, messages: list[ModelMessage]) -> int:
+    """The tokens of the messages a model got, counted with the Engine's counter: its
+    system prompts as one system message (as the providers' APIs take them)."""
+    mapped = from_pydantic_ai(messages)
+    system = "\n\n".join(m.text for m in mapped if m.role == "system")
+    rest = [m for m in mapped if m.role != "system"]
+    head = [Message.text_message("system", system)] if system else []
+    return engine.counter.count_messages([*head, *rest])
+
+
+@pytest.mark.parametrize(
+    ("first", "later", "budget"),
+    [(1, 40, 1500), (5, 120, 2500), (0, 60, 1500), (30, 31, 1800), (60, 2, 1500)],
+)
+def test_a_dynamic_prompt_longer_than_the_first_stays_within_the_budget(
+    tmp_path: Path, first: int, later: int, budget: int
+) -> None:
+    """The first statement of a dynamic prompt was recorded and counted, a later one
+    sent in its place: a longer later one put the request over the budget by the
+    difference."""
+    calls = itertools.count()
+    line = "Quote the order id in every answer. "
+    # no room kept for routed context: the history fills what the pinned parts leave
+    engine = make_engine(tmp_path, budget=budget, context_share=0.0)
+    seen: list[list[ModelMessage]] = []
+    lookups = [("lookup", {"order": str(i)}) for i in range(3)]
+    agent = agent_with(scripted(lookups * 3, seen), CtxwiseCapability(engine, "s"), [])
+
+    @agent.system_prompt(dynamic=True)
+    def grows() -> str:
+        n = next(calls)
+        return f"You track orders (run {n}). " + line * (first if n == 0 else later)
+
+    history: list[ModelMessage] = []
+    for prompt in ("Where are my orders?", "And the others?", "Thanks."):
+        history = run(agent.run(prompt, message_history=history)).all_messages()
+    assert len(seen) >= 6
+    for messages in seen:
+        assert system_text(messages).count("You track orders") == 1
+        assert pairing_problems(messages) == []
+        assert _sent_tokens(engine, messages) <= budget
+    assert "You track orders (run 0)" in system_text(seen[0])
+    assert "You track orders (run 0)" not in system_text(seen[-1])
+    assert any(t.cleared or t.compacted is not None for t in engine.traces("s"))
+
+
+@pytest.mark.parametrize("now", ["The time is 10:00.", "The time is 10:05."])
+def test_a_session_an_older_ctxwise_recorded_sends_its_dynamic_prompt_once(
+    tmp_path: Path, now: str
+) -> None:
+    """An older ctxwise recorded a dynamic prompt's first statement in the session (it
+    stays among its system texts): the latest statement is sent and counted once, the
+    recorded one never sent next to it (and, when it differs, still counted)."""
+    recorded = "The time is 10:00."
+    engine = make_engine(tmp_path, system="")
+    capability = CtxwiseCapability(engine, "s")
+    old = [
+        ModelRequest(parts=[SystemPromptPart(recorded, dynamic_ref="now"), UserPromptPart("Hi.")])
+    ]
+    engine.turn("s", from_pydantic_ai(old))  # as the older capability recorded it
+    later = SystemPromptPart(now, dynamic_ref="now")
+    out = run(capability.process([ModelRequest(parts=[later, UserPromptPart("Order 1?")])]))
+    turn = capability.last_turn
+    assert turn is not None
+    assert system_text(out).count("The time is") == 1 and now in system_text(out)
+    if now == recorded:  # counted once, as sent
+        assert turn.trace.tokens.system == engine.counter.count(now)
+    else:  # the recorded one still counts: the request is that much under the budget
+        assert turn.trace.tokens.system == engine.counter.count(f"{now}\n\n{recorded}")

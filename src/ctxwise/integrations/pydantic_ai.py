@@ -16,8 +16,12 @@ window is mapped back and replaces both the request's messages and the run's his
 (``RunContext.messages``): the system part (system prompts, pinned rules and facts,
 and the context when ``context = "system"``) is one ``SystemPromptPart`` at the start,
 after the latest statement of each dynamic system prompt (``dynamic=True``), sent as
-pydantic-ai refreshes it: its first statement is recorded in the session (the budget
-counts it), and a later one takes that one's place in the window instead of joining it.
+pydantic-ai refreshes it. Those statements and the request-scoped system prompts
+(``scope="request"``, kept at the end of their request) are the turn's ``system``: the
+budget counts the prompts each request sends, and they are not kept in the session. (A
+session recorded by an older ctxwise holds the first statement of each dynamic prompt
+among its system texts: it is not sent, and is still counted when it differs from the
+latest, which leaves the request that much under the budget.)
 Parts the Engine did not change come back as the very parts pydantic-ai gave (ids,
 timestamps, usage and provider details kept, from the part's own serialized form);
 changed ones (a cleared tool return, a compaction summary) are rebuilt.
@@ -49,7 +53,7 @@ evaluated (an unknown session, a broken store, a rule that raises) blocks too.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -425,13 +429,10 @@ def _dynamic_statements(message: Message) -> list[tuple[str, str]]:
     return out
 
 
-def _request_scoped(
-    messages: Sequence[ModelMessage], recorded: Collection[str] = ()
-) -> tuple[list[ModelMessage], list[Any]]:
+def _request_scoped(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage], list[Any]]:
     """The messages without request-scoped system prompts, and those prompts. The
-    statements of dynamic system prompts the session has recorded (``recorded``, by
-    ``dynamic_ref``) are taken out too, and not returned: a later statement takes the
-    recorded one's place in the window, where a session keeps every system text."""
+    statements of dynamic system prompts are taken out too, and not returned: the latest
+    one of each (:func:`_dynamic_prompts`) is the turn's ``system``, never recorded."""
     kept: list[ModelMessage] = []
     scoped: list[Any] = []
     for m in messages:
@@ -439,9 +440,7 @@ def _request_scoped(
             dynamic = [
                 p
                 for p in m.parts
-                if isinstance(p, SystemPromptPart)
-                and p.dynamic_ref in recorded
-                and p.scope != "request"
+                if isinstance(p, SystemPromptPart) and p.dynamic_ref and p.scope != "request"
             ]
             if dynamic:
                 rest = [p for p in m.parts if not any(p is d for d in dynamic)]
@@ -558,8 +557,7 @@ class CtxwiseCapability(AbstractCapability[Any]):
                 raise _unmappable(f"message {i}, a {type(m).__name__}")
         last = max((i for i, m in enumerate(messages) if _marked(m, sid)), default=-1)
         dynamic = _dynamic_prompts(messages)
-        recorded = self._recorded_dynamic() if dynamic else {}
-        new_raw, scoped = _request_scoped(messages[last + 1 :], recorded)
+        new_raw, scoped = _request_scoped(messages[last + 1 :])
         new = from_pydantic_ai(new_raw)  # raises before anything is written
         if not any(m.role != "system" for m in new):  # nothing new for the session
             return list(messages)
@@ -570,16 +568,20 @@ class CtxwiseCapability(AbstractCapability[Any]):
         except UnknownSessionError:
             history = []
         new, orphans = _orphans_as_text(history, new)
-        result = await self.engine.aturn(sid, new)
+        # the prompts of this request (the latest statement of each dynamic one, the
+        # request-scoped ones) are counted as the turn's system prompt, not recorded
+        texts = [p.content for p in [*dynamic, *scoped] if p.content.strip()]
+        prompt = "\n\n".join(texts) or None
+        result = await self.engine.aturn(sid, new, system=prompt)
         shown = list(result.window.messages)
-        if dynamic:
-            # the first statement of each dynamic prompt is recorded (the budget counts
-            # it); in the window the prompt's latest statement takes its place
-            texts = [t for ts in recorded.values() for t in ts]
-            texts += [t for m in new for _, t in _dynamic_statements(m)]
-            if shown and shown[0].role == "system":
-                kept = without_texts([block_text(b) for b in shown[0].content], texts)
-                shown[0] = Message("system", tuple(TextBlock(t) for t in kept))
+        # statements an older ctxwise recorded in the session: never sent
+        recorded = self._recorded_dynamic() if dynamic else {}
+        stale = [t for ts in recorded.values() for t in ts if prompt is None or t != prompt.strip()]
+        if (prompt is not None or stale) and shown and shown[0].role == "system":
+            # the window's system part opens with the prompt; pydantic-ai's own parts
+            # take its place: the dynamic ones first, the request-scoped ones last
+            kept = without_texts([block_text(b) for b in shown[0].content], [prompt or "", *stale])
+            shown[0] = Message("system", tuple(TextBlock(t) for t in kept))
         window = to_pydantic_ai(shown)
         if dynamic:  # the dynamic prompts as they are now, first, as pydantic-ai sends them
             at = next((i for i, m in enumerate(window) if isinstance(m, ModelRequest)), None)
