@@ -17,7 +17,7 @@ from ctxwise.errors import BudgetError, UsageError
 from ctxwise.formats import read_transcripts
 from ctxwise.messages import ToolResultBlock, ToolUseBlock
 from ctxwise.tokens import CharCounter, WordCounter
-from ctxwise.tools.trim import MORE_ITEMS, Trimmed, trim, trim_text
+from ctxwise.tools.trim import MAX_DEPTH, MORE_ITEMS, Trimmed, trim, trim_text
 
 TAU = (
     Path(__file__).resolve().parents[3]
@@ -233,6 +233,33 @@ def test_non_json_text_is_trimmed_as_text() -> None:
     assert trim("Error: no seats").text == "Error: no seats"
     out = trim("word " * 100, max_tokens=20)
     assert out.kind == "text" and out.tokens_after <= 20 and out.dropped_chars > 0
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 600, 5000])
+def test_deeply_nested_json_is_trimmed_as_text(depth: int) -> None:
+    # a tool may return anything: nesting past the recursion limit raised RecursionError
+    text = '{"a": ' * depth + "1" + "}" * depth
+    n = CharCounter().count(text)
+    assert trim(text, max_items=1) == Trimmed(text, n, n, "text")
+    cut = trim(text, fields=["a"], max_tokens=50)
+    assert cut.kind == "text" and cut.fits and cut.tokens_after <= 50 and cut.dropped_chars
+
+
+def test_json_as_deep_as_allowed_is_cut_inside() -> None:
+    text = "[" * MAX_DEPTH + "1, 2, 3" + "]" * MAX_DEPTH
+    cut = trim(text, max_items=1)
+    assert cut.kind == "json" and cut.dropped_items == 2
+    assert json.loads(cut.text)
+
+
+def test_a_parsed_result_that_is_not_json_is_a_usage_error() -> None:
+    import datetime
+
+    loop: list[Any] = []
+    loop.append(loop)
+    for bad in ({"when": datetime.date(2026, 1, 1)}, loop, {"b": b"bytes"}):
+        with pytest.raises(UsageError, match="JSON values"):
+            trim(bad, max_items=1)
 
 
 def test_bad_arguments() -> None:

@@ -33,9 +33,10 @@ separators (the ``json.dumps`` default). A parsed ``dict`` / ``list`` is first
 serialized with ``json.dumps(result, ensure_ascii=False)``, and that text is the
 original. When nothing is cut, the original text comes back unchanged.
 
-A string that is not JSON cannot have fields or items; :func:`trim` then trims it as
-text (:func:`trim_text`) when ``max_tokens`` is given, and returns it unchanged
-otherwise; :attr:`Trimmed.kind` says which happened.
+A string that is not JSON (or JSON nested deeper than :data:`MAX_DEPTH` levels) cannot
+have fields or items cut; :func:`trim` then trims it as text (:func:`trim_text`) when
+``max_tokens`` is given, and returns it unchanged otherwise; :attr:`Trimmed.kind` says
+which happened.
 
 :func:`trim_text` keeps the head and the tail of a text and puts a marker between them
 saying how many characters were cut (``" [… 1234 characters cut …] "``).
@@ -55,6 +56,7 @@ from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = [
     "DEFAULT_TEXT_MARKER",
+    "MAX_DEPTH",
     "MORE_ITEMS",
     "MORE_KEYS",
     "Trimmed",
@@ -205,8 +207,37 @@ class _Parser:
             i = self.ws(i + 1)
 
 
+MAX_DEPTH = 100
+"""How deep objects and arrays may nest for :func:`trim` to cut inside them; a deeper
+result is trimmed as text (the passes recurse, one level per level)."""
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in ``value`` (iterative: no recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children: Iterable[Any] = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, level)
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def _parse(text: str) -> _Node:
-    json.loads(text)  # validates; raises ValueError on anything that is not JSON
+    """The tree of ``text``; ``ValueError`` when it is not JSON or nests deeper than
+    :data:`MAX_DEPTH`."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if _depth(data) > MAX_DEPTH:
+        raise ValueError("nested too deeply")
     start = _Parser(text).ws(0)
     node, _ = _Parser(text).value(start)
     return node
@@ -382,13 +413,20 @@ def trim(
 
     Raises:
         BudgetError: ``max_items`` or ``max_tokens`` is negative.
-        UsageError: a field is not a dotted path of non-empty names.
+        UsageError: a field is not a dotted path of non-empty names, or a parsed
+            ``result`` holds something JSON cannot write (a date, a cycle).
     """
     _check_limit("max_items", max_items)
     _check_limit("max_tokens", max_tokens)
     tc = counter if counter is not None else CharCounter()
     tree = None if fields is None else _path_tree(fields)
-    text = result if isinstance(result, str) else _dumps(result)
+    if isinstance(result, str):
+        text = result
+    else:
+        try:
+            text = _dumps(result)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise UsageError(f"a parsed tool result must hold JSON values only: {e}") from None
     before = tc.count(text)
     try:
         root = _parse(text)
