@@ -994,6 +994,7 @@ def _check_real(t: Transcript, r: Compaction, budget: int | None, keep: int | No
         assert r.tokens_after <= budget
     if not r.compacted:
         return
+    assert r.tokens_after < r.tokens_before  # a compaction never grows the window
     n_tail = len(t.messages) - r.cut_index
     tail = r.transcript.messages[len(r.transcript.messages) - n_tail :] if n_tail else ()
     assert tuple(tail) == t.messages[r.cut_index :]
@@ -1092,6 +1093,7 @@ def test_every_tau_bench_trajectory_compacts_to_one_turn(data_dir: Path) -> None
     for t in _tau():
         r = compact(t, keep_tail_turns=1, summary_tokens=400, repair=True)
         assert_valid_and_round_trips(r.transcript)
+        assert r.tokens_after < r.tokens_before  # trajectory 138 grew by 34 tokens
         done += r.compacted
     assert done == 200
 
@@ -1109,6 +1111,22 @@ def test_long_sessions_compact_to_20k_keeping_the_last_user_message(
     last = last_user_index(live)
     assert user_kept_verbatim(live, r, last)
     assert_valid_and_round_trips(r.transcript)
+
+
+def test_without_a_budget_a_summary_larger_than_its_range_compacts_nothing() -> None:
+    """Only the tail is bounded without a budget, but the window must still shrink: a
+    summary of "hi" / "hello" is larger than the two messages it would replace."""
+    t = Transcript(
+        (user("hi"), assistant("hello"), user("a long question " * 20), assistant("ok " * 40))
+    )
+    before = CharCounter().count_messages(t.messages)
+    for r in (compact(t, keep_tail_turns=1), compact(t, keep_tail_tokens=120)):
+        assert not r.compacted and r.transcript == t and r.tokens_after == before
+        assert "would not shrink the window" in r.reason
+    # a summary that would grow the window is cut back until it does not
+    r = compact(t, keep_tail_tokens=1)
+    assert r.compacted and r.tokens_after < before
+    assert user_kept_verbatim(t, r, 2)
 
 
 def test_an_empty_extractive_summary_is_not_a_failure() -> None:

@@ -27,7 +27,9 @@ still leaves the summary a quarter of the room (or ``summary_tokens`` if smaller
 the summary gets what is left, up to ``summary_tokens`` (4,000) beyond the latest
 user message. Of the summary's budget, ``user_share`` (25%) goes first to the
 user's earlier messages, verbatim and whole, newest first. Without a budget,
-``keep_tail_tokens`` or ``keep_tail_turns`` bound only the tail.
+``keep_tail_tokens`` or ``keep_tail_turns`` bound only the tail, and the window must
+still shrink: the summary is cut back until it does, and nothing is compacted when
+even the smallest summary is no smaller than the messages it would replace.
 
 **Facts and rules**: with ``extract=True`` (the default) the new conversation (the
 range and the tail) is scanned by the configured extractor

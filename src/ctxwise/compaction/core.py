@@ -109,7 +109,9 @@ def compact(
     tail) holds at most this many tokens by ``counter``, or
     :class:`CompactionBudgetError` names the parts that alone exceed it. Without a
     budget, give ``keep_tail_tokens`` or ``keep_tail_turns`` (in ``settings`` or as
-    keywords): only the tail is bounded then, and the summary comes on top. When the
+    keywords): only the tail is bounded then, and the summary comes on top, cut back
+    so that the window still shrinks (nothing is compacted when even the smallest
+    summary is no smaller than what it replaces). When the
     conversation already fits, nothing is compacted and ``reason`` says so.
     """
     if not isinstance(transcript, Transcript):
@@ -332,6 +334,17 @@ def compact(
     tail = messages[cut:]
     must_lines, must_blocks = required(cut)
     base = floor_message(cut)
+    # without a budget the window must still shrink: a summary no smaller than the
+    # messages it replaces would make the compacted window larger than the input
+    limit = budget if budget is not None else tokens_before - 1
+    if budget is None and need(cut) > limit:
+        pinned_cost = system_tokens - bare_tokens
+        return noop(
+            f"compacting would not shrink the window: the smallest summary of messages "
+            f"{s}–{cut - 1} ({floor(cut)[1]:,} tokens"
+            + (f", and {pinned_cost:,} for the pinned block" if pinned_cost else "")
+            + f") is no smaller than the {suffix[s] - suffix[cut]:,} tokens it would replace"
+        )
     content_budget = cfg.summary_tokens
     if budget is not None:
         content_budget = min(content_budget, budget - need(cut))
@@ -409,10 +422,11 @@ def compact(
     summary_msg = compose(user_part, body, note, must_blocks)
     out = (*new_system, summary_msg, *tail)
     total = ctr.count_messages(out)
-    if budget is not None and total > budget:
-        # counters that do not add up block by block: shrink the free part until it fits
+    if total > limit:
+        # a counter that does not add up block by block, or (without a budget) a summary
+        # larger than its range: shrink the free part until the window fits
         for _ in range(8):
-            excess = total - budget
+            excess = total - limit
             if body:
                 body = truncate_to_tokens(body, max(0, ctr.count(body) - excess - 1), ctr)
             elif len(user_part) > len(must_lines):
@@ -424,13 +438,18 @@ def compact(
             summary_msg = compose(user_part, body, note, must_blocks)
             out = (*new_system, summary_msg, *tail)
             total = ctr.count_messages(out)
-            if total <= budget:
+            if total <= limit:
                 break
         else:
             summary_msg = base
             out = (*new_system, summary_msg, *tail)
             total = ctr.count_messages(out)
-        if total > budget:
+        if total > limit and budget is None:
+            return noop(
+                f"the summary of messages {s}–{cut - 1} would leave the window no smaller "
+                f"({total:,} tokens)"
+            )
+        if budget is not None and total > budget:
             raise CompactionBudgetError(
                 budget,
                 {
