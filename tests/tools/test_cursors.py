@@ -60,6 +60,27 @@ def test_paginate_walks_every_page() -> None:
         paginate(items, 3, "99")
 
 
+def test_paginate_refuses_a_cursor_that_is_not_an_offset() -> None:
+    # "²" and "٣" pass str.isdigit(); int("²") raised ValueError, a non-str AttributeError
+    for bad in ("²", "٣", "-1", "1.0", "", 1, b"1"):
+        with pytest.raises(UsageError, match="not an offset"):
+            paginate([1, 2, 3], 1, bad)  # type: ignore[arg-type]
+    assert paginate([1, 2, 3], 1, "2").items == (3,)
+
+
+def test_put_refuses_what_is_not_a_list_of_json_values() -> None:
+    import datetime
+
+    results = ResultStore(KEY, clock=Clock())
+    # a dict was paged by its keys (its values lost), a string by character
+    for bad in ({"a": 1, "b": 2}, "abcdef", b"abc", 7):
+        with pytest.raises(UsageError, match="list of JSON values"):
+            results.put(bad, session_id="s1")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="JSON values"):
+        results.put([datetime.date(2026, 1, 1)], session_id="s1")
+    assert results.put((1, 2), session_id="s1")[1].items == (1, 2)
+
+
 @given(st.lists(st.integers(), max_size=40), st.integers(1, 9))
 def test_round_trip_through_all_pages(items: list[int], size: int) -> None:
     results = ResultStore(KEY, clock=Clock(), page_size=size)

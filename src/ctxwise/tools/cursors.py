@@ -30,7 +30,7 @@ import binascii
 import hashlib
 import hmac
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,7 +93,11 @@ def paginate(items: Sequence[Any], page_size: int, cursor: str | None = None) ->
     _check_page_size(page_size)
     offset = 0
     if cursor is not None:
-        if not cursor.isdigit() or int(cursor) > len(items):
+        if (
+            not isinstance(cursor, str)
+            or not (cursor.isascii() and cursor.isdigit())
+            or int(cursor) > len(items)
+        ):
             raise UsageError(f"cursor {cursor!r} is not an offset within {len(items)} items")
         offset = int(cursor)
     end = offset + page_size
@@ -187,10 +191,23 @@ class ResultStore:
     def put(
         self, items: Sequence[Any], *, session_id: str, page_size: int | None = None
     ) -> tuple[str, Page]:
-        """Store ``items`` (JSON values) for ``session_id``; the result id and its first page."""
+        """Store ``items`` (JSON values) for ``session_id``; the result id and its first page.
+
+        Raises:
+            UsageError: ``items`` is not a list (a string, a dict) or holds something
+                JSON cannot write (a date, a cycle).
+        """
         size = self.page_size if page_size is None else _check_page_size(page_size)
+        if isinstance(items, str | bytes | bytearray | Mapping) or not isinstance(items, Sequence):
+            raise UsageError(
+                f"items must be a list of JSON values, got {type(items).__name__} (a "
+                "string would be paged by character, a dict by key)"
+            )
         values = list(items)
-        text = json.dumps(values, ensure_ascii=False)
+        try:
+            text = json.dumps(values, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise UsageError(f"items must be JSON values: {e}") from None
         digest = hashlib.sha256(f"{session_id}\n{self._seq}\n{text}".encode()).hexdigest()
         result_id = f"r{self._seq}-{digest[:16]}"
         self._seq += 1
