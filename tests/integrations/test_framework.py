@@ -1,5 +1,5 @@
-"""What the framework integrations share: taking an earlier call's system prompt out
-of a window's system part."""
+"""What the framework integrations share: taking the call's own system prompt (and
+those an older ctxwise recorded) out of a window's system part."""
 
 from __future__ import annotations
 
@@ -19,6 +19,10 @@ from ctxwise.integrations._framework import without_texts
         (["P one\n\nP"], ["P"], ["P one"]),
         (["x\n\nP\n\nQ\n\ny"], ["P\n\nQ"], ["x\n\ny"]),  # a prompt with blank lines in it
         (["A\n\nB"], ["nowhere", ""], ["A\n\nB"]),
+        # the call's prompt (first, as the Engine places it), then a recorded one
+        (["P\n\nC\n\nO", "rules"], ["P", "O"], ["C", "rules"]),
+        (["P\n\nO\n\nP"], ["P", "P"], ["O"]),  # each text once, where it first stands
+        (["P\n\nC"], ["P\n\nC"], []),
     ],
 )
 def test_without_texts(blocks: list[str], texts: list[str], left: list[str]) -> None:

@@ -1,5 +1,7 @@
 """Shared by the framework integrations: the supported-version check, the import guard,
-and taking a system prompt of an earlier call out of a window's system part."""
+and taking texts out of a window's system part (the call's own prompt, which the
+integration sends as the framework gave it, and the prompts an older ctxwise recorded
+in a session)."""
 
 from __future__ import annotations
 
@@ -66,10 +68,11 @@ def require_framework(distribution: str, supported: str, extra: str, purpose: st
 
 
 def without_texts(blocks: Sequence[str], texts: Iterable[str]) -> list[str]:
-    """``blocks`` (a window's system part, one text per section) without ``texts``:
-    each is taken out where it stands whole, between blank-line separators (the Engine
-    joins a session's system texts with one), with one separator. A block left empty
-    is dropped; a text found nowhere changes nothing."""
+    """``blocks`` (a window's system part, one text per section) without ``texts``, in
+    their order: each is taken out where it first stands whole, between blank-line
+    separators (the Engine joins its system texts with one, the turn's ``system``
+    first), with one separator. A block left empty is dropped; a text found nowhere
+    changes nothing."""
     out = list(blocks)
     for text in texts:
         if not text:
