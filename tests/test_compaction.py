@@ -31,6 +31,7 @@ from ctxwise import (
     SQLiteStore,
     SummarizerError,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
@@ -227,6 +228,78 @@ def test_cut_points_start_after_a_previous_summary() -> None:
     s = sum(1 for m in t.messages if m.role == "system")
     assert t.messages[s].kind == "compact_summary"
     assert all(c > s + 1 for c in cuts)
+
+
+def thinking_loop(steps: int, interleaved: frozenset[int] = frozenset()) -> Transcript:
+    """A tool loop still running (it ends with a result) whose turn opened with
+    thinking; the steps in ``interleaved`` open with thinking of their own."""
+
+    def step(i: int, think: bool) -> Message:
+        lead = (ThinkingBlock(f"Step {i}: read file {i} next.", f"sig{i}"),) if think else ()
+        return Message("assistant", (*lead, ToolUseBlock(f"t{i}", "Read", {"path": f"f{i}.py"})))
+
+    msgs = [
+        Message.text_message("system", "You are a coding agent."),
+        user("An earlier question."),
+        assistant("An earlier answer."),
+        user("Fix the bug in the parser."),
+    ]
+    for i in range(steps):
+        msgs += [
+            step(i, i == 0 or i in interleaved),
+            Message("user", (ToolResultBlock(f"t{i}", f"contents of file {i} " * 30),)),
+        ]
+    return Transcript(tuple(msgs), format="anthropic")
+
+
+def running_turn_opens_with_thinking(t: Transcript) -> bool:
+    """The Anthropic rule with thinking on: while a tool loop runs, its turn (from the
+    last user message that is not tool results) opens with a thinking block."""
+    ms = t.messages
+    if not ms or not ms[-1].tool_results:
+        return True
+    turn = max(i for i, m in enumerate(ms) if m.role == "user" and not m.tool_results)
+    first = next((m for m in ms[turn:] if m.role == "assistant"), None)
+    return first is None or isinstance(first.content[0], ThinkingBlock)
+
+
+def test_a_cut_never_opens_a_running_thinking_turn_without_its_thinking() -> None:
+    """A tail that started at step 5 of a loop whose thinking is at step 0 opened the
+    turn with a bare tool_use after the summary: refused with thinking enabled."""
+    t = thinking_loop(6)
+    assert safe_cut_points(t) == (2, 3, 4, 16)  # before each later step: not safe
+    for budget in (300, 600, 900):
+        r = compact(t, budget=budget)
+        assert r.compacted and r.tokens_after <= budget
+        assert running_turn_opens_with_thinking(r.transcript)
+    # interleaved thinking: a step that thinks again may open the tail
+    t2 = thinking_loop(6, interleaved=frozenset({4}))
+    assert safe_cut_points(t2) == (2, 3, 4, 12, 16)
+    r = compact(t2, budget=900)
+    assert r.cut_index == 12 and running_turn_opens_with_thinking(r.transcript)
+    # a finished turn constrains nothing: the next user message opens a new one
+    done = replace(t, messages=(*t.messages, assistant("Fixed.")))
+    assert 14 in safe_cut_points(done)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.integers(1, 8),
+    interleaved=st.frozensets(st.integers(1, 7)),
+    share=st.floats(0.05, 1.0),
+    keep=st.none() | st.integers(1, 600),
+)
+def test_property_a_compacted_running_turn_opens_with_its_thinking(
+    steps: int, interleaved: frozenset[int], share: float, keep: int | None
+) -> None:
+    t = thinking_loop(steps, interleaved)
+    budget = max(1, int(CharCounter().count_messages(t.messages) * share))
+    try:
+        r = compact(t, budget=budget, keep_tail_tokens=keep)
+    except CompactionBudgetError:
+        return
+    assert r.tokens_after <= budget and r.transcript.problems("anthropic") == []
+    assert running_turn_opens_with_thinking(r.transcript)
 
 
 def agent_run(steps: int = 30, size: int = 300) -> Transcript:

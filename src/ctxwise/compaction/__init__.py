@@ -14,8 +14,10 @@ injected :class:`~ctxwise.summarize.Summarizer` (default: the offline
 
 **Where the cut falls** (:mod:`.cuts`): at any message boundary where no tool call
 is waiting for its result, inside a tool loop too, or after the last message (no
-tail). The result passes :meth:`Transcript.problems` under the format's placement
-rule (Anthropic and OpenAI alike).
+tail); inside a running tool loop whose turn opened with thinking, only before a step
+that opens with thinking too (Anthropic wants that turn to open with its thinking).
+The result passes :meth:`Transcript.problems` under the format's placement rule
+(Anthropic and OpenAI alike).
 
 **The total budget.** ``compact(t, budget=N)``: the output window (system part +
 pinned block + summary + tail) holds at most ``N`` tokens by the same counter, or

@@ -8,6 +8,15 @@ only before a user message: real agent runs are one user prompt followed by
 hundreds of tool calls, and Claude Code itself compacts in the middle of a turn.
 ``c == n`` (everything summarized, no tail) is safe too.
 
+Extended thinking adds one rule. While the last turn's tool loop runs (the
+transcript ends with tool results), Anthropic wants that turn's first assistant
+message to start with its thinking block ("a final assistant message must start
+with a thinking block"); the summary is a user message, so a tail that started
+inside the turn would open it with a later step that has no thinking of its own,
+and every request with thinking enabled would be refused. So when that turn opens
+with thinking, a cut inside it is safe only before an assistant message that
+starts with thinking too (interleaved thinking), or at the very end (no tail).
+
 The user's own messages are the task, so compaction treats them apart
 (:func:`user_messages`): a *real* user message is a ``user`` message of kind
 ``"message"`` with some content and no tool result.
@@ -22,6 +31,7 @@ from ctxwise.messages import (
     Message,
     OpaqueBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
@@ -100,9 +110,34 @@ def user_messages(messages: Sequence[Message], lo: int = 0, hi: int | None = Non
     return [i for i in range(lo, end) if is_real_user(messages[i])]
 
 
+def _opens_with_thinking(msg: Message) -> bool:
+    return bool(msg.content) and isinstance(msg.content[0], ThinkingBlock)
+
+
+def _answers_tools(msg: Message) -> bool:
+    """A user message of tool results (its first block is one): the turn goes on."""
+    return msg.role == "user" and bool(msg.content) and isinstance(msg.content[0], ToolResultBlock)
+
+
+def _thinking_turn(messages: Sequence[Message]) -> int | None:
+    """The first assistant message of the last turn, when that turn is still in its
+    tool loop (the transcript ends with tool results) and opens with a thinking
+    block; else ``None``. A turn starts after a user message that is not tool results."""
+    if not messages or not _answers_tools(messages[-1]):
+        return None
+    turn = len(messages) - 1
+    while turn > 0 and not (
+        messages[turn - 1].role == "user" and not _answers_tools(messages[turn - 1])
+    ):
+        turn -= 1
+    first = next((i for i in range(turn, len(messages)) if messages[i].role == "assistant"), None)
+    return first if first is not None and _opens_with_thinking(messages[first]) else None
+
+
 def cuts(messages: Sequence[Message], start: int) -> list[int]:
     """Every safe cut ``c`` with ``start < c <= len(messages)``, ascending."""
     n = len(messages)
+    opened = _thinking_turn(messages)
     # a call at i answered at j forbids every cut c with i < c <= j: +1 at i + 1 and
     # -1 at j + 1 (an unanswered call forbids every cut after it)
     diff = [0] * (n + 2)
@@ -121,6 +156,13 @@ def cuts(messages: Sequence[Message], start: int) -> list[int]:
     for c in range(n + 1):
         open_pairs += diff[c]
         if c > start and open_pairs == 0:
+            if (
+                opened is not None
+                and opened < c < n
+                and messages[c].role == "assistant"
+                and not _opens_with_thinking(messages[c])
+            ):
+                continue  # the tail would open the running turn without its thinking
             out.append(c)
     return out
 
@@ -128,10 +170,12 @@ def cuts(messages: Sequence[Message], start: int) -> list[int]:
 def safe_cut_points(transcript: Transcript) -> tuple[int, ...]:
     """Every index where a compaction's verbatim tail may start, ascending.
 
-    ``c`` is safe when no tool_use before ``c`` is answered at or after ``c`` and
-    at least one message that is not a system message or a previous summary lies
-    before it. ``len(transcript)`` (an empty tail) is included when safe. The
-    transcript's live window is meant (a Claude Code file: :meth:`live_window`).
+    ``c`` is safe when no tool_use before ``c`` is answered at or after ``c``, at
+    least one message that is not a system message or a previous summary lies
+    before it, and it does not open a running tool loop's turn without the
+    thinking block that turn started with (see the module doc).
+    ``len(transcript)`` (an empty tail) is included when safe. The transcript's
+    live window is meant (a Claude Code file: :meth:`live_window`).
     """
     _, start = head(transcript.messages)
     return tuple(cuts(transcript.messages, start))
