@@ -705,6 +705,47 @@ def test_bad_mode_and_variant() -> None:
         cat.anthropic_tools(turn, mode="server", server_search="glob")  # type: ignore[arg-type]
 
 
+def test_a_bad_cache_ttl_is_refused_before_it_reaches_the_api() -> None:
+    from ctxwise.errors import UsageError
+
+    cat = _small()
+    for mode in ("client", "server"):
+        with pytest.raises(UsageError, match="cache_ttl"):
+            cat.anthropic_tools(cat.for_turn(None), mode=mode, cache_ttl="2h")  # type: ignore[arg-type]
+
+
+def test_a_turn_of_another_catalog_is_a_catalog_error() -> None:
+    # rendering a turn made before the catalog was rebuilt raised a bare KeyError
+    other = ToolCatalog([ToolDef("elsewhere", "A tool only the other catalog has.", OBJ)])
+    turn = other.for_turn("elsewhere", k=1)
+    cat = _small()
+    for render in (
+        lambda: cat.anthropic_tools(turn),
+        lambda: cat.anthropic_tools(turn, mode="server"),
+        lambda: cat.openai_tools(turn),
+    ):
+        with pytest.raises(ToolCatalogError) as info:
+            render()
+        assert info.value.reason == "unknown_tool"
+
+
+def test_a_tool_named_like_a_server_search_tool_is_renamed() -> None:
+    # two tools of one name in a request are refused by the API
+    cat = ToolCatalog(
+        [
+            ToolDef("tool_search_tool_bm25", "A catalogued tool.", OBJ),
+            ToolDef("other", "Another tool.", OBJ),
+        ]
+    )
+    cat.set_always_loaded(["tool_search_tool_bm25"])
+    tools = cat.anthropic_tools(cat.for_turn(None), mode="server")
+    names = [t["name"] for t in tools]
+    assert len(names) == len(set(names))
+    assert (
+        cat.find(cat.wire_name(cat.find("tool_search_tool_bm25"))).name == "tool_search_tool_bm25"
+    )
+
+
 def _typed_dict_keys(td: Any) -> set[str]:
     keys: set[str] = set(getattr(td, "__annotations__", {}))
     for base in getattr(td, "__orig_bases__", ()):

@@ -13,12 +13,13 @@ catalog rows (:meth:`~ToolCatalog.add_rows`), or a file of any of these
 (:meth:`ToolCatalog.load`). Tools are kept apart by server: the same name on two
 servers is two tools, and both are *rendered* server-qualified
 (``{server}__{name}``, cut to the providers' 64 characters with a hash suffix when
-needed); a name that is unique stays as it is. The same name twice on one server,
-or an input schema that is not valid JSON Schema (checked against the schema's own
-``$schema`` draft, 2020-12 when it names none, with the ``jsonschema`` package),
-that names a ``$schema`` jsonschema does not know, has a ``$ref`` that resolves to
-nothing (nothing is fetched: a remote ``$ref`` is one), nests more than 64 levels, or
-whose top-level ``type`` is not ``"object"``, raises
+needed); a name that is unique stays as it is, unless it is a search tool's name
+(``tool_search``, ``tool_search_tool_bm25``, …), which gets a hash suffix. The same
+name twice on one server, or an input schema that is not valid JSON Schema (checked
+against the schema's own ``$schema`` draft, 2020-12 when it names none, with the
+``jsonschema`` package), that names a ``$schema`` jsonschema does not know, has a
+``$ref`` that resolves to nothing (nothing is fetched: a remote ``$ref`` is one),
+nests more than 64 levels, or whose top-level ``type`` is not ``"object"``, raises
 :class:`~ctxwise.errors.ToolCatalogError` and adds nothing.
 
 **Search** (:meth:`ToolCatalog.search`) ranks tools for a query over their server,
@@ -680,7 +681,8 @@ class ToolCatalog:
             for t in self._tools:
                 counts[t.name] = counts.get(t.name, 0) + 1
             names: dict[tuple[str, str], str] = {}
-            taken: set[str] = {self.search_name}
+            # the search tools' names too: the API refuses two tools of one name
+            taken: set[str] = {self.search_name, *(t["name"] for t in SERVER_SEARCH_TOOLS.values())}
             for t in self._tools:
                 if counts[t.name] > 1 and t.server:
                     wire = _qualified(t.server, t.name)
@@ -898,6 +900,18 @@ class ToolCatalog:
 
     # -- rendering -----------------------------------------------------------------
 
+    def _check_turn(self, turn: ToolTurn) -> None:
+        if not isinstance(turn, ToolTurn):
+            raise UsageError(f"expected a ToolTurn from for_turn, got {type(turn).__name__}")
+        for tool in turn.sent:
+            if self.get(tool.key) is None:
+                raise ToolCatalogError(
+                    "unknown_tool",
+                    tool=tool.name,
+                    server=tool.server,
+                    detail="the turn was made by another catalog; call for_turn on this one",
+                )
+
     def anthropic_tools(
         self,
         turn: ToolTurn,
@@ -906,10 +920,19 @@ class ToolCatalog:
         server_search: Literal["bm25", "regex"] = "bm25",
         cache_ttl: Literal["5m", "1h"] | None = None,
     ) -> list[dict[str, Any]]:
-        """The Messages API ``tools`` array for ``turn`` (see the module docstring)."""
+        """The Messages API ``tools`` array for ``turn`` (see the module docstring).
+
+        Raises:
+            ToolCatalogError: ``turn`` names a tool this catalog does not hold (a turn
+                of another catalog, or of this one before it was rebuilt).
+            UsageError: ``mode``, ``server_search`` or ``cache_ttl`` is none of its values.
+        """
+        if cache_ttl not in (None, "5m", "1h"):
+            raise UsageError(f"cache_ttl is '5m', '1h' or None, not {cache_ttl!r}")
         mark: dict[str, Any] = {"type": "ephemeral"}
         if cache_ttl is not None:
             mark["ttl"] = cache_ttl
+        self._check_turn(turn)
         wire = self._wire_names()
         if mode == "server":
             if server_search not in SERVER_SEARCH_TOOLS:
@@ -948,7 +971,12 @@ class ToolCatalog:
 
     def openai_tools(self, turn: ToolTurn) -> list[dict[str, Any]]:
         """The Chat Completions ``tools`` array for ``turn``: what it sends, the
-        search tool with the always-loaded ones first (a stable prefix)."""
+        search tool with the always-loaded ones first (a stable prefix).
+
+        Raises:
+            ToolCatalogError: ``turn`` names a tool this catalog does not hold.
+        """
+        self._check_turn(turn)
         wire = self._wire_names()
         out = [_openai_def(t, wire[t.key]) for t in turn.always]
         if turn.search:
