@@ -18,7 +18,8 @@ pytest.importorskip(
     "pydantic_ai", reason="needs the pydantic-ai extra: pip install 'ctxwise[pydantic-ai]'"
 )
 
-from pydantic_ai import Agent
+from pydantic import BaseModel
+from pydantic_ai import Agent, PromptedOutput
 from pydantic_ai.capabilities import ProcessHistory
 from pydantic_ai.messages import (
     ImageUrl,
@@ -633,3 +634,97 @@ def test_a_session_an_older_ctxwise_recorded_sends_its_dynamic_prompt_once(
         assert turn.trace.tokens.system == engine.counter.count(now)
     else:  # the recorded one still counts: the request is that much under the budget
         assert turn.trace.tokens.system == engine.counter.count(f"{now}\n\n{recorded}")
+
+
+def _sent_with_instructions(engine: Engine, messages: list[ModelMessage], told: str | None) -> int:
+    """:func:`_sent_tokens` with the request's instructions (``told``), which
+    pydantic-ai sends after its system prompts, in the one system message."""
+    head = [ModelRequest(parts=[SystemPromptPart(told)])] if told else []
+    system = [m for m in messages if isinstance(m, ModelRequest)][:1]
+    rest = messages[len(system) :]
+    return _sent_tokens(engine, [*system, *head, *rest])
+
+
+@pytest.mark.parametrize(
+    ("static", "grown", "budget"), [(20, 40, 1500), (60, 1, 1500), (0, 80, 1500)]
+)
+def test_instructions_are_counted_in_the_budget(
+    tmp_path: Path, static: int, grown: int, budget: int
+) -> None:
+    """Static and dynamic instructions (``Agent(instructions=...)``,
+    ``@agent.instructions``) were not given to the Engine: the budget left them out, and
+    a request went over it by their size."""
+    calls = itertools.count()
+    line = "Quote the order id in every answer. "
+    engine = make_engine(tmp_path, budget=budget, context_share=0.0)
+    seen: list[tuple[list[ModelMessage], str | None]] = []
+    ids = itertools.count()
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append((list(messages), info.instructions))
+        if len(seen) % 4:
+            order = {"order": str(len(seen))}
+            return ModelResponse(parts=[ToolCallPart("lookup", order, f"call-{next(ids)}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent: Agent[None, str] = Agent(
+        FunctionModel(model),
+        instructions=("You are careful. " + line * static) if static else None,
+        capabilities=[CtxwiseCapability(engine, "s")],
+    )
+
+    @agent.instructions
+    def grows() -> str:
+        return f"Request {next(calls)}. " + line * grown
+
+    @agent.tool_plain
+    def lookup(order: str) -> str:
+        return f"order {order}: shipped to the warehouse, " + "tracking line. " * 60
+
+    history: list[ModelMessage] = []
+    for prompt in ("Where are my orders?", "And the others?", "Thanks."):
+        history = run(agent.run(prompt, message_history=history)).all_messages()
+    assert len(seen) >= 12
+    traces = engine.traces("s")
+    assert len(traces) == len(seen)
+    for (messages, told), trace in zip(seen, traces, strict=True):
+        assert told is not None and told.startswith("You are careful" if static else "Request")
+        # counted as sent, and sent once: in the instructions, not in a system prompt
+        assert trace.tokens.system >= engine.counter.count(told)
+        assert "Request" not in system_text(messages)
+        assert pairing_problems(messages) == []
+        assert _sent_with_instructions(engine, messages, told) <= budget
+    assert any(t.cleared or t.compacted is not None for t in traces)
+    # not kept among the session's system texts: each request counts its own
+    logged = [m["content"] for m in engine.sessions.log("s") if m["role"] == "system"]
+    assert "Request" not in str(logged)
+
+
+def test_prompted_output_instructions_are_counted(tmp_path: Path) -> None:
+    """A prompted output's schema instructions, which the model adds to the
+    instructions when it prepares the request, are counted as sent."""
+
+    class Order(BaseModel):
+        order_id: str
+        status: str
+
+    engine = make_engine(tmp_path, system="")
+    capability = CtxwiseCapability(engine, "s")
+    told: list[str | None] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        told.append(info.instructions)
+        return ModelResponse(parts=[TextPart('{"order_id": "1", "status": "shipped"}')])
+
+    agent = Agent(
+        FunctionModel(model),
+        instructions="Answer with the order.",
+        output_type=PromptedOutput(Order),
+        capabilities=[capability],
+    )
+    assert run(agent.run("Order 1?")).output.status == "shipped"
+    (sent,) = told
+    assert sent is not None and "Answer with the order." in sent and "schema" in sent
+    turn = capability.last_turn
+    assert turn is not None
+    assert turn.trace.tokens.system == engine.counter.count(sent)

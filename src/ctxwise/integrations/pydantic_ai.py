@@ -16,9 +16,11 @@ window is mapped back and replaces both the request's messages and the run's his
 (``RunContext.messages``): the system part (system prompts, pinned rules and facts,
 and the context when ``context = "system"``) is one ``SystemPromptPart`` at the start,
 after the latest statement of each dynamic system prompt (``dynamic=True``), sent as
-pydantic-ai refreshes it. Those statements and the request-scoped system prompts
-(``scope="request"``, kept at the end of their request) are the turn's ``system``: the
-budget counts the prompts each request sends, and they are not kept in the session. (A
+pydantic-ai refreshes it. Those statements, the request-scoped system prompts
+(``scope="request"``, kept at the end of their request) and the request's instructions
+(``Agent(instructions=...)``, static and dynamic, which pydantic-ai sends itself, after
+the system prompts) are the turn's ``system``: the budget counts the prompts each
+request sends, and they are not kept in the session. (A
 session recorded by an older ctxwise holds the first statement of each dynamic prompt
 among its system texts: it is not sent, and is still counted when it differs from the
 latest, which leaves the request that much under the budget.)
@@ -53,6 +55,7 @@ evaluated (an unknown session, a broken store, a rule that raises) blocks too.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -82,8 +85,9 @@ VERSION = require_framework(DISTRIBUTION, SUPPORTED, "pydantic-ai", "the pydanti
 try:
     import pydantic
     from pydantic_ai.capabilities import AbstractCapability
-    from pydantic_ai.exceptions import ToolFailed
+    from pydantic_ai.exceptions import ToolFailed, UserError
     from pydantic_ai.messages import (
+        InstructionPart,
         ModelMessage,
         ModelMessagesTypeAdapter,
         ModelRequest,
@@ -458,6 +462,27 @@ def _request_scoped(messages: Sequence[ModelMessage]) -> tuple[list[ModelMessage
     return kept, scoped
 
 
+def _instructions(request_context: ModelRequestContext) -> str | None:
+    """The instructions this request sends: the parts of the request's instruction
+    prefix (not those a loaded capability states in the history), as the model
+    prepares them (which adds a prompted output's schema instructions), joined as
+    pydantic-ai joins them. A model that cannot prepare the request (it raises on the
+    actual call too) leaves the parts as the hooks see them."""
+    params = request_context.model_request_parameters
+    try:
+        with warnings.catch_warnings():  # the model warns when it prepares the call itself
+            warnings.simplefilter("ignore")
+            _, params = request_context.model.prepare_request(
+                request_context.model_settings, params
+            )
+    except UserError:
+        params = request_context.model_request_parameters
+    parts = [
+        p for p in params.instruction_parts or () if params.instruction_visibility_of(p) == "prefix"
+    ]
+    return InstructionPart.join(parts)
+
+
 def _orphans_as_text(
     history: Sequence[Message], new: list[Message]
 ) -> tuple[list[Message], list[str]]:
@@ -545,9 +570,20 @@ class CtxwiseCapability(AbstractCapability[Any]):
 
     # ------------------------------------------------------------ history
 
-    async def process(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    async def process(
+        self, messages: Sequence[ModelMessage], *, instructions: str | None = None
+    ) -> list[ModelMessage]:
         """The messages to send instead of ``messages`` (see the module docstring);
-        ``messages`` themselves when nothing in them is new to the session."""
+        ``messages`` themselves when nothing in them is new to the session.
+        ``instructions``: the instructions the request sends with them (pydantic-ai's
+        ``instructions``, which are not in the messages), counted in the budget as part
+        of the turn's ``system`` and left to pydantic-ai to send."""
+        if instructions is not None and not isinstance(instructions, str):
+            raise IntegrationError(
+                DISTRIBUTION,
+                "config",
+                f"instructions must be a str or None, got {type(instructions).__name__}",
+            )
         sid = self.session_id
         given: object = messages  # what a caller outside pydantic-ai may pass
         if not isinstance(given, Sequence):
@@ -569,8 +605,11 @@ class CtxwiseCapability(AbstractCapability[Any]):
             history = []
         new, orphans = _orphans_as_text(history, new)
         # the prompts of this request (the latest statement of each dynamic one, the
-        # request-scoped ones) are counted as the turn's system prompt, not recorded
+        # request-scoped ones, the instructions) are counted as the turn's system
+        # prompt, not recorded; pydantic-ai sends the instructions after its prompts
         texts = [p.content for p in [*dynamic, *scoped] if p.content.strip()]
+        if instructions and instructions.strip():
+            texts.append(instructions)
         prompt = "\n\n".join(texts) or None
         result = await self.engine.aturn(sid, new, system=prompt)
         shown = list(result.window.messages)
@@ -579,7 +618,8 @@ class CtxwiseCapability(AbstractCapability[Any]):
         stale = [t for ts in recorded.values() for t in ts if prompt is None or t != prompt.strip()]
         if (prompt is not None or stale) and shown and shown[0].role == "system":
             # the window's system part opens with the prompt; pydantic-ai's own parts
-            # take its place: the dynamic ones first, the request-scoped ones last
+            # take its place: the dynamic ones first, the request-scoped ones last, the
+            # instructions where pydantic-ai puts them
             kept = without_texts([block_text(b) for b in shown[0].content], [prompt or "", *stale])
             shown[0] = Message("system", tuple(TextBlock(t) for t in kept))
         window = to_pydantic_ai(shown)
@@ -653,7 +693,9 @@ class CtxwiseCapability(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         if not self.history:
             return request_context
-        messages = await self.process(list(request_context.messages))
+        messages = await self.process(
+            list(request_context.messages), instructions=_instructions(request_context)
+        )
         request_context.messages = list(messages)
         ctx.messages[:] = messages
         return request_context
