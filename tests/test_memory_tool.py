@@ -708,3 +708,93 @@ def test_a_store_listing_leaves_out_ids_no_path_can_reach() -> None:
     store.put(("acme", "s"), NewItem("x", {"content": "x"}, id="/memories/a\nb.md"))
     listing = ok(tool, command="view", path="/memories")
     assert listing.splitlines()[1:] == ["1B\t/memories", "1B\t/memories/keep.md"]
+
+
+def test_a_name_of_the_longest_length_can_be_written(tmp_path: Path) -> None:
+    # the temporary file was named after the target, so a 241-255 byte name was refused
+    # by the file system ("File name too long") though the path check accepts it
+    tool = MemoryTool(DirectoryMemory(tmp_path / "root"))
+    for name in ("a" * 255, "é" * 127):
+        path = f"/memories/{name}"
+        ok(tool, command="create", path=path, file_text="one\n")
+        ok(tool, command="str_replace", path=path, old_str="one", new_str="two")
+        assert (tmp_path / "root" / name).read_text() == "two\n"
+    assert sorted(os.listdir(tmp_path / "root")) == sorted(["a" * 255, "é" * 127])
+
+
+@pytest.fixture
+def racing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTool, Path]:
+    """A memory root whose folder ``d`` an attacker swaps for a link to ``outside``
+    right after every path check and back before the next: each check sees a real
+    folder, each use the link (the worst interleaving of a check-then-use race)."""
+    import ctxwise.memory_tool as memory_tool
+
+    outside = tmp_path / "outside"
+    (outside / "e").mkdir(parents=True)
+    (outside / "secret.txt").write_text("TOPSECRET\n")
+    (outside / "e" / "secret.txt").write_text("TOPSECRET\n")
+    (outside / "only-outside.txt").write_text("TOPSECRET\n")
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root))
+    ok(tool, command="create", path="/memories/s", file_text="mine\n")
+    ok(tool, command="create", path="/memories/d/secret.txt", file_text="mine\n")
+    ok(tool, command="create", path="/memories/d/e/secret.txt", file_text="mine\n")
+    real, hidden, link = root / "d", root / ".d-real", root / "d"
+    realpath = os.path.realpath
+
+    def restore() -> None:
+        if hidden.exists():
+            link.unlink()
+            hidden.rename(real)
+
+    def swap() -> None:
+        real.rename(hidden)
+        link.symlink_to(outside, target_is_directory=True)
+
+    def checked(path: Any, *args: Any, **kwargs: Any) -> str:
+        restore()
+        try:
+            return realpath(path, *args, **kwargs)
+        finally:
+            swap()
+
+    monkeypatch.setattr(memory_tool.os.path, "realpath", checked)
+    return tool, outside
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        {"command": "view", "path": "/memories/d/secret.txt"},
+        {"command": "view", "path": "/memories/d/e/secret.txt"},
+        {"command": "view", "path": "/memories/d"},
+        {"command": "create", "path": "/memories/d/new.md", "file_text": "pwned"},
+        {"command": "create", "path": "/memories/d/e/new.md", "file_text": "pwned"},
+        {
+            "command": "str_replace",
+            "path": "/memories/d/secret.txt",
+            "old_str": "TOPSECRET",
+            "new_str": "pwned",
+        },
+        {
+            "command": "insert",
+            "path": "/memories/d/e/secret.txt",
+            "insert_line": 0,
+            "insert_text": "x",
+        },
+        {"command": "delete", "path": "/memories/d/secret.txt"},
+        {"command": "delete", "path": "/memories/d/e"},
+        {"command": "rename", "old_path": "/memories/d/secret.txt", "new_path": "/memories/s.md"},
+        {"command": "rename", "old_path": "/memories/s", "new_path": "/memories/d/e/s.md"},
+    ],
+    ids=lambda c: f"{c['command']}-{c.get('path', c.get('old_path'))}",
+)
+def test_a_link_swapped_in_after_the_check_does_not_lead_out(
+    racing: tuple[MemoryTool, Path], command: dict[str, Any]
+) -> None:
+    tool, outside = racing
+    before = _snapshot(outside)
+    result = tool.execute(command)
+    assert "TOPSECRET" not in result.text
+    assert "only-outside" not in result.text
+    assert _snapshot(outside) == before
