@@ -99,6 +99,65 @@ class TestTruncate:
             assert kept and not kept[-1].isspace()
             assert text[len(kept)].isspace()
 
+    def test_han_and_kana_are_cut_between_characters(self) -> None:
+        """Written without spaces, a Japanese or Chinese text was one word: nothing
+        fit, so a truncatable section in either was dropped whole."""
+        text = "東京都に住んでいます。毎日電車で会社に行きます。"
+        assert truncate_to_tokens(text, 3, CharCounter()) == "東京都に住んでい […]"
+        assert truncate_to_tokens("abc東京def ghi", 2, CharCounter()) == "abc東 […]"
+        # a voiced sound mark stays with its kana, combining or halfwidth
+        assert truncate_to_tokens("か\u3099き\u3099く\u3099け\u3099" * 2, 2, CharCounter()) == (
+            "か\u3099き\u3099 […]"
+        )
+        assert truncate_to_tokens("ｶﾞｷﾞｸﾞｹﾞｺﾞ", 2, CharCounter()) == "ｶﾞｷﾞ […]"
+        # Latin runs stay whole words
+        assert truncate_to_tokens("supercalifragilistic word", 2, CharCounter()) == ""
+
+    @given(
+        st.lists(
+            st.sampled_from(
+                [
+                    "東",
+                    "京",
+                    "都",
+                    "に",
+                    "カ",
+                    "ー",
+                    "a",
+                    "bc",
+                    " ",
+                    "\n",
+                    "か\u3099",
+                    "ｶﾞ",
+                    "e\u0301",
+                    "👨\u200d👩\u200d👧",
+                    "葛\U000e0100",
+                    "❤\ufe0f",
+                    "🇯🇵",
+                    "。",
+                ]
+            ),
+            max_size=60,
+        ).map("".join),
+        st.integers(min_value=0, max_value=30),
+    )
+    def test_never_splits_a_character_with_its_marks(self, text: str, limit: int) -> None:
+        regex = pytest.importorskip("regex")
+        for counter in (CharCounter(), WordCounter()):
+            out = truncate_to_tokens(text, limit, counter)
+            assert counter.count(out) <= limit
+            if out in ("", text, text.rstrip()):
+                continue
+            kept = out.removesuffix(MARKER)
+            assert out.endswith(MARKER) and kept and text.startswith(kept)
+            graphemes = regex.findall(r"\X", text)
+            ends = {sum(map(len, graphemes[:i])) for i in range(len(graphemes) + 1)}
+            assert len(kept) in ends, (text, kept)  # on a grapheme boundary
+            # and on a word boundary: a space next, or a Han or kana edge
+            nxt = text[len(kept)]
+            cjk = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}ー]")
+            assert nxt.isspace() or cjk.match(nxt) or cjk.match(regex.findall(r"\X", kept)[-1])
+
     def test_example(self) -> None:
         text = "The refund policy allows returns within 30 days of delivery."
         out = truncate_to_tokens(text, 8, CharCounter())

@@ -27,9 +27,10 @@ import hashlib
 import math
 import os
 import re
+import unicodedata
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -40,6 +41,7 @@ from ctxwise.errors import (
     UsageError,
 )
 from ctxwise.messages import MediaBlock, Message, ToolResultBlock, block_text
+from ctxwise.text import _CJK
 
 __all__ = [
     "CharCounter",
@@ -300,6 +302,34 @@ def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
 
 
 _WORD = re.compile(r"\S+")
+_HAS_CJK = re.compile(f"[{_CJK}]")
+_HALFWIDTH_SOUND_MARKS = "\uff9e\uff9f"  # letters that extend the kana before them
+_ZWJ = "\u200d"
+
+
+def _joins_previous(ch: str) -> bool:
+    """``ch`` belongs to the character before it: a combining mark, a variation
+    selector, a halfwidth (semi-)voiced sound mark, or a zero-width joiner."""
+    return ch == _ZWJ or ch in _HALFWIDTH_SOUND_MARKS or unicodedata.category(ch)[0] == "M"
+
+
+def _word_ends(text: str) -> Iterator[int]:
+    """The offsets where a whole-word prefix of ``text`` may end, ascending: the end
+    of every run of non-space characters and, inside a run, the edges of each Han
+    ideograph and kana (scripts written without spaces, one word per character as
+    :mod:`ctxwise.text` reads them), never inside a character with its marks."""
+    for m in _WORD.finditer(text):
+        start, end = m.span()
+        if _HAS_CJK.search(text, start, end):
+            for p in range(start + 1, end):
+                before, after = text[p - 1], text[p]
+                if (
+                    (_HAS_CJK.match(before) or _HAS_CJK.match(after))
+                    and before != _ZWJ
+                    and not _joins_previous(after)
+                ):
+                    yield p
+        yield end
 
 
 def truncate_to_tokens(
@@ -310,6 +340,10 @@ def truncate_to_tokens(
 ) -> str:
     """The longest whole-word prefix of ``text`` that, with ``marker`` appended,
     counts at most ``max_tokens``.
+
+    Words are runs of non-space characters; in Han and kana, which are written
+    without spaces, each character is a word (as :mod:`ctxwise.text` reads them),
+    kept whole with its combining marks.
 
     The text comes back unchanged when it already fits. The marker appears only
     when something was cut. When not even one word fits with the marker, the
@@ -327,16 +361,16 @@ def truncate_to_tokens(
         return stripped  # only trailing whitespace had to go: no content was cut
     if counter.count(marker) > max_tokens:
         return ""
-    words = _WORD.finditer(text)
+    words = _word_ends(text)
     ends: list[int] = []
 
     def end_of(k: int) -> int | None:
         """End offset of word ``k`` (1-based), or None past the last word."""
         while len(ends) < k:
-            m = next(words, None)
-            if m is None:
+            e = next(words, None)
+            if e is None:
                 return None
-            ends.append(m.end())
+            ends.append(e)
         return ends[k - 1]
 
     def fits(k: int) -> bool:
