@@ -280,6 +280,21 @@ def test_invalid_schema_without_skip(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("skipped: ") and "broken" in lines[0]
 
 
+def test_a_query_file_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    # json.loads raised RecursionError, which the CLI printed as a traceback
+    path = tmp_path / "tools.json"
+    path.write_text(
+        json.dumps([{"name": "a", "description": "a", "input_schema": WEATHER}]), encoding="utf-8"
+    )
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    for args in (
+        ("tools", "budget", path, "--queries", deep),
+        ("eval", "tools", "--catalog", path, "--queries", deep),
+    ):
+        assert_usage_error(run(*args), "deep.jsonl:1", "nested too deeply")
+
+
 def test_duplicate_names(tmp_path: Path) -> None:
     path = tmp_path / "dup.json"
     tool = {"name": "same", "description": "twice", "input_schema": WEATHER}

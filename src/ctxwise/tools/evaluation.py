@@ -95,6 +95,8 @@ def load_tool_queries(path: str | Path) -> list[ToolQuery]:
             out.append(ToolQuery.model_validate(json.loads(line)))
         except json.JSONDecodeError as e:
             raise FormatError(source, f"not JSON: {e.msg}", line=n) from None
+        except RecursionError:
+            raise FormatError(source, "JSON nested too deeply", line=n) from None
         except ValidationError as e:
             first = e.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "the line"
