@@ -130,6 +130,25 @@ def test_forged_cursors_are_refused() -> None:
     assert _reason(results, fake.rstrip("=") + ".AAAA") == "forged"
 
 
+def test_a_rotated_key_still_opens_the_cursors_it_signed() -> None:
+    # a new key alone made every cursor a model held "forged" at once
+    shared = InMemoryStore()
+    old_key, new_key = b"o" * 32, b"n" * 32
+    before = ResultStore(old_key, clock=Clock(), store=shared)
+    cursor = _second_page(before)
+    assert _reason(ResultStore(new_key, clock=Clock(), store=shared), cursor) == "forged"
+    after = ResultStore(new_key, clock=Clock(), store=shared, previous_keys=[old_key])
+    page = after.fetch(cursor, "s1")
+    assert page.items == (3, 4, 5)
+    assert page.next_cursor is not None
+    # the next cursor is signed with the new key: the old key alone refuses it
+    assert ResultStore(new_key, clock=Clock(), store=shared).fetch(page.next_cursor, "s1")
+    assert _reason(before, page.next_cursor) == "forged"
+    for bad in ([b"short"], b"o" * 32, ["o" * 32]):
+        with pytest.raises(UsageError, match="previous_keys"):
+            ResultStore(new_key, clock=Clock(), previous_keys=bad)  # type: ignore[arg-type]
+
+
 def test_tampered_cursors_are_refused() -> None:
     results = ResultStore(KEY, clock=Clock())
     cursor = _second_page(results)

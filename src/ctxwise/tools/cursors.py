@@ -8,7 +8,8 @@ whole results and hands out cursors a model can pass back through the
 - a cursor is ``base64url(payload) "." base64url(HMAC-SHA256(key, payload))``; the
   payload holds the result id, the session id, the offset, the page size and the
   time it expires. It is opaque to the model and cannot be made up or edited
-  without the store's key.
+  without the store's key. A key can be rotated: the old one, passed as one of
+  ``previous_keys``, still opens the cursors it signed.
 - ``fetch(cursor, session_id)`` checks, in this order, the signature (``forged``),
   the session (``wrong_session``), the expiry (``expired``) and the stored result
   (``unknown_result``), and raises :class:`~ctxwise.errors.CursorError` with that
@@ -118,7 +119,10 @@ class ResultStore:
     """Stores large tool results and pages them out behind signed, expiring cursors.
 
     ``key`` signs every cursor (at least 16 bytes; keep it secret and the same across
-    processes that share the store). ``clock`` gives the current time in seconds
+    processes that share the store). ``previous_keys`` are keys it replaced: a cursor
+    one of them signed is still accepted (the page it opens carries a cursor signed
+    with ``key``), so rotating the key does not break the cursors a model holds; drop
+    a previous key once its cursors have expired (``ttl``). ``clock`` gives the current time in seconds
     (``time.time`` in production, a fake in tests); a cursor expires ``ttl`` after it
     was issued. ``store`` and ``namespace`` say where results live.
     """
@@ -128,6 +132,7 @@ class ResultStore:
         key: bytes,
         *,
         clock: Callable[[], float],
+        previous_keys: Sequence[bytes] = (),
         ttl: float = DEFAULT_TTL,
         page_size: int = DEFAULT_PAGE_SIZE,
         store: Store | None = None,
@@ -135,9 +140,14 @@ class ResultStore:
     ) -> None:
         if not isinstance(key, bytes) or len(key) < _MIN_KEY_BYTES:
             raise UsageError(f"key must be at least {_MIN_KEY_BYTES} bytes")
+        if isinstance(previous_keys, bytes | str) or not all(
+            isinstance(k, bytes) and len(k) >= _MIN_KEY_BYTES for k in previous_keys
+        ):
+            raise UsageError(f"previous_keys are keys of at least {_MIN_KEY_BYTES} bytes each")
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
             raise UsageError(f"ttl must be a positive number, got {ttl!r}")
         self._key = key
+        self._previous = tuple(previous_keys)
         self.clock = clock
         self.ttl = float(ttl)
         self.page_size = _check_page_size(page_size)
@@ -178,7 +188,10 @@ class ResultStore:
             payload, given = _unb64(body), _unb64(signature)
         except (binascii.Error, ValueError):
             raise CursorError("forged", detail="not a cursor") from None
-        if not hmac.compare_digest(given, self._sign(payload)):
+        keys = (self._key, *self._previous)
+        if not any(
+            hmac.compare_digest(given, hmac.new(k, payload, hashlib.sha256).digest()) for k in keys
+        ):
             raise CursorError("forged", detail="bad signature")
         fields: dict[str, Any] = json.loads(payload)
         return fields
