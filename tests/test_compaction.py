@@ -342,6 +342,29 @@ def test_the_whole_window_fits_the_budget() -> None:
         assert_valid_and_round_trips(r.transcript)
 
 
+class Framed(CharCounter):
+    """A counter with a per-request overhead, as tiktoken's reply priming (3 tokens)."""
+
+    request_overhead = 3
+
+
+def test_a_per_request_overhead_is_counted_once_in_the_window() -> None:
+    """Each part was counted as a request of its own, so the split paid the 3 tokens
+    for every tail message, the summary and the system part: a budget that held a
+    summary got the bare task instead, and the parts added up to more than the window."""
+    msgs = [Message.text_message("system", "You are helpful.")]
+    for i in range(30):
+        msgs += [user(f"question {i} about the order"), assistant(f"answer {i} " * 5)]
+    t = Transcript((*msgs, user("final question please")))
+    c = Framed()
+    r = compact(t, budget=42, counter=c)
+    assert r.summary and r.tokens_after == c.count_messages(r.transcript.messages) == 42
+    for budget in range(42, 120, 3):
+        r = compact(t, budget=budget, counter=c)
+        system = c.count_messages(r.transcript.messages[:1]) - 3
+        assert system + r.summary_tokens + r.tail_tokens + 3 == r.tokens_after <= budget
+
+
 def test_keep_tail_tokens_is_the_tails_target_inside_the_budget() -> None:
     t = agent_run()
     c = CharCounter()

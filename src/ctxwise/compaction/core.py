@@ -151,7 +151,15 @@ def compact(
     messages = work.messages
     n = len(messages)
     s, start = head(messages)
-    sizes = [ctr.count_messages((m,)) for m in messages]
+    # a counter's per-request overhead (tiktoken's reply priming) is in every
+    # count_messages() but once in a window: the parts below are counted without it
+    probe = (Message.text_message("user", ""),)
+    framing = max(0, 2 * ctr.count_messages(probe) - ctr.count_messages(probe * 2))
+
+    def tokens_of(part: Sequence[Message]) -> int:
+        return ctr.count_messages(part) - framing if part else 0
+
+    sizes = [tokens_of((m,)) for m in messages]
     suffix = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         suffix[i] = suffix[i + 1] + sizes[i]
@@ -207,8 +215,8 @@ def compact(
     system = list(messages[:s])
     new_system = system_part(system, pinned_block, work.format)
     bare_system = system_part(system, None, work.format)
-    system_tokens = ctr.count_messages(new_system) if new_system else 0
-    bare_tokens = ctr.count_messages(bare_system) if bare_system else 0
+    system_tokens = tokens_of(new_system)
+    bare_tokens = tokens_of(bare_system)
     previous = read_previous(messages[s] if start > s else None)
     latest = users[-1] if users else None
 
@@ -237,23 +245,23 @@ def compact(
             lines, blocks = required(c)
             note = media_note(_dropped(messages, s, c, latest), None) if key[1] + key[2] else ""
             msg = compose(lines, "", note, blocks)
-            floors[key] = (msg, ctr.count_messages((msg,)))
+            floors[key] = (msg, tokens_of((msg,)))
         return floors[key]
 
     def floor_message(c: int) -> Message:
         return floor(c)[0]
 
     def need(c: int) -> int:
-        return system_tokens + floor(c)[1] + suffix[c]
+        return framing + system_tokens + floor(c)[1] + suffix[c]
 
     # ---- the cut
     if budget is not None:
-        room = budget - system_tokens
+        room = budget - framing - system_tokens
         reserve = min(cfg.summary_tokens, max(0, room) // 4)
         if cfg.keep_tail_tokens is not None:
             target = cfg.keep_tail_tokens
         else:
-            target = max(0, int((room - ctr.count_messages((floor_message(n),))) * cfg.tail_share))
+            target = max(0, int((room - tokens_of((floor_message(n),))) * cfg.tail_share))
         candidates = safe
         if cfg.keep_tail_turns is not None and cfg.keep_tail_turns <= len(users):
             at = users[-cfg.keep_tail_turns]
@@ -455,7 +463,7 @@ def compact(
                 {
                     "system": bare_tokens,
                     "pinned": system_tokens - bare_tokens,
-                    "summary": ctr.count_messages((summary_msg,)),
+                    "summary": tokens_of((summary_msg,)),
                     "tail": suffix[cut],
                 },
                 source=transcript.source,
@@ -469,7 +477,7 @@ def compact(
         tokens_before=tokens_before,
         tokens_after=total,
         tail_tokens=suffix[cut],
-        summary_tokens=ctr.count_messages((summary_msg,)),
+        summary_tokens=tokens_of((summary_msg,)),
         summarized_messages=cut - s,
         dropped_media=dropped,
         archive_id=archive_id,

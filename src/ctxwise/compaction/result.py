@@ -50,12 +50,13 @@ class Compaction:
     input index where the verbatim tail starts; ``summarized_messages`` how many
     messages the summary replaced (a previous summary included). ``tail_tokens``
     and ``summary_tokens`` are the sizes of the kept tail and of the summary
-    message; ``facts`` and ``rules`` what the pinned block holds. ``budget`` is
-    the total budget asked for (``None``: only the tail was bounded), and
-    ``tokens_after`` never exceeds it. ``user_messages`` are the input indices of
-    the user messages kept verbatim in the summary (the latest one always, when
-    it was in the summarized range); ``mid_turn`` says the tail starts inside a
-    turn (not at a user message).
+    message, without the counter's per-request overhead (tiktoken's 3 tokens of
+    reply priming), which ``tokens_after`` counts once; ``facts`` and ``rules``
+    what the pinned block holds. ``budget`` is the total budget asked for
+    (``None``: only the tail was bounded), and ``tokens_after`` never exceeds it.
+    ``user_messages`` are the input indices of the user messages kept verbatim in
+    the summary (the latest one always, when it was in the summarized range);
+    ``mid_turn`` says the tail starts inside a turn (not at a user message).
     """
 
     transcript: Transcript
