@@ -447,3 +447,14 @@ def test_bad_outputs_and_missing_or_altered_references() -> None:
     store.put(("ctxwise", "handoff_outputs"), NewItem("tampered", id=ref.id))
     with pytest.raises(StoreError, match="content hash"):
         load_output(ref, store=store)
+
+
+# -- QA: edge cases of validation ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("published", ["２０２４", "٢٠٢٤-٠٥", "2024-0５-01"])
+def test_a_date_in_other_digits_is_refused(published: str) -> None:
+    # int() reads these digits, but the schema's pattern (ECMA \d) does not, and
+    # synthesis compares dates as text: '２０２４' and '2024' would be two periods
+    data = _report(findings=[_finding(source={"url": "u", "published": published})])
+    assert "YYYY" in _problems(data)["findings[0].source.published"]

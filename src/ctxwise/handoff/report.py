@@ -120,7 +120,8 @@ refused: a source that failed did not answer."""
 _FAILURE = re.compile(
     r"\b(?:" + "|".join(re.escape(w) for w in FAILURE_WORDS) + r")\b|\bhttp\s*[45]\d\d\b"
 )
-_DATE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?$")
+# ASCII digits only, as the exported schema's pattern reads (\d is ASCII in JSON Schema)
+_DATE = re.compile(r"^\d{4}(?:-\d{2}(?:-\d{2})?)?$", re.ASCII)
 _MISSING = object()
 
 
