@@ -932,16 +932,12 @@ def test_a_session_rewound_with_pop_item_is_refused_not_sent_the_popped_turns(
 
 def _sent_tokens(engine: Engine, call: Any) -> int:
     """The tokens of a model call's input (instructions, then items), counted with the
-    Engine's counter. Consecutive user items are one turn, as the Engine counts them
-    (the context block is an item of its own after the tool outputs it follows)."""
+    Engine's counter, each turn as ctxwise reads the items (a run of outputs is one
+    turn): the context block is an item of its own, a turn with its overhead."""
     messages: list[Message] = []
     if call.system_instructions:
         messages.append(Message.text_message("system", call.system_instructions))
-    for m in to_messages(list(call.input)):
-        if messages and m.role == "user" and messages[-1].role == "user":
-            messages[-1] = Message("user", (*messages[-1].content, *m.content))
-        else:
-            messages.append(m)
+    messages.extend(to_messages(list(call.input)))
     return engine.counter.count_messages(messages)
 
 
@@ -1001,3 +997,37 @@ def test_a_session_an_older_ctxwise_recorded_sends_its_instructions_once(
         assert trace.tokens.system == engine.counter.count(now)
     else:  # the recorded ones still count: the request is that much under the budget
         assert trace.tokens.system == engine.counter.count(f"{now}\n\n{first}")
+
+
+@pytest.mark.parametrize("budget", range(1400, 1408))
+@pytest.mark.parametrize("turn", ["tools", "text"])
+def test_the_context_items_overhead_is_within_the_budget(
+    tmp_path: Path, budget: int, turn: str
+) -> None:
+    """The context block goes out as an input item of its own (after the tool outputs
+    of a tool-result turn, before the text of a text turn), but the Engine counts it
+    inside that turn: a window filled to the budget went over it by the item's
+    overhead."""
+    config = {
+        "sources": {"faq": {"text": "Orders ship from the north warehouse. " * 400}},
+        "routes": {"default": ["faq"]},
+        "router": {"keywords": {"default": ["order"]}, "default": "default"},
+        "memory": {"recall": False},
+        "clearing": {"enabled": False},
+    }
+    if turn == "tools":
+        script: list[Any] = [[function_call("lookup", {"order_id": "1"}, call_id="c1")]]
+    else:
+        script = []
+    model = ScriptedModel([*script, [assistant_message("Shipped.")]])
+    agent = Agent(name="a", instructions="Be brief.", model=model, tools=Recorder().tools())
+    with _engine(tmp_path, budget=budget, **config) as engine:
+        _run(agent, "Where is order 1?", run_config=_config(engine, "s"))
+        traces = engine.traces("s")
+    assert len(model.calls) == len(script) + 1
+    last = model.calls[-1]
+    assert "<context>" in _input_text(last)  # routed context filled the room
+    assert traces[-1].tokens.total >= budget - 4
+    for call in model.calls:
+        assert _orphans(list(call.input)) == []
+        assert _sent_tokens(engine, call) <= budget

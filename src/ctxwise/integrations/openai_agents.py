@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from ctxwise.errors import IntegrationError, UsageError
+from ctxwise.formats.request import CONTEXT_CLOSE, CONTEXT_OPEN
 from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.memory.facts import CaseFacts
 from ctxwise.memory.sqlite import SQLiteStore
@@ -78,6 +79,7 @@ from ctxwise.messages import (
 )
 from ctxwise.policy import Allowed, Blocked
 from ctxwise.sessions import check_session_id
+from ctxwise.tokens import TokenCounter, truncate_to_tokens
 
 FRAMEWORK = "openai-agents"
 SUPPORTED = ">=0.24,<0.25"
@@ -574,7 +576,9 @@ class ContextFilter:
     """A ``call_model_input_filter``: the Engine's window for every model call (see
     the module docstring). ``last`` is the latest turn's
     :class:`~ctxwise.engine.TurnResult` (its ``trace`` says what was cleared,
-    compacted, routed and pinned)."""
+    compacted, routed and pinned); ``last_cut`` the tokens cut from the end of that
+    turn's context block, which goes out as an item of its own (see
+    :func:`_fit_context`), to keep the request within the budget (``0`` mostly)."""
 
     def __init__(self, engine: Engine, session_id: SessionId) -> None:
         _check_engine(engine)
@@ -583,6 +587,7 @@ class ContextFilter:
         self.engine = engine
         self.session_id = session_id
         self.last: TurnResult | None = None
+        self.last_cut = 0
         self._seen: dict[str, _Seen] = {}
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
@@ -677,6 +682,7 @@ class ContextFilter:
         self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], seen.instructions)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
+        items, self.last_cut = _fit_context(self.engine.counter, result, items)
         stale = [t for t in seen.instructions if prompt is None or t != prompt.strip()]
         if prompt is not None or stale:
             # the window's system part opens with this call's instructions; those an
@@ -691,6 +697,59 @@ class ContextFilter:
             rest = without_texts(system, [prompt or "", *sorted(stale)])
             text = "\n\n".join([*([prompt] if prompt else []), *rest]) or None
         return text, items
+
+
+def _fit_context(
+    counter: TokenCounter, result: TurnResult, items: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], int]:
+    """``items`` within the budget, and the tokens cut from the context block.
+
+    The Engine counts its context block inside the latest user turn (after the tool
+    results of a tool-result turn, before the text of a text turn), but it goes out
+    as an input item of its own: one more turn, whose overhead the Engine's count
+    does not hold. When that overhead passes what the window left of the budget, the
+    context block is cut at its end by the difference (a window at most that far
+    from the budget); a block left with no room is not sent."""
+    block = next(
+        (
+            b.text
+            for m in result.window.messages
+            if m.role == "user"
+            for b in m.content
+            if isinstance(b, TextBlock)
+            and _mark_of(b) is None
+            and b.text.startswith(CONTEXT_OPEN + "\n")
+            and b.text.endswith("\n" + CONTEXT_CLOSE)
+        ),
+        None,
+    )
+    at = next(
+        (
+            i
+            for i, it in enumerate(items)
+            if block is not None and it.get("role") == "user" and it.get("content") == block
+        ),
+        None,
+    )
+    if block is None or at is None:
+        return items, 0  # no context block, or it shares an item with the turn's text
+    tokens = result.trace.tokens
+    own = counter.count_messages([Message.text_message("user", block)])
+    inside = counter.count(block)  # what the Engine counted for it
+    over = tokens.total + own - inside - tokens.available
+    if over <= 0:
+        return items, 0
+    inner = block[len(CONTEXT_OPEN) + 1 : -len(CONTEXT_CLOSE) - 1]
+    wanted = inside - over
+    room = counter.count(inner) - over
+    while room > 0:
+        cut = f"{CONTEXT_OPEN}\n{truncate_to_tokens(inner, room, counter)}\n{CONTEXT_CLOSE}"
+        if counter.count(cut) <= wanted:
+            return [*items[:at], {**items[at], "content": cut}, *items[at + 1 :]], (
+                inside - counter.count(cut)
+            )
+        room -= 1
+    return [*items[:at], *items[at + 1 :]], inside  # no room left for it: not sent
 
 
 class _RecordResponses(RunHooks[Any]):
