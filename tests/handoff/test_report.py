@@ -458,3 +458,14 @@ def test_a_date_in_other_digits_is_refused(published: str) -> None:
     # synthesis compares dates as text: '２０２４' and '2024' would be two periods
     data = _report(findings=[_finding(source={"url": "u", "published": published})])
     assert "YYYY" in _problems(data)["findings[0].source.published"]
+
+
+def test_a_conflict_whose_values_are_all_the_same_is_refused() -> None:
+    # synthesis listed such a "conflict" as contested, and as a change over time
+    one = {"value": 4.0, "unit": "%", "source": {"url": "https://a.example"}}
+    two = {"value": 4, "unit": "%", "source": {"url": "https://b.example"}}
+    problems = _problems(_report(conflicts=[{"metric": "growth", "values": [one, two]}]))
+    assert "two or more different values" in problems["conflicts[0]"]
+    other_unit = {**two, "unit": "pp"}
+    report = SubagentReport.parse(_report(conflicts=[{"metric": "g", "values": [one, other_unit]}]))
+    assert len(report.conflicts[0].values) == 2

@@ -394,7 +394,9 @@ class ConflictValue(_Model):
 
 
 class Conflict(_Model):
-    """One metric given different values by different sources; every value is kept."""
+    """One metric given different values by different sources; every value is kept.
+    It holds at least two different values (a value and its unit): the same figure
+    from two sources is an agreement, not a conflict."""
 
     metric: str
     values: tuple[ConflictValue, ...] = Field(min_length=2)
@@ -404,6 +406,15 @@ class Conflict(_Model):
     @classmethod
     def _check_metric(cls, value: str) -> str:
         return _text(value, "metric")
+
+    @model_validator(mode="after")
+    def _two_different_values(self) -> Conflict:
+        if len({(v.value, normalize(v.unit or "")) for v in self.values}) < 2:
+            raise ValueError(
+                "every value is the same: a conflict holds two or more different values "
+                "(sources that agree are findings, one per source)"
+            )
+        return self
 
 
 class OutputRef(_Model):
