@@ -283,3 +283,44 @@ class TestKeywordClassifier:
         )
         with pytest.raises(UsageError):
             KeywordClassifier([("a", ["x"]), ("a", ["y"])])
+
+
+class TestExactTies:
+    """Two intents that score exactly the same are never told apart by the order
+    they were added in: the router refuses and names both."""
+
+    @staticmethod
+    def twins(order: tuple[str, str], **kwargs: float) -> IntentRouter:
+        router = IntentRouter(BowScorer(), **kwargs)
+        for name in order:
+            router.add(name, ["reset my password"])  # the same utterance in two intents
+        return router
+
+    @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+    def test_a_tie_refuses_with_a_margin_of_zero(self, order: tuple[str, str]) -> None:
+        d = self.twins(order, threshold=0.3, margin=0.0).route("reset my password")
+        assert d.reason is RouteReason.AMBIGUOUS_TIE and d.label is None
+        assert set(d.candidates) == {"a", "b"}
+        assert "tie at 1.000" in d.explain()
+
+    @pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+    def test_a_tie_with_per_intent_thresholds_does_not_depend_on_order(
+        self, order: tuple[str, str]
+    ) -> None:
+        from ctxwise.routing.calibration import Calibration
+
+        router = self.twins(order, threshold=0.3, margin=0.05)
+        router.calibration = Calibration(0.3, 0.05, {"b": 1.5})  # b cannot pass alone
+        d = router.route("reset my password")
+        assert d.reason is RouteReason.AMBIGUOUS_TIE and set(d.candidates) == {"a", "b"}
+
+    def test_fit_metrics_count_a_tie_as_a_refusal(self) -> None:
+        import numpy as np
+
+        from ctxwise.routing.calibration import decide
+
+        scores = np.array([[0.5, 0.5], [0.5, 0.4], [0.0, 0.0]])
+        assert decide(scores, np.array([0.3, 0.3]), 0.0).tolist() == [-1, 0, -1]
+        assert decide(scores, np.array([0.3, 0.9]), 0.0).tolist() == [-1, 0, -1]
+        assert decide(scores, np.array([0.9, 0.3]), 0.0).tolist() == [-1, -1, -1]
+        assert decide(scores, np.array([-1.0, -1.0]), 0.0).tolist() == [-1, 0, -1]

@@ -176,7 +176,8 @@ def _decide(
     top, top_s, second, second_s = top_two
     passes = top_s >= thresholds[top]
     second_passes = (second >= 0) & (second_s >= thresholds[np.maximum(second, 0)])
-    tie = second_passes & (top_s - second_s < margin)
+    exact_tie = (second >= 0) & (second_s == top_s)  # never broken by column order
+    tie = exact_tie | (second_passes & (top_s - second_s < margin))
     return np.where(passes & ~tie, top, -1)
 
 

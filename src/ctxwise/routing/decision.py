@@ -18,7 +18,8 @@ class RouteReason(StrEnum):
     LOW_CONFIDENCE = "low_confidence"
     """The top score is below the threshold: refuse rather than guess."""
     AMBIGUOUS_TIE = "ambiguous_tie"
-    """Two intents both pass their thresholds within the margin: ask which one."""
+    """Two intents both pass their thresholds within the margin, or the top two score
+    exactly the same and either passes its threshold: ask which one."""
     NO_INTENTS = "no_intents"
     """The router has no intents to choose from."""
 
@@ -95,6 +96,11 @@ class RouteDecision:
                 f"below the threshold {self.threshold:.3f}"
             )
         if self.reason is RouteReason.AMBIGUOUS_TIE:
+            if self.score == self.runner_up_score:
+                return (
+                    f"refused: {self.top!r} and {self.runner_up!r} tie at {self.score:.3f}; "
+                    f"ask: {self.top} or {self.runner_up}?"
+                )
             return (
                 f"refused: {self.top!r} ({self.score:.3f}) and {self.runner_up!r} "
                 f"({self.runner_up_score:.3f}) are within the margin {self.margin:.3f}; "

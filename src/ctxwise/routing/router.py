@@ -190,13 +190,13 @@ class IntentRouter:
             second = float(row[order[1]]) if len(order) > 1 else 0.0
             threshold = cal.threshold_for(top)
             scores = {labels[i]: float(row[i]) for i in range(len(labels))}
-            if score < threshold:
+            second_passes = runner_up is not None and second >= cal.threshold_for(runner_up)
+            # an exact tie is never broken by the order the intents were added in:
+            # it refuses, as ambiguous when either of the two passes its threshold
+            exact_tie = runner_up is not None and second == score
+            if score < threshold and not (exact_tie and second_passes):
                 reason, label = RouteReason.LOW_CONFIDENCE, None
-            elif (
-                runner_up is not None
-                and score - second < cal.margin
-                and second >= cal.threshold_for(runner_up)
-            ):
+            elif exact_tie or (second_passes and score - second < cal.margin):
                 reason, label = RouteReason.AMBIGUOUS_TIE, None
             else:
                 reason, label = RouteReason.MATCH, top
