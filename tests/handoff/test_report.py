@@ -469,3 +469,35 @@ def test_a_conflict_whose_values_are_all_the_same_is_refused() -> None:
     other_unit = {**two, "unit": "pp"}
     report = SubagentReport.parse(_report(conflicts=[{"metric": "g", "values": [one, other_unit]}]))
     assert len(report.conflicts[0].values) == 2
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        (_report(findings=[_finding(relevance=True)]), "findings[0].relevance"),
+        (_report(findings=[_finding(metric="growth", value=False)]), "findings[0].value"),
+        (
+            _report(
+                conflicts=[
+                    {
+                        "metric": "m",
+                        "values": [
+                            {"value": True, "source": {"url": "https://a.example"}},
+                            {"value": 2, "source": {"url": "https://b.example"}},
+                        ],
+                    }
+                ]
+            ),
+            "conflicts[0].values[0].value",
+        ),
+        (
+            _report(outputs=[{"id": "o-" + "0" * 16, "summary": "s", "tokens": True, "items": 1}]),
+            "outputs[0].tokens",
+        ),
+    ],
+)
+def test_a_boolean_is_not_a_number(data: dict[str, Any], path: str) -> None:
+    # pydantic read true as 1.0 (a relevance of 1, a value of 1) where the schema refuses it
+    assert "not a boolean" in _problems(data)[path]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, report_json_schema())

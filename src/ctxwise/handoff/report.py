@@ -178,6 +178,14 @@ def _published(value: str | None) -> str | None:
     return text
 
 
+def _not_bool(value: Any) -> Any:
+    """``value`` unless it is a boolean: pydantic reads ``true`` as 1 where a number
+    is due, which the exported schema (``"type": "number"``) refuses."""
+    if isinstance(value, bool):
+        raise ValueError(f"should be a number, not a boolean ({json.dumps(value)})")
+    return value
+
+
 class _Model(BaseModel):
     """Frozen, unknown keys refused, no NaN or infinity (they are not JSON)."""
 
@@ -291,6 +299,11 @@ class Finding(_Model):
             return {**data, "hedged": is_hedged(data["claim"])}
         return data
 
+    @field_validator("relevance", "value", mode="before")
+    @classmethod
+    def _check_number(cls, value: Any) -> Any:
+        return _not_bool(value)
+
     @field_validator("claim", "evidence_excerpt")
     @classmethod
     def _check_text(cls, value: str) -> str:
@@ -382,6 +395,11 @@ class ConflictValue(_Model):
                 filled[key] = given[key]
         return filled
 
+    @field_validator("value", mode="before")
+    @classmethod
+    def _check_number(cls, value: Any) -> Any:
+        return _not_bool(value)
+
     @field_validator("published")
     @classmethod
     def _check_published(cls, value: str | None) -> str | None:
@@ -427,6 +445,11 @@ class OutputRef(_Model):
     tokens: int = Field(ge=0)
     items: int = Field(ge=0)
     kind: Literal["text", "items", "report"] = "text"
+
+    @field_validator("tokens", "items", mode="before")
+    @classmethod
+    def _check_number(cls, value: Any) -> Any:
+        return _not_bool(value)
 
 
 class SubagentReport(_Model):
