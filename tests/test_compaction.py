@@ -46,6 +46,7 @@ from ctxwise.compaction import (
     SUMMARY_HEADER,
     CompactionBudgetError,
     CompactionSettings,
+    PinnedState,
 )
 from ctxwise.compaction.cuts import is_real_user
 from ctxwise.formats import anthropic, openai
@@ -652,6 +653,53 @@ def test_pinned_state_travels_as_data_and_reads_back_from_text() -> None:
     wire = anthropic.decode_request(json.loads(json.dumps(anthropic.encode_request(grown))))
     r3 = compact(wire, Recording(), keep_tail_turns=1, extract=False)
     assert system_text(r3.transcript) == block
+
+
+def facts_of(c: Compaction) -> list[tuple[str, str, str | None, str | None]]:
+    return [(f.key, f.value, f.source, f.at) for f in c.facts]
+
+
+def test_facts_read_back_from_text_keep_their_value_source_and_time() -> None:
+    """From a JSON request's text, ``shipped (partial)`` came back as the value
+    ``shipped`` stated by ``partial``, and a time without a source as the source."""
+    facts = [
+        Fact("status", "shipped (partial)"),
+        Fact("amount", "USD 12.00", at="2026-01-02"),
+        Fact("order_id", "W1 (old)", source="message 3", at="2026-01-02T10:00:00Z"),
+    ]
+    r1 = compact(support(), Recording(), keep_tail_turns=2, facts=facts, extract=False)
+    grown = replace(
+        r1.transcript, messages=(*r1.transcript.messages, assistant("ok"), user("next"))
+    )
+    wire = anthropic.decode_request(json.loads(json.dumps(anthropic.encode_request(grown))))
+    r2 = compact(wire, Recording(), keep_tail_turns=1, extract=False)
+    assert facts_of(r2) == facts_of(r1) == [(f.key, f.value, f.source, f.at) for f in facts]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["status", "order_id", "note", "amount"]),
+            st.text(alphabet="ab1 (),:-", min_size=1, max_size=14).filter(str.strip),
+            st.none() | st.sampled_from(["m3", "user", "message 12"]),
+            st.none() | st.sampled_from(["2026-01-02", "10:00"]),
+        ),
+        max_size=6,
+    ),
+    st.lists(st.text(alphabet="ab1 (),:-", min_size=1, max_size=14).filter(str.strip)),
+)
+def test_property_the_pinned_block_reads_back_as_written(
+    facts: list[tuple[str, str, str | None, str | None]], rules: list[str]
+) -> None:
+    state = PinnedState()
+    for key, value, source, at in facts:
+        state.facts.set(key, value, source=source, at=at)
+    state.add_rules(rules)
+    back = PinnedState.parse(state.render())
+    assert [(f.key, f.value, f.source, f.at) for f in back.facts] == [
+        (f.key, " ".join(f.value.split()), f.source, f.at) for f in state.facts
+    ]
+    assert [r.text for r in back.rules] == [" ".join(r.text.split()) for r in state.rules]
 
 
 def test_summary_lines_restating_a_rule_are_dropped() -> None:

@@ -11,8 +11,10 @@ and a Claude Code file stores the same mapping on its summary event (key
 ``ctxwisePinned``), which the reader puts in the summary message's ``extra``. Only
 a block that lost its data (a transcript written as an Anthropic or OpenAI JSON
 request, whose text blocks cannot carry extra keys) is read from its rendering:
-``Case facts:`` then ``- key: value (source, at)`` lines, ``Rules:`` then ``- rule``
-lines, the exact inverse of :meth:`PinnedState.render` (property-tested).
+``Case facts:`` then ``- key: value (source, at)`` lines (an empty slot where the
+line would be misread: ``(, at)`` for a time without a source, ``()`` after a value
+that ends in a parenthesis and cites nothing), ``Rules:`` then ``- rule`` lines,
+the exact inverse of :meth:`PinnedState.render` (property-tested).
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ class PinnedState:
 
     def render(self) -> str:
         """The pinned block's text ("" when there is nothing to pin)."""
-        parts = [p for p in (self.facts.render(), self.rules.render()) if p]
+        parts = [p for p in (_render_facts(self.facts), self.rules.render()) if p]
         return "\n".join([PINNED_HEADER, *parts]) if parts else ""
 
     def block(self) -> TextBlock | None:
@@ -145,6 +147,27 @@ class PinnedState:
                     found = cls.parse(b.text)
                 state.merge(found)
         return state
+
+
+def _render_facts(facts: CaseFacts) -> str:
+    """:meth:`CaseFacts.render`, with the one change :meth:`PinnedState.parse` needs
+    to read every line back as it was: a fact whose ``(source, at)`` would be
+    misread keeps an empty slot. A value that ends in a parenthesis and has no
+    source or time (``shipped (partial)``) is written ``shipped (partial) ()``, not
+    read as the value ``shipped`` from the source ``partial``; a time without a
+    source is written ``(, 2024-05-01)``, not read as the source."""
+    text = facts.render()
+    if not text:
+        return text
+    lines = ["Case facts:"]
+    for f, line in zip(facts, text.split("\n")[1:], strict=True):
+        value = " ".join(f.value.split())
+        if f.source is None and f.at is not None:
+            line = line.removesuffix(f" ({f.at})") + f" (, {f.at})"
+        elif f.source is None and f.at is None and value.endswith(")") and " (" in value:
+            line += " ()"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def is_pinned(block: ContentBlock) -> bool:
