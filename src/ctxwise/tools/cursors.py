@@ -122,9 +122,9 @@ class ResultStore:
     processes that share the store). ``previous_keys`` are keys it replaced: a cursor
     one of them signed is still accepted (the page it opens carries a cursor signed
     with ``key``), so rotating the key does not break the cursors a model holds; drop
-    a previous key once its cursors have expired (``ttl``). ``clock`` gives the current time in seconds
-    (``time.time`` in production, a fake in tests); a cursor expires ``ttl`` after it
-    was issued. ``store`` and ``namespace`` say where results live.
+    a previous key once its cursors have expired (``ttl``). ``clock`` gives the current
+    time in seconds (``time.time`` in production, a fake in tests); a cursor expires
+    ``ttl`` after it was issued. ``store`` and ``namespace`` say where results live.
     """
 
     def __init__(
@@ -140,9 +140,8 @@ class ResultStore:
     ) -> None:
         if not isinstance(key, bytes) or len(key) < _MIN_KEY_BYTES:
             raise UsageError(f"key must be at least {_MIN_KEY_BYTES} bytes")
-        if isinstance(previous_keys, bytes | str) or not all(
-            isinstance(k, bytes) and len(k) >= _MIN_KEY_BYTES for k in previous_keys
-        ):
+        # a bare key (bytes) or a str iterates as ints or characters: refused here too
+        if not all(isinstance(k, bytes) and len(k) >= _MIN_KEY_BYTES for k in previous_keys):
             raise UsageError(f"previous_keys are keys of at least {_MIN_KEY_BYTES} bytes each")
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
             raise UsageError(f"ttl must be a positive number, got {ttl!r}")
