@@ -798,3 +798,29 @@ def test_a_link_swapped_in_after_the_check_does_not_lead_out(
     assert "TOPSECRET" not in result.text
     assert "only-outside" not in result.text
     assert _snapshot(outside) == before
+
+
+def test_a_write_that_fails_leaves_the_file_and_no_temporary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import ctxwise.memory_tool as memory_tool
+
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root))
+    ok(tool, command="create", path="/memories/a.md", file_text="original\n")
+
+    def full(fd: int, data: bytes) -> None:
+        os.write(fd, data[:3])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(memory_tool, "_write_all", full)
+    for command in (
+        {"command": "str_replace", "path": "/memories/a.md", "old_str": "original", "new_str": "x"},
+        {"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "x"},
+        {"command": "create", "path": "/memories/b.md", "file_text": "new"},
+    ):
+        assert "No space left on device" in err(tool, **command)
+    assert (root / "a.md").read_text() == "original\n"
+    assert os.listdir(root) == ["a.md"]
