@@ -349,6 +349,126 @@ def test_common_counts_are_reused_until_the_namespace_drifts(
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
 
 
+def _bounded_candidates(
+    rows: list[set[str]], kept_rows: set[int], terms: list[str], k: int, cap: int
+) -> set[int]:
+    """The module docstring's candidate rule in Python: the seqs (row numbers) it
+    ranks, given each row's terms and the rows the filters keep (document
+    frequencies count every row)."""
+    df = {t: sum(t in row for row in rows) for t in terms}
+    present = sorted((t for t in terms if df[t]), key=lambda t: (df[t], t))
+    kept = [t for t in present if df[t] < postgres_module.STOP_SHARE * len(rows)] or present[:1]
+    rare: list[str] = []
+    for t in kept:
+        if sum(df[r] for r in rare) + df[t] > cap:
+            break
+        rare.append(t)
+    common = set(kept[len(rare) :])
+    newest = [s for s in range(len(rows) - 1, -1, -1) if s in kept_rows]
+    found = {s for s in newest if rows[s] & set(rare)}
+    if common:
+        found |= set([s for s in newest if common <= rows[s]][:cap])
+        if len(found) < k:
+            found |= set([s for s in newest if rows[s] & common][:cap])
+    return found
+
+
+def _rule_text(i: int) -> str:
+    if i % 10 == 0:  # both common terms, in long rows
+        text = f"refund parcel filler filler filler filler filler case{i}"
+    elif i % 10 in (1, 2, 3):
+        text = f"refund refund case{i}"
+    elif i % 10 in (4, 5):  # short rows that outscore the long ones
+        text = f"parcel parcel parcel case{i}"
+    else:
+        text = f"router late case{i}"
+    return text + (" rare7" if i % 50 == 7 else "")
+
+
+@pytest.mark.parametrize(
+    ("query", "k", "filters"),
+    [
+        ("refund parcel", 5, None),  # enough rows hold both: no fallback
+        ("refund parcel", 40, None),  # too few: the newest holding either
+        ("refund parcel", 12, {"odd": False}),
+        ("refund parcel", 5, {"odd": True}),  # no row holds both: the fallback
+        ("parcel rare7", 5, None),  # a rare term's rows, then the common one's
+        ("parcel rare7 router", 30, {"odd": True}),
+        ("late", 3, None),
+    ],
+)
+def test_bounded_lexical_search_ranks_the_candidates_of_the_rule(
+    store: PostgresStore,
+    monkeypatch: pytest.MonkeyPatch,
+    query: str,
+    k: int,
+    filters: dict[str, object] | None,
+) -> None:
+    """One statement selects and ranks the candidates: the result is the exact BM25
+    top k of the rows the documented rule selects, and of no other row."""
+    texts = [_rule_text(i) for i in range(300)]
+    ref = InMemoryStore()
+    for s in (store, ref):
+        s.put_many(("r",), [NewItem(t, {"odd": i % 2 == 1}) for i, t in enumerate(texts)])
+    cap = 25
+    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
+    rows = [set(store.analyzer.words(t)) for t in texts]
+    kept_rows = {i for i in range(len(texts)) if filters is None or filters["odd"] == (i % 2 == 1)}
+    terms = sorted(set(store.analyzer.words(query)))
+    allowed = _bounded_candidates(rows, kept_rows, terms, k, cap)
+    exact = ref.lexical_search(("r",), query, len(texts), filters)
+    want = sorted(((i.seq, s) for i, s in exact if i.seq in allowed), key=lambda p: (-p[1], p[0]))
+    got = [(i.seq, s) for i, s in store.lexical_search(("r",), query, k, filters)]
+    assert [seq for seq, _ in got] == [seq for seq, _ in want[:k]]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want[:k]], rel=1e-12)
+
+
+def test_bounded_scores_are_the_same_on_every_call(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each score sums its terms in one order (the lexemes'), whatever plan the server
+    picks: psycopg prepares a statement run five times, and PostgreSQL may then
+    switch to a generic plan that joins in another order."""
+    texts = [f"mia returned the router {'late ' * (i % 3)}case {i}" for i in range(120)]
+    for filters in (None, {"even": True}):
+        ns = ("same", str(filters is None))
+        store.put_many(ns, [NewItem(t, {"even": i % 2 == 0}) for i, t in enumerate(texts)])
+        for cap in (1000, 10):
+            monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
+            runs = [store.lexical_search(ns, "mia late router", 20, filters) for _ in range(12)]
+            assert all(run == runs[0] for run in runs)
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+@pytest.mark.parametrize("name", ["_LEXICAL", "_LEXICAL_BOUNDED", "_VECTOR"])
+def test_a_failed_search_leaves_the_store_usable(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch, name: str, pipelined: bool
+) -> None:
+    """Searches pipeline their statements (where libpq can; one by one where it
+    cannot, with the same results): one that fails is a StoreError, and the
+    connection is left out of the pipeline and the transaction for the next call."""
+    if pipelined and not psycopg.Pipeline.is_supported():
+        pytest.skip("this libpq has no pipeline mode")
+    store._pipelined = pipelined
+    store.put_many(("f",), [NewItem(f"late parcel {i}", vector=unit(1, i)) for i in range(30)])
+    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 10)
+
+    def search() -> list[str]:
+        if name == "_VECTOR":
+            return [i.text for i, _ in store.vector_search(("f",), unit(1, 3), 2)]
+        if name == "_LEXICAL":
+            monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 1000)
+        return [i.text for i, _ in store.lexical_search(("f",), "late parcel 3", 2)]
+
+    want = search()
+    with monkeypatch.context() as mp:
+        mp.setattr(postgres_module, name, "SELECT 1 / (%(k)s - %(k)s)")
+        with pytest.raises(StoreError, match="division by zero"):
+            search()
+    assert search() == want
+    assert store.count(("f",)) == 30
+
+
 def test_lexical_queries_are_text_not_tsquery_syntax(store: PostgresStore) -> None:
     store.put(("a",), NewItem("O'Neil wrote a\\b and c:* here"))
     for query in ["O'Neil", "a\\b", "c:* & !x | (y", "'", "\\", "&|!():*<->"]:
@@ -573,6 +693,24 @@ def test_bulk_load_drops_the_vector_index_and_builds_it_at_the_end(
     assert _has_vector_index(dsn, schema)
     (best, _), *_ = store.vector_search(("ns",), unit(1.0, 7), 3)
     assert best.text == "item 7"
+
+
+def test_bulk_load_vacuums_the_items_at_the_end(
+    open_store: Callable[..., PostgresStore], dsn: str, schema: str
+) -> None:
+    """Until a VACUUM records the GIN index's size (and merges its pending list),
+    PostgreSQL prices it as never vacuumed and may scan every row for a lexical
+    candidate set: a bulk load ends with VACUUM (ANALYZE)."""
+    store = open_store()
+    with store.bulk_load():
+        store.put_many(("ns",), [NewItem(f"item {i}", vector=unit(1.0, i)) for i in range(50)])
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT last_vacuum, last_analyze FROM pg_stat_user_tables"
+            " WHERE schemaname = %s AND relname = 'items'",
+            [schema],
+        ).fetchone()
+    assert row is not None and row[0] is not None and row[1] is not None
 
 
 def test_bulk_load_builds_the_index_after_an_error_too(

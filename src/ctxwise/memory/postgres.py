@@ -62,7 +62,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from ctxwise.errors import MissingDependencyError, UsageError
@@ -246,15 +246,19 @@ WITH terms AS MATERIALIZED (
     WHERE d.df > 0
 ), tf AS MATERIALIZED (
     SELECT i.seq, i.ntok, x.lexeme AS lex,
-           (SELECT sum(p) FROM unnest(x.positions) AS p)::float8 AS tf
-    FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
+           CASE WHEN cardinality(x.positions) = 1 THEN x.positions[1]
+                ELSE (SELECT sum(p) FROM unnest(x.positions) AS p) END::float8 AS tf
+    FROM {schema}.items i
+    CROSS JOIN LATERAL unnest(
+        ts_filter(setweight(i.tsv, 'A', ARRAY(SELECT idf.lex FROM idf)), '{{a}}')
+    ) AS x
     WHERE i.ns = %(ns)s
-      AND i.tsv @@ (SELECT string_agg(terms.quoted, ' | ')::tsquery FROM terms)
-      AND x.lexeme = ANY(ARRAY(SELECT idf.lex FROM idf)) {filters}
+      AND i.tsv @@ (SELECT string_agg(terms.quoted, ' | ')::tsquery FROM terms) {filters}
 ), hits AS (
     SELECT tf.seq,
            sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
-               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / st.avgdl))) AS score
+               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / st.avgdl))
+               ORDER BY tf.lex COLLATE "C") AS score
     FROM tf JOIN idf ON idf.lex = tf.lex CROSS JOIN st
     GROUP BY tf.seq
     ORDER BY score DESC, tf.seq
@@ -265,24 +269,27 @@ FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
 ORDER BY hits.score DESC, hits.seq
 """
 
-# ORDER BY the bare distance so that the HNSW index can serve it; ties and the
-# relaxed order of an iterative index scan are settled in Python (score, then seq)
-# Exact BM25 (as _LEXICAL) of the candidate rows %(cands)s, with the document
-# frequencies %(dfs)s of the query's lexemes %(lexes)s counted beforehand.
-_LEXICAL_SCORE = """
+# Exact BM25 (as _LEXICAL) of the candidate rows, selected and scored in one
+# statement: {candidates} is one or more CTEs (_CANDIDATES) and {cands} their
+# union, each row read once (its seq, ntok and tsv). %(lexes)s are the query's
+# lexemes found in the namespace and %(dfs)s their document frequencies, counted
+# beforehand. setweight + ts_filter keep only the query's lexemes of a row (in C),
+# so unnest expands those alone; a lexeme's frequency is the sum of its positions.
+_LEXICAL_BOUNDED = """
 WITH idf AS MATERIALIZED (
     SELECT t.lex, greatest(ln((%(n)s - t.df + 0.5) / (t.df + 0.5)), 0) AS w
     FROM unnest(%(lexes)s::text[], %(dfs)s::float8[]) AS t(lex, df)
-), tf AS MATERIALIZED (
-    SELECT i.seq, i.ntok, x.lexeme AS lex,
-           (SELECT sum(p) FROM unnest(x.positions) AS p)::float8 AS tf
-    FROM {schema}.items i CROSS JOIN LATERAL unnest(i.tsv) AS x
-    WHERE i.ns = %(ns)s AND i.seq = ANY(%(cands)s::bigint[])
-      AND x.lexeme = ANY(%(lexes)s::text[]) {filters}
+), {candidates}, tf AS MATERIALIZED (
+    SELECT c.seq, c.ntok, x.lexeme AS lex,
+           CASE WHEN cardinality(x.positions) = 1 THEN x.positions[1]
+                ELSE (SELECT sum(p) FROM unnest(x.positions) AS p) END::float8 AS tf
+    FROM ({cands}) AS c
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', %(lexes)s::text[]), '{{a}}')) AS x
 ), hits AS (
     SELECT tf.seq,
            sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
-               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / %(avgdl)s))) AS score
+               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / %(avgdl)s))
+               ORDER BY tf.lex COLLATE "C") AS score
     FROM tf JOIN idf ON idf.lex = tf.lex
     GROUP BY tf.seq
     ORDER BY score DESC, tf.seq
@@ -292,6 +299,14 @@ SELECT {columns}, hits.score
 FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
 ORDER BY hits.score DESC, hits.seq
 """
+
+# One candidate CTE: the rows matching the tsquery %(<name>)s (the newest
+# %(cap)s of them when {order} is set); {gate} holds back a fallback.
+_CANDIDATES = """{name} AS MATERIALIZED (
+    SELECT i.seq, i.ntok, i.tsv FROM {schema}.items i
+    WHERE {gate}i.ns = %(ns)s AND i.tsv @@ {tsquery}::tsquery{filters}{order}
+)"""
+
 LEXICAL_CAP = 1000
 """Namespaces above this many items rank a bounded candidate set (module docstring):
 at most about twice this many candidates are scored, which bounds a query's cost."""
@@ -305,6 +320,8 @@ takes a write between queries counts every lexeme again on every query, and a
 common lexeme is slow to count in a large namespace."""
 _DF_CACHE = 10_000
 
+# ORDER BY the bare distance so that the HNSW index can serve it; ties and the
+# relaxed order of an iterative index scan are settled in Python (score, then seq)
 _VECTOR = """
 SELECT {columns},
        1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score
@@ -320,7 +337,7 @@ _BM25_SQL = {
 }
 for _name, _value in _BM25_SQL.items():
     _LEXICAL = _LEXICAL.replace(_name, _value)
-    _LEXICAL_SCORE = _LEXICAL_SCORE.replace(_name, _value)
+    _LEXICAL_BOUNDED = _LEXICAL_BOUNDED.replace(_name, _value)
 
 HNSW_EF_SEARCH = 200
 """Candidates an HNSW search keeps (at least ``k``); pgvector's default is 40."""
@@ -424,6 +441,8 @@ class PostgresStore(Store):
         self.schema = schema
         self._lock = threading.RLock()
         self._iterative = False  # pgvector >= 0.8 (set on connect)
+        # libpq >= 14 sends a search's statements together (pipeline mode)
+        self._pipelined = psycopg.Pipeline.is_supported()
         # (namespace, lexeme) -> ((next_seq, n_items) when counted, document frequency)
         self._df: dict[tuple[str, str], tuple[int, int, int]] = {}  # (seq, items, df)
         try:
@@ -458,6 +477,12 @@ class PostgresStore(Store):
                 raise UsageError(f"PostgreSQL cannot store this: {_one_line(e)}") from e
             except psycopg.Error as e:
                 raise StoreError(f"PostgreSQL: {_one_line(e)}") from e
+
+    def _batch(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        """A pipeline where libpq has them: the statements inside are sent together
+        and their results read at the end (or when one is fetched), saving a round
+        trip each; without one they run one by one, with the same results."""
+        return conn.pipeline() if self._pipelined else nullcontext()
 
     def _sql(self, template: str, **parts: sql.Composable) -> sql.Composed:
         return sql.SQL(template).format(schema=sql.Identifier(self.schema), **parts)
@@ -683,9 +708,9 @@ class PostgresStore(Store):
         pgvector maintains an HNSW index row by row far more slowly than it builds
         one (``benchmarks/bench_memory.py`` measures both). Inside the block, vector
         searches in this schema scan exactly: slower, never wrong. The index is
-        built and the table analyzed when the block ends, after an error too; if the
-        process dies inside the block, the next :class:`PostgresStore` opened on the
-        schema builds the index. One
+        built and the table vacuumed and analyzed when the block ends, after an
+        error too; if the process dies inside the block, the next
+        :class:`PostgresStore` opened on the schema builds the index. One
         bulk load per schema at a time (an advisory lock); ``maintenance_work_mem``
         applies to the index build only. Give it enough for the whole graph:
         pgvector builds in memory until the graph outgrows it, then much more
@@ -720,8 +745,11 @@ class PostgresStore(Store):
                         )
                         conn.execute(self._vector_index_sql())
                     # fresh planner statistics: without them the planner guesses
-                    # row counts from before the load, and recall is far slower
-                    conn.execute(self._sql("ANALYZE {schema}.items"))
+                    # row counts from before the load, and recall is far slower;
+                    # VACUUM too, which merges the GIN index's pending list and
+                    # records its size: until then the planner prices the index as
+                    # never vacuumed and scans every row for a lexical candidate set
+                    conn.execute(self._sql("VACUUM (ANALYZE) {schema}.items"))
                 finally:
                     conn.execute(
                         "SELECT pg_advisory_unlock(hashtextextended(%s, 0))", [self._bulk_key()]
@@ -953,27 +981,31 @@ class PostgresStore(Store):
         lexes = sorted(set(self.analyzer.words(query)))
         if not lexes:
             return []
-        with self._db() as conn, conn.transaction():
-            stats = conn.execute(
-                self._sql(
-                    "SELECT next_seq, n_items, n_tokens FROM {schema}.counters WHERE ns = %s"
-                ),
-                [key],
-            ).fetchone()
-            if stats is not None and stats[1] > LEXICAL_CAP:
-                rows = self._lexical_bounded(conn, key, lexes, k, where, params, stats)
-            else:
-                statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
-                rows = conn.execute(
-                    statement,
-                    {
-                        "lexes": lexes,
-                        "quoted": [_quote(x) for x in lexes],
-                        "ns": key,
-                        "k": k,
-                        **params,
-                    },
-                ).fetchall()
+        # a pipeline: BEGIN goes with the statistics and the ranking statement with
+        # COMMIT, two round trips in all (more only to count a lexeme)
+        with self._db() as conn:
+            with self._batch(conn), conn.transaction():
+                stats = conn.execute(
+                    self._sql(
+                        "SELECT next_seq, n_items, n_tokens FROM {schema}.counters WHERE ns = %s"
+                    ),
+                    [key],
+                ).fetchone()
+                if stats is not None and stats[1] > LEXICAL_CAP:
+                    cur = self._lexical_bounded(conn, key, lexes, k, where, params, stats)
+                else:
+                    statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
+                    cur = conn.execute(
+                        statement,
+                        {
+                            "lexes": lexes,
+                            "quoted": [_quote(x) for x in lexes],
+                            "ns": key,
+                            "k": k,
+                            **params,
+                        },
+                    )
+            rows = [] if cur is None else cur.fetchall()
         return [(self._item(ns, row), float(row[6])) for row in rows]
 
     def _lexical_bounded(
@@ -985,24 +1017,13 @@ class PostgresStore(Store):
         where: sql.Composable,
         params: dict[str, Any],
         stats: Sequence[Any],
-    ) -> list[Any]:
+    ) -> psycopg.Cursor[Any] | None:
         """Exact BM25 over a bounded set of candidate rows (a namespace of more than
-        ``LEXICAL_CAP`` items; see the module docstring)."""
+        ``LEXICAL_CAP`` items; see the module docstring): the cursor of the ranking
+        statement, None when no row can match."""
         next_seq, n_items, n_tokens = (int(x) for x in stats)
         quoted = {lex: _quote(lex) for lex in lexes}
         base = {"ns": key, **params}
-
-        def seqs(tsquery: str, limit: int | None, newest: bool) -> list[int]:
-            order = sql.SQL(" ORDER BY i.seq DESC" if newest else "")
-            cap = sql.SQL("") if limit is None else sql.SQL(" LIMIT {}").format(limit)
-            statement = self._sql(
-                "SELECT i.seq FROM {schema}.items i"
-                " WHERE i.ns = %(ns)s AND i.tsv @@ %(tsq)s::tsquery{filters}{order}{cap}",
-                filters=where,
-                order=order,
-                cap=cap,
-            )
-            return [r[0] for r in conn.execute(statement, {**base, "tsq": tsquery})]
 
         df: dict[str, int] = {}
         for lex in lexes:
@@ -1036,7 +1057,7 @@ class PostgresStore(Store):
             self._df[(key, lex)] = (next_seq, n_items, df[lex])
         present = sorted((lex for lex in lexes if df[lex]), key=lambda x: (df[x], x))
         if not present:
-            return []
+            return None
         kept = [x for x in present if df[x] < STOP_SHARE * n_items] or present[:1]
         rare: list[str] = []
         used = 0
@@ -1046,28 +1067,64 @@ class PostgresStore(Store):
             rare.append(lex)
             used += df[lex]
         common = kept[len(rare) :]
-        candidates: set[int] = set()
+        # the candidate sets, as CTEs of one statement: the rows holding a rare
+        # lexeme, the newest holding every common one and, only when those are
+        # fewer than k, the newest holding any common one (held back by a gate)
+        ctes: list[sql.Composable] = []
+        names: list[str] = []
+        tsqueries: dict[str, str] = {}
+
+        def cte(name: str, tsquery: str, newest: bool, gate: sql.Composable) -> None:
+            tsqueries[name] = tsquery
+            ctes.append(
+                self._sql(
+                    _CANDIDATES,
+                    name=sql.Identifier(name),
+                    gate=gate,
+                    tsquery=sql.Placeholder(name),
+                    filters=where,
+                    order=sql.SQL(" ORDER BY i.seq DESC LIMIT %(cap)s" if newest else ""),
+                )
+            )
+            names.append(name)
+
         if rare:
-            candidates.update(seqs(" | ".join(quoted[x] for x in rare), None, False))
+            cte("rare", " | ".join(quoted[x] for x in rare), False, sql.SQL(""))
         if common:
-            candidates.update(seqs(" & ".join(quoted[x] for x in common), LEXICAL_CAP, True))
-            if len(candidates) < k:
-                candidates.update(seqs(" | ".join(quoted[x] for x in common), LEXICAL_CAP, True))
-        if not candidates:
-            return []
-        statement = self._sql(_LEXICAL_SCORE, columns=sql.SQL(_COLUMNS), filters=where)
+            cte("every_common", " & ".join(quoted[x] for x in common), True, sql.SQL(""))
+            found = sql.SQL(" UNION ").join(
+                sql.SQL("SELECT seq FROM {}").format(sql.Identifier(n)) for n in names
+            )
+            gate = sql.SQL("(SELECT count(*) FROM ({}) AS u) < %(k)s AND ").format(found)
+            cte("any_common", " | ".join(quoted[x] for x in common), True, gate)
+        union: list[sql.Composable] = []
+        for i, name in enumerate(names):  # each row once: not in an earlier set
+            branch = sql.SQL("SELECT seq, ntok, tsv FROM {}").format(sql.Identifier(name))
+            if i:
+                branch += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(
+                    sql.SQL("seq NOT IN (SELECT seq FROM {})").format(sql.Identifier(n))
+                    for n in names[:i]
+                )
+            union.append(branch)
+        statement = self._sql(
+            _LEXICAL_BOUNDED,
+            columns=sql.SQL(_COLUMNS),
+            candidates=sql.SQL(", ").join(ctes),
+            cands=sql.SQL(" UNION ALL ").join(union),
+        )
         return conn.execute(
             statement,
             {
                 **base,
+                **tsqueries,
                 "k": k,
+                "cap": LEXICAL_CAP,
                 "n": float(n_items),
                 "avgdl": max(n_tokens / n_items, 1e-9),
                 "lexes": present,
                 "dfs": [float(df[x]) for x in present],
-                "cands": sorted(candidates),
             },
-        ).fetchall()
+        )
 
     def vector_search(
         self,
@@ -1083,14 +1140,14 @@ class PostgresStore(Store):
         statement = self._sql(
             _VECTOR, columns=sql.SQL(_COLUMNS), ext=sql.Identifier(self._ext), filters=where
         )
-        with self._db() as conn, conn.transaction():
-            conn.execute(
-                "SELECT set_config('hnsw.ef_search', %s, true)",
-                [str(min(max(HNSW_EF_SEARCH, k), _MAX_EF_SEARCH))],
-            )
-            if self._iterative:  # pgvector >= 0.8: filtered searches still find k rows
-                conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-            rows = conn.execute(statement, {"q": q, "ns": _ns_key(ns), "k": k, **params}).fetchall()
+        settings = "SELECT set_config('hnsw.ef_search', %s, true)"
+        if self._iterative:  # pgvector >= 0.8: filtered searches still find k rows
+            settings += ", set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        with self._db() as conn:
+            with self._batch(conn), conn.transaction():  # one round trip
+                conn.execute(settings, [str(min(max(HNSW_EF_SEARCH, k), _MAX_EF_SEARCH))])
+                cur = conn.execute(statement, {"q": q, "ns": _ns_key(ns), "k": k, **params})
+            rows = cur.fetchall()
         found = [(self._item(ns, row), float(row[6])) for row in rows]
         found.sort(key=lambda p: (-p[1], p[0].seq))
         return found
