@@ -501,3 +501,21 @@ def test_a_boolean_is_not_a_number(data: dict[str, Any], path: str) -> None:
     assert "not a boolean" in _problems(data)[path]
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(data, report_json_schema())
+
+
+def test_a_bad_conflict_value_is_one_problem_not_also_a_count() -> None:
+    values = [
+        {"value": 1, "source": {"url": "https://a.example"}, "published": "last year"},
+        {"value": 2, "source": {"url": "https://b.example"}},
+    ]
+    problems = _problems(_report(conflicts=[{"metric": "m", "values": values}]))
+    assert list(problems) == ["conflicts[0].values[0].published"]
+    # one value, and a bad one: both problems at once
+    problems = _problems(_report(conflicts=[{"metric": "m", "values": values[:1]}]))
+    assert set(problems) == {"conflicts[0].values[0].published", "conflicts[0].values"}
+    assert (
+        "at least 2"
+        in _problems(_report(conflicts=[{"metric": "m", "values": values[1:]}]))[
+            "conflicts[0].values"
+        ]
+    )

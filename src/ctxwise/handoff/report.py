@@ -613,8 +613,18 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
     a union's members at one path become one (``should be an integer or a string``)."""
     out: dict[str, str] = {}
     unions: dict[str, list[str]] = {}
-    for err in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False)
+    # a list whose bad items pydantic left out of its count ("at least 2 items after
+    # validation, not 1" for two values, one of them wrong): the items' errors say it
+    failed_items = {
+        tuple(e["loc"][:i]) for e in errors for i, p in enumerate(e["loc"]) if isinstance(p, int)
+    }
+    for err in errors:
         loc = tuple(err["loc"])
+        if err["type"] == "too_short" and loc in failed_items:
+            given = err.get("input")
+            if isinstance(given, list | tuple) and len(given) >= err["ctx"]["min_length"]:
+                continue
         member = loc[-1] if loc and loc[-1] in _MEMBERS else None
         if member is not None:
             loc = loc[:-1]
