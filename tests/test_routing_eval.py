@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -420,3 +421,26 @@ def test_hybrid_minilm_scorer(clinc_slice: dict[str, Path], tmp_path: Path) -> N
     assert [d.label for d in again.route_many([t for t, _ in test[:40]])] == [
         d.label for d in decisions[:40]
     ]
+
+
+TINY = [
+    ("refund my payment", "billing"),
+    ("send me the invoice", "billing"),
+    ("cancel my subscription", "cancel"),
+    ("close my account", "cancel"),
+    ("what is the weather", "oos"),
+]
+
+
+@pytest.mark.parametrize(
+    "scorer",
+    [
+        LexicalScorer,
+        lambda: EmbeddingScorer("hashing"),
+        lambda: EmbeddingScorer("hashing", "linear"),
+    ],
+)
+def test_routing_no_queries_gives_no_decisions(scorer: Any) -> None:
+    router = IntentRouter.from_labeled(TINY, scorer())
+    assert router.route_many([]) == []
+    assert router.scorer.scores([]).shape == (0, 2)

@@ -367,7 +367,7 @@ class LexicalScorer:
         )
         decisions = np.array(
             [self._decision(q, e) for q, e in zip(queries, embeddings, strict=True)]
-        ).reshape(len(queries), -1)
+        ).reshape(len(queries), len(self._labels))
         result: Matrix = 1.0 / (1.0 + np.exp(-decisions))
         return result
 
