@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -260,3 +261,34 @@ def test_synthesis_never_loses_a_claim_source_pair(reports: list[SubagentReport]
         assert finding.claim in text
         for sid in finding.source_ids:
             assert sid in text
+
+
+def test_synthesis_is_independent_of_report_order_when_reports_repeat_a_figure() -> None:
+    # the same value from the same source in two subtasks is one contested row, and
+    # two gaps on one topic of one subtask differ only in detail: both were kept in
+    # the order the reports came in
+    reports = [
+        {
+            "subtask": "alpha",
+            "findings": [_growth(5, A, "2024", "census")],
+            "gaps": [{"topic": "pricing", "status": "timeout", "detail": "after 30 s"}],
+        },
+        {
+            "subtask": "beta",
+            "findings": [
+                {**_growth(5, A, "2024", "census"), "claim": "Growth reached 5%"},
+                _growth(7, B, "2024", "survey"),
+            ],
+        },
+        {
+            "subtask": "alpha",
+            "gaps": [{"topic": "Pricing", "status": "timeout", "detail": "after 90 s"}],
+        },
+    ]
+    first = synthesize(reports)
+    for order in itertools.permutations(reports):
+        assert synthesize(order) == first
+        assert synthesize(order).render_markdown() == first.render_markdown()
+    (contested,) = first.contested
+    assert [(v.value, v.subtask) for v in contested.values] == [(5.0, "alpha"), (7.0, "beta")]
+    assert [r.detail for r in first.gaps[0].reports] == ["after 30 s", "after 90 s"]

@@ -316,8 +316,9 @@ def _contested(reports: list[SubagentReport]) -> tuple[Contested, ...]:
         if len(distinct) < 2 and key not in reported:
             continue
         # one entry per value, source and date: the same figure repeated is one row
+        # (the first by subtask and claim, so the order of the reports does not matter)
         unique: dict[tuple[Any, ...], ContestedValue] = {}
-        for entry in found:
+        for entry in sorted(found, key=lambda v: (v.subtask, v.claim or "")):
             unique.setdefault(
                 (entry.value, entry.unit, entry.source_id, entry.published, entry.method), entry
             )
@@ -397,7 +398,10 @@ def _gaps(reports: list[SubagentReport]) -> tuple[CoverageGap, ...]:
                 if subtask_match or metric_match or words_match:
                     covered.add(f.source.id)
         entries = tuple(
-            sorted((e for _, e in group), key=lambda e: (e.status, e.subtask, e.source_id or ""))
+            sorted(
+                (e for _, e in group),
+                key=lambda e: (e.status, e.subtask, e.source_id or "", e.detail),
+            )
         )
         out.append(CoverageGap(min(t for t, _ in group), entries, tuple(sorted(covered))))
     out.sort(key=lambda g: claim_key(g.topic))
