@@ -21,6 +21,7 @@ from ctxwise.handoff import (
     identifiers,
     select_context,
 )
+from ctxwise.handoff.evaluation import evaluate_handoff
 from ctxwise.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from ctxwise.tokens import CharCounter
 from tests.conftest import claude_code_files
@@ -301,3 +302,16 @@ def test_a_file_history_leaves_out_what_a_later_write_of_the_file_replaced() -> 
     )
     history = {s.chunk.tool_use_id for s in handoff.selected if s.defines == "src/app.py"}
     assert history == {"t3", "t5", "t6"}  # t1, t2 and the failed t4 came before t5
+
+
+# -- QA: edge cases ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("budget", [2.5e4, "20000", None])
+def test_a_budget_that_is_not_an_integer_is_named_as_given(budget: object) -> None:
+    # the message said "invalid budget 0" for a budget of 25000.0
+    with pytest.raises(BudgetError, match=f"invalid budget {budget}: .*integer") as info:
+        select_context(_session(), "task", budget)  # type: ignore[arg-type]
+    assert info.value.budget == budget
+    with pytest.raises(BudgetError, match=f"invalid budget {budget}: "):
+        evaluate_handoff({"conversations": []}, budget)  # type: ignore[arg-type]

@@ -70,7 +70,7 @@ def evaluate_handoff(
         BudgetError: ``budget`` is not a positive integer.
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise BudgetError(budget if isinstance(budget, int) else 0, "a handoff budget is >= 1")
+        raise BudgetError(budget, "a handoff budget is an integer >= 1")
     conversations = data.get("conversations") if isinstance(data, Mapping) else None
     if not isinstance(conversations, list):
         raise FormatError("handoff data", "expected {'conversations': [...]}")

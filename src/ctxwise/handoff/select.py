@@ -267,7 +267,7 @@ def select_context(
     if not isinstance(task, str) or not task.strip():
         raise UsageError("the task is empty: say what the subagent must do")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise BudgetError(budget if isinstance(budget, int) else 0, "a handoff budget is >= 1")
+        raise BudgetError(budget, "a handoff budget is an integer >= 1")
     share = DEFAULT_RECENT_SHARE if recent_share is None else recent_share
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
         raise UsageError(f"recent_share is a fraction of the budget in [0, 1], not {share!r}")
