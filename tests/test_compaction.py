@@ -903,6 +903,17 @@ def test_not_a_transcript() -> None:
         compact([user("x")], keep_tail_turns=1)  # type: ignore[arg-type]
 
 
+def test_a_malformed_message_is_a_usage_error_naming_it() -> None:
+    """A tool input that is not JSON data raised a bare TypeError from the count."""
+    import datetime
+
+    t = support()
+    bad = call(1, order_id=datetime.date(2026, 1, 2))  # type: ignore[arg-type]
+    t = replace(t, messages=(*t.messages[:2], bad, *t.messages[3:]))
+    with pytest.raises(UsageError, match=r"message 2: content\[0\] is a ToolUseBlock whose input"):
+        compact(t, budget=100)
+
+
 # --------------------------------------------------------------------------- instructions
 
 

@@ -357,6 +357,30 @@ def test_bad_thinking_parameters() -> None:
         clear_tool_uses("not a transcript", trigger_tokens=0)  # type: ignore[arg-type]
 
 
+def test_a_malformed_message_is_a_usage_error_naming_it() -> None:
+    """A tool input that is not JSON data (a date) raised a bare TypeError from the
+    token count; the Engine refuses such a message, and so do the edits now."""
+    import datetime
+
+    bad = Message(
+        "assistant", (ToolUseBlock("toolu_0", "Read", {"when": datetime.date(2026, 1, 2)}),)
+    )
+    t = session(3)
+    t = replace(t, messages=(*t.messages[:1], bad, *t.messages[2:]))
+    for edit in (
+        lambda: clear_tool_uses(t, trigger_tokens=0, keep_last=0),
+        lambda: clear_thinking(t),
+    ):
+        with pytest.raises(
+            UsageError, match=r"message 1: content\[0\] is a ToolUseBlock whose input"
+        ):
+            edit()
+    good = session(3)
+    odd = replace(good, messages=(*good.messages, {"role": "user", "content": "hi"}))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="not a ctxwise Message"):
+        clear_tool_uses(odd, trigger_tokens=0)
+
+
 # --------------------------------------------------------------------------- pairing
 
 

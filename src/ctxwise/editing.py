@@ -32,7 +32,9 @@ counted again, so both functions are idempotent.
 
 Both refuse a transcript with tool pairing problems (orphan results, unanswered
 calls, reused ids: :class:`PairingError` lists them), since an edit must never
-emit an invalid transcript. With ``repair=True`` they first run
+emit an invalid transcript, and one holding a message that is not well formed (a
+tool input that is not JSON data, an empty id: a
+:class:`~ctxwise.errors.UsageError` naming the message). With ``repair=True`` they first run
 :func:`repair_pairing`: orphan and second results are dropped, unanswered calls
 get an error result saying no result was recorded, and a reused tool_use id is
 renamed ``<id>_2`` (``_3``, …) together with the result that answers it.
@@ -62,7 +64,13 @@ from ctxwise.messages import (
     ToolUseBlock,
     Transcript,
 )
-from ctxwise.pairing import MISSING_RESULT_TEXT, PairingError, placement_for, repair_pairing
+from ctxwise.pairing import (
+    MISSING_RESULT_TEXT,
+    PairingError,
+    placement_for,
+    refuse_malformed,
+    repair_pairing,
+)
 from ctxwise.tokens import CharCounter, TokenCounter
 
 __all__ = [
@@ -217,6 +225,7 @@ def _checked(
 ) -> tuple[Transcript, tuple[PairingProblem, ...]]:
     if not isinstance(transcript, Transcript):
         raise EditParameterError("transcript", type(transcript).__name__, "must be a Transcript")
+    refuse_malformed(transcript)
     rule = _placement_for(transcript, placement)
     if repair:
         return repair_pairing(transcript, placement=rule)

@@ -36,6 +36,7 @@ from ctxwise.messages import (
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
+    message_problem,
 )
 
 __all__ = [
@@ -68,6 +69,20 @@ def placement_for(transcript: Transcript, placement: Placement | None = None) ->
     if transcript.format in ("anthropic", "claude-code"):
         return "anthropic"
     return "loose"
+
+
+def refuse_malformed(transcript: Transcript) -> None:
+    """Raise :class:`~ctxwise.errors.UsageError` naming the first message that is
+    not a well-formed ctxwise :class:`Message` (:func:`~ctxwise.messages.message_problem`:
+    a tool input that is not JSON data, an empty id, …), before an edit counts it."""
+    for i, m in enumerate(transcript.messages):
+        problem = (
+            message_problem(m)
+            if isinstance(m, Message)
+            else f"a {type(m).__name__}, not a ctxwise Message"
+        )
+        if problem is not None:
+            raise UsageError(f"message {i}: {problem}")
 
 
 def problems(

@@ -44,7 +44,9 @@ the user part, its other lines go to the summarizer as ``previous``.
 store (one item per message) in one all-or-nothing ``put_many`` before the
 summarizer runs; the archive id is a hash of the transcript.
 
-**Bad input** is refused before anything is archived: an empty transcript
+**Bad input** is refused before anything is archived: a message that is not well
+formed (:func:`~ctxwise.messages.message_problem`: a tool input that is not JSON data,
+an empty id, …; a :class:`~ctxwise.errors.UsageError` naming it), an empty transcript
 (:class:`EmptyTranscriptError`), tool pairing problems
 (:class:`~ctxwise.pairing.PairingError`, or repaired with ``repair=True``), a
 budget below what must stay (:class:`CompactionBudgetError`). A summarizer that

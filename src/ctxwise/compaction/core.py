@@ -39,7 +39,7 @@ from ctxwise.messages import (
     Transcript,
     block_text,
 )
-from ctxwise.pairing import PairingError, placement_for, repair_pairing
+from ctxwise.pairing import PairingError, placement_for, refuse_malformed, repair_pairing
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns
 from ctxwise.tokens import CharCounter, TokenCounter, truncate_to_tokens
 
@@ -116,6 +116,7 @@ def compact(
     """
     if not isinstance(transcript, Transcript):
         raise UsageError(f"compact() takes a Transcript, got {type(transcript).__name__}")
+    refuse_malformed(transcript)
     cfg = (settings if settings is not None else CompactionSettings()).with_overrides(overrides)
     if budget is not None:
         positive("budget", budget)
