@@ -1031,3 +1031,84 @@ def test_the_context_items_overhead_is_within_the_budget(
     for call in model.calls:
         assert _orphans(list(call.input)) == []
         assert _sent_tokens(engine, call) <= budget
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("where", ["session", "run_config"])
+def test_a_history_read_with_a_limit_is_not_a_rewind(
+    tmp_path: Path, limit: int, where: str
+) -> None:
+    """With SessionSettings(limit=N) the SDK hands over the session's last N items (and
+    leaves out the outputs whose calls the limit cut): that input starts inside the
+    Engine's session. It was read as all new, recorded twice (a PairingError when a
+    call id came again), instead of the history it is."""
+    parallel = [
+        function_call("lookup", {"order_id": "1"}, call_id="c1"),
+        function_call("verify_address", {"order_id": "1"}, call_id="c2"),
+    ]
+    script: list[Any] = [
+        parallel,
+        [assistant_message("Order 1 shipped.")],
+        [function_call("lookup", {"order_id": "2"}, call_id="c3")],
+        [assistant_message("Order 2 shipped.")],
+        [assistant_message("You are welcome.")],
+        [function_call("issue_refund", {"order_id": "2"}, call_id="c4")],
+        [assistant_message("Refunded.")],
+    ]
+    model = ScriptedModel(script)
+    agent = Agent(name="a", model=model, tools=Recorder().tools())
+    settings = SessionSettings(limit=limit)
+    with (
+        _engine(tmp_path, **{"clearing": {"enabled": False}}) as engine,
+        CtxwiseSession(
+            "s", tmp_path / "agents.db", session_settings=settings if where == "session" else None
+        ) as session,
+    ):
+        run_config = _config(engine, "s")
+        if where == "run_config":
+            run_config.session_settings = settings
+        prompts = ["Where is order 1?", "And order 2?", "Thanks.", "Refund order 2."]
+        for prompt in prompts:
+            _run(agent, prompt, run_config=run_config, session=session)
+        assert len(model.calls) == len(script)
+        held = [m.text for m in engine.session_messages("s") if m.role == "user" and m.text]
+    assert held == prompts  # each recorded once
+    # the model got the whole conversation once: what the Engine holds, not N items
+    last = list(model.calls[-1].input)
+    assert _orphans(last) == []
+    calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
+    assert calls == outputs == ["c1", "c2", "c3", "c4"]
+    assert [i["content"] for i in last if i.get("role") == "user"] == prompts
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+def test_a_rewind_under_a_limit_is_refused(tmp_path: Path, limit: int) -> None:
+    """Popping the last answer and question and asking again, with the session read
+    with a limit: the input starts inside the Engine's session and stops before its
+    end. That was read as new items, and the model got the popped turns and the
+    history twice."""
+    model = ScriptedModel([[assistant_message(f"{n}.")] for n in (4, 6, 8, 6)])
+    agent = Agent(name="a", model=model)
+    settings = SessionSettings(limit=limit)
+    with (
+        _engine(tmp_path) as engine,
+        CtxwiseSession("s", tmp_path / "agents.db", session_settings=settings) as session,
+    ):
+        run_config = _config(engine, "s")
+        _run(agent, "What is 2+2?", run_config=run_config, session=session)
+        _run(agent, "And 3+3?", run_config=run_config, session=session)
+        _run(
+            agent,
+            "And 4+4? My card is 4111 1111 1111 1111.",
+            run_config=run_config,
+            session=session,
+        )
+        asyncio.run(session.pop_item())  # the answer
+        asyncio.run(session.pop_item())  # the question with the card number
+        version = engine.sessions.version("s")
+        with pytest.raises(IntegrationError, match="rewound") as info:
+            _run(agent, "And 3+3?", run_config=run_config, session=session)
+        assert info.value.reason == "message"
+        assert engine.sessions.version("s") == version  # nothing recorded
+        assert len(model.calls) == 3  # the model never got the popped turns twice

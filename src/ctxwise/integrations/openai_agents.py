@@ -21,7 +21,11 @@ Three pieces, each on one of the SDK's own extension points:
   :class:`~ctxwise.errors.IntegrationError` (reason ``"message"``) naming it,
   before anything is written; so does an input that starts where the session
   starts but leaves out turns the session has (items popped from the SDK session):
-  a session only grows, and the model would get the turns that were taken out.
+  a session only grows, and the model would get the turns that were taken out. A
+  history read with a limit (``SessionSettings(limit=N)``: the last ``N`` items, the
+  outputs whose calls the limit cut left out) is lined up with the end of the
+  session; one that holds model-made items from the middle of the session and stops
+  before its end is a rewind too, refused the same way.
 - :func:`policy_guardrail` builds a ``ToolInputGuardrail`` over
   :meth:`Engine.check_tool <ctxwise.engine.Engine.check_tool>`: a blocked call
   never runs and the model gets, as the tool's output, which rule blocked it and
@@ -554,6 +558,53 @@ def _matches(recorded: Sequence[str], given: Sequence[str]) -> tuple[int, int, i
     return pi[-1], earlier, end - earlier
 
 
+_DROPPABLE = frozenset({"function_call", "function_call_output", "reasoning"})
+"""Kinds of item the SDK leaves out of a session's history it hands the model: an
+output whose call a ``limit`` cut off, a call without its output, the reasoning
+before such a call."""
+_MODEL_MADE = frozenset({"message:assistant", *_DROPPABLE})
+"""Kinds of item only a model run makes: given again, they are history, never a new
+input that happens to repeat an earlier one."""
+
+
+def _kind(item: Mapping[str, Any]) -> str:
+    """``message:<role>`` or the item's type."""
+    kind = item.get("type")
+    if kind is None or kind == "message":
+        return f"message:{item.get('role')}"
+    return str(kind)
+
+
+def _aligned(
+    recorded: Sequence[str], kinds: Sequence[str], given: Sequence[str]
+) -> tuple[int, int, bool]:
+    """How a ``given`` input that starts inside ``recorded`` lines up with it, as a
+    session history read with a ``limit`` does (its start cut, and the items the SDK
+    leaves out of it, :data:`_DROPPABLE`, missing): ``(matched, left, made)``, the
+    given items matched in order, the recorded items after the last of them that are
+    not droppable (``0``: the input reaches the end of ``recorded``, everything after
+    ``matched`` is new), and whether a matched item is one only a model run makes.
+    The start that reaches the end with the most items wins, else the one that
+    matches most."""
+    best = (0, len(recorded), False)
+    for start in range(len(recorded) - 1, -1, -1):
+        if recorded[start] != given[0]:
+            continue
+        i, p, made = 0, start, False
+        while i < len(given) and p < len(recorded):
+            if recorded[p] == given[i]:
+                made = made or kinds[p] in _MODEL_MADE
+                i, p = i + 1, p + 1
+            elif kinds[p] in _DROPPABLE:
+                p += 1
+            else:
+                break
+        left = sum(1 for q in range(p, len(recorded)) if kinds[q] not in _DROPPABLE)
+        if (left == 0, i) > (best[1] == 0, best[0]):
+            best = (i, left, made)
+    return best
+
+
 def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
     """The longest run that ends ``recorded`` and starts ``given`` (prefix function)."""
     return _matches(recorded, given)[0]
@@ -563,6 +614,8 @@ def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
 class _Seen:
     version: int
     keys: list[str]
+    kinds: list[str]
+    """The kind of each recorded item (:func:`_kind`), by ``keys``."""
     instructions: set[str]
     """The instructions an older ctxwise recorded in the session as system messages
     (they are now the turn's ``system``, never recorded): never sent."""
@@ -610,6 +663,7 @@ class ContextFilter:
         if seen is not None and seen.version == version:
             return seen
         keys: list[str] = []
+        kinds: list[str] = []
         said: set[str] = set()
         last_seq = None
         if version:
@@ -624,8 +678,10 @@ class ContextFilter:
                         said.add(b.text.strip())
                     elif "seq" in mark and mark["seq"] != last_seq:
                         keys.append(str(mark["key"]))
+                        shell = mark.get("item")
+                        kinds.append(_kind(shell) if isinstance(shell, Mapping) else "")
                         last_seq = mark["seq"]
-        seen = _Seen(version, keys, said)
+        seen = _Seen(version, keys, kinds, said)
         self._seen[sid] = seen
         return seen
 
@@ -652,7 +708,8 @@ class ContextFilter:
                 version = self.engine.record(
                     sid, to_messages(given, start=len(seen.keys), keys=keys)
                 )
-                self._seen[sid] = _Seen(version, [*seen.keys, *keys], seen.instructions)
+                kinds = [*seen.kinds, *(_kind(item) for item in given)]
+                self._seen[sid] = _Seen(version, [*seen.keys, *keys], kinds, seen.instructions)
 
         await asyncio.to_thread(record)
 
@@ -661,7 +718,27 @@ class ContextFilter:
     ) -> tuple[str | None, list[dict[str, Any]]]:
         seen = self._recorded(sid)
         k, earlier, at = _matches(seen.keys, keys)
-        if at == 0 and earlier > k and (earlier >= 2 or len(keys) > earlier):
+        limited = False
+        if earlier > k:
+            # the input starts inside the session, but not on a run that ends it: a
+            # history read with a limit (its start cut, items the SDK leaves out of it
+            # missing), or a rewound conversation
+            matched, left, made = _aligned(seen.keys, seen.kinds, keys)
+            if left == 0:  # the limited history reaches the session's end
+                k, limited = matched, True
+            elif at > 0 and made:
+                raise IntegrationError(
+                    FRAMEWORK,
+                    "message",
+                    f"the input starts with {matched} item(s) from the middle of session "
+                    f"{sid!r} (a history read with a limit), but the session has {left} "
+                    "later item(s) the input does not: the conversation was rewound (items "
+                    "popped from the SDK session, or an earlier history passed). A ctxwise "
+                    "session only grows, so the model would get the turns that were taken "
+                    "out; run the rewound conversation under a new session id. Nothing was "
+                    "recorded",
+                )
+        if not limited and at == 0 and earlier > k and (earlier >= 2 or len(keys) > earlier):
             # the input starts where the session starts, but leaves out turns the
             # session has after that: the conversation was rewound (items popped)
             raise IntegrationError(
@@ -679,7 +756,8 @@ class ContextFilter:
         # the instructions of this call are counted as they are sent, and not kept
         result = self.engine.turn(sid, new, system=prompt)
         self.last = result
-        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], seen.instructions)
+        kinds = [*seen.kinds, *(_kind(item) for item in given[k:])]
+        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], kinds, seen.instructions)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
         items, self.last_cut = _fit_context(self.engine.counter, result, items)
