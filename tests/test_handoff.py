@@ -315,3 +315,9 @@ def test_a_budget_that_is_not_an_integer_is_named_as_given(budget: object) -> No
     assert info.value.budget == budget
     with pytest.raises(BudgetError, match=f"invalid budget {budget}: "):
         evaluate_handoff({"conversations": []}, budget)  # type: ignore[arg-type]
+
+
+def test_an_evaluation_without_questions_still_names_its_scorer() -> None:
+    data = {"conversations": [{"id": "a", "turns": [{"id": "t1", "speaker": "A", "text": "hi"}]}]}
+    result = evaluate_handoff(data, 100)
+    assert (result["n"], result["scorer"]) == (0, HybridScorer().name)

@@ -81,7 +81,6 @@ def evaluate_handoff(
     recall: dict[str, list[float]] = {n: [] for n in names}
     share: dict[str, list[float]] = {n: [] for n in names}
     by_category: dict[str, list[float]] = {}
-    scorer_name = ""
     skipped = 0
     for conv in conversations:
         messages = turn_messages(conv)
@@ -97,7 +96,6 @@ def evaluate_handoff(
                 skipped += 1
                 continue
             handoff = select_context(messages, q["question"], budget, scorer=scorer, counter=tc)
-            scorer_name = handoff.scorer
             held = {mid for c in handoff.chunks for mid in c.message_ids}
             got = len(evidence & held) / len(evidence)
             recall["ctxwise"].append(got)
@@ -119,7 +117,7 @@ def evaluate_handoff(
         "n": len(recall["ctxwise"]),
         "skipped": skipped,
         "budget": budget,
-        "scorer": scorer_name,
+        "scorer": scorer.name,
         "evidence_recall": mean(recall["ctxwise"]),
         "token_share": mean(share["ctxwise"]),
         "by_category": {k: mean(v) for k, v in sorted(by_category.items())},
