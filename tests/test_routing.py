@@ -324,3 +324,51 @@ class TestExactTies:
         assert decide(scores, np.array([0.3, 0.9]), 0.0).tolist() == [-1, 0, -1]
         assert decide(scores, np.array([0.9, 0.3]), 0.0).tolist() == [-1, -1, -1]
         assert decide(scores, np.array([-1.0, -1.0]), 0.0).tolist() == [-1, 0, -1]
+
+
+class FixedScorer:
+    """A scorer that gives every query the same row of scores."""
+
+    def __init__(self, row: list[float]) -> None:
+        self.row = row
+        self._labels: tuple[str, ...] = ()
+
+    name = "fixed"
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self._labels
+
+    def fit(self, intents: object, negatives: object = ()) -> None:
+        self._labels = tuple(i.name for i in intents)  # type: ignore[attr-defined]
+
+    def scores(self, queries: list[str]) -> object:
+        import numpy as np
+
+        return np.array([self.row] * len(queries), dtype=float)
+
+    def params(self) -> dict[str, object]:
+        return {}
+
+
+class TestScorerOutput:
+    @pytest.mark.parametrize(
+        ("row", "match"),
+        [
+            ([float("nan"), float("nan")], "nan"),
+            ([0.9, float("nan")], "'b' the score nan"),
+            ([float("inf"), float("inf")], "inf"),
+            ([float("-inf"), 0.2], "-inf"),
+            ([0.5], "shape"),
+        ],
+    )
+    def test_a_score_that_is_not_a_finite_number_is_refused(
+        self, row: list[float], match: str
+    ) -> None:
+        router = IntentRouter(FixedScorer(row))  # type: ignore[arg-type]
+        router.add("a", ["x"])
+        router.add("b", ["y"])
+        with pytest.raises(UsageError, match=match):
+            router.route("anything")
+        with pytest.raises(UsageError, match=match):
+            router.fit([("x", "a"), ("q", "oos")])

@@ -180,7 +180,7 @@ class IntentRouter:
             ]
         self._ensure_fitted()
         labels = self.scorer.labels
-        matrix = self.scorer.scores(list(queries))
+        matrix = self._scores(list(queries))
         out = []
         for row in matrix:
             order = np.argsort(-row, kind="stable")
@@ -206,6 +206,26 @@ class IntentRouter:
                 )
             )
         return out
+
+    def _scores(self, texts: list[str]) -> Any:
+        """The scorer's matrix for ``texts``, checked: one finite score per query and
+        intent. A NaN would pass no comparison, so a row of them routed as a match."""
+        labels = self.scorer.labels
+        matrix = np.asarray(self.scorer.scores(texts), dtype=np.float64)
+        name = self.scorer.name
+        if matrix.shape != (len(texts), len(labels)):
+            raise UsageError(
+                f"the {name} scorer returned scores of shape {matrix.shape} for "
+                f"{len(texts)} queries and {len(labels)} intents"
+            )
+        bad = np.argwhere(~np.isfinite(matrix))
+        if bad.size:
+            row, col = (int(x) for x in bad[0])
+            raise UsageError(
+                f"the {name} scorer gave intent {labels[col]!r} the score "
+                f"{matrix[row, col]} on query {row}; scores must be finite numbers"
+            )
+        return matrix
 
     # -- calibration -------------------------------------------------------------
 
@@ -234,7 +254,7 @@ class IntentRouter:
             self._check_query(t)
         self._ensure_fitted()
         labels = self.scorer.labels
-        matrix = self.scorer.scores(texts)
+        matrix = self._scores(texts)
         before = self._metrics(matrix, gold, self.calibration)
         cal = calibrate(
             matrix,
