@@ -262,6 +262,15 @@ def test_a_parsed_result_that_is_not_json_is_a_usage_error() -> None:
             trim(bad, max_items=1)
 
 
+def test_a_bad_marker_is_a_usage_error() -> None:
+    # a marker with another field, a positional one or a lone brace raised KeyError,
+    # IndexError or ValueError from str.format, and only once the text was over budget
+    for bad in ("{oops}", "{0}", "{cut}}", "{", 5):
+        with pytest.raises(UsageError, match="marker"):
+            trim_text("x" * 100, max_tokens=10, marker=bad)  # type: ignore[arg-type]
+    assert trim_text("x" * 100, max_tokens=10, marker="{{{cut}}}").text.count("{") == 1
+
+
 def test_bad_arguments() -> None:
     with pytest.raises(BudgetError):
         trim("[]", max_items=-1)

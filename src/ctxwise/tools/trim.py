@@ -472,8 +472,16 @@ def trim_text(
 
     Raises:
         BudgetError: ``max_tokens`` is negative.
+        UsageError: ``marker`` is not a string whose only field is ``{cut}``.
     """
     _check_limit("max_tokens", max_tokens)
+    try:
+        marker.format(cut=0)
+    except (AttributeError, LookupError, ValueError):  # not a str, {other}, {0}, "{"
+        raise UsageError(
+            f"marker is a string whose only field is {{cut}} (write '{{{{' for a brace), "
+            f"got {marker!r}"
+        ) from None
     tc = counter if counter is not None else CharCounter()
     before = tc.count(text)
     if before <= max_tokens:
