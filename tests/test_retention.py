@@ -55,6 +55,22 @@ def test_retention_by_origin_and_generous_matching() -> None:
     assert counts["total"][1] == len(r.present["conversation"] | r.present["tool_output"])
 
 
+def test_a_longer_id_or_file_name_does_not_keep_a_specific() -> None:
+    """``W44170`` kept the order ``W4417`` and ``zapp.py`` kept ``app.py``: matched as
+    substrings, a summary got credit for specifics it never stated."""
+    messages = [Message.text_message("user", "Order W4417: see app.py and spotter-gqc.1.")]
+
+    def kept(summary: str) -> set[str]:
+        return {s.key for s in retention(messages, summary).kept["conversation"]}
+
+    assert kept("Order W44170, zapp.py and app.pyc, spotter-gqc.12.") == set()
+    assert kept("Order W4417 (spotter-gqc.1); fixed src/app.py.") == {
+        "w4417",
+        "spotter-gqc.1",
+        "app.py",
+    }
+
+
 def test_a_specific_in_both_origins_counts_once_under_conversation() -> None:
     messages = [
         Message.text_message("user", "Look at order W4417"),

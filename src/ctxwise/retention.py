@@ -20,7 +20,9 @@ lists the *specifics* of a text and checks which of them a summary still holds:
   kept when the summary holds its first 40 characters.
 
 Matching is on normalized text (case-folded, whitespace folded), so a summary
-gets credit for a specific wherever it states it. :func:`retention` returns the
+gets credit for a specific wherever it states it, as a token of its own: a longer
+id or file name does not hold it (``W44170`` does not keep ``W4417``, nor
+``zapp.py`` ``app.py``). :func:`retention` returns the
 specifics by kind and origin (conversation text vs tool output), and which a
 summary kept.
 """
@@ -106,6 +108,13 @@ def specifics(text: str) -> set[Specific]:
     return found
 
 
+def _stated(value: str, folded: str, before: str) -> bool:
+    """``value`` appears in ``folded`` as a token of its own: not inside a longer id
+    or file name (``w4417`` is not in ``w44170``, ``app.py`` not in ``zapp.py``)."""
+    pattern = rf"(?<![{before}]){re.escape(value)}(?![\w@+-]|\.\w)"
+    return re.search(pattern, folded) is not None
+
+
 def _kept(spec: Specific, folded: str, summary_specifics: set[Specific]) -> bool:
     if spec in summary_specifics:
         return True
@@ -113,11 +122,14 @@ def _kept(spec: Specific, folded: str, summary_specifics: set[Specific]) -> bool
         return spec.key[:40] in folded
     if spec.kind == "path":
         name = spec.key.rsplit("/", 1)[-1]
-        return spec.key in folded or ("." in name and name in folded)
+        # the file name may follow another folder: generous to summaries that shorten
+        return _stated(spec.key, folded, r"\w@.+/-") or (
+            "." in name and _stated(name, folded, r"\w@.+-")
+        )
     if spec.kind == "number":
         plain = folded.replace(",", "")
         return re.search(rf"(?<![\d.]){re.escape(spec.key)}(?!\d)", plain) is not None
-    return spec.key in folded
+    return _stated(spec.key, folded, r"\w.-")
 
 
 def _origin_texts(
