@@ -322,6 +322,22 @@ def test_same_name_on_two_servers_is_two_tools_rendered_qualified() -> None:
     assert cat.find("filesystem__search") is fs
 
 
+def test_tokens_follow_a_wire_name_qualified_by_a_later_add() -> None:
+    # the count was cached under the old (shorter) wire name and never recounted
+    cat = ToolCatalog([ToolDef("get", "Get a thing.", OBJ, "s1")])
+    tool = cat.find("get")
+    assert cat.tokens(tool) == cat.counter.count(
+        json.dumps({"name": "get", "description": "Get a thing.", "input_schema": OBJ})
+    )
+    cat.add(ToolDef("get", "Get a thing.", OBJ, "s2"))
+    assert cat.wire_name(tool) == "s1__get"
+    fresh = ToolCatalog(
+        [ToolDef("get", "Get a thing.", OBJ, "s1"), ToolDef("get", "Get a thing.", OBJ, "s2")]
+    )
+    assert cat.tokens(tool) == fresh.tokens(tool) > 0
+    assert cat.all_tokens() == fresh.all_tokens()
+
+
 def test_server_names_that_are_not_wire_safe() -> None:
     cat = ToolCatalog([_tool("go", "example-servers/puppeteer"), _tool("go", "my server.v2")])
     names = [cat.wire_name(t) for t in cat]

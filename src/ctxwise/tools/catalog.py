@@ -506,6 +506,7 @@ class ToolCatalog:
             self._names = None
             self._by_wire = None
             self._name_index = None
+            self._tokens.clear()  # a new name elsewhere can qualify an old tool's wire name
 
     def add_mcp(
         self,
