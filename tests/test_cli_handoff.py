@@ -281,3 +281,10 @@ def test_select_picks_a_transcript_of_a_multi_transcript_file() -> None:
     too_far = run("handoff", "select", path, "--task", task, "--index", str(len(items)))
     assert_usage_error(too_far, f"holds {len(items)} transcript(s)", "out of range")
     assert_usage_error(run("handoff", "select", path, "--task", task, "--format", "yaml"), "format")
+
+
+def test_select_with_a_budget_past_what_a_float_holds(claude: Path) -> None:
+    huge = "1" + "0" * 400
+    out = ok_json("handoff", "select", SHORT, "--task", "x", "--budget", huge)
+    assert out["report"]["budget"] == int(huge)
+    assert out["report"]["tokens"] == out["report"]["transcript_tokens"]

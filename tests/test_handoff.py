@@ -321,3 +321,12 @@ def test_an_evaluation_without_questions_still_names_its_scorer() -> None:
     data = {"conversations": [{"id": "a", "turns": [{"id": "t1", "speaker": "A", "text": "hi"}]}]}
     result = evaluate_handoff(data, 100)
     assert (result["n"], result["scorer"]) == (0, HybridScorer().name)
+
+
+def test_a_budget_past_what_a_float_holds_takes_everything() -> None:
+    # budget * recent_share raised OverflowError (a traceback from the CLI)
+    huge = 10**400
+    handoff = select_context(_session(), "billing-api deploy", huge)
+    assert len(handoff.selected) == len(chunk_transcript(_session(), C))
+    assert handoff.budget == huge
+    assert select_context(_session(), "zebra quokka", huge).tokens == handoff.tokens

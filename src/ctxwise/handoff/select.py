@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 from ctxwise.errors import BudgetError, UsageError
@@ -246,6 +247,14 @@ def _current(chunks: Sequence[Chunk], path: str, history: list[int]) -> list[int
     return out
 
 
+def _share_of(budget: int, share: float) -> int:
+    """``int(budget * share)``, also for a budget too large for a float."""
+    try:
+        return int(budget * share)
+    except OverflowError:  # a budget past 1e308 tokens
+        return int(Fraction(share) * budget)
+
+
 def select_context(
     transcript: Transcript | Sequence[Message],
     task: str,
@@ -315,7 +324,7 @@ def select_context(
             taken[i] = Selected(chunks[i], "pinned", scores[i], pinned[i])
             used += cost[i]
     # the latest chunks, newest first and contiguous, within recent_share of the budget
-    recent_cap = min(budget, used + int(budget * share))
+    recent_cap = min(budget, used + _share_of(budget, share))
     for i in range(len(chunks) - 1, -1, -1):
         if i in taken:
             continue
