@@ -712,6 +712,20 @@ def test_property_anthropic_clear_is_valid_and_round_trips(
     _check_clear(t, p)
     th = clear_thinking(t, keep_turns=1)
     assert_valid_and_round_trips(th.transcript)
+    # the last turn (a running tool loop needs it back unmodified) keeps every thinking block
+    assert last_turn_thinking(th.transcript) == last_turn_thinking(t)
+
+
+def last_turn_thinking(t: Transcript) -> list[ThinkingBlock]:
+    breaks = [
+        i
+        for i, m in enumerate(t.messages)
+        if m.role == "user" and not (m.content and isinstance(m.content[0], ToolResultBlock))
+    ]
+    rest = t.messages[breaks[-1] + 1 :] if breaks else t.messages
+    return [
+        b for m in rest if m.role == "assistant" for b in m.content if isinstance(b, ThinkingBlock)
+    ]
 
 
 @given(openai_sessions(), params)
