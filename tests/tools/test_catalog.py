@@ -898,6 +898,13 @@ def test_run_search_bad_input(tool_input: Any, hint: str, provider: str) -> None
     assert hint in out.block.content
 
 
+def test_run_search_reads_a_null_k_as_the_default() -> None:
+    cat = _small()
+    out = cat.run_search({"query": "file", "k": None}, tool_use_id="n")
+    assert out.block.is_error is False
+    assert out.found == cat.run_search({"query": "file"}, tool_use_id="d").found
+
+
 def test_run_search_accepts_the_extremes_of_k(livemcp: ToolCatalog) -> None:
     assert len(livemcp.run_search({"query": "pdf", "k": 1}, tool_use_id="a").found) == 1
     big = livemcp.run_search({"query": "file", "k": MAX_SEARCH_K}, tool_use_id="b")

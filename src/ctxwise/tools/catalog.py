@@ -1133,7 +1133,9 @@ def _search_args(tool_input: Any) -> tuple[str, int, str | None]:
     query = tool_input.get("query")
     if not isinstance(query, str) or not query.strip():
         return "", DEFAULT_K, "'query' must be a non-empty string describing the tool you need"
-    k = tool_input.get("k", DEFAULT_K)
+    k = tool_input.get("k")
+    if k is None:  # left out, or sent as null (some clients fill every field)
+        k = DEFAULT_K
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
         return query, DEFAULT_K, f"'k' must be an integer from 1 to {MAX_SEARCH_K}"
     return query, k, None
