@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,13 @@ import numpy as np
 import pytest
 
 from ctxwise import FormatError
-from ctxwise.routing import EmbeddingScorer, IntentRouter, LexicalScorer, RouteReason
+from ctxwise.routing import (
+    EmbeddingScorer,
+    HybridScorer,
+    IntentRouter,
+    LexicalScorer,
+    RouteReason,
+)
 from ctxwise.routing._ngrams import CharWbNgrams, WordNgrams
 from ctxwise.routing.evaluation import (
     build_router,
@@ -444,3 +451,72 @@ def test_routing_no_queries_gives_no_decisions(scorer: Any) -> None:
     router = IntentRouter.from_labeled(TINY, scorer())
     assert router.route_many([]) == []
     assert router.scorer.scores([]).shape == (0, 2)
+
+
+def _resaved(path: Path, name: str, edit: Callable[[dict[str, Any], dict[str, Any]], None]) -> Path:
+    """A copy of the router at ``path`` whose JSON and arrays ``edit`` changed, with
+    the arrays' SHA-256 updated to match (a tampered pair that passes the hash)."""
+    import hashlib
+    import io
+
+    doc = json.loads(path.read_text())
+    with np.load(arrays_path(path)) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    edit(doc, arrays)
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    out = path.with_name(name)
+    arrays_path(out).write_bytes(buf.getvalue())
+    doc["state"].update(
+        file=arrays_path(out).name, sha256=hashlib.sha256(buf.getvalue()).hexdigest()
+    )
+    out.write_text(json.dumps(doc))
+    return out
+
+
+def _set(key: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any], dict[str, Any]], None]:
+    def edit(doc: dict[str, Any], arrays: dict[str, Any]) -> None:
+        arrays[key] = fn(arrays[key])
+
+    return edit
+
+
+def _embedder(name: str) -> Callable[[dict[str, Any], dict[str, Any]], None]:
+    def edit(doc: dict[str, Any], arrays: dict[str, Any]) -> None:
+        doc["scorer"]["params"]["embedder"] = name
+
+    return edit
+
+
+def _nan(a: Any) -> Any:
+    a = a.astype(np.float64)
+    a.flat[0] = np.nan
+    return a
+
+
+@pytest.mark.parametrize(
+    ("scorer", "edit", "match"),
+    [
+        (lambda: EmbeddingScorer("hashing"), _set("vectors", lambda a: a[:, :10]), "10 dims"),
+        (lambda: EmbeddingScorer("hashing"), _set("vectors", _nan), "NaN"),
+        (lambda: EmbeddingScorer("hashing"), _embedder("hashing:64"), "gives 64"),
+        (lambda: EmbeddingScorer("hashing", "linear"), _set("weights", lambda a: a[:7]), "7 rows"),
+        (lambda: EmbeddingScorer("hashing", "linear"), _set("weights", _nan), "NaN"),
+        (lambda: EmbeddingScorer("hashing", "linear"), _set("intercept", _nan), "NaN"),
+        (LexicalScorer, _set("coef_value", _nan), "NaN"),
+        (LexicalScorer, _set("idf_0", _nan), "NaN"),
+        (LexicalScorer, _set("bias", lambda a: a * np.inf), "NaN or infinite"),
+        (lambda: HybridScorer("hashing"), _embedder("hashing:64"), "64 embedding dims"),
+    ],
+)
+def test_tampered_arrays_with_a_matching_hash_are_refused_on_load(
+    tmp_path: Path, scorer: Any, edit: Any, match: str
+) -> None:
+    router = IntentRouter.from_labeled(TINY, scorer())
+    path = tmp_path / "r.json"
+    router.save(path)
+    assert IntentRouter.load(path).route("refund my payment").to_dict() == (
+        router.route("refund my payment").to_dict()
+    )
+    with pytest.raises(FormatError, match=match):
+        IntentRouter.load(_resaved(path, "tampered.json", edit))

@@ -114,7 +114,13 @@ def _float_array(arrays: Mapping[str, npt.NDArray[Any]], key: str, shape: tuple[
     value = arrays[key]
     if value.dtype.kind != "f" or value.shape != shape:
         raise ValueError(f"array {key!r}: expected float {shape}, got {value.dtype} {value.shape}")
+    _check_finite(value, key)
     return value
+
+
+def _check_finite(value: npt.NDArray[Any], key: str) -> None:
+    if not np.isfinite(value).all():
+        raise ValueError(f"array {key!r} holds NaN or infinite values")
 
 
 def _require_fit(labels: tuple[str, ...], name: str) -> None:
@@ -327,8 +333,11 @@ class LexicalScorer:
             parts.append((analyzer_from_spec(spec), vocab, idf.astype(np.float64), offset))
             offset += len(terms)
         extra = rows - offset
-        if extra < 0 or (extra > 0) != (self.embedder is not None):
-            raise ValueError(f"weights have {rows} rows for {offset} lexical features")
+        if extra != (0 if self.embedder is None else self.embedder.dim):
+            raise ValueError(
+                f"weights have {rows} rows for {offset} lexical features"
+                + ("" if self.embedder is None else f" and {self.embedder.dim} embedding dims")
+            )
         index = arrays["coef_index"]
         if index.dtype.kind not in "iu" or index.ndim != 1:
             raise ValueError("coef_index must be a 1-D integer array")
@@ -502,6 +511,12 @@ class EmbeddingScorer:
             vectors, starts = arrays["vectors"], arrays["starts"]
             if vectors.dtype.kind != "f" or vectors.ndim != 2 or starts.shape != (k,):
                 raise ValueError("nearest-head state has the wrong shapes")
+            if vectors.shape[1] != self.embedder.dim:
+                raise ValueError(
+                    f"nearest-head vectors have {vectors.shape[1]} dims; "
+                    f"the {self.embedder.name} embedder gives {self.embedder.dim}"
+                )
+            _check_finite(vectors, "vectors")
             if starts.dtype.kind not in "iu" or (
                 k and (starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= len(vectors))
             ):
@@ -511,6 +526,12 @@ class EmbeddingScorer:
             weights, columns = arrays["weights"], arrays["columns"]
             if weights.dtype.kind != "f" or weights.ndim != 2:
                 raise ValueError("linear-head weights must be a 2-D float array")
+            if weights.shape[0] != self.embedder.dim:
+                raise ValueError(
+                    f"linear-head weights have {weights.shape[0]} rows; "
+                    f"the {self.embedder.name} embedder gives {self.embedder.dim} dims"
+                )
+            _check_finite(weights, "weights")
             classes = weights.shape[1] if weights.shape[1] > 1 else 2
             if columns.shape != (k,) or columns.dtype.kind not in "iu":
                 raise ValueError("linear-head columns do not match the intents")
