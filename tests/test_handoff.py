@@ -22,7 +22,7 @@ from ctxwise.handoff import (
     select_context,
 )
 from ctxwise.handoff.evaluation import evaluate_handoff
-from ctxwise.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.messages import MediaBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from ctxwise.tokens import CharCounter
 from tests.conftest import claude_code_files
 
@@ -330,3 +330,19 @@ def test_a_budget_past_what_a_float_holds_takes_everything() -> None:
     assert len(handoff.selected) == len(chunk_transcript(_session(), C))
     assert handoff.budget == huge
     assert select_context(_session(), "zebra quokka", huge).tokens == handoff.tokens
+
+
+def test_a_result_of_only_images_is_not_reported_as_no_output() -> None:
+    # a screenshot came back, but the chunk said "(no output)"
+    shot = (MediaBlock("image", {"type": "base64", "data": "AAAA"}),)
+    messages = [
+        Message("assistant", (ToolUseBlock("t1", "screenshot", {}),)),
+        Message("user", (ToolResultBlock("t1", shot + shot),)),
+        Message("assistant", (ToolUseBlock("t2", "Bash", {"command": "true"}),)),
+        Message("user", (ToolResultBlock("t2", ""),)),
+    ]
+    texts = [c.text for c in chunk_transcript(messages, C)]
+    assert texts == [
+        "screenshot {}\n→ (no text: 2 images)",
+        'Bash {"command": "true"}\n→ (no output)',
+    ]

@@ -6,7 +6,9 @@
 - an assistant reply's text (thinking is left out: it is the model's scratch work,
   not something it told anyone);
 - a tool call together with its result: ``name {input as JSON}`` then ``→`` and
-  the result's text, so a chunk never holds a call without what came back;
+  the result's text, so a chunk never holds a call without what came back (images
+  and documents are not carried: a result of only those reads ``(no text: 1
+  image)``, not ``(no output)``);
 - a compact summary a source recorded (Claude Code's ``isCompactSummary``).
 
 System messages are not chunks: the subagent has its own. A chunk longer than
@@ -25,7 +27,15 @@ from dataclasses import dataclass, field, replace
 from typing import Literal, TypeAlias
 
 from ctxwise.errors import UsageError
-from ctxwise.messages import Message, TextBlock, ToolUseBlock, Transcript, block_text
+from ctxwise.messages import (
+    MediaBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Transcript,
+    block_text,
+)
 from ctxwise.tokens import TokenCounter
 
 __all__ = ["DEFAULT_MAX_CHUNK_TOKENS", "Chunk", "ChunkKind", "chunk_transcript"]
@@ -71,6 +81,17 @@ class Chunk:
 
 def _own_text(message: Message) -> str:
     return "\n".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+
+
+def _media_only(result: ToolResultBlock) -> str:
+    """What stands for a result without text that holds images or documents (a
+    screenshot): they are not carried, but the call did return something."""
+    if isinstance(result.content, str):
+        return ""
+    kinds = [b.media for b in result.content if isinstance(b, MediaBlock)]
+    counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
+    shown = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items())
+    return f"(no text: {shown})" if shown else ""
 
 
 def _call_text(name: str, tool_input: object) -> str:
@@ -125,7 +146,7 @@ def chunk_transcript(
                 calls[use.id] = add("tool", _call_text(use.name, use.input), pos, m, use)
             continue
         for result in m.tool_results:
-            text = block_text(result).strip()
+            text = block_text(result).strip() or _media_only(result)
             shown = f"→ error: {text}" if result.is_error else f"→ {text or '(no output)'}"
             call = calls.get(result.tool_use_id)
             if call is None:  # a result whose call is not in the transcript
