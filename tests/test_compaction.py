@@ -364,6 +364,10 @@ def test_a_per_request_overhead_is_counted_once_in_the_window() -> None:
         r = compact(t, budget=budget, counter=c)
         system = c.count_messages(r.transcript.messages[:1]) - 3
         assert system + r.summary_tokens + r.tail_tokens + 3 == r.tokens_after <= budget
+    # nothing to compact: the tail is everything after the system part, counted alike
+    r = compact(t, budget=100_000, counter=c)
+    assert not r.compacted
+    assert c.count_messages(t.messages[:1]) - 3 + r.tail_tokens + 3 == r.tokens_after
 
 
 def test_keep_tail_tokens_is_the_tails_target_inside_the_budget() -> None:

@@ -173,7 +173,7 @@ def compact(
             cut_index=s,
             tokens_before=tokens_before,
             tokens_after=tokens_before,
-            tail_tokens=ctr.count_messages(messages[s:]),
+            tail_tokens=suffix[s],
             summary_tokens=0,
             summarized_messages=0,
             dropped_media=(),
