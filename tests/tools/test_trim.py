@@ -195,6 +195,19 @@ def test_paths_apply_through_lists_and_report_what_went() -> None:
     assert isinstance(out, Trimmed)
 
 
+def test_a_dropped_path_can_be_named_back_as_a_field() -> None:
+    # "flights[].price" (the notation of dropped_paths) named no key and kept nothing
+    value = {"flights": [{"price": 1, "x": 2}], "y": 3, "grid": [[{"a": 1, "b": 2}]]}
+    plain = trim(value, fields=["flights.price", "grid.a"])
+    marked = trim(value, fields=["flights[].price", "grid[][].a"])
+    assert marked == plain
+    assert json.loads(marked.text) == {"flights": [{"price": 1}], "grid": [[{"a": 1}]]}
+    assert trim([[{"a": 1, "b": 2}]], fields=["[][].a"]).text == '[[{"a": 1}]]'
+    for bad in ("[]", "[].[]", "a..b"):
+        with pytest.raises(UsageError):
+            trim(value, fields=[bad])
+
+
 def test_a_scalar_where_a_path_goes_on_is_dropped() -> None:
     out = trim({"a": "text", "b": {"c": 1}}, fields=["a.x", "b.c"])
     assert json.loads(out.text) == {"b": {"c": 1}}

@@ -9,7 +9,8 @@
    the way to a named field are kept (with only the keys some path names, possibly
    none); a value that is not an object where a path goes on (``"a.b"`` where ``a`` is
    a string) is dropped with its key. Every removed field is listed in
-   :attr:`Trimmed.dropped_paths`.
+   :attr:`Trimmed.dropped_paths`. A path may mark the lists it crosses with ``[]`` as
+   those paths do (``"flights[].price"`` is ``"flights.price"``).
 2. ``max_items``: every list outside a named field keeps its first ``max_items`` items,
    and a final string item says how many more there were: ``"… 207 more items"``
    (:data:`MORE_ITEMS`). A named field's value is never changed, so its lists are not
@@ -249,13 +250,24 @@ def _parse(text: str) -> _Node:
 _PathTree: TypeAlias = dict[str, "_PathTree | None"]  # None: keep the value whole
 
 
+def _strip_list_marks(part: str) -> str:
+    while part.endswith("[]"):
+        part = part[:-2]
+    return part
+
+
 def _path_tree(fields: Iterable[str]) -> _PathTree:
     tree: _PathTree = {}
     for field in fields:
         if not isinstance(field, str) or not field or any(not p for p in field.split(".")):
             raise UsageError(f"a field is a dotted path of non-empty names, got {field!r}")
+        # "flights[].price", as dropped_paths writes it, is "flights.price": lists are
+        # transparent either way
+        parts = [_strip_list_marks(p) for p in field.split(".")]
+        parts = [p for p in parts if p]
+        if not parts:
+            raise UsageError(f"a field names at least one key, got {field!r}")
         node = tree
-        parts = field.split(".")
         for k, part in enumerate(parts):
             if k == len(parts) - 1:
                 node[part] = None  # a shorter path wins: keep the whole value
