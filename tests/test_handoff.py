@@ -346,3 +346,16 @@ def test_a_result_of_only_images_is_not_reported_as_no_output() -> None:
         "screenshot {}\n→ (no text: 2 images)",
         'Bash {"command": "true"}\n→ (no output)',
     ]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "high", None])
+def test_a_scorer_giving_a_score_that_is_not_a_finite_number_is_refused(bad: object) -> None:
+    # NaN went into the packing order and into the report, which json.dumps wrote as NaN
+    class Odd:
+        name = "odd"
+
+        def score(self, task: str, chunks: object) -> list[object]:
+            return [0.5] * (len(chunks) - 1) + [bad]  # type: ignore[arg-type]
+
+    with pytest.raises(UsageError, match=r"scorer 'odd' gave .* for chunk c\d+: .*finite"):
+        select_context(_session(), "task", 500, scorer=Odd())  # type: ignore[arg-type]

@@ -30,6 +30,7 @@ taken and why, and what was left out.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -247,6 +248,13 @@ def _current(chunks: Sequence[Chunk], path: str, history: list[int]) -> list[int
     return out
 
 
+def _finite(score: Any) -> bool:
+    try:
+        return math.isfinite(score)
+    except TypeError:  # not a number at all
+        return False
+
+
 def _share_of(budget: int, share: float) -> int:
     """``int(budget * share)``, also for a budget too large for a float."""
     try:
@@ -270,7 +278,8 @@ def select_context(
 
     Raises:
         UsageError: ``task`` is empty, ``recent_share`` is not in [0, 1], or
-            ``scorer`` returns the wrong number of scores.
+            ``scorer`` returns the wrong number of scores or one that is not a
+            finite number (NaN, infinity).
         BudgetError: ``budget`` is not a positive integer.
     """
     if not isinstance(task, str) or not task.strip():
@@ -288,6 +297,13 @@ def select_context(
     if len(scores) != len(chunks):
         raise UsageError(
             f"the scorer {chosen_scorer.name!r} gave {len(scores)} scores for {len(chunks)} chunks"
+        )
+    # NaN sorts nowhere (the packing order became arbitrary) and is not JSON (the report)
+    bad = next((i for i, s in enumerate(scores) if not _finite(s)), None)
+    if bad is not None:
+        raise UsageError(
+            f"the scorer {chosen_scorer.name!r} gave {scores[bad]!r} for chunk {chunks[bad].id}: "
+            "a score is a finite number"
         )
     names = identifiers(task)
     pinned: dict[int, str] = {}
