@@ -372,3 +372,46 @@ class TestScorerOutput:
             router.route("anything")
         with pytest.raises(UsageError, match=match):
             router.fit([("x", "a"), ("q", "oos")])
+
+
+class TestThreads:
+    def test_the_first_routes_from_several_threads_fit_once(self) -> None:
+        import threading
+        import time
+
+        class SlowBow(BowScorer):
+            fits = 0
+
+            def fit(self, intents: object, negatives: object = ()) -> None:
+                SlowBow.fits += 1
+                time.sleep(0.05)  # a fit takes a while: every thread arrives during it
+                super().fit(intents, negatives)  # type: ignore[arg-type]
+
+        router = IntentRouter(SlowBow())
+        router.add("billing", ["refund my payment", "send the invoice"])
+        router.add("cancel", ["cancel my subscription", "close the account"])
+        start = threading.Barrier(8)
+        decisions: list[str | None] = []
+
+        def work() -> None:
+            start.wait()
+            decisions.append(router.route("refund the invoice").label)
+
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert SlowBow.fits == 1
+        assert decisions == ["billing"] * 8
+
+    def test_a_router_still_copies_and_pickles(self) -> None:
+        import copy
+        import pickle
+
+        router = billing_router()
+        for clone in (copy.deepcopy(router), pickle.loads(pickle.dumps(router))):
+            assert clone.route("refund my invoice").label == "billing"
+            clone.add("shipping", ["where is my parcel"])  # its own lock and intents
+            assert clone.route("where is my parcel").label == "shipping"
+        assert [i.name for i in router.intents] == ["billing", "cancel"]

@@ -8,6 +8,7 @@ import io
 import json
 import math
 import os
+import threading
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -56,6 +57,10 @@ MAX_QUERY_CHARS = 20_000
 class IntentRouter:
     """Routes queries to intents, or refuses.
 
+    Once its intents are added, a router may route from several threads at once
+    (the scorer is fitted once, by the first route or :meth:`prepare`); adding
+    intents while other threads route is not supported.
+
     >>> router = IntentRouter(threshold=0.3, margin=0.05)
     >>> router.add("billing", keywords=["refund", "charge", "invoice", "payment", "money"])
     >>> router.add("cancel", keywords=["cancel", "charge", "subscription", "stop", "account"])
@@ -96,6 +101,16 @@ class IntentRouter:
         self._intents: dict[str, Intent] = {}
         self._negatives: list[str] = []
         self._fitted = False
+        self._fit_lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_fit_lock"]  # a lock does not pickle or copy
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._fit_lock = threading.Lock()
 
     # -- intents -----------------------------------------------------------------
 
@@ -146,9 +161,15 @@ class IntentRouter:
         self._ensure_fitted()
 
     def _ensure_fitted(self) -> None:
-        if not self._fitted and self._intents:
-            self.scorer.fit(self.intents, self._negatives)
-            self._fitted = True
+        # one fit, however many threads route first: concurrent fits wasted the
+        # time and, for the lexical scorer, left different models (liblinear's
+        # random state is global) while other threads already routed on one
+        if self._fitted or not self._intents:
+            return
+        with self._fit_lock:
+            if not self._fitted and self._intents:
+                self.scorer.fit(self.intents, self._negatives)
+                self._fitted = True
 
     # -- routing -----------------------------------------------------------------
 
