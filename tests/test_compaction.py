@@ -231,12 +231,19 @@ def test_cut_points_start_after_a_previous_summary() -> None:
     assert all(c > s + 1 for c in cuts)
 
 
-def thinking_loop(steps: int, interleaved: frozenset[int] = frozenset()) -> Transcript:
+def thinking_loop(
+    steps: int, interleaved: frozenset[int] = frozenset(), blank: bool = False
+) -> Transcript:
     """A tool loop still running (it ends with a result) whose turn opened with
-    thinking; the steps in ``interleaved`` open with thinking of their own."""
+    thinking; the steps in ``interleaved`` open with thinking of their own; ``blank``
+    puts a ``"\\n\\n"`` text block before each thinking block, as Claude Code records."""
 
     def step(i: int, think: bool) -> Message:
-        lead = (ThinkingBlock(f"Step {i}: read file {i} next.", f"sig{i}"),) if think else ()
+        lead: tuple[ContentBlock, ...] = (
+            (ThinkingBlock(f"Step {i}: read file {i} next.", f"sig{i}"),) if think else ()
+        )
+        if think and blank:
+            lead = (TextBlock("\n\n"), *lead)
         return Message("assistant", (*lead, ToolUseBlock(f"t{i}", "Read", {"path": f"f{i}.py"})))
 
     msgs = [
@@ -261,7 +268,12 @@ def running_turn_opens_with_thinking(t: Transcript) -> bool:
         return True
     turn = max(i for i, m in enumerate(ms) if m.role == "user" and not m.tool_results)
     first = next((m for m in ms[turn:] if m.role == "assistant"), None)
-    return first is None or isinstance(first.content[0], ThinkingBlock)
+    lead = (
+        [b for b in first.content if not (isinstance(b, TextBlock) and not b.text.strip())]
+        if first
+        else []
+    )
+    return first is None or isinstance(lead[0], ThinkingBlock)
 
 
 def test_a_cut_never_opens_a_running_thinking_turn_without_its_thinking() -> None:
@@ -281,6 +293,14 @@ def test_a_cut_never_opens_a_running_thinking_turn_without_its_thinking() -> Non
     # a finished turn constrains nothing: the next user message opens a new one
     done = replace(t, messages=(*t.messages, assistant("Fixed.")))
     assert 14 in safe_cut_points(done)
+    # Claude Code records a blank text block before the thinking: still the opening
+    assert safe_cut_points(thinking_loop(6, interleaved=frozenset({4}), blank=True)) == (
+        2,
+        3,
+        4,
+        12,
+        16,
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -289,11 +309,12 @@ def test_a_cut_never_opens_a_running_thinking_turn_without_its_thinking() -> Non
     interleaved=st.frozensets(st.integers(1, 7)),
     share=st.floats(0.05, 1.0),
     keep=st.none() | st.integers(1, 600),
+    blank=st.booleans(),
 )
 def test_property_a_compacted_running_turn_opens_with_its_thinking(
-    steps: int, interleaved: frozenset[int], share: float, keep: int | None
+    steps: int, interleaved: frozenset[int], share: float, keep: int | None, blank: bool
 ) -> None:
-    t = thinking_loop(steps, interleaved)
+    t = thinking_loop(steps, interleaved, blank)
     budget = max(1, int(CharCounter().count_messages(t.messages) * share))
     try:
         r = compact(t, budget=budget, keep_tail_tokens=keep)

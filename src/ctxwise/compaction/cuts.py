@@ -111,7 +111,12 @@ def user_messages(messages: Sequence[Message], lo: int = 0, hi: int | None = Non
 
 
 def _opens_with_thinking(msg: Message) -> bool:
-    return bool(msg.content) and isinstance(msg.content[0], ThinkingBlock)
+    """The message's first block is thinking, past blank text (Claude Code records a
+    ``"\\n\\n"`` text block before the thinking of a Claude 4 reply)."""
+    first = next(
+        (b for b in msg.content if not (isinstance(b, TextBlock) and not b.text.strip())), None
+    )
+    return isinstance(first, ThinkingBlock)
 
 
 def _answers_tools(msg: Message) -> bool:
