@@ -218,6 +218,11 @@ def test_fetch_more_tool_definition() -> None:
     assert tool["name"] == FETCH_MORE and tool["description"]
     assert tool["input_schema"]["properties"]["cursor"]["type"] == "string"
     assert tool["input_schema"]["required"] == ["cursor"]
+    assert fetch_more_tool("more_rows")["name"] == "more_rows"
+    # the API refuses such a name, so the request built with it would fail
+    for bad in ("fetch more", "fetch.more", "", "x" * 65, 5):
+        with pytest.raises(UsageError, match="tool name"):
+            fetch_more_tool(bad)  # type: ignore[arg-type]
 
 
 def test_fetch_more_result_gives_a_page_or_an_error_the_model_can_act_on() -> None:

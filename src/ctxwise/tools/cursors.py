@@ -31,6 +31,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,7 @@ FETCH_MORE = "fetch_more"
 """The default name of the tool a model calls with a cursor."""
 
 _MIN_KEY_BYTES = 16
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +274,14 @@ class ResultStore:
 
 
 def fetch_more_tool(name: str = FETCH_MORE) -> dict[str, Any]:
-    """The Anthropic tool definition for fetching the next page of a stored result."""
+    """The Anthropic tool definition for fetching the next page of a stored result.
+
+    Raises:
+        UsageError: ``name`` is not a tool name the providers accept
+            (``^[A-Za-z0-9_-]{1,64}$``).
+    """
+    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+        raise UsageError(f"a tool name matches ^[A-Za-z0-9_-]{{1,64}}$, got {name!r}")
     return {
         "name": name,
         "description": (
