@@ -519,3 +519,14 @@ def test_a_bad_conflict_value_is_one_problem_not_also_a_count() -> None:
             "conflicts[0].values"
         ]
     )
+
+
+@pytest.mark.parametrize("summary", ["", "  \n", 5])
+def test_a_blank_summary_is_a_usage_error_and_nothing_is_stored(summary: object) -> None:
+    # it raised a bare ValueError (AttributeError for a number), which the docs
+    # and the CLI's error mapping do not expect
+    store = InMemoryStore()
+    with pytest.raises(UsageError, match="summary"):
+        store_output("a long text", store=store, summary=summary)  # type: ignore[arg-type]
+    assert store.count(("ctxwise", "handoff_outputs")) == 0
+    assert store_output("a long text", store=store, summary="  the text ").summary == "the text"

@@ -753,9 +753,11 @@ def store_output(
             f"cannot store a {type(output).__name__}: give a text, a list of JSON values "
             "or a SubagentReport"
         )
+    if summary is not None and (not isinstance(summary, str) or not summary.strip()):
+        raise UsageError(f"a summary says what the output holds, not {summary!r}")
     ref = OutputRef(
         id=_output_id(kind, text),
-        summary=_text(summary, "summary") if summary is not None else auto,
+        summary=summary.strip() if summary is not None else auto,
         tokens=tc.count(text),
         items=items,
         kind=kind,
