@@ -79,6 +79,9 @@ class SessionState(PersistedModel):
     """Catalog tools the session loaded (searched for or called), as (server, name)."""
     tool_events: list[dict[str, Any]] = Field(default_factory=list)
     """Tool events since the last turn, for its trace (``ToolEventTrace`` as JSON)."""
+    counted_by: str | None = None
+    """The token counter and render that counted the history's stored per-message
+    tokens (``NAME/RENDER``); None in sessions written before it was recorded."""
 
 
 def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:

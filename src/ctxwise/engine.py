@@ -16,7 +16,10 @@ decision. In order:
 4. **budget**: the window holds ``budget - reserve`` tokens. The pinned parts (the
    system prompt, rules, case facts) come first; of the room they leave,
    ``context_share`` is kept for routed and recalled context and the rest is the
-   history's room;
+   history's room. Messages are counted as the render sends them
+   (:class:`~ctxwise.formats.request.SentCounter`), and a window that still counts
+   more as sent than its sections did one by one is assembled again with less
+   room; stored counts from another counter or render are counted again;
 5. **edit**: when the history passes ``clearing.trigger`` of its room, old tool
    results are cleared (the last ``keep_last`` stay); when it still does not fit,
    it is compacted to ``compaction.target`` of its room, keeping a verbatim tail
@@ -73,7 +76,7 @@ from ctxwise.errors import (
     UsageError,
 )
 from ctxwise.formats import anthropic, neutral, openai
-from ctxwise.formats.request import Window, render_anthropic, render_openai
+from ctxwise.formats.request import SentCounter, Window, render_anthropic, render_openai
 from ctxwise.handoff.escalation import EscalationBrief, escalation_brief
 from ctxwise.handoff.scoring import ChunkScorer
 from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
@@ -201,6 +204,8 @@ class _Session:
     tool_events: list[dict[str, Any]] = field(default_factory=list)
     encoded: list[Any] | None = None
     """Each history message encoded for the render target (kept in memory only)."""
+    counted_by: str | None = None
+    """The counter and render that counted ``tokens`` (``SessionState.counted_by``)."""
 
     def copy(self) -> _Session:
         return _Session(
@@ -223,6 +228,7 @@ class _Session:
             list(self.loaded_tools),
             [dict(e) for e in self.tool_events],
             None if self.encoded is None else list(self.encoded),
+            self.counted_by,
         )
 
     def state(self) -> dict[str, Any]:
@@ -240,6 +246,7 @@ class _Session:
             "gate_rules": self.gate_rules,
             "loaded_tools": [list(k) for k in self.loaded_tools],
             "tool_events": self.tool_events,
+            "counted_by": self.counted_by,
         }
 
 
@@ -284,6 +291,9 @@ class Engine:
             raise UsageError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         self.config = cfg
         self.counter: TokenCounter = counter if counter is not None else get_counter(cfg.counter)
+        # messages are counted as the render sends them (framing per sent message)
+        self._sent = SentCounter(self.counter, cfg.render)
+        self._counted_by = f"{self.counter.name}/{cfg.render}"
         self.clock = clock if clock is not None else time.perf_counter
         self.max_attempts = max_attempts
         self.router = router if router is not None else self._build_router(cfg)
@@ -339,7 +349,7 @@ class Engine:
             self.memory_tool = MemoryTool(DirectoryMemory(cfg.path(cfg.memory_tool.directory)))
         self._cache: dict[str, _Session] = {}
         one = [Message.text_message("user", "x")]
-        self._overhead = 2 * self.counter.count_messages(one) - self.counter.count_messages(one * 2)
+        self._overhead = 2 * self._sent.count_messages(one) - self._sent.count_messages(one * 2)
         self._encode: Callable[[Message], Any] = (
             anthropic.encode_message if cfg.render == "anthropic" else openai.encode_message
         )
@@ -481,6 +491,7 @@ class Engine:
             [dict(r) for r in st.gate_rules],
             [(str(a), str(b)) for a, b in st.loaded_tools],
             [dict(e) for e in st.tool_events],
+            counted_by=st.counted_by,
         )
         self._cache[session_id] = session
         return session
@@ -1003,7 +1014,7 @@ class Engine:
                     session.system.append(text)
                 continue
             session.history.append(m)
-            session.tokens.append(self.counter.count_messages([m]))
+            session.tokens.append(self._sent.count_messages([m]))
             session.origins.append(position)
             if session.encoded is not None:
                 session.encoded.append(self._encode(m))
@@ -1194,7 +1205,7 @@ class Engine:
                 trigger_tokens=0,
                 keep_last=cfg.clearing.keep_last,
                 exclude_tools=cfg.clearing.exclude_tools,
-                counter=self.counter,
+                counter=self._sent,
             )
             if result.applied and result.cleared:
                 new = list(result.transcript.messages)
@@ -1209,7 +1220,7 @@ class Engine:
                 changed_from = min(changed_from, first)
                 session.history = new
                 for i in range(first, len(new)):
-                    session.tokens[i] = self.counter.count_messages([new[i]])
+                    session.tokens[i] = self._sent.count_messages([new[i]])
                     if session.encoded is not None:
                         session.encoded[i] = self._encode(new[i])
                 session.clears += 1
@@ -1240,7 +1251,7 @@ class Engine:
                         self.summarizer,
                         budget=attempt_budget,
                         settings=settings,
-                        counter=self.counter,
+                        counter=self._sent,
                     )
                 except CompactionBudgetError:
                     if attempt_budget == room and smallest is None:
@@ -1261,7 +1272,7 @@ class Engine:
                 n_new = len(new) - len(kept_origins)
                 session.history = new
                 session.origins = [*([None] * n_new), *kept_origins]
-                session.tokens = [self.counter.count_messages([m]) for m in new]
+                session.tokens = [self._sent.count_messages([m]) for m in new]
                 session.encoded = None
                 session.compactions += 1
                 changed_from = 0
@@ -1282,6 +1293,12 @@ class Engine:
         t0 = clock()
         timings: dict[str, float] = {}
         work = base.copy()
+        recounted = work.counted_by != self._counted_by and bool(work.history)
+        if recounted:
+            # the stored counts came from another counter or render (or from before
+            # it was recorded): count the history again, and store every record anew
+            work.tokens = [self._sent.count_messages([m]) for m in work.history]
+        work.counted_by = self._counted_by
         facts_before = {k: f.value for k, f in _facts_items(work.facts)}
         rules_before = len(work.rules)
         gates_before = len(work.gate_rules)
@@ -1304,7 +1321,7 @@ class Engine:
         if tool_tokens >= budget.available:
             raise PinnedOverflowError(budget.available, tool_tokens, ["tool definitions"])
         available = budget.available - tool_tokens
-        framing = self.counter.count_messages([Message.text_message("system", "")])
+        framing = self._sent.count_messages([Message.text_message("system", "")])
         pinned = self._pinned(work, prompt)
         pinned_tokens = sum(self.counter.count(s.content) for s, _ in pinned)
         room = available - framing - pinned_tokens
@@ -1347,48 +1364,60 @@ class Engine:
             raise PinnedOverflowError(available, pinned_tokens + history_tokens, must)
         # the context block's tags cost a few tokens: keep room for them
         tags = self.counter.count("<context>\n\n</context>") + 1
-        assembly = assemble(
-            sections,
-            Budget(max(context_budget - tags, pinned_tokens + 1)),
-            self.counter,
-            order=cfg.order,
-        )
-        system_part: list[str] = []
-        context_part: list[str] = []
-        stable = 0
-        placements: dict[str, str] = {}
-        for s in assembly.sections:
-            in_system = s.stable or s.pinned or cfg.context == "system"
-            placements[s.name] = "system" if in_system else "context"
-            if in_system:
-                system_part.append(s.content)
-                if s.stable and stable == len(system_part) - 1:
-                    stable += 1
-            else:
-                context_part.append(s.content)
-        context_at = None
-        if context_part:
-            for i in range(len(work.history) - 1, -1, -1):
-                if work.history[i].role == "user":
-                    context_at = i
-                    break
-            if context_at is None:  # no user turn: the context joins the system part
-                system_part.extend(context_part)
-                context_part = []
-        window = Window(
-            tuple(system_part),
-            stable,
-            tuple(work.history),
-            "\n\n".join(context_part),
-            context_at,
-        )
-        neutral_window = window.transcript()
-        counts = list(work.tokens)
-        if context_at is not None:
-            counts[context_at] = self.counter.count_messages([window.with_context()[context_at]])
-        if system_part:
-            counts.insert(0, self.counter.count_messages(neutral_window.messages[:1]))
-        total_tokens = self._joined(counts)
+        section_room = context_budget - tags
+        for _ in range(_FIT_ATTEMPTS):
+            assembly = assemble(
+                sections,
+                Budget(max(section_room, pinned_tokens + 1)),
+                self.counter,
+                order=cfg.order,
+            )
+            system_part: list[str] = []
+            context_part: list[str] = []
+            stable = 0
+            placements: dict[str, str] = {}
+            for s in assembly.sections:
+                in_system = s.stable or s.pinned or cfg.context == "system"
+                placements[s.name] = "system" if in_system else "context"
+                if in_system:
+                    system_part.append(s.content)
+                    if s.stable and stable == len(system_part) - 1:
+                        stable += 1
+                else:
+                    context_part.append(s.content)
+            context_at = None
+            if context_part:
+                for i in range(len(work.history) - 1, -1, -1):
+                    if work.history[i].role == "user":
+                        context_at = i
+                        break
+                if context_at is None:  # no user turn: the context joins the system part
+                    system_part.extend(context_part)
+                    context_part = []
+            window = Window(
+                tuple(system_part),
+                stable,
+                tuple(work.history),
+                "\n\n".join(context_part),
+                context_at,
+            )
+            neutral_window = window.transcript()
+            counts = list(work.tokens)
+            if context_at is not None:
+                counts[context_at] = self._sent.count_messages([window.with_context()[context_at]])
+            if system_part:
+                counts.insert(0, self._sent.count_messages(neutral_window.messages[:1]))
+            total_tokens = self._joined(counts)
+            over = total_tokens - available
+            if over <= 0 or section_room <= pinned_tokens + 1:
+                break
+            # what is sent counts more than its sections did one by one (the
+            # separators that join them; messages a render sends apart): the
+            # sections get that much less room, and are assembled again
+            section_room -= over
+        if total_tokens > available:
+            must = [s.name for s, _ in pinned] + (["history"] if history_tokens else [])
+            raise PinnedOverflowError(available, total_tokens, must)
         if work.encoded is None:
             work.encoded = [self._encode(m) for m in work.history]
         t5 = clock()
@@ -1476,11 +1505,15 @@ class Engine:
             timings_ms={k: round(v, 3) for k, v in timings.items()},
             attempts=attempt,
         )
-        keep = min(changed_from, len(base.history))
+        keep = 0 if recounted else min(changed_from, len(base.history))
         change = SessionCommit(
             work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
         )
         return work, change, TurnResult(request, trace, neutral_window, headers)
+
+
+_FIT_ATTEMPTS = 4
+"""Assemblies a turn tries before the window fits as sent (one is the rule)."""
 
 
 def _as_openai(tool: Mapping[str, Any]) -> dict[str, Any]:

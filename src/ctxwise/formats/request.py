@@ -30,9 +30,17 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ctxwise.formats import anthropic, openai
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, Transcript
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, Transcript, block_text
+from ctxwise.tokens import TokenCounter
 
-__all__ = ["CONTEXT_CLOSE", "CONTEXT_OPEN", "Window", "render_anthropic", "render_openai"]
+__all__ = [
+    "CONTEXT_CLOSE",
+    "CONTEXT_OPEN",
+    "SentCounter",
+    "Window",
+    "render_anthropic",
+    "render_openai",
+]
 
 CONTEXT_OPEN = "<context>"
 CONTEXT_CLOSE = "</context>"
@@ -192,3 +200,57 @@ def render_openai(
     for parts in _encoded(window, encoded, openai.encode_message):
         messages.extend(parts)
     return {"model": model, "max_completion_tokens": max_tokens, "messages": messages}
+
+
+def _as_sent_openai(message: Message) -> list[Message]:
+    """``message`` as the Chat Completions messages :func:`render_openai` sends for
+    it, in neutral form: a system message's texts joined into one (as the system
+    part is), a user message's tool results one message each, then its other
+    blocks (:func:`ctxwise.formats.openai.encode_message`)."""
+    if message.role == "system":
+        joined = "\n\n".join(t for t in (block_text(b) for b in message.content) if t)
+        if len(message.content) > 1 and all(isinstance(b, TextBlock) for b in message.content):
+            return [replace(message, content=(TextBlock(joined),))]
+        return [message]
+    if message.role != "user":
+        return [message]
+    results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    if not results:
+        return [message]
+    others = tuple(b for b in message.content if not isinstance(b, ToolResultBlock))
+    out = [replace(message, content=(r,), plain=False) for r in results]
+    if others:
+        out.append(replace(message, content=others))
+    return out
+
+
+class SentCounter:
+    """``counter`` counting messages as a render sends them: each message the
+    provider receives carries the counter's per-message framing once.
+
+    For ``"anthropic"`` the neutral messages are what is sent (parallel tool
+    results share one user message, as in the neutral form), so counts are
+    ``counter``'s own. For ``"openai"`` (Chat Completions) a user turn of ``n`` tool
+    results is ``n`` ``tool`` messages (plus one for its other blocks), and the
+    system part one message of its texts joined by blank lines: counting the
+    neutral message instead leaves out that framing and those separators, which a
+    full window would send over its budget."""
+
+    def __init__(self, counter: TokenCounter, render: Literal["anthropic", "openai"]) -> None:
+        self.counter = counter
+        self.render = render
+
+    @property
+    def name(self) -> str:
+        return self.counter.name
+
+    def count(self, text: str) -> int:
+        return self.counter.count(text)
+
+    def count_messages(self, messages: Sequence[Message]) -> int:
+        if self.render == "openai":
+            messages = [part for m in messages for part in _as_sent_openai(m)]
+        return self.counter.count_messages(messages)
+
+    def __repr__(self) -> str:
+        return f"SentCounter({self.counter!r}, {self.render!r})"
