@@ -557,6 +557,32 @@ def test_clear_thinking_keeps_the_last_turn_whole() -> None:
     assert clear_thinking(r.transcript).reason == "nothing_to_clear"  # idempotent
 
 
+def test_a_message_left_with_only_blank_text_goes_with_its_thinking() -> None:
+    """Claude Code records a "\\n\\n" text block before a reply's thinking: clearing the
+    thinking left an assistant message of blank text, which the API refuses."""
+    t = Transcript(
+        (
+            Message.text_message("user", "first"),
+            Message("assistant", (TextBlock("\n\n"), ThinkingBlock("plan " * 20, "s1"))),
+            Message("assistant", (TextBlock("The answer."),)),
+            Message.text_message("user", "second"),
+            Message("assistant", (TextBlock("\n\n"), ThinkingBlock("more " * 20, "s2"))),
+            Message("assistant", (TextBlock("Another answer."),)),
+        ),
+        format="anthropic",
+    )
+    r = clear_thinking(t)
+    assert [m.text for m in r.transcript.messages] == [
+        "first",
+        "The answer.",
+        "second",
+        "\n\n",
+        "Another answer.",
+    ]
+    assert [(i.kind, i.message_index) for i in r.cleared] == [("thinking", 1)]
+    assert r.tokens_after < r.tokens_before and r.transcript.problems("anthropic") == []
+
+
 # --------------------------------------------------------------------------- server side
 
 

@@ -59,6 +59,7 @@ from ctxwise.messages import (
     Message,
     PairingProblem,
     Placement,
+    TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -480,7 +481,7 @@ def clear_thinking(
 
     The most recent ``keep_turns`` assistant turns that hold thinking keep all of
     theirs (redacted thinking included); ``"all"`` keeps everything. An
-    assistant message that held only thinking is removed. ``keep_turns`` must be
+    assistant message that held only thinking (and blank text) is removed. ``keep_turns`` must be
     1 or more: during tool use the API requires the last assistant turn's
     thinking back unmodified. There is no trigger, as in the API.
     """
@@ -513,6 +514,14 @@ def clear_thinking(
             if isinstance(b, ThinkingBlock):
                 changes[(mi, bi)] = None
                 items.append(ClearedItem("thinking", mi, ctr.count(b.thinking)))
+        rest = [b for b in m.content if not isinstance(b, ThinkingBlock)]
+        if len(rest) < len(m.content) and all(
+            isinstance(b, TextBlock) and not b.text.strip() for b in rest
+        ):
+            # blank text is all that is left (Claude Code records "\n\n" before the
+            # thinking), and the API refuses a whitespace-only text block: it goes too
+            for bi in range(len(m.content)):
+                changes[(mi, bi)] = None
     if not items:
         return noop(
             "nothing_to_clear",
