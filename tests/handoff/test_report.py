@@ -530,3 +530,20 @@ def test_a_blank_summary_is_a_usage_error_and_nothing_is_stored(summary: object)
         store_output("a long text", store=store, summary=summary)  # type: ignore[arg-type]
     assert store.count(("ctxwise", "handoff_outputs")) == 0
     assert store_output("a long text", store=store, summary="  the text ").summary == "the text"
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        "I ran this:\n```python\nrows = fetch()\n```\n",
+        "The server said:\n```\nHTTP 503 Service Unavailable\n```\n",
+        "```bash\ncurl -s https://stats.example\n```\n```\nok\n```\n",
+    ],
+)
+def test_the_json_block_is_found_after_other_fenced_blocks(before: str) -> None:
+    # the closing fence of the first block was read as the opening of a "block" that
+    # ran to the ```json fence, and the reply failed as "not valid JSON"
+    text = before + "My report:\n```json\n" + json.dumps(_report()) + "\n```\n"
+    assert SubagentReport.parse(text) == SubagentReport.parse(_report())
+    python_only = "```python\nprint('x')\n```\n" + json.dumps(_report())
+    assert SubagentReport.parse(python_only).subtask == "market size"

@@ -520,7 +520,10 @@ class SubagentReport(_Model):
 
 # -- reading what a model returned --------------------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```([^\n`]*)\r?\n(.*?)```", re.DOTALL)
+"""A fenced block: its info string (``json``, ``python``, none) and its body. Blocks
+are matched in turn, so the closing fence of one is never read as the opening of
+the next."""
 
 
 def _json_type(value: object) -> str:
@@ -533,16 +536,21 @@ def _json_type(value: object) -> str:
 
 
 def _decode(data: str | bytes, source: str | None) -> object:
-    """The JSON value in a model's reply: the first fenced block, else the whole text,
-    else the span from its first ``{`` to its last ``}``."""
+    """The JSON value in a model's reply: the first ```` ```json ```` block, else the
+    first fenced block without a language (a ```` ```python ```` block is code, not
+    the report), else the whole text, else the span from its first ``{`` to its
+    last ``}``."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
     except UnicodeDecodeError as e:
         raise SubagentReportError(
             [("(top level)", f"not UTF-8 text ({e})")], source=source
         ) from None
-    fenced = _FENCE.search(text)
-    candidate = fenced.group(1) if fenced else text
+    blocks = [(m.group(1).strip().lower(), m.group(2)) for m in _FENCE.finditer(text)]
+    fenced = next((body for info, body in blocks if info == "json"), None)
+    if fenced is None:
+        fenced = next((body for info, body in blocks if not info), None)
+    candidate = fenced if fenced is not None else text
     candidate = candidate.strip()
     if not candidate:
         raise SubagentReportError([("(top level)", "empty reply: no JSON object")], source=source)
