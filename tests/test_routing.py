@@ -415,3 +415,26 @@ class TestThreads:
             clone.add("shipping", ["where is my parcel"])  # its own lock and intents
             assert clone.route("where is my parcel").label == "shipping"
         assert [i.name for i in router.intents] == ["billing", "cancel"]
+
+
+class TestKeywordNormalization:
+    def test_keywords_are_read_as_the_query_is(self) -> None:
+        c = KeywordClassifier([("travel", ["Straße", "ﬁle", "Credit Card"])])
+        assert c.route("which STRASSE is it").label == "travel"
+        assert c.route("open the file").label == "travel"
+        assert c.route("my credit card was declined").label == "travel"
+        assert c.route("a card for credit").label is None  # the words, in order
+
+    @pytest.mark.parametrize(
+        ("rules", "match"),
+        [
+            ([("a", "refund")], "not a string"),
+            ([("a", ["refund", "  "])], "no word"),
+            ([("a", ["?!"])], "no word"),
+            ([("a", [3])], "not a string"),
+            ([("", ["x"])], "non-empty label"),
+        ],
+    )
+    def test_bad_rules(self, rules: list[tuple[str, object]], match: str) -> None:
+        with pytest.raises(UsageError, match=match):
+            KeywordClassifier(rules)  # type: ignore[arg-type]
