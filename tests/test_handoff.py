@@ -359,3 +359,32 @@ def test_a_scorer_giving_a_score_that_is_not_a_finite_number_is_refused(bad: obj
 
     with pytest.raises(UsageError, match=r"scorer 'odd' gave .* for chunk c\d+: .*finite"):
         select_context(_session(), "task", 500, scorer=Odd())  # type: ignore[arg-type]
+
+
+def test_a_transcript_with_a_lone_surrogate_is_handed_over_verbatim() -> None:
+    # a truncated emoji in a tool's output: the scorer's store refused the text and
+    # the digest of its cache crashed with UnicodeEncodeError
+    messages = [
+        Message.text_message("user", "Fix the parser, it drops \ud83d emoji"),
+        Message("assistant", (ToolUseBlock("t1", "Bash", {"command": "pytest"}),)),
+        Message("user", (ToolResultBlock("t1", "FAILED test_parser \udcff"),)),
+        Message.text_message("user", "Lunch is at noon."),
+    ]
+    handoff = select_context(messages, "why does the parser fail", 200)
+    assert handoff.matched
+    texts = [c.text for c in handoff.chunks]
+    assert "Fix the parser, it drops \ud83d emoji" in texts
+    assert 'Bash {"command": "pytest"}\n→ FAILED test_parser \udcff' in texts
+    data = {
+        "conversations": [
+            {
+                "id": "c",
+                "turns": [
+                    {"id": "t1", "speaker": "A", "text": "my cat \ud83d is Tom"},
+                    {"id": "t2", "speaker": "B", "text": "lunch"},
+                ],
+                "questions": [{"question": "What is the cat called?", "evidence": ["t1"]}],
+            }
+        ]
+    }
+    assert evaluate_handoff(data, 100)["evidence_recall"] == 1.0

@@ -45,6 +45,16 @@ def code_words(text: str) -> str:
     return _CAMEL.sub(lambda m: f"{m.group(0)} ({_SPLIT.sub(' ', m.group(0))})", text)
 
 
+def _indexable(text: str) -> str:
+    """``text`` with lone surrogates (a truncated emoji in a tool's output) as U+FFFD,
+    which the store refuses; the chunk itself is handed over as it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 DEFAULT_SHORTLIST = 40
 """Chunks an :class:`LLMScorer` asks its model about."""
 
@@ -87,14 +97,15 @@ class HybridScorer:
         many tasks against one transcript indexes it once."""
         digest = hashlib.sha256()
         for c in chunks:
-            digest.update(f"{c.id}\x00{c.text}\x01".encode())
+            digest.update(f"{c.id}\x00{c.text}\x01".encode("utf-8", "surrogatepass"))
         key = digest.hexdigest()
         if self._last is not None and self._last[0] == key:
             return self._last[1]
         memory = LongTermMemory(InMemoryStore(), ("handoff",), self.embedder, preset=self.preset)
         memory.remember_many(
-            NewItem(c.text, {"position": c.position}, id=c.id, index_text=code_words(c.text))
+            NewItem(text, {"position": c.position}, id=c.id, index_text=code_words(text))
             for c in chunks
+            for text in (_indexable(c.text),)
         )
         self._last = (key, memory)
         return memory
