@@ -45,6 +45,10 @@ BAD = [
         "calibration.per_intent.billing",
     ),
     ({"scorer": {"name": "lexical", "params": None}}, "state"),
+    ({"scorer": {"name": "embedding", "params": {"c": "abc"}}}, "scorer"),
+    ({"scorer": {"name": "embedding", "params": {"c": -1}}}, "scorer"),
+    ({"scorer": {"name": "embedding", "params": {"embedder": 5}}}, "scorer"),
+    ({"scorer": {"name": "embedding", "params": {"embedder": ["hashing"]}}}, "scorer"),
 ]
 
 
@@ -93,3 +97,31 @@ def test_from_dict_of_to_dict_still_refits(tmp_path: Path) -> None:
 def test_constructor_refuses_a_bad_max_query_chars(value: Any) -> None:
     with pytest.raises(UsageError, match="max_query_chars"):
         IntentRouter(max_query_chars=value)
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "match"),
+    [
+        ("lexical", {"c": float("inf")}, "c must be a positive number"),
+        ("lexical", {"char_ngrams": "no"}, "char_ngrams must be true or false"),
+        ("hybrid", {"embedder": "hashing", "embedding_weight": float("nan")}, "embedding_weight"),
+        ("hybrid", {"embedder": "hashing", "embedding_weight": -1}, "embedding_weight"),
+        ("embedding", {"head": "linear", "c": float("nan")}, "c must be a positive number"),
+    ],
+)
+def test_scorer_parameters_are_checked_before_a_fit(
+    tmp_path: Path, name: str, params: dict[str, Any], match: str
+) -> None:
+    """Each reached scikit-learn, which raised its own error (or a NaN ValueError)
+    on the first route, or was taken as true."""
+    pytest.importorskip("sklearn")
+    from ctxwise.routing import make_scorer
+
+    with pytest.raises(UsageError, match=match):
+        make_scorer(name, params)
+    doc = {**ROUTER, "version": 1, "scorer": {"name": name, "params": params}}
+    del doc["state"]
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(FormatError, match=match):
+        IntentRouter.load(path)

@@ -123,6 +123,27 @@ def _check_finite(value: npt.NDArray[Any], key: str) -> None:
         raise ValueError(f"array {key!r} holds NaN or infinite values")
 
 
+def _positive(name: str, value: Any) -> float:
+    """``value`` as a float, or a :class:`~ctxwise.errors.UsageError` unless it is a
+    finite number above 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not value > 0
+    ):
+        raise UsageError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _embedder(value: Any) -> Embedder:
+    if isinstance(value, str):
+        return get_embedder(value)
+    if not isinstance(value, Embedder):
+        raise UsageError(f"embedder must be an embedder or its name, got {value!r}")
+    return value
+
+
 def _require_fit(labels: tuple[str, ...], name: str) -> None:
     if not labels:
         raise UsageError(f"the {name} scorer has not been fitted: add intents first")
@@ -215,9 +236,9 @@ class LexicalScorer:
 
     def __init__(self, c: float = 0.5, char_ngrams: bool = True) -> None:
         _sklearn(f"the {self.name} scorer")
-        if isinstance(c, bool) or not isinstance(c, int | float) or not c > 0:
-            raise UsageError(f"c must be a positive number, got {c!r}")
-        self.c = float(c)
+        self.c = _positive("c", c)
+        if not isinstance(char_ngrams, bool):
+            raise UsageError(f"char_ngrams must be true or false, got {char_ngrams!r}")
         self.char_ngrams = char_ngrams
         self.embedder: Embedder | None = None
         self.embedding_weight = 1.0
@@ -399,10 +420,8 @@ class HybridScorer(LexicalScorer):
         char_ngrams: bool = True,
     ) -> None:
         super().__init__(c=c, char_ngrams=char_ngrams)
-        if isinstance(embedding_weight, bool) or not isinstance(embedding_weight, int | float):
-            raise UsageError(f"embedding_weight must be a number, got {embedding_weight!r}")
-        self.embedder = get_embedder(embedder) if isinstance(embedder, str) else embedder
-        self.embedding_weight = float(embedding_weight)
+        self.embedding_weight = _positive("embedding_weight", embedding_weight)
+        self.embedder = _embedder(embedder)
 
     @property
     def name(self) -> str:
@@ -427,9 +446,9 @@ class EmbeddingScorer:
             raise UsageError(f"unknown head {head!r}; choose 'nearest' or 'linear'")
         if head == "linear":
             _sklearn("the embedding scorer's linear head")
-        self.embedder = get_embedder(embedder) if isinstance(embedder, str) else embedder
+        self.c = _positive("c", c)
+        self.embedder = _embedder(embedder)
         self.head = head
-        self.c = float(c)
         self._labels: tuple[str, ...] = ()
         self._vectors: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._starts: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
