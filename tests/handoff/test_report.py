@@ -212,6 +212,8 @@ def test_every_problem_is_reported_at_once() -> None:
         ("```json\n[1, 2]\n```", "got an array"),
         ('"just a string"', "no JSON object"),
         (b"\xff\xfe", "not UTF-8"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),  # was a RecursionError
+        ('{"subtask": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
     ],
 )
 def test_text_that_is_not_a_report_object(text: str | bytes, fragment: str) -> None:

@@ -568,6 +568,10 @@ def _decode(data: str | bytes, source: str | None) -> object:
             [("(top level)", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")],
             source=source,
         ) from None
+    except RecursionError:
+        raise SubagentReportError(
+            [("(top level)", "not valid JSON: nested too deeply")], source=source
+        ) from None
 
 
 _MEMBERS = {"int": "an integer", "str": "a string", "float": "a number", "bool": "a boolean"}
