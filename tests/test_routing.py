@@ -438,3 +438,30 @@ class TestKeywordNormalization:
     def test_bad_rules(self, rules: list[tuple[str, object]], match: str) -> None:
         with pytest.raises(UsageError, match=match):
             KeywordClassifier(rules)  # type: ignore[arg-type]
+
+
+class TestExampleShapes:
+    def test_negatives_must_be_a_list_of_strings(self) -> None:
+        router = billing_router()
+        with pytest.raises(UsageError, match="not a string"):
+            router.add_negatives("tell me a joke")  # was read letter by letter
+        with pytest.raises(UsageError, match="must be a string"):
+            router.add_negatives(["tell me a joke", None])  # type: ignore[list-item]
+        assert router.to_dict()["negatives"] == []
+
+    @pytest.mark.parametrize(
+        "rows",
+        [
+            [("refund",)],
+            [("refund", "billing", "extra")],
+            [("refund", None)],
+            [(3, "billing")],
+            ["refund billing"],
+            "refund",
+        ],
+    )
+    def test_labeled_examples_must_be_pairs_of_strings(self, rows: object) -> None:
+        with pytest.raises(UsageError, match=r"\(text, label\) pair"):
+            billing_router().fit(rows)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match=r"\(text, label\) pair"):
+            IntentRouter.from_labeled(rows)  # type: ignore[arg-type]

@@ -137,7 +137,13 @@ class IntentRouter:
 
     def add_negatives(self, texts: Iterable[str]) -> None:
         """Out-of-scope examples; scorers that can learn from them do."""
-        self._negatives.extend(t for t in texts if t.strip())
+        if isinstance(texts, str | bytes):
+            raise UsageError("out-of-scope examples must be a list of strings, not a string")
+        items = list(texts)
+        for t in items:
+            if not isinstance(t, str):
+                raise UsageError(f"an out-of-scope example must be a string, got {t!r}")
+        self._negatives.extend(t for t in items if t.strip())
         self._fitted = False
 
     @classmethod
@@ -149,7 +155,7 @@ class IntentRouter:
         router = cls(scorer, **kwargs)
         grouped: dict[str, list[str]] = {}
         negatives: list[str] = []
-        for text, label in examples:
+        for text, label in _pairs(examples):
             (negatives if label == OUT_OF_SCOPE else grouped.setdefault(label, [])).append(text)
         for label, texts in grouped.items():
             router.add(label, texts)
@@ -266,7 +272,7 @@ class IntentRouter:
         harmonic mean of in-scope accuracy and OOS recall; ``accuracy``,
         ``(1 - oos_share) × in-scope accuracy + oos_share × OOS recall``; or
         ``macro_f1`` (see :data:`~ctxwise.routing.calibration.Objective`)."""
-        examples = list(labeled)
+        examples = _pairs(labeled)
         if not self._intents:
             raise UsageError("add intents before fitting a threshold")
         texts = [t for t, _ in examples]
@@ -529,6 +535,22 @@ class IntentRouter:
                 return {key: npz[key] for key in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
             raise FormatError(str(sidecar), f"cannot read the router's arrays: {exc}") from None
+
+
+def _pairs(examples: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``examples`` as a list, each checked to be a ``(text, label)`` pair of strings."""
+    if isinstance(examples, str | bytes):
+        raise UsageError("labeled examples must be (text, label) pairs, not a string")
+    out = []
+    for i, pair in enumerate(examples):
+        if (
+            not isinstance(pair, tuple | list)
+            or len(pair) != 2
+            or not all(isinstance(x, str) for x in pair)
+        ):
+            raise UsageError(f"labeled example {i} must be a (text, label) pair of strings")
+        out.append((pair[0], pair[1]))
+    return out
 
 
 def _parse(data: object, source: str) -> RouterFile:
