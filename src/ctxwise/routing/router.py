@@ -537,9 +537,9 @@ class IntentRouter:
             raise FormatError(str(sidecar), f"cannot read the router's arrays: {exc}") from None
 
 
-def _pairs(examples: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+def _pairs(examples: object) -> list[tuple[str, str]]:
     """``examples`` as a list, each checked to be a ``(text, label)`` pair of strings."""
-    if isinstance(examples, str | bytes):
+    if isinstance(examples, str | bytes) or not isinstance(examples, Iterable):
         raise UsageError("labeled examples must be (text, label) pairs, not a string")
     out = []
     for i, pair in enumerate(examples):
