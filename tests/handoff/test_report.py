@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import pickle
 from typing import Any
@@ -549,3 +550,25 @@ def test_the_json_block_is_found_after_other_fenced_blocks(before: str) -> None:
     assert SubagentReport.parse(text) == SubagentReport.parse(_report())
     python_only = "```python\nprint('x')\n```\n" + json.dumps(_report())
     assert SubagentReport.parse(python_only).subtask == "market size"
+
+
+def test_a_stored_report_that_no_longer_validates_is_a_report_error() -> None:
+    # a report stored before a check was added (here: a conflict whose values are all
+    # the same) raised pydantic's ValidationError from load_output
+    report = SubagentReport.parse(_report())
+    data = json.loads(report.model_dump_json())
+    same = {"value": 1.0, "source": {"id": "s-x", "url": "https://a.example"}}
+    data["conflicts"] = [{"metric": "m", "values": [same, same], "note": ""}]
+    text = json.dumps(data)
+    store = InMemoryStore()
+    ref = OutputRef(
+        id="o-" + hashlib.sha256(f"report\n{text}".encode()).hexdigest()[:16],
+        summary="old",
+        tokens=1,
+        items=1,
+        kind="report",
+    )
+    store.put(("ctxwise", "handoff_outputs"), NewItem(text, id=ref.id))
+    with pytest.raises(SubagentReportError, match="two or more different values") as info:
+        load_output(ref, store=store)
+    assert info.value.source == f"output {ref.id}"

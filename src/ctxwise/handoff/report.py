@@ -787,6 +787,8 @@ def load_output(
     Raises:
         UsageError: nothing is stored under ``ref.id`` in ``namespace``.
         StoreError: what is stored there does not match the reference's hash.
+        SubagentReportError: a stored report no longer validates (it was stored
+            by a version that checked less).
     """
     ns = check_namespace(namespace)
     item = store.get(ns, ref.id)
@@ -795,7 +797,10 @@ def load_output(
     if _output_id(ref.kind, item.text) != ref.id:
         raise StoreError(f"output {ref.id} in {'/'.join(ns)!r} does not match its content hash")
     if ref.kind == "report":
-        return SubagentReport.model_validate_json(item.text)
+        try:
+            return SubagentReport.model_validate_json(item.text)
+        except ValidationError as e:  # stored by a version that checked less
+            raise SubagentReportError(_problems(e), source=f"output {ref.id}") from None
     if ref.kind == "items":
         values: list[Any] = json.loads(item.text)
         return values
