@@ -251,6 +251,18 @@ def test_openai_without_parameters_gets_an_empty_object_schema() -> None:
     assert tool.input_schema == {"type": "object", "properties": {}}
 
 
+def test_openai_null_parameters_get_an_empty_object_schema() -> None:
+    # the Responses API types parameters as Optional: a dumped FunctionTool has null
+    from openai.types.responses import FunctionTool
+
+    dumped = FunctionTool(type="function", name="ping", parameters=None).model_dump()
+    chat = {"type": "function", "function": {"name": "now", "parameters": None}}
+    cat = ToolCatalog()
+    for tool in cat.add_openai([dumped, chat]):
+        assert tool.input_schema == {"type": "object", "properties": {}}
+    assert [t.name for t in cat] == ["ping", "now"]
+
+
 def test_load_anthropic_and_openai_files(tmp_path: Path) -> None:
     a = tmp_path / "a.json"
     a.write_text(json.dumps([{"name": "x", "description": "d", "input_schema": OBJ}]))

@@ -1053,7 +1053,8 @@ def _openai_row(raw: Any, server: str | None) -> ToolDef:
     if not isinstance(fn, Mapping):
         raise ToolCatalogError("bad_definition", server=server, detail="bad function")
     body = dict(fn)
-    body.setdefault("parameters", {"type": "object", "properties": {}})
+    if body.get("parameters") is None:  # left out, or null (the Responses API allows it)
+        body["parameters"] = {"type": "object", "properties": {}}
     return _make(body, server, "parameters")
 
 
