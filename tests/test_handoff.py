@@ -388,3 +388,16 @@ def test_a_transcript_with_a_lone_surrogate_is_handed_over_verbatim() -> None:
         ]
     }
     assert evaluate_handoff(data, 100)["evidence_recall"] == 1.0
+
+
+@pytest.mark.parametrize("task", ["\udcff", "why does the parser fail \ud83d"])
+def test_a_task_with_a_lone_surrogate_is_scored_and_handed_over_as_given(task: str) -> None:
+    # a Task prompt cut inside an emoji: the scorer's store refused the query ("not
+    # valid Unicode") when no word of the task came before the surrogate
+    messages = [
+        Message.text_message("user", "Fix the parser, it drops emoji"),
+        Message.text_message("user", "Lunch is at noon."),
+    ]
+    handoff = select_context(messages, task, 200)
+    assert handoff.render().startswith(task)
+    assert handoff.selected

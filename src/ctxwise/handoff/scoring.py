@@ -114,7 +114,7 @@ class HybridScorer:
         if not chunks:
             return []
         memory = self._memory(chunks)
-        hits = memory.recall(code_words(task), k=len(chunks), pool=len(chunks))
+        hits = memory.recall(code_words(_indexable(task)), k=len(chunks), pool=len(chunks))
         if not any(h.lexical_rank is not None for h in hits):
             # no word of the task is in the transcript: hashing vectors hold nothing more
             return [0.0] * len(chunks)
