@@ -520,3 +520,22 @@ def test_tampered_arrays_with_a_matching_hash_are_refused_on_load(
     )
     with pytest.raises(FormatError, match=match):
         IntentRouter.load(_resaved(path, "tampered.json", edit))
+
+
+@pytest.mark.parametrize("target", ["train", "fit", "train.npz"])
+def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> None:
+    from tests._cli import assert_usage_error, run
+
+    rows = [(f"{w} please {i}", w) for w in ("refund", "cancel") for i in range(10)]
+    rows += [(f"weather today {i}", "oos") for i in range(10)]
+    train, fit = tmp_path / "train.jsonl", tmp_path / "fit.jsonl"
+    write_labeled(train, rows)
+    write_labeled(fit, rows)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"train": train, "fit": fit, "train.npz": tmp_path / "train"}[target]
+    if target == "train.npz":  # the arrays file would land on the training data
+        train = train.rename(tmp_path / "train.npz")
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = run("router", "build", "--train", train, "--fit-on", fit, "--out", out)
+    assert_usage_error(result, "write the router elsewhere")
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before

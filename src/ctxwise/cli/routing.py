@@ -60,14 +60,22 @@ def _objective(name: str) -> Any:
     return name
 
 
-def _check_out(out: Path) -> None:
-    """Fail before the (slow) fit when the router cannot be written to ``out``."""
+def _check_out(out: Path, inputs: dict[str, Path | None]) -> None:
+    """Fail before the (slow) fit when the router cannot be written to ``out``, or
+    would be written over one of the ``inputs`` (by option name)."""
+    from ctxwise._io import same_file
+    from ctxwise.routing.router import arrays_path
+
     if str(out) == "-":
         raise UsageError("--out: a router is saved as two files (JSON and .npz); give a path")
     if out.is_dir():
         raise OutputError(str(out), "is a directory")
     if not out.parent.is_dir():
         raise OutputError(str(out), f"folder {out.parent} does not exist")
+    for option, path in inputs.items():
+        for written in (out, arrays_path(out)):
+            if path is not None and same_file(path, written):
+                raise OutputError(str(written), f"is the {option} file; write the router elsewhere")
 
 
 def _scorer(name: str, embedder: str | None, head: str | None) -> Scorer:
@@ -146,7 +154,7 @@ def build_cmd(
         from ctxwise.routing.evaluation import build_router
 
         goal = _objective(objective)
-        _check_out(out)
+        _check_out(out, {"--train": train, "--fit-on": fit_on})
         examples = load_labeled(train)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
         r, fitted, how = build_router(
