@@ -288,3 +288,11 @@ def test_select_with_a_budget_past_what_a_float_holds(claude: Path) -> None:
     out = ok_json("handoff", "select", SHORT, "--task", "x", "--budget", huge)
     assert out["report"]["budget"] == int(huge)
     assert out["report"]["tokens"] == out["report"]["transcript_tokens"]
+
+
+def test_select_refuses_a_task_that_is_not_utf8(claude: Path) -> None:
+    # argv bytes that are not UTF-8 arrive as lone surrogates; the task went into the
+    # prompt as a literal "\udcff", while --task-file refused the same bytes
+    for extra in ([], ["--json"]):
+        result = run("handoff", "select", SHORT, "--task", "fix \udcff it", *extra)
+        assert_usage_error(result, "not UTF-8", "--task")

@@ -47,9 +47,13 @@ def _task(task: str | None, task_file: Path | None) -> str:
     if (task is None) == (task_file is None):
         raise UsageError("give exactly one of --task and --task-file")
     text = task if task is not None else read_text_file(task_file or "", "a text file", FormatError)
+    where = "--task" if task is not None else f"--task-file {task_file}"
     if not text.strip():
-        where = "--task" if task is not None else f"--task-file {task_file}"
         raise UsageError(f"the task is empty ({where}): say what the subagent must do")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:  # bytes of the command line that are not UTF-8
+        raise UsageError(f"the task is not UTF-8 text ({where}, character {e.start})") from None
     return text.strip()
 
 
