@@ -401,3 +401,10 @@ def test_a_task_with_a_lone_surrogate_is_scored_and_handed_over_as_given(task: s
     handoff = select_context(messages, task, 200)
     assert handoff.render().startswith(task)
     assert handoff.selected
+
+
+def test_a_budget_smaller_than_every_chunk_gives_an_empty_handoff_that_says_so() -> None:
+    handoff = select_context(_session(), "zebra quokka", 5)
+    assert handoff.selected == () and handoff.tokens == 0
+    assert len(handoff.left_out) == len(chunk_transcript(_session(), C))
+    assert handoff.report()["left_out"]["chunks"] == len(handoff.left_out)

@@ -24,8 +24,9 @@ of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
    under a header with its id, kind, position and time.
 
 When nothing in the transcript matches the task, the report says so and the most
-recent chunks are taken instead (never nothing). :class:`Handoff` says what was
-taken and why, and what was left out.
+recent chunks are taken instead (never nothing, unless no chunk with its header
+fits the budget: then the handoff is empty and ``left_out`` holds every chunk).
+:class:`Handoff` says what was taken and why, and what was left out.
 """
 
 from __future__ import annotations
