@@ -263,6 +263,28 @@ def test_openai_null_parameters_get_an_empty_object_schema() -> None:
     assert [t.name for t in cat] == ["ping", "now"]
 
 
+def test_add_mcp_takes_the_sdk_models() -> None:
+    # ClientSession.list_tools() returns a ListToolsResult; it was refused ("has a
+    # 'tools' list"), and its model_dump() has input_schema, not inputSchema
+    from mcp.types import ListToolsResult, Tool, ToolAnnotations
+
+    result = ListToolsResult(
+        tools=[
+            Tool(name="read", description="Read a file.", inputSchema=OBJ),
+            Tool(name="ping", inputSchema=OBJ, annotations=ToolAnnotations(readOnlyHint=True)),
+        ]
+    )
+    cat = ToolCatalog()
+    defs = cat.add_mcp(result, server="fs")
+    assert [(t.name, t.description, t.server) for t in defs] == [
+        ("read", "Read a file.", "fs"),
+        ("ping", "", "fs"),
+    ]
+    assert defs[1].annotations == {"readOnlyHint": True}
+    other = ToolCatalog()
+    assert other.add_mcp(list(result.tools), server="fs") == defs
+
+
 def test_load_anthropic_and_openai_files(tmp_path: Path) -> None:
     a = tmp_path / "a.json"
     a.write_text(json.dumps([{"name": "x", "description": "d", "input_schema": OBJ}]))

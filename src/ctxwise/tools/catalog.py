@@ -516,8 +516,9 @@ class ToolCatalog:
         always_loaded: bool = False,
     ) -> list[ToolDef]:
         """Add the tools of an MCP ``tools/list`` result (``{"tools": [...]}``, or the
-        JSON-RPC response around it, or the ``tools`` array itself)."""
-        tools = _mcp_tools(listing, server)
+        JSON-RPC response around it, or the ``tools`` array itself), as JSON or as
+        the MCP SDK's models (what ``ClientSession.list_tools()`` returns)."""
+        tools = [_wire_form(t) for t in _mcp_tools(listing, server)]
         defs = [_make(t, server, "inputSchema") for t in tools]
         self.add(defs, always_loaded=always_loaded)
         return defs
@@ -1064,7 +1065,18 @@ def _array(tools: Any, what: str) -> list[Any]:
     return list(tools)
 
 
+def _wire_form(value: Any) -> Any:
+    """An MCP SDK model (``ListToolsResult``, ``Tool``) as its JSON form, whose keys
+    are the protocol's (``inputSchema``; ``model_dump()`` alone writes
+    ``input_schema``); anything else as it is."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, Mapping):
+        return dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
 def _mcp_tools(listing: Any, server: str) -> list[Any]:
+    listing = _wire_form(listing)
     if isinstance(listing, Mapping):
         body = listing.get("result", listing)
         tools = body.get("tools") if isinstance(body, Mapping) else None
