@@ -465,3 +465,10 @@ class TestExampleShapes:
             billing_router().fit(rows)  # type: ignore[arg-type]
         with pytest.raises(UsageError, match=r"\(text, label\) pair"):
             IntentRouter.from_labeled(rows)  # type: ignore[arg-type]
+
+
+def test_a_router_file_with_a_utf8_byte_order_mark_loads(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    billing_router().save(path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
+    assert IntentRouter.load(path).route("I need a refund for my invoice").label == "billing"

@@ -3,6 +3,7 @@ guess when the best score is too low or two intents are too close."""
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import io
 import json
@@ -498,7 +499,9 @@ class IntentRouter:
         """
         p = Path(path)
         try:
-            data = json.loads(p.read_bytes().decode("utf-8"))
+            raw = p.read_bytes()
+            # a UTF-8 byte order mark (an editor's) is UTF-8 still, as in the JSONL readers
+            data = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
         except FileNotFoundError:
             raise FormatError(str(p), "no such file") from None
         except IsADirectoryError:
