@@ -179,6 +179,21 @@ class TestMessagesJSONL:
         assert detect_format(p) == "claude-code"
         assert read_transcript_file(p).shape == "session"
 
+    def test_jsonl_that_is_no_session_is_refused(self, tmp_path: Path) -> None:
+        # a tool catalog (LiveMCPBench lines): no 'role', no 'type' on any line; it
+        # was read as an empty Claude Code session (``ctxwise clear`` wrote a copy)
+        tools = [
+            {"server": "weather", "name": "forecast", "description": "d", "inputSchema": {}},
+            {"server": "mail", "name": "send", "description": "d", "inputSchema": {}},
+        ]
+        p = jsonl(tmp_path / "tools.jsonl", tools)
+        with pytest.raises(UnknownFormatError, match="no line is a message object"):
+            detect_format(p)
+        with pytest.raises(UnknownFormatError):
+            read_transcript_file(p)
+        snapshot = {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}}
+        assert detect_format(jsonl(tmp_path / "empty.jsonl", [snapshot])) == "claude-code"
+
     def test_anthropic_messages_jsonl(self, tmp_path: Path) -> None:
         lines: list[dict[str, Any]] = [
             {"role": "user", "content": "Look it up."},

@@ -187,6 +187,21 @@ def _first_line_json(stripped: str) -> tuple[bool, Any]:
         return False, None
 
 
+def _has_event_line(stripped: str) -> bool:
+    """Whether a line is a JSON object with a string ``type``, as every Claude Code
+    event is (other JSONL, such as a tool catalog, is no session)."""
+    for line in stripped.split("\n"):
+        if '"type"' not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(obj, Mapping) and isinstance(obj.get("type"), str):
+            return True
+    return False
+
+
 def _looks_like_lines(p: Path, stripped: str) -> tuple[bool, Any]:
     """Whether the text is JSONL (by extension or several lines, the first JSON)."""
     ok, first = _first_line_json(stripped)
@@ -205,6 +220,12 @@ def _detect(p: Path, body: str) -> tuple[_Format, Any, Shape, str]:
             objs = _parse_lines(body, str(p), "messages JSONL")
             fmt, why = _messages_format(objs)
             return fmt, objs, "jsonl", f"a message object per line, {why}"
+        if not _has_event_line(stripped):
+            raise UnknownFormatError(
+                str(p),
+                "JSONL, but no line is a message object (with 'role') or a Claude Code "
+                "event (with a 'type')",
+            )
         return "claude-code", None, "session", "JSONL whose first line is not a message object"
     try:
         doc = json.loads(body)
