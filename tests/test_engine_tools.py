@@ -360,6 +360,22 @@ def test_trim_settings_cut_a_result_and_the_trace_says_so(tmp_path: Path) -> Non
     engine.close()
 
 
+def test_a_result_nested_past_the_json_decoder_is_stored_by_lines(tmp_path: Path) -> None:
+    # a text result over store_over that is JSON nested deeper than json.loads goes:
+    # it raised RecursionError and ended the turn; it is paged by lines, as text is
+    config = EngineConfig.model_validate(
+        {"store": f"sqlite:///{tmp_path / 'db.sqlite'}", "tool_results": {"store_over": 50}}
+    )
+    with Engine(config, results=ResultStore(KEY, clock=Clock(), page_size=20)) as engine:
+        engine.turn("n", [Message.text_message("user", "dump it")])
+        use = ToolUseBlock("toolu_1", "dump", {})
+        deep = "\n".join(["[" * 100_000 + "]" * 100_000, *(f"line {i}" for i in range(200))])
+        out = engine.tool_result("n", use, deep)
+        assert "fetch_more" in str(out.content) or "cursor" in str(out.content)
+        assert len(str(out.content)) < len(deep)
+        engine.turn("n", [Message("assistant", (use,)), Message("user", (out,))])
+
+
 def test_the_memory_tool_runs_in_the_engine(tmp_path: Path) -> None:
     config = EngineConfig.model_validate(
         {"store": f"sqlite:///{tmp_path / 'm.sqlite'}", "memory_tool": {"enabled": True}}

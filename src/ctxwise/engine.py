@@ -738,7 +738,7 @@ class Engine:
             was = self.counter.count(text)
             try:
                 data: Any = json.loads(text)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested past the decoder
                 data = text.splitlines()
             if isinstance(data, list):
                 result_id, page = self.results.put(data, session_id=session_id)
