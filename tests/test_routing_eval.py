@@ -539,3 +539,23 @@ def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> 
     result = run("router", "build", "--train", train, "--fit-on", fit, "--out", out)
     assert_usage_error(result, "write the router elsewhere")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("command", ["build", "eval-test", "eval-fit"])
+def test_cli_a_row_with_empty_text_is_named_by_file_and_line(tmp_path: Path, command: str) -> None:
+    from tests._cli import assert_usage_error, run
+
+    rows = [(f"{w} please {i}", w) for w in ("refund", "cancel") for i in range(10)]
+    rows += [(f"weather today {i}", "oos") for i in range(10)]
+    good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
+    write_labeled(good, rows)
+    write_labeled(bad, [*rows[:3], ("  ", "refund"), *rows[3:]])
+    with pytest.raises(FormatError, match="empty text") as info:
+        load_labeled(bad)
+    assert info.value.line == 4
+    args = {
+        "build": ["router", "build", "--train", good, "--fit-on", bad, "--out", tmp_path / "r"],
+        "eval-test": ["eval", "routing", "--train", good, "--test", bad, "--scorer", "bow"],
+        "eval-fit": ["eval", "routing", "--train", good, "--test", good, "--fit-on", bad],
+    }[command]
+    assert_usage_error(run(*args), "bad.jsonl:4", "empty text")

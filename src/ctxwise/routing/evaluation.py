@@ -119,7 +119,8 @@ def build_router(
 
 
 def load_labeled(path: str | Path) -> Labeled:
-    """``(text, label)`` pairs from a JSONL file."""
+    """``(text, label)`` pairs from a JSONL file; a row whose text is empty or only
+    whitespace is a :class:`~ctxwise.errors.FormatError` naming its line."""
     p = Path(path)
     text = read_text_file(p, "a JSONL file", FormatError)
     out: Labeled = []
@@ -136,6 +137,9 @@ def load_labeled(path: str | Path) -> Labeled:
             or not isinstance(item.get("label"), str)
         ):
             raise FormatError(str(p), 'each line must be {"text": str, "label": str}', line=lineno)
+        if not item["text"].strip():
+            # nothing to train on or route: say where, not "empty query" later
+            raise FormatError(str(p), "empty text", line=lineno)
         out.append((item["text"], item["label"]))
     if not out:
         raise FormatError(str(p), "no examples")
