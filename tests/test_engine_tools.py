@@ -456,3 +456,32 @@ def test_tool_result_is_a_result_block(tmp_path: Path) -> None:
     out = engine.tool_result("r", ToolUseBlock("toolu_1", "get_order_history", {}), {"a": 1})
     assert isinstance(out, ToolResultBlock) and out.content == '{"a": 1}'
     engine.close()
+
+
+@pytest.mark.parametrize("render", ["anthropic", "openai"])
+def test_catalog_tools_named_like_the_engines_own_are_renamed(tmp_path: Path, render: str) -> None:
+    # a catalog tool named fetch_more or memory was sent beside the Engine's own
+    # tool of that name, and the API refuses two tools of one name
+    schema = {"type": "object", "properties": {}}
+    catalog = ToolCatalog()
+    catalog.add(
+        [ToolDef("fetch_more", "Fetch more news.", schema), ToolDef("memory", "Recall.", schema)],
+        always_loaded=True,
+    )
+    config = EngineConfig.model_validate(
+        {
+            "store": f"sqlite:///{tmp_path / 'r.sqlite'}",
+            "render": render,
+            "tools": {"k": 0},
+            "tool_results": {"store_over": 400},
+            "memory_tool": {"enabled": render == "anthropic"},
+        }
+    )
+    results = ResultStore(KEY, clock=Clock())
+    with Engine(config, catalog=catalog, results=results) as engine:
+        request = engine.turn("n", [Message.text_message("user", "news?")]).request
+    names = [t.get("name") or t["function"]["name"] for t in request["tools"]]
+    assert len(names) == len(set(names)), names
+    assert {"fetch_more", *(["memory"] if render == "anthropic" else [])} <= set(names)
+    wires = {catalog.wire_name(t) for t in catalog}
+    assert wires <= set(names) and not wires & {"fetch_more", "memory"}

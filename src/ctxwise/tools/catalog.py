@@ -14,7 +14,8 @@ catalog rows (:meth:`~ToolCatalog.add_rows`), or a file of any of these
 servers is two tools, and both are *rendered* server-qualified
 (``{server}__{name}``, cut to the providers' 64 characters with a hash suffix when
 needed); a name that is unique stays as it is, unless it is a search tool's name
-(``tool_search``, ``tool_search_tool_bm25``, …), which gets a hash suffix. The same
+(``tool_search``, ``tool_search_tool_bm25``, …) or of a tool the Engine adds
+(``fetch_more``, ``memory``), which gets a hash suffix. The same
 name twice on one server, or an input schema that is not valid JSON Schema (checked
 against the schema's own ``$schema`` draft, 2020-12 when it names none, with the
 ``jsonschema`` package), that names a ``$schema`` jsonschema does not know, has a
@@ -102,6 +103,11 @@ MAX_SEARCH_K = 20
 
 TOOL_SEARCH = "tool_search"
 """The name of the search tool ctxwise gives the model (client mode)."""
+
+ENGINE_TOOL_NAMES = ("fetch_more", "memory")
+"""The tools an :class:`~ctxwise.Engine` sends beside its catalog (the stored
+results' ``fetch_more`` and the client-side ``memory`` tool): a catalog tool of
+either name gets a hash suffix, as a search tool's name does."""
 
 SERVER_SEARCH_TOOLS: Mapping[str, Mapping[str, str]] = {
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
@@ -683,8 +689,13 @@ class ToolCatalog:
             for t in self._tools:
                 counts[t.name] = counts.get(t.name, 0) + 1
             names: dict[tuple[str, str], str] = {}
-            # the search tools' names too: the API refuses two tools of one name
-            taken: set[str] = {self.search_name, *(t["name"] for t in SERVER_SEARCH_TOOLS.values())}
+            # the search tools' names too, and the tools the Engine adds beside a
+            # catalog: the API refuses two tools of one name
+            taken: set[str] = {
+                self.search_name,
+                *(t["name"] for t in SERVER_SEARCH_TOOLS.values()),
+                *ENGINE_TOOL_NAMES,
+            }
             for t in self._tools:
                 if counts[t.name] > 1 and t.server:
                     wire = _qualified(t.server, t.name)
