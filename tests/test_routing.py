@@ -472,3 +472,11 @@ def test_a_router_file_with_a_utf8_byte_order_mark_loads(tmp_path: Path) -> None
     billing_router().save(path)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes().replace(b"\n", b"\r\n"))
     assert IntentRouter.load(path).route("I need a refund for my invoice").label == "billing"
+
+
+def test_a_match_in_a_one_intent_router_names_no_runner_up() -> None:
+    router = IntentRouter(BowScorer())
+    router.add("greeting", ["hello there"])
+    d = router.route("hello there")
+    assert d.label == "greeting" and d.runner_up is None
+    assert d.explain() == "'greeting' scored 1.000 (threshold 0.300), the only intent"

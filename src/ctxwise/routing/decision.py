@@ -106,6 +106,11 @@ class RouteDecision:
                 f"({self.runner_up_score:.3f}) are within the margin {self.margin:.3f}; "
                 f"ask: {self.top} or {self.runner_up}?"
             )
+        if self.runner_up is None:
+            return (
+                f"{self.label!r} scored {self.score:.3f} (threshold {self.threshold:.3f}), "
+                "the only intent"
+            )
         return (
             f"{self.label!r} scored {self.score:.3f} (threshold {self.threshold:.3f}), "
             f"{self.score - self.runner_up_score:.3f} ahead of {self.runner_up!r}"
