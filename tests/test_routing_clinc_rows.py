@@ -68,3 +68,16 @@ def test_cli_malformed_row(tmp_path: Path, key: str, rows: Any, where: str) -> N
     result = run("data", "clinc150", _data(tmp_path, **{key: rows}), out)
     assert_usage_error(result, "data_full.json", where)
     assert not out.exists()
+
+
+def test_an_offset_without_a_held_out_split_is_refused(tmp_path: Path) -> None:
+    """It was ignored: the full split was written as if no offset had been given."""
+    from ctxwise.errors import UsageError
+
+    src = _data(tmp_path)
+    out = tmp_path / "out"
+    with pytest.raises(UsageError, match="hold_out_every"):
+        clinc150_splits(src, out, offset=3)
+    assert_usage_error(run("data", "clinc150", src, out, "--offset", "3"), "--hold-out-every")
+    assert not out.exists()
+    assert clinc150_splits(src, out, hold_out_every=2, offset=1)["held_out"] == 1

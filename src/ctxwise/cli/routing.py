@@ -240,14 +240,20 @@ def clinc150_cmd(
             "out of train and label its fit and test rows oos."
         ),
     ] = None,
-    offset: Annotated[int, typer.Option(help="First held-out intent's position (0 to K-1).")] = 0,
+    offset: Annotated[
+        int,
+        typer.Option(help="First held-out intent's position (0 to K-1); needs --hold-out-every."),
+    ] = 0,
 ) -> None:
     """Write CLINC150 as train (train+oos_train), fit (val+oos_val), test (test+oos_test)."""
     from ctxwise.routing.evaluation import clinc150_splits
 
-    counts = _guard(
-        lambda: clinc150_splits(data_full, out_dir, hold_out_every=hold_out_every, offset=offset)
-    )
+    def run() -> dict[str, int]:
+        if hold_out_every is None and offset != 0:
+            raise UsageError("--offset applies to a held-out-intent split: give --hold-out-every")
+        return clinc150_splits(data_full, out_dir, hold_out_every=hold_out_every, offset=offset)
+
+    counts = _guard(run)
     held = counts.pop("held_out", None)
     typer.echo(
         ", ".join(f"{name}.jsonl: {n:,} rows" for name, n in counts.items())

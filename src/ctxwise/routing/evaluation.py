@@ -261,6 +261,10 @@ def clinc150_splits(
     0–2) are left out of ``train.jsonl`` entirely, and their rows in ``fit.jsonl``
     and ``test.jsonl`` are labelled ``"oos"`` (beside the original out-of-scope
     rows). The counts returned then include ``held_out`` (how many intents)."""
+    if hold_out_every is None and offset != 0:
+        raise UsageError(
+            f"offset {offset!r} applies to a held-out-intent split: give hold_out_every too"
+        )
     src = Path(data_full)
     try:
         data = json.loads(src.read_text(encoding="utf-8"))
