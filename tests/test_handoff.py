@@ -85,6 +85,26 @@ def test_an_oversized_chunk_is_split_on_paragraphs_and_points_to_its_origin() ->
     assert "".join(c.text for c in parts) == one_line and all(c.tokens <= 100 for c in parts)
 
 
+def test_later_parts_of_a_tool_chunk_name_the_call() -> None:
+    # a later part of a long result said only "tool Read, part 3 of 5": which file
+    # it came from was in part 1 alone
+    path = "/home/me/projects/" + "deep/" * 20 + "service/billing.py"
+    use = ToolUseBlock("t1", "Read", {"file_path": path})
+    body = "\n".join(f"{i:5d}  line of code {i}" for i in range(400))
+    chunks = chunk_transcript(
+        [Message("assistant", (use,)), Message("user", (ToolResultBlock("t1", body),))],
+        C,
+        max_chunk_tokens=300,
+    )
+    assert len(chunks) > 2 and chunks[0].call is None
+    for part in chunks[1:]:
+        assert part.call is not None and len(part.call) <= 60
+        assert part.call.startswith('Read {"file_path": "/ho')
+        assert part.call.endswith('service/billing.py"}')
+        assert f" · of {part.call}" in part.header()
+    assert chunks[0].text.startswith(f'Read {{"file_path": "{path}"}}')
+
+
 def test_identifiers_in_a_task() -> None:
     task = "Fix `parse_args` in src/cli/main.py for order 4417 and ticket C-118, please."
     assert identifiers(task) == ["parse_args", "src/cli/main.py", "4417", "C-118"]

@@ -64,6 +64,9 @@ class Chunk:
     part: tuple[int, int] | None = None
     message_ids: tuple[str, ...] = field(default=(), compare=False)
     tool_use_id: str | None = None
+    call: str | None = None
+    """For a later part of a split tool chunk: the call its first part opens with
+    (name and input, cut to ``CALL_CHARS``), so the part says what it is the output of."""
 
     @property
     def position(self) -> int:
@@ -75,8 +78,9 @@ class Chunk:
         what = self.kind if self.tool is None else f"tool {self.tool}"
         where = f"message {self.position + 1}"
         part = "" if self.part is None else f", part {self.part[0]} of {self.part[1]}"
+        of = "" if self.call is None else f" · of {self.call}"
         when = "" if self.timestamp is None else f" · {self.timestamp}"
-        return f"[{self.id} · {what} · {where}{part}{when}]"
+        return f"[{self.id} · {what} · {where}{part}{of}{when}]"
 
 
 def _own_text(message: Message) -> str:
@@ -92,6 +96,20 @@ def _media_only(result: ToolResultBlock) -> str:
     counts = {k: kinds.count(k) for k in dict.fromkeys(kinds)}
     shown = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in counts.items())
     return f"(no text: {shown})" if shown else ""
+
+
+CALL_CHARS = 60
+"""How much of a call a later part's header shows."""
+
+
+def _short(call: str) -> str:
+    """A call's first line, cut to ``CALL_CHARS`` characters in its middle (``…``):
+    the tool's name opens it and a path's file name ends it."""
+    line = call.split("\n", 1)[0].strip()
+    if len(line) <= CALL_CHARS:
+        return line
+    head = (CALL_CHARS - 1) * 2 // 5
+    return line[:head] + "…" + line[len(line) - (CALL_CHARS - 1 - head) :]
 
 
 def _call_text(name: str, tool_input: object) -> str:
@@ -179,6 +197,7 @@ def chunk_transcript(
             out.append(chunk)
             continue
         parts = _split(text, max_chunk_tokens, counter)
+        opens = _short(d.texts[0]) if d.kind == "tool" and d.tool is not None else None
         for i, part in enumerate(parts, 1):
             out.append(
                 replace(
@@ -188,6 +207,7 @@ def chunk_transcript(
                     tokens=counter.count(part),
                     origin=chunk.id,
                     part=(i, len(parts)),
+                    call=opens if i > 1 else None,
                 )
             )
     return out
