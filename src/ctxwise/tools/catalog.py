@@ -82,6 +82,7 @@ from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError
 from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 from ctxwise.tokens import CharCounter, TokenCounter
+from ctxwise.tools.trim import json_depth
 
 __all__ = [
     "DEFAULT_K",
@@ -230,7 +231,7 @@ def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
     def refuse(detail: str) -> ToolCatalogError:
         return ToolCatalogError("invalid_schema", tool=tool, server=server, detail=detail)
 
-    if _nesting(body) > _MAX_NESTING:
+    if json_depth(body, _MAX_NESTING) > _MAX_NESTING:
         raise refuse(f"nested more than {_MAX_NESTING} levels deep")
     cls: Any = validator_for(body, default=cast(Any, None))  # None: an unknown $schema
     if cls is None:
@@ -248,25 +249,6 @@ def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
     if dangling is not None:
         raise refuse(dangling)
     return body
-
-
-def _nesting(value: Any) -> int:
-    """How deep objects and arrays nest in ``value`` (iterative: no recursion)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, level = stack.pop()
-        if isinstance(node, Mapping):
-            children: Iterable[Any] = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, level)
-        if deepest > _MAX_NESTING:
-            return deepest
-        stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 def _dangling_ref(body: dict[str, Any], cls: Any) -> str | None:

@@ -213,19 +213,22 @@ MAX_DEPTH = 100
 result is trimmed as text (the passes recurse, one level per level)."""
 
 
-def _depth(value: Any) -> int:
-    """How deep objects and arrays nest in ``value`` (iterative: no recursion)."""
+def json_depth(value: Any, limit: int | None = None) -> int:
+    """How deep objects and arrays nest in ``value`` (iterative: no recursion); with
+    ``limit``, counting stops at the first level past it."""
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, level = stack.pop()
-        if isinstance(node, dict):
+        if isinstance(node, Mapping):
             children: Iterable[Any] = node.values()
         elif isinstance(node, list):
             children = node
         else:
             continue
         deepest = max(deepest, level)
+        if limit is not None and deepest > limit:
+            return deepest
         stack.extend((child, level + 1) for child in children)
     return deepest
 
@@ -237,7 +240,7 @@ def _parse(text: str) -> _Node:
         data = json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
-    if _depth(data) > MAX_DEPTH:
+    if json_depth(data, MAX_DEPTH) > MAX_DEPTH:
         raise ValueError("nested too deeply")
     start = _Parser(text).ws(0)
     node, _ = _Parser(text).value(start)
