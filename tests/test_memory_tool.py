@@ -805,7 +805,7 @@ def test_a_write_that_fails_leaves_the_file_and_no_temporary(
 ) -> None:
     import errno
 
-    import ctxwise.memory_tool as memory_tool
+    import ctxwise._io as ctxwise_io
 
     root = tmp_path / "root"
     tool = MemoryTool(DirectoryMemory(root))
@@ -815,7 +815,7 @@ def test_a_write_that_fails_leaves_the_file_and_no_temporary(
         os.write(fd, data[:3])
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(memory_tool, "_write_all", full)
+    monkeypatch.setattr(ctxwise_io, "_write_all", full)
     for command in (
         {"command": "str_replace", "path": "/memories/a.md", "old_str": "original", "new_str": "x"},
         {"command": "insert", "path": "/memories/a.md", "insert_line": 0, "insert_text": "x"},

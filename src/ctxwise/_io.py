@@ -195,6 +195,19 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+def fill_temporary(fd: int, data: bytes, st: os.stat_result | None) -> None:
+    """Fill a new temporary file that will replace one: the replaced file's mode
+    (and, as root, owner) from its status ``st`` when there was one, then ``data``,
+    flushed to disk."""
+    if st is not None:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                os.fchown(fd, st.st_uid, st.st_gid)
+    _write_all(fd, data)
+    os.fsync(fd)
+
+
 def _write_in_place(name: str, data: bytes, st: os.stat_result) -> None:
     """A FIFO, device, socket or descriptor alias: open it and write, never replace.
     A descriptor alias of a regular file (``/dev/stdout`` redirected to a file) is
@@ -253,13 +266,7 @@ def replace_file(target: str | Path, data: bytes, st: os.stat_result | None = No
             break
         else:
             raise FileExistsError(errno.EEXIST, "cannot create a temporary file", folder)
-        if st is not None:
-            os.fchmod(fd, stat.S_IMODE(st.st_mode))
-            if hasattr(os, "geteuid") and os.geteuid() == 0:
-                with contextlib.suppress(OSError):
-                    os.fchown(fd, st.st_uid, st.st_gid)
-        _write_all(fd, data)
-        os.fsync(fd)
+        fill_temporary(fd, data, st)
         os.close(fd)
         fd = -1
         os.replace(tmp, target)

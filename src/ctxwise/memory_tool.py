@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
+from ctxwise._io import fill_temporary
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory.store import NewItem, Store, check_namespace
 
@@ -328,12 +329,6 @@ def _where(fd: int) -> str | None:
     return os.fsdecode(raw.split(b"\0", 1)[0])  # pragma: no cover
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
 class DirectoryMemory(MemoryBackend):
     """Memory files under ``root`` on disk (``/memories/a.md`` is ``root/a.md``).
 
@@ -479,13 +474,7 @@ class DirectoryMemory(MemoryBackend):
                 break
             else:  # pragma: no cover - 100 collisions of 64 random bits
                 raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
-            if st is not None:
-                os.fchmod(fd, stat.S_IMODE(st.st_mode))
-                if hasattr(os, "geteuid") and os.geteuid() == 0:
-                    with contextlib.suppress(OSError):
-                        os.fchown(fd, st.st_uid, st.st_gid)
-            _write_all(fd, data)
-            os.fsync(fd)
+            fill_temporary(fd, data, st)
             os.close(fd)
             fd = -1
             os.replace(parent.at(tmp)[0], path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
