@@ -288,7 +288,11 @@ class DirectoryRuns(RunStore):
 
 class StoreRuns(RunStore):
     """Runs in a :class:`~ctxwise.memory.Store`: namespace ``(*prefix, RUN_ID)`` holds
-    the items ``manifest`` and ``state-NNNNNN``, written by one ``put_many``."""
+    the items ``manifest`` and ``state-NNNNNN``, written by one ``put_many``.
+
+    A store has no lock, so :meth:`hold` refuses no one: run each run id from one
+    process at a time (two committing one run can delete the state the other's
+    manifest names). :class:`DirectoryRuns` refuses a second process instead."""
 
     def __init__(self, store: Store, prefix: Sequence[str] = ("relay",)) -> None:
         self.store = store
