@@ -522,12 +522,17 @@ def test_tampered_arrays_with_a_matching_hash_are_refused_on_load(
         IntentRouter.load(_resaved(path, "tampered.json", edit))
 
 
+def _two_intents_and_oos() -> list[tuple[str, str]]:
+    """Ten rows each of two intents and of out-of-scope: enough to build and fit."""
+    rows = [(f"{w} please {i}", w) for w in ("refund", "cancel") for i in range(10)]
+    return rows + [(f"weather today {i}", "oos") for i in range(10)]
+
+
 @pytest.mark.parametrize("target", ["train", "fit", "train.npz"])
 def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> None:
     from tests._cli import assert_usage_error, run
 
-    rows = [(f"{w} please {i}", w) for w in ("refund", "cancel") for i in range(10)]
-    rows += [(f"weather today {i}", "oos") for i in range(10)]
+    rows = _two_intents_and_oos()
     train, fit = tmp_path / "train.jsonl", tmp_path / "fit.jsonl"
     write_labeled(train, rows)
     write_labeled(fit, rows)
@@ -545,8 +550,7 @@ def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> 
 def test_cli_a_row_with_empty_text_is_named_by_file_and_line(tmp_path: Path, command: str) -> None:
     from tests._cli import assert_usage_error, run
 
-    rows = [(f"{w} please {i}", w) for w in ("refund", "cancel") for i in range(10)]
-    rows += [(f"weather today {i}", "oos") for i in range(10)]
+    rows = _two_intents_and_oos()
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     write_labeled(good, rows)
     write_labeled(bad, [*rows[:3], ("  ", "refund"), *rows[3:]])

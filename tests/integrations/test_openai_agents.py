@@ -60,6 +60,19 @@ def _run(agent: Agent[Any], text: Any, **kwargs: Any) -> Any:
     return asyncio.run(Runner.run(agent, text, **kwargs))
 
 
+def _pop_and_rerun_refused(agent: Any, engine: Engine, run_config: Any, session: Any) -> None:
+    """Pop the last answer and question (the one with the card number), then run an
+    earlier question again under the same session: refused as rewound, nothing
+    recorded."""
+    asyncio.run(session.pop_item())  # the answer
+    asyncio.run(session.pop_item())  # the question with the card number
+    version = engine.sessions.version("s")
+    with pytest.raises(IntegrationError, match="rewound") as info:
+        _run(agent, "And 3+3?", run_config=run_config, session=session)
+    assert info.value.reason == "message"
+    assert engine.sessions.version("s") == version  # nothing recorded
+
+
 def _config(engine: Engine, session_id: Any) -> RunConfig:
     return RunConfig(
         call_model_input_filter=call_model_input_filter(engine, session_id),
@@ -916,13 +929,7 @@ def test_a_session_rewound_with_pop_item_is_refused_not_sent_the_popped_turns(
             run_config=run_config,
             session=session,
         )
-        asyncio.run(session.pop_item())  # the answer
-        asyncio.run(session.pop_item())  # the question with the card number
-        version = engine.sessions.version("s")
-        with pytest.raises(IntegrationError, match="rewound") as info:
-            _run(agent, "And 3+3?", run_config=run_config, session=session)
-        assert info.value.reason == "message"
-        assert engine.sessions.version("s") == version  # nothing recorded
+        _pop_and_rerun_refused(agent, engine, run_config, session)
         assert len(model.calls) == 2  # the model never got the popped turns
         # under a session of its own the rewound conversation goes on
         _run(agent, "And 3+3?", run_config=_config(engine, "s-rewound"), session=session)
@@ -1104,11 +1111,5 @@ def test_a_rewind_under_a_limit_is_refused(tmp_path: Path, limit: int) -> None:
             run_config=run_config,
             session=session,
         )
-        asyncio.run(session.pop_item())  # the answer
-        asyncio.run(session.pop_item())  # the question with the card number
-        version = engine.sessions.version("s")
-        with pytest.raises(IntegrationError, match="rewound") as info:
-            _run(agent, "And 3+3?", run_config=run_config, session=session)
-        assert info.value.reason == "message"
-        assert engine.sessions.version("s") == version  # nothing recorded
+        _pop_and_rerun_refused(agent, engine, run_config, session)
         assert len(model.calls) == 3  # the model never got the popped turns twice
