@@ -259,9 +259,16 @@ _NOT_OK = re.compile(
     r"rejected|unverified|not verified|not found|pending)\b",
     re.IGNORECASE,
 )
-_OK = re.compile(
-    r"\b(ok|okay|pass(?:ed)?|verified|success(?:ful)?|succeeded|confirmed|valid|approved|"
-    r"complete[d]?|done|cleared)\b",
+_OK_WORDS = (
+    r"(?:ok|okay|pass(?:ed)?|verified|success(?:ful(?:ly)?)?|succeeded|confirmed|valid|"
+    r"approved|complete[d]?|done|cleared)"
+)
+_OK = re.compile(rf"\b{_OK_WORDS}\b", re.IGNORECASE)
+# "could not be verified", "wasn't approved", "has not yet been completed": a success
+# word after a negation (up to three words before it, no punctuation between) says
+# the opposite of the word
+_NEGATED_OK = re.compile(
+    rf"(?:\b(?:not|never|cannot|no longer)|n['\u2019]t)(?:\s+\w+){{0,3}}?\s+{_OK_WORDS}\b",
     re.IGNORECASE,
 )
 
@@ -273,7 +280,8 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
     ``status`` / ``result`` / ``outcome`` field when it has one, else by its text.
     Text is ``"ok"`` when it says ok / passed / verified / success / confirmed /
     valid / approved / completed and nothing like failed / error / mismatch /
-    invalid / denied / rejected / not verified / not found / pending. Anything
+    invalid / denied / rejected / not found / pending, nor a negated success
+    ("not verified", "could not be confirmed", "wasn't approved"). Anything
     else is ``"failed"``: an unclear result never satisfies a rule.
     """
     if is_error:
@@ -293,7 +301,7 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
                 return tool_outcome(value)
         data = json.dumps(data)
     text = str(data)
-    if _NOT_OK.search(text) or not _OK.search(text):
+    if _NOT_OK.search(text) or _NEGATED_OK.search(text) or not _OK.search(text):
         return "failed"
     return "ok"
 
