@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from ctxwise import CaseFacts
@@ -39,3 +41,34 @@ def test_a_negated_success_word_does_not_satisfy_a_rule(result: str) -> None:
 )
 def test_success_without_a_negation_still_satisfies(result: str) -> None:
     assert tool_outcome(result) == "ok"
+
+
+def _nested(depth: int) -> dict[str, object]:
+    out: dict[str, object] = {"note": "verified"}
+    for _ in range(depth):
+        out = {"a": out}
+    return out
+
+
+def test_results_json_cannot_write_are_judged_not_raised() -> None:
+    # nested past the JSON decoder: judged as text (it says nothing, so failed)
+    assert tool_outcome("[" * 100_000) == "failed"
+    assert tool_outcome("[" * 100_000 + " verified") == "ok"
+    # a mapping whose values are not JSON: judged by their text
+    assert tool_outcome({"checked_at": datetime.date(2026, 1, 2), "note": "verified"}) == "ok"
+    assert tool_outcome({"ids": {4417}, "note": "mismatch"}) == "failed"
+    # a cycle or a mapping nested past the encoder says nothing clear
+    cycle: dict[str, object] = {"note": "verified"}
+    cycle["self"] = cycle
+    assert tool_outcome(cycle) == "failed"
+    assert tool_outcome(_nested(100_000)) == "failed"
+
+
+def test_observe_records_a_failure_for_a_result_nested_too_deeply() -> None:
+    gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
+    assert gate.observe("address_check", {"order_id": "4417"}, "[" * 100_000, facts) == [
+        "address_check:4417"
+    ]
+    fact = facts.get("address_check:4417")
+    assert fact is not None and fact.value == "failed"
+    assert not gate.check("issue_refund", {"order_id": "4417"}, facts)

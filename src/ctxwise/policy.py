@@ -290,7 +290,7 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
     if isinstance(result, str):
         try:
             data = json.loads(result)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the decoder: text
             data = result
     if isinstance(data, Mapping):
         for key in ("status", "result", "outcome"):
@@ -299,7 +299,10 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
                 if isinstance(value, bool):
                     return "ok" if value else "failed"
                 return tool_outcome(value)
-        data = json.dumps(data)
+        try:  # a date or a set is judged by its text; a cycle or a deep nest is unclear
+            data = json.dumps(data, default=str)
+        except (ValueError, RecursionError):
+            return "failed"
     text = str(data)
     if _NOT_OK.search(text) or _NEGATED_OK.search(text) or not _OK.search(text):
         return "failed"
