@@ -128,6 +128,10 @@ def parse_body(provider: str, body: bytes, model: type[_M]) -> _M:
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         what = "empty" if not body.strip() else "not JSON"
         raise ProviderError(provider, f"malformed response: the body is {what}") from exc
+    except RecursionError as exc:  # no documented response nests this deep
+        raise ProviderError(
+            provider, "malformed response: the body nests too deeply for the JSON decoder"
+        ) from exc
     if not isinstance(data, dict):
         kind = _JSON_KINDS.get(type(data), type(data).__name__)
         raise ProviderError(provider, f"malformed response: the body is {kind}, not an object")

@@ -1,0 +1,74 @@
+"""Responses the adapters were not built on, shaped as the providers document them.
+
+Every adapter runs on the official SDK over ``httpx.MockTransport``; every bad
+answer must be a :class:`~ctxwise.errors.ProviderError` that says what came back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ctxwise.errors import ProviderError
+from tests._http import http_module, mock_client
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+
+def _reply(sdk: str, status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    head = {"content-type": "application/json", **(headers or {})}
+    return http_module(sdk).Response(status, headers=head, content=content)
+
+
+def _client(sdk: str, reply: Any) -> Any:
+    cls = anthropic.Anthropic if sdk == "anthropic" else openai.OpenAI
+    return cls(api_key="test", max_retries=0, http_client=mock_client(sdk, lambda _: reply))
+
+
+def _anthropic_chat(reply: Any) -> str:
+    from ctxwise.providers import AnthropicChat
+
+    chat = AnthropicChat(_client("anthropic", reply), "claude-sonnet-5-5")
+    return chat.complete("system", "user", 100)
+
+
+def _anthropic_count(reply: Any) -> int:
+    from ctxwise.providers import AnthropicCounter
+
+    return AnthropicCounter(_client("anthropic", reply), "claude-sonnet-5-5").count("hi")
+
+
+def _openai_chat(reply: Any) -> str:
+    from ctxwise.providers import OpenAIChat
+
+    return OpenAIChat(_client("openai", reply), "gpt-4o-mini").complete("system", "user", 100)
+
+
+def _openai_yes(reply: Any) -> float:
+    from ctxwise.providers import OpenAIYesNo
+
+    return OpenAIYesNo(_client("openai", reply), "gpt-4o-mini").yes_probability("system", "user")
+
+
+ADAPTERS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "AnthropicChat": ("anthropic", _anthropic_chat),
+    "AnthropicCounter": ("anthropic", _anthropic_count),
+    "OpenAIChat": ("openai", _openai_chat),
+    "OpenAIYesNo": ("openai", _openai_yes),
+}
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+@pytest.mark.parametrize("where", ["top", "inside"])
+def test_a_body_nested_past_the_json_decoder_is_a_provider_error(adapter: str, where: str) -> None:
+    sdk, call = ADAPTERS[adapter]
+    deep = b"[" * 100_000 + b"]" * 100_000
+    body = deep if where == "top" else b'{"content": [{"type": "text", "x": ' + deep + b"}]}"
+    with pytest.raises(ProviderError, match="nests too deeply") as info:
+        call(_reply(sdk, 200, body))
+    assert info.value.provider == sdk
