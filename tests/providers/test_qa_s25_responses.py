@@ -72,3 +72,43 @@ def test_a_body_nested_past_the_json_decoder_is_a_provider_error(adapter: str, w
     with pytest.raises(ProviderError, match="nests too deeply") as info:
         call(_reply(sdk, 200, body))
     assert info.value.provider == sdk
+
+
+def _message(content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
+    return {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 3},
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ([{"type": "text", "text": "Hello.."}], "7 characters of text before it: 'Hello..'"),
+        ([], "no text before it"),
+        ([{"type": "text", "text": "x" * 500}], "500 characters of text before it: '" + "x" * 200),
+    ],
+)
+def test_anthropic_refusal_is_a_provider_error_not_an_answer(
+    content: list[dict[str, Any]], said: str
+) -> None:
+    # the documented shape: HTTP 200, the text so far, stop_reason "refusal"
+    with pytest.raises(ProviderError, match=r"refused \(stop_reason 'refusal'\)") as info:
+        _anthropic_chat(_reply("anthropic", 200, _message(content, "refusal")))
+    assert said in info.value.detail
+    assert info.value.status is None
+
+
+@pytest.mark.parametrize("stop", ["end_turn", "max_tokens", "stop_sequence"])
+def test_anthropic_other_stop_reasons_still_answer(stop: str) -> None:
+    content = [
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "text", "text": "The answer"},
+    ]
+    assert _anthropic_chat(_reply("anthropic", 200, _message(content, stop))) == "The answer"

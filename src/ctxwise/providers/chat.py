@@ -29,8 +29,24 @@ def _check(max_tokens: int) -> None:
         raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
 
 
+_PREVIEW = 200
+
+
+def _partial(text: str) -> str:
+    """What the model wrote before it was stopped, for an error message."""
+    if not text.strip():
+        return "no text before it"
+    shown = text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
+    return f"{len(text)} characters of text before it: {shown!r}"
+
+
 class AnthropicChat:
-    """The Messages API through the official ``anthropic`` SDK."""
+    """The Messages API through the official ``anthropic`` SDK.
+
+    A reply a safety classifier stopped (``stop_reason`` "refusal": HTTP 200 with
+    the text written so far) is a :class:`~ctxwise.errors.ProviderError` that
+    shows that text, not an answer; so is a reply with no text.
+    """
 
     def __init__(self, client: anthropic.Anthropic, model: str) -> None:
         try:
@@ -63,6 +79,11 @@ class AnthropicChat:
             raise ProviderError("anthropic", str(exc)) from exc
         response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
         text = response.text("anthropic")
+        if response.stop_reason == "refusal":
+            # a streaming classifier stopped the answer: the text is cut, not an answer
+            raise ProviderError(
+                "anthropic", f"the model refused (stop_reason 'refusal'), {_partial(text)}"
+            )
         if not text.strip():
             raise ProviderError("anthropic", f"empty answer (stop_reason {response.stop_reason!r})")
         return text
