@@ -7,7 +7,7 @@ import datetime
 import pytest
 
 from ctxwise import CaseFacts
-from ctxwise.policy import PolicyGate, compile_rule, tool_outcome
+from ctxwise.policy import Forbid, PolicyGate, RequireFact, compile_rule, tool_outcome
 
 RULE = "Do not refund order 4417 until the address check is done"
 VOCAB = {"refund": "issue_refund", "address check": "address_check"}
@@ -72,3 +72,51 @@ def test_observe_records_a_failure_for_a_result_nested_too_deeply() -> None:
     fact = facts.get("address_check:4417")
     assert fact is not None and fact.value == "failed"
     assert not gate.check("issue_refund", {"order_id": "4417"}, facts)
+
+
+@pytest.mark.parametrize(
+    "order_id",
+    [4417.0, "4417.0", "04417", "\uff14\uff14\uff11\uff17", "4417\u200b", "\u2064#4417", "+4417"],
+)
+def test_a_differently_written_id_does_not_slip_past_a_forbid(order_id: object) -> None:
+    gate = PolicyGate([compile_rule("Never refund order 4417", VOCAB)])
+    assert not gate.check("issue_refund", {"order_id": order_id})
+    assert gate.check("issue_refund", {"order_id": "4418"})
+
+
+@pytest.mark.parametrize("amount", [500, 500.0, "500.00", "0500", "\uff15\uff10\uff10", 5e2])
+def test_an_amount_matches_however_it_is_written(amount: object) -> None:
+    gate = PolicyGate([Forbid("no-500", "Do not refund 500", ("issue_refund",), {"amount": 500})])
+    assert not gate.check("issue_refund", {"amount": amount})
+    assert gate.check("issue_refund", {"amount": "500.01"})
+
+
+def test_the_fact_key_is_the_same_for_every_spelling_of_the_id() -> None:
+    gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
+    assert gate.observe("address_check", {"order_id": 4417}, "verified", facts) == [
+        "address_check:4417"
+    ]
+    for spelling in ("4417", 4417.0, "\uff14\uff14\uff11\uff17"):
+        assert gate.check("issue_refund", {"order_id": spelling}, facts)
+    # a later failure recorded under another spelling revokes the check for all of them
+    gate.observe("address_check", {"order_id": "4417.0"}, "address mismatch", facts)
+    assert not gate.check("issue_refund", {"order_id": 4417}, facts)
+
+
+def test_long_numeric_ids_keep_every_digit() -> None:
+    a, b = "123456789012345678901234567890123", "123456789012345678901234567890124"
+    gate = PolicyGate(
+        [
+            RequireFact(
+                "check-first",
+                "Check the address first",
+                ("issue_refund",),
+                "address_check:{order_id}",
+                satisfied_by="address_check",
+            )
+        ]
+    )
+    facts = CaseFacts()
+    gate.observe("address_check", {"order_id": a}, "ok", facts)
+    assert gate.check("issue_refund", {"order_id": a}, facts)
+    assert not gate.check("issue_refund", {"order_id": b}, facts)

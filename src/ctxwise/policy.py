@@ -33,10 +33,13 @@ how their results are trimmed is not a policy question).
 from __future__ import annotations
 
 import json
+import math
 import re
 import string
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import ValidationError
@@ -114,9 +117,33 @@ class Blocked:
 GateDecision: TypeAlias = Allowed | Blocked
 
 
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
+
+
+def _id_text(value: object) -> str:
+    """An input value as the text of an id: NFKC (full-width ``４４１７`` is ``4417``),
+    without invisible format characters (a zero-width space), trimmed, without a
+    leading ``#``; a number (``4417.0``, ``"500.00"``, ``"0042"``) as its plain
+    decimal value (``4417``, ``500``, ``42``), however it was written."""
+    if isinstance(value, float) and math.isfinite(value):
+        return _plain(format(Decimal(repr(value)), "f"))  # 1e+20 written out, exactly
+    text = unicodedata.normalize("NFKC", str(value))
+    text = "".join(c for c in text if unicodedata.category(c) != "Cf")
+    text = text.strip().lstrip("#").strip()
+    return _plain(text) if _NUMBER.fullmatch(text) else text
+
+
+def _plain(number: str) -> str:
+    """A decimal number's digits without a sign of plus, leading or trailing zeros
+    (every digit kept: two 30-digit ids never round to one)."""
+    whole, _, frac = number.lstrip("+-").partition(".")
+    digits = (whole.lstrip("0") or "0") + ("." + frac.rstrip("0") if frac.rstrip("0") else "")
+    return digits if digits == "0" or not number.startswith("-") else f"-{digits}"
+
+
 def _norm_value(value: object) -> str:
-    """How input values compare: as text, trimmed, without a leading ``#``, case-folded."""
-    return str(value).strip().lstrip("#").strip().casefold()
+    """How input values compare: as id text (:func:`_id_text`), case-folded."""
+    return _id_text(value).casefold()
 
 
 def _check_str(value: object, what: str) -> str:
@@ -225,7 +252,7 @@ class RequireFact:
     def fact_key(self, tool_input: Mapping[str, Any]) -> str:
         """The fact key for this input; :class:`KeyError` names a missing field."""
         fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f]
-        values = {f: str(tool_input[f]).strip().lstrip("#").strip() for f in fields}
+        values = {f: _id_text(tool_input[f]) for f in fields}
         return self.fact.format(**values)
 
     def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
