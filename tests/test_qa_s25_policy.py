@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from ctxwise import CaseFacts
+from ctxwise import CaseFacts, UsageError
 from ctxwise.policy import Forbid, PolicyGate, RequireFact, compile_rule, tool_outcome
 
 RULE = "Do not refund order 4417 until the address check is done"
@@ -120,3 +120,19 @@ def test_long_numeric_ids_keep_every_digit() -> None:
     gate.observe("address_check", {"order_id": a}, "ok", facts)
     assert gate.check("issue_refund", {"order_id": a}, facts)
     assert not gate.check("issue_refund", {"order_id": b}, facts)
+
+
+@pytest.mark.parametrize("value", [["4417", "4418"], None, {"id": "4417"}, float("nan"), object()])
+def test_a_when_value_no_input_can_equal_is_refused(value: object) -> None:
+    # its text ("['4417', '4418']", "None") never equals an input: the rule never applied
+    with pytest.raises(UsageError, match=r"when\['order_id'\] must be a string or a number"):
+        Forbid("no-refund", "Do not refund these orders", ("issue_refund",), {"order_id": value})
+    with pytest.raises(UsageError, match="must be a string or a number"):
+        RequireFact("r", "Check first", ("issue_refund",), "c:{order_id}", when={"x": value})
+
+
+def test_a_float_when_value_matches_the_same_number() -> None:
+    gate = PolicyGate([Forbid("big", "No huge refunds", ("issue_refund",), {"amount": 1e20})])
+    assert not gate.check("issue_refund", {"amount": 1e20})
+    assert not gate.check("issue_refund", {"amount": 10**20})
+    assert gate.check("issue_refund", {"amount": 1e19})

@@ -166,7 +166,18 @@ def _check_tools(tools: object, what: str) -> tuple[str, ...]:
 def _check_when(when: object, what: str) -> dict[str, str]:
     if not isinstance(when, Mapping):
         raise UsageError(f"{what}: when must be a mapping of input field → value, got {when!r}")
-    return {_check_str(k, f"{what}: when field"): str(v) for k, v in when.items()}
+    out: dict[str, str] = {}
+    for k, v in when.items():
+        _check_str(k, f"{what}: when field")
+        finite = not isinstance(v, float) or math.isfinite(v)
+        if not isinstance(v, str | int | float) or not finite:
+            # str() of a list or None is a value no input ever has: a rule that never applies
+            raise UsageError(
+                f"{what}: when[{k!r}] must be a string or a number to compare the input "
+                f"with, got {v!r}"
+            )
+        out[k] = _id_text(v) if isinstance(v, float) else str(v)  # 1e20 as its digits
+    return out
 
 
 def _applies(
