@@ -180,8 +180,11 @@ def test_openai_chat_still_reads_valid_answers() -> None:
     message = {"role": "assistant", "content": "fine", "refusal": None}
     assert _openai_chat(_json("openai", _completion([_choice(message)]))) == "fine"
     refused = {"role": "assistant", "content": None, "refusal": "no"}
-    with pytest.raises(ProviderError, match="empty answer"):
+    with pytest.raises(ProviderError, match="the model refused: no"):
         _openai_chat(_json("openai", _completion([_choice(refused)])))
+    empty = {"role": "assistant", "content": None, "refusal": None}
+    with pytest.raises(ProviderError, match="empty answer"):
+        _openai_chat(_json("openai", _completion([_choice(empty)])))
 
 
 @pytest.mark.parametrize("tokens", [None, "abc", "12", -5, 3.5, True, [3]])

@@ -112,3 +112,47 @@ def test_anthropic_other_stop_reasons_still_answer(stop: str) -> None:
         {"type": "text", "text": "The answer"},
     ]
     assert _anthropic_chat(_reply("anthropic", 200, _message(content, stop))) == "The answer"
+
+
+def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
+    }
+
+
+def test_openai_refusal_text_is_in_the_error() -> None:
+    said = "I'm sorry, I cannot assist with that request."
+    message = {"role": "assistant", "content": None, "refusal": said, "annotations": []}
+    with pytest.raises(ProviderError, match="the model refused") as info:
+        _openai_chat(_reply("openai", 200, _completion(message, "stop")))
+    assert said in info.value.detail
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("The first half", "14 characters of text before it: 'The first half'"),
+        (None, "no text before it"),
+        ("", "no text before it"),
+    ],
+)
+def test_openai_content_filter_is_a_provider_error_not_an_answer(
+    content: str | None, said: str
+) -> None:
+    message = {"role": "assistant", "content": content, "refusal": None}
+    with pytest.raises(ProviderError, match=r"finish_reason 'content_filter'") as info:
+        _openai_chat(_reply("openai", 200, _completion(message, "content_filter")))
+    assert said in info.value.detail
+
+
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_openai_other_finish_reasons_still_answer(finish: str) -> None:
+    message = {"role": "assistant", "content": "The answer", "refusal": None, "annotations": []}
+    assert _openai_chat(_reply("openai", 200, _completion(message, finish))) == "The answer"

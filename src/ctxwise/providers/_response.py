@@ -69,6 +69,7 @@ class AnthropicCount(_Model):
 
 class _OpenAIMessage(_Model):
     content: Annotated[str, Field(strict=True)] | None = None
+    refusal: Any = None
 
 
 class _OpenAIChatChoice(_Model):

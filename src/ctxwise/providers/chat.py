@@ -90,7 +90,13 @@ class AnthropicChat:
 
 
 class OpenAIChat:
-    """Chat Completions through the official ``openai`` SDK."""
+    """Chat Completions through the official ``openai`` SDK.
+
+    A refusal (the message's ``refusal`` text) and an answer the content filters
+    stopped (``finish_reason`` "content_filter", the text so far) are a
+    :class:`~ctxwise.errors.ProviderError` that shows them, not an answer; so is a
+    reply with no text.
+    """
 
     def __init__(self, client: openai.OpenAI, model: str) -> None:
         try:
@@ -121,6 +127,16 @@ class OpenAIChat:
         response = parse_body("openai", raw.http_response.content, OpenAIChatCompletion)
         choice = response.choices[0]
         text = choice.message.content or ""
+        refusal = choice.message.refusal
+        if isinstance(refusal, str) and refusal.strip():
+            raise ProviderError("openai", f"the model refused: {refusal.strip()}")
+        if choice.finish_reason == "content_filter":
+            # the content filters flagged the answer and omitted what followed
+            raise ProviderError(
+                "openai",
+                f"the content filter stopped the answer (finish_reason 'content_filter'), "
+                f"{_partial(text)}",
+            )
         if not text.strip():
             reason = choice.finish_reason
             raise ProviderError("openai", f"empty answer (finish_reason {reason!r})")
