@@ -4,7 +4,7 @@ router, against ``ctxwise --help`` in the same run, and how long
 
 Router: ``build_router`` (what ``ctxwise router build`` runs) on CLINC150 train +
 oos_train (15,100 rows), calibrated on val + oos_val for the default objective,
-saved to a temporary folder as ``router.json`` + ``router.json.npz``.
+saved to a temporary folder as ``router.json`` + ``router.json.<hash>.npz``.
 
 Measurements (each command in its own fresh process, the two commands
 interleaved so load on the machine hits both alike; one warm-up run of each
@@ -102,7 +102,8 @@ def main() -> None:
         build_s = time.perf_counter() - t0
         path = tmp / "router.json"
         router.save(path)
-        sizes = {p.name: p.stat().st_size for p in (path, tmp / "router.json.npz")}
+        arrays = path.with_name(json.loads(path.read_text(encoding="utf-8"))["state"]["file"])
+        sizes = {path.name: path.stat().st_size, "router.json.<hash>.npz": arrays.stat().st_size}
         say(
             f"CLINC150 lexical router: built in {build_s:.1f} s; "
             + ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in sizes.items())

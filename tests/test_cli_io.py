@@ -311,7 +311,7 @@ def test_router_build_writes_through_a_symlink(tmp_path: Path) -> None:
     link.symlink_to(target)
     ok(ctxwise("router", "build", "--train", train, "--out", link))
     assert link.is_symlink() and json.loads(target.read_text())["format"]
-    assert (tmp_path / "router.json.npz").is_file()  # beside the link's target
+    assert len(list(tmp_path.glob("router.json.*.npz"))) == 1  # beside the link's target
     for path in (link, target):
         ok(ctxwise("route", path, "--query", "a flight to Rome"))
     one_error_line(

@@ -19,7 +19,21 @@ from ctxwise.routing import (
     routing_metrics,
 )
 from ctxwise.routing.calibration import harmonic_mean
-from ctxwise.routing.router import arrays_path
+from tests._routers import saved_arrays
+
+
+def _two_topic_router(topics: tuple[str, str]) -> IntentRouter:
+    """A hashing-embedding router (it saves arrays) over two of four small topics."""
+    examples = {
+        "billing": ["refund my payment", "send the invoice"],
+        "cancel": ["cancel my subscription", "close the account"],
+        "weather": ["will it rain", "how hot is it"],
+        "music": ["play a song", "next track please"],
+    }
+    router = IntentRouter(EmbeddingScorer("hashing"), threshold=0.1)
+    for topic in topics:
+        router.add(topic, examples[topic])
+    return router
 
 
 def billing_router(**kwargs: float) -> IntentRouter:
@@ -126,7 +140,8 @@ class TestPersistence:
         data = json.loads(path.read_text())
         assert data["format"] == "ctxwise-router" and data["version"] == 2
         assert data["state"] is None  # bag of words: nothing fitted, no arrays file
-        assert not arrays_path(path).exists()
+        assert saved_arrays(path) is None
+        assert [p.name for p in tmp_path.iterdir()] == ["router.json"]
 
     def test_version_1_files_load_and_refit(self, tmp_path: Path) -> None:
         router = billing_router(threshold=0.25, margin=0.1)
@@ -146,7 +161,8 @@ class TestPersistence:
         router.add("cancel", ["cancel my subscription", "close the account"])
         path = tmp_path / "emb.json"
         router.save(path)
-        assert arrays_path(path).is_file()
+        arrays = saved_arrays(path)
+        assert arrays is not None and arrays.is_file()
         loaded = IntentRouter.load(path)
         assert loaded._fitted  # restored from the arrays
         for q in ["refund the invoice", "close it", "weather"]:
@@ -191,6 +207,78 @@ class TestPersistence:
         monkeypatch.undo()
         assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
         assert IntentRouter.load(path).route("refund the invoice").label == "billing"
+
+    def test_a_save_killed_between_its_two_files_leaves_the_earlier_router_loadable(
+        self, tmp_path: Path
+    ) -> None:
+        # the process dies (no clean-up runs) after the new arrays are written and
+        # before the JSON is: the old JSON must still find the old arrays
+        path = tmp_path / "r.json"
+        _two_topic_router(("billing", "cancel")).save(path)
+        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        script = f"""
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+import ctxwise.routing.router as module
+from tests.test_routing import _two_topic_router
+real = module.write_output
+def die_on_the_json(target, data):
+    if Path(str(target)) == Path({str(path)!r}):
+        os._exit(9)
+    real(target, data)
+module.write_output = die_on_the_json
+_two_topic_router(("weather", "music")).save({str(path)!r})
+"""
+        import subprocess
+        import sys
+
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+        assert done.returncode == 9, done.stderr
+        after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+        assert {k: v for k, v in after.items() if k in before} == before
+        assert len(after) == len(before) + 1  # the new arrays, named by their content
+        assert IntentRouter.load(path).route("refund the invoice").label == "billing"
+
+    def test_saving_again_replaces_the_arrays_and_removes_the_old_ones(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "r.json"
+        first = _two_topic_router(("billing", "cancel"))
+        first.save(path)
+        old = saved_arrays(path)
+        first.save(path)  # the same arrays: the same file, kept
+        assert saved_arrays(path) == old and old is not None and old.is_file()
+        _two_topic_router(("weather", "music")).save(path)
+        new = saved_arrays(path)
+        assert new != old and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            ["r.json", new.name]  # type: ignore[union-attr]
+        )
+        assert IntentRouter.load(path).route("will it rain").label == "weather"
+
+    def test_save_never_writes_over_or_removes_a_file_it_did_not_write(
+        self, tmp_path: Path
+    ) -> None:
+        router = _two_topic_router(("billing", "cancel"))
+        probe = tmp_path / "probe"
+        probe.mkdir()
+        router.save(probe / "r.json")
+        name = saved_arrays(probe / "r.json").name  # type: ignore[union-attr]
+        # a file of the arrays' name that holds something else is refused, untouched
+        (tmp_path / name).write_bytes(b"someone else's data")
+        with pytest.raises(OutputError, match="is not these arrays"):
+            router.save(tmp_path / "r.json")
+        assert (tmp_path / name).read_bytes() == b"someone else's data"
+        assert not (tmp_path / "r.json").exists()
+        (tmp_path / name).unlink()
+        # a router file naming another file as its arrays: saving over it keeps that file
+        (tmp_path / "notes.txt").write_text("keep me")
+        doc = json.loads((probe / "r.json").read_text())
+        doc["state"]["file"] = "notes.txt"
+        (tmp_path / "r.json").write_text(json.dumps(doc))
+        router.save(tmp_path / "r.json")
+        assert (tmp_path / "notes.txt").read_text() == "keep me"
+        assert IntentRouter.load(tmp_path / "r.json").route("refund my payment").label == "billing"
 
     @pytest.mark.parametrize(
         ("doc", "match"),

@@ -32,6 +32,7 @@ from ctxwise.routing.evaluation import (
     write_labeled,
 )
 from ctxwise.routing.router import arrays_path
+from tests._routers import legacy_arrays, saved_arrays
 from tests.conftest import DATA
 
 pytest.importorskip("sklearn", reason="needs the lexical extra: pip install 'ctxwise[lexical]'")
@@ -126,7 +127,8 @@ def test_saved_lexical_router_routes_in_a_fresh_process_without_fitting(
     path = tmp_path / "router.json"
     router.save(path)
     doc = json.loads(path.read_text())
-    assert doc["version"] == 2 and doc["state"]["file"] == "router.json.npz"
+    assert doc["version"] == 2
+    assert doc["state"]["file"] == arrays_path(path, doc["state"]["sha256"]).name
     queries = [t for t, _ in load_labeled(clinc_slice["test"])] + [
         t for t in EDGE_TEXTS if t.strip()
     ]
@@ -150,14 +152,14 @@ def test_bad_arrays_files(clinc_slice: dict[str, Path], tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     router.save(path)
     doc = json.loads(path.read_text())
-    blob = arrays_path(path).read_bytes()
+    blob = saved_arrays(path).read_bytes()  # type: ignore[union-attr]
 
     def variant(name: str, edit: dict, arrays: bytes | None) -> Path:  # type: ignore[type-arg]
         p = tmp_path / name
         changed = {**doc, "state": {**doc["state"], "file": p.name + ".npz", **edit}}
         p.write_text(json.dumps(changed))
         if arrays is not None:
-            arrays_path(p).write_bytes(arrays)
+            legacy_arrays(p).write_bytes(arrays)
             if "sha256" not in edit:
                 changed["state"]["sha256"] = hashlib.sha256(arrays).hexdigest()
                 p.write_text(json.dumps(changed))
@@ -326,7 +328,7 @@ def test_cli_build_without_fit_file_calibrates_on_held_out_rows(
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     assert "every 5th row" in report["calibrated_on"] and report["objective"] == "balanced"
-    assert arrays_path(router).is_file()
+    assert saved_arrays(router).is_file()  # type: ignore[union-attr]
     query = load_labeled(clinc_slice["test"])[0][0]
     assert cli("route", router, "--query", query, "--json").returncode == 0
 
@@ -396,7 +398,8 @@ def test_cli_bad_router_input(tmp_path: Path) -> None:
         assert out.returncode == 2, (args, out.stderr)
         assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
         assert "Traceback" not in out.stderr
-        assert not out_path.exists() and not arrays_path(out_path).exists(), args
+        assert not out_path.exists(), args
+        assert not list(tmp_path.glob(f"{out_path.name}.*npz")), args
     good = tmp_path / "good.json"
     r = IntentRouter()
     r.add("a", ["hello there"])
@@ -460,15 +463,15 @@ def _resaved(path: Path, name: str, edit: Callable[[dict[str, Any], dict[str, An
     import io
 
     doc = json.loads(path.read_text())
-    with np.load(arrays_path(path)) as npz:
+    with np.load(saved_arrays(path)) as npz:  # type: ignore[arg-type]
         arrays = {k: npz[k] for k in npz.files}
     edit(doc, arrays)
     buf = io.BytesIO()
     np.savez(buf, **arrays)
     out = path.with_name(name)
-    arrays_path(out).write_bytes(buf.getvalue())
+    legacy_arrays(out).write_bytes(buf.getvalue())
     doc["state"].update(
-        file=arrays_path(out).name, sha256=hashlib.sha256(buf.getvalue()).hexdigest()
+        file=legacy_arrays(out).name, sha256=hashlib.sha256(buf.getvalue()).hexdigest()
     )
     out.write_text(json.dumps(doc))
     return out
@@ -528,7 +531,7 @@ def _two_intents_and_oos() -> list[tuple[str, str]]:
     return rows + [(f"weather today {i}", "oos") for i in range(10)]
 
 
-@pytest.mark.parametrize("target", ["train", "fit", "train.npz"])
+@pytest.mark.parametrize("target", ["train", "fit"])
 def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> None:
     from tests._cli import assert_usage_error, run
 
@@ -537,13 +540,23 @@ def test_cli_build_never_writes_over_its_inputs(tmp_path: Path, target: str) -> 
     write_labeled(train, rows)
     write_labeled(fit, rows)
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    out = {"train": train, "fit": fit, "train.npz": tmp_path / "train"}[target]
-    if target == "train.npz":  # the arrays file would land on the training data
-        train = train.rename(tmp_path / "train.npz")
-        before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    out = {"train": train, "fit": fit}[target]
     result = run("router", "build", "--train", train, "--fit-on", fit, "--out", out)
     assert_usage_error(result, "write the router elsewhere")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_cli_build_beside_a_file_of_the_old_arrays_name_keeps_it(tmp_path: Path) -> None:
+    # before arrays were named by content, --out train put them in train.npz
+    from tests._cli import run
+
+    train = tmp_path / "train.npz"
+    write_labeled(train, _two_intents_and_oos())
+    data = train.read_bytes()
+    result = run("router", "build", "--train", train, "--out", tmp_path / "train")
+    assert result.exit_code == 0, result.stderr
+    assert train.read_bytes() == data
+    assert saved_arrays(tmp_path / "train") != train
 
 
 @pytest.mark.parametrize("command", ["build", "eval-test", "eval-fit"])

@@ -64,7 +64,6 @@ def _check_out(out: Path, inputs: dict[str, Path | None]) -> None:
     """Fail before the (slow) fit when the router cannot be written to ``out``, or
     would be written over one of the ``inputs`` (by option name)."""
     from ctxwise._io import same_file
-    from ctxwise.routing.router import arrays_path
 
     if str(out) == "-":
         raise UsageError("--out: a router is saved as two files (JSON and .npz); give a path")
@@ -72,10 +71,11 @@ def _check_out(out: Path, inputs: dict[str, Path | None]) -> None:
         raise OutputError(str(out), "is a directory")
     if not out.parent.is_dir():
         raise OutputError(str(out), f"folder {out.parent} does not exist")
+    # the arrays file is named by its content (IntentRouter.save refuses one that
+    # exists with other bytes), so only the JSON can land on an input
     for option, path in inputs.items():
-        for written in (out, arrays_path(out)):
-            if path is not None and same_file(path, written):
-                raise OutputError(str(written), f"is the {option} file; write the router elsewhere")
+        if path is not None and same_file(path, out):
+            raise OutputError(str(out), f"is the {option} file; write the router elsewhere")
 
 
 def _scorer(name: str, embedder: str | None, head: str | None) -> Scorer:
@@ -133,7 +133,9 @@ def build_cmd(
     train: Annotated[
         Path, typer.Option(help='JSONL of {"text", "label"}; label "oos" = out of scope.')
     ],
-    out: Annotated[Path, typer.Option(help="Where to write the router: PATH (JSON) and PATH.npz.")],
+    out: Annotated[
+        Path, typer.Option(help="Where to write the router: PATH (JSON) and PATH.<hash>.npz.")
+    ],
     fit_on: Annotated[
         Path | None,
         typer.Option(

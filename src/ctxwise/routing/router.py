@@ -4,11 +4,13 @@ guess when the best score is too low or two intents are too close."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import io
 import json
 import math
 import os
+import re
 import threading
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,12 +46,37 @@ version 1 files (no parameters) still load, and re-fit on first use."""
 READS_VERSIONS = (1, 2)
 
 
-def arrays_path(path: str | Path) -> Path:
-    """Where :meth:`IntentRouter.save` puts a router's arrays: ``PATH.npz``, beside
-    the file ``PATH`` finally names (a symbolic link is followed, so saving through
-    a link and loading the link or its target find the same arrays)."""
+def arrays_path(path: str | Path, sha256: str) -> Path:
+    """Where :meth:`IntentRouter.save` puts arrays whose SHA-256 is ``sha256`` for a
+    router saved at ``path``: ``PATH.<first 16 hex digits>.npz``, beside the file
+    ``PATH`` finally names (a symbolic link is followed, so saving through a link
+    and loading the link or its target find the same arrays). Named by content, so
+    saving new arrays never overwrites the ones the router already at ``path``
+    names: a save cut short at any point leaves that router loadable."""
     p = Path(os.path.realpath(path))
-    return p.with_name(p.name + ".npz")
+    return p.with_name(f"{p.name}.{sha256[:16]}.npz")
+
+
+def _named_arrays(path: Path) -> Path | None:
+    """The arrays file the router now at ``path`` names (``None`` when there is no
+    such router, it names none, or it cannot be read: best effort, for the clean-up
+    after a save)."""
+    try:
+        data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+        doc = RouterFile.model_validate(data)
+    except (OSError, ValueError, RecursionError, ValidationError):
+        return None
+    if doc.state is None:
+        return None
+    real = Path(os.path.realpath(path))
+    name = doc.state.file
+    # only a name save writes (or wrote before arrays were named by content)
+    ours = name == f"{real.name}.npz" or (
+        name.startswith(f"{real.name}.")
+        and name.endswith(".npz")
+        and re.fullmatch(r"[0-9a-f]{16}", name[len(real.name) + 1 : -4]) is not None
+    )
+    return real.with_name(name) if ours else None
 
 
 MAX_QUERY_CHARS = 20_000
@@ -326,14 +353,16 @@ class IntentRouter:
         """Write the router: versioned JSON at ``path`` and, for a scorer with fitted
         parameters (a :class:`~ctxwise.routing.scorers.SavableScorer`, such as the
         lexical and embedding scorers), those parameters as numpy arrays in
-        ``PATH.npz`` (:func:`arrays_path`; ``np.savez``, no pickled objects). The
+        ``PATH.<hash>.npz`` (:func:`arrays_path`; ``np.savez``, no pickled objects). The
         JSON names the ``.npz`` and holds its SHA-256, so :meth:`load` refuses a
         mismatched pair. The scorer is fitted first if it was not.
 
-        Both files are written atomically, the arrays first; when the JSON cannot
-        be written the arrays just written are removed (or the ones they replaced
-        put back), so a failed save leaves no new file and an earlier router at
-        ``path`` still loads. Keep the two files together.
+        Both files are written atomically, the arrays first, under a name taken
+        from their SHA-256 (:func:`arrays_path`), so they never replace the arrays
+        the router already at ``path`` names; those are removed only once the new
+        JSON is in place. A save that fails, or is killed, at any point leaves an
+        earlier router at ``path`` loadable (a killed one may leave the new arrays
+        file beside it, unused). Keep the two files together.
 
         Raises:
             OutputError: ``path`` is a directory, its folder does not exist, or the
@@ -353,9 +382,10 @@ class IntentRouter:
                     "a router with a fitted scorer is saved as two files (JSON and .npz): "
                     "give a file path, not -"
                 )
+            digest = hashlib.sha256(blob).hexdigest()
             doc["state"] = {
-                "file": arrays_path(path).name,
-                "sha256": hashlib.sha256(blob).hexdigest(),
+                "file": arrays_path(path, digest).name,
+                "sha256": digest,
                 "labels": list(self.scorer.labels),
                 "meta": meta,
             }
@@ -374,19 +404,25 @@ class IntentRouter:
             raise OutputError(
                 str(path), "not a regular file (a router is saved as two files: JSON and .npz)"
             )
-        sidecar = arrays_path(path)
-        # the arrays a router already saved here: put back if the JSON cannot be
-        # written, so the old pair still loads
-        previous = sidecar.read_bytes() if sidecar.is_file() else None
-        write_output(sidecar, blob)
+        sidecar = arrays_path(path, digest)
+        kept = _same_bytes(sidecar, blob)  # saved before with these very arrays
+        if not kept and (sidecar.exists() or sidecar.is_symlink()):
+            raise OutputError(
+                str(sidecar), "exists and is not these arrays; write the router elsewhere"
+            )
+        previous = _named_arrays(target)
+        if not kept:
+            write_output(sidecar, blob)
         try:
             write_output(path, data)
         except BaseException:
-            if previous is None:
+            if not kept:
                 sidecar.unlink(missing_ok=True)
-            else:
-                write_output(sidecar, previous)
             raise
+        if previous is not None and previous != sidecar:
+            # the arrays the replaced JSON named: nothing names them now
+            with contextlib.suppress(OSError):
+                previous.unlink(missing_ok=True)
 
     @classmethod
     def from_dict(
@@ -520,7 +556,7 @@ class IntentRouter:
 
     @staticmethod
     def _read_arrays(path: Path, state: StateItem) -> dict[str, Any]:
-        sidecar = arrays_path(path).with_name(state.file)
+        sidecar = Path(os.path.realpath(path)).with_name(state.file)
         try:
             blob = sidecar.read_bytes()
         except FileNotFoundError:
@@ -538,6 +574,14 @@ class IntentRouter:
                 return {key: npz[key] for key in npz.files}
         except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
             raise FormatError(str(sidecar), f"cannot read the router's arrays: {exc}") from None
+
+
+def _same_bytes(path: Path, blob: bytes) -> bool:
+    """Whether ``path`` is a regular file holding exactly ``blob``."""
+    try:
+        return path.is_file() and not path.is_symlink() and path.read_bytes() == blob
+    except OSError:
+        return False
 
 
 def _pairs(examples: object) -> list[tuple[str, str]]:
