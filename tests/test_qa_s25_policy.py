@@ -136,3 +136,30 @@ def test_a_float_when_value_matches_the_same_number() -> None:
     assert not gate.check("issue_refund", {"amount": 1e20})
     assert not gate.check("issue_refund", {"amount": 10**20})
     assert gate.check("issue_refund", {"amount": 1e19})
+
+
+@pytest.mark.parametrize(
+    "order_id",
+    [["4416", "4417"], ("4417",), [[4417.0]], {"id": "4417"}, [{"order": {"id": "#4417"}}]],
+)
+def test_a_batch_call_holding_the_id_is_blocked(order_id: object) -> None:
+    gate = PolicyGate([compile_rule("Never refund order 4417", VOCAB)])
+    decision = gate.check("issue_refund", {"order_id": order_id})
+    assert not decision
+    assert gate.check("issue_refund", {"order_id": ["4416", "4418"]})
+
+
+def test_a_batch_call_needs_the_fact_of_its_ids() -> None:
+    # RequireFact on a list fails closed: the list is no order whose check was recorded
+    gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
+    gate.observe("address_check", {"order_id": "4416"}, "verified", facts)
+    assert not gate.check("issue_refund", {"order_id": ["4416", "4417"]}, facts)
+
+
+def test_an_input_that_holds_itself_is_walked_once() -> None:
+    loop: list[object] = ["4416"]
+    loop.append(loop)
+    gate = PolicyGate([compile_rule("Never refund order 4417", VOCAB)])
+    assert gate.check("issue_refund", {"order_id": loop})
+    loop.append("4417")
+    assert not gate.check("issue_refund", {"order_id": loop})

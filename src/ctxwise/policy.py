@@ -185,9 +185,22 @@ def _applies(
 ) -> bool:
     if tool_name not in tools:
         return False
-    return all(
-        k in tool_input and _norm_value(tool_input[k]) == _norm_value(v) for k, v in when.items()
-    )
+    return all(k in tool_input and _holds(tool_input[k], _norm_value(v)) for k, v in when.items())
+
+
+def _holds(value: object, expected: str) -> bool:
+    """Whether an input value is ``expected`` (a normalized value), or, for a list or
+    an object (a batch call: ``{"order_id": ["4416", "4417"]}``), holds it at any depth."""
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping | list | tuple | set | frozenset):
+            if id(item) not in seen:  # a list that holds itself is walked once
+                seen.add(id(item))
+                stack.extend(item.values() if isinstance(item, Mapping) else item)
+        elif _norm_value(item) == expected:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
