@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from ctxwise import CaseFacts, UsageError
+from ctxwise import CaseFacts, FormatError, UsageError
 from ctxwise.policy import Forbid, PolicyGate, RequireFact, compile_rule, tool_outcome
 
 RULE = "Do not refund order 4417 until the address check is done"
@@ -163,3 +163,27 @@ def test_an_input_that_holds_itself_is_walked_once() -> None:
     assert gate.check("issue_refund", {"order_id": loop})
     loop.append("4417")
     assert not gate.check("issue_refund", {"order_id": loop})
+
+
+@pytest.mark.parametrize(
+    "fact", ["c:{order_id:d}", "c:{order_id!r}", "c:{order_id:{w}}", "c:{order_id:>99999999999}"]
+)
+def test_a_fact_template_with_a_format_spec_is_refused(fact: str) -> None:
+    # ':d' raised ValueError in observe (ending Engine.turn), a huge width MemoryError
+    with pytest.raises(UsageError, match="plain names"):
+        RequireFact("r", "Check first", ("issue_refund",), fact, satisfied_by="address_check")
+    data = {
+        "version": 1,
+        "rules": [
+            {
+                "kind": "require_fact",
+                "name": "r",
+                "text": "Check first",
+                "tools": ["issue_refund"],
+                "fact": fact,
+                "satisfied_by": "address_check",
+            }
+        ],
+    }
+    with pytest.raises(FormatError, match=r"rules\[0\].*plain names"):
+        PolicyGate.from_dict(data)

@@ -261,11 +261,16 @@ class RequireFact:
         object.__setattr__(self, "when", _check_when(self.when, what))
         _check_str(self.fact, f"{what}: fact")
         try:
-            fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f is not None]
+            fields = [(f, s, c) for _, f, s, c in _FIELDS.parse(self.fact) if f is not None]
         except ValueError as exc:
             raise UsageError(f"{what}: bad fact template {self.fact!r}: {exc}") from None
-        if any(not f.isidentifier() for f in fields):
-            raise UsageError(f"{what}: fact template fields must be plain names: {self.fact!r}")
+        # a format spec or a conversion ('{order_id:d}', '{order_id!r}') is refused: the
+        # values are text, so ':d' raised in observe, and '!r' quoted the id in the key
+        if any(not f.isidentifier() or s or c for f, s, c in fields):
+            raise UsageError(
+                f"{what}: fact template fields must be plain names, as in "
+                f"'address_check:{{order_id}}' (no format spec or conversion): {self.fact!r}"
+            )
         accept: object = self.accept
         if isinstance(accept, str) or not isinstance(accept, Iterable) or not tuple(accept):
             raise UsageError(f"{what}: accept must be a non-empty sequence of values")
