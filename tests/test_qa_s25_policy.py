@@ -187,3 +187,13 @@ def test_a_fact_template_with_a_format_spec_is_refused(fact: str) -> None:
     }
     with pytest.raises(FormatError, match=r"rules\[0\].*plain names"):
         PolicyGate.from_dict(data)
+
+
+@pytest.mark.parametrize("tool_input", ['{"order_id": "4417"}', ["4417"], 4417])
+def test_observe_refuses_an_input_that_is_not_a_mapping_as_check_does(tool_input: object) -> None:
+    gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
+    with pytest.raises(UsageError, match="tool input must be a mapping"):
+        gate.check("issue_refund", tool_input, facts)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="tool input must be a mapping"):
+        gate.observe("address_check", tool_input, "ok", facts)  # type: ignore[arg-type]
+    assert list(facts) == []

@@ -439,6 +439,8 @@ class PolicyGate:
         """
         _check_str(tool_name, "tool name")
         inputs: Mapping[str, Any] = {} if tool_input is None else tool_input
+        if not isinstance(inputs, Mapping):  # as check(): a JSON string is not yet an input
+            raise UsageError(f"tool input must be a mapping, got {type(inputs).__name__}")
         outcome = tool_outcome(result, is_error=is_error)
         keys: list[str] = []
         for rule in self._rules.values():
