@@ -197,3 +197,20 @@ def test_observe_refuses_an_input_that_is_not_a_mapping_as_check_does(tool_input
     with pytest.raises(UsageError, match="tool input must be a mapping"):
         gate.observe("address_check", tool_input, "ok", facts)  # type: ignore[arg-type]
     assert list(facts) == []
+
+
+@pytest.mark.parametrize(
+    ("vocabulary", "match"),
+    [
+        ({**VOCAB, "": "cancel_order"}, "vocabulary phrase must be a non-empty string"),
+        ({**VOCAB, "  ": "cancel_order"}, "vocabulary phrase must be a non-empty string"),
+        ({**VOCAB, 7: "cancel_order"}, "vocabulary phrase must be a non-empty string"),
+        ({"refund": "issue_refund", "address check": None}, "the tool for 'address check'"),
+        ({"refund": "", "address check": "address_check"}, "the tool for 'refund'"),
+    ],
+)
+def test_compile_rule_refuses_a_vocabulary_it_cannot_read(
+    vocabulary: dict[object, object], match: str
+) -> None:
+    with pytest.raises(UsageError, match=match):
+        compile_rule(RULE, vocabulary)  # type: ignore[arg-type]

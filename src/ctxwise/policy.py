@@ -534,6 +534,10 @@ def compile_rule(
     _check_str(text, "rule text")
     if not isinstance(vocabulary, Mapping) or not vocabulary:
         raise UsageError("compile_rule needs a vocabulary of phrase → tool name")
+    for phrase, tool_name in vocabulary.items():
+        # an empty phrase is in every sentence; a tool named None became the fact 'None:{id}'
+        _check_str(phrase, "compile_rule: a vocabulary phrase")
+        _check_str(tool_name, f"compile_rule: the tool for {phrase!r}")
     m = _RULE.match(text)
     if m is None:
         raise UsageError(
