@@ -347,6 +347,30 @@ def test_cli_objective(clinc_slice: dict[str, Path]) -> None:
     assert bad.returncode == 2 and "unknown objective" in bad.stderr
 
 
+def test_cli_eval_without_a_fit_file_calibrates_for_the_objective_as_build_does(
+    clinc_slice: dict[str, Path], tmp_path: Path
+) -> None:
+    # before, --objective was ignored without --fit-on: the router was measured
+    # uncalibrated, unlike the one `router build` writes from the same rows
+    common = ["--train", clinc_slice["train"], "--test", clinc_slice["test"], "--scorer", "bow"]
+    results = {}
+    for objective in ("accuracy", "balanced"):
+        out = cli("eval", "routing", *common, "--objective", objective, "--json")
+        assert out.returncode == 0, out.stderr
+        results[objective] = json.loads(out.stdout)
+        assert results[objective]["objective"] == objective
+        assert "every 5th row" in results[objective]["calibrated_on"]
+    assert results["accuracy"]["threshold"] != results["balanced"]["threshold"]
+    built = cli(
+        "router", "build", "--train", clinc_slice["train"], "--scorer", "bow",
+        "--out", tmp_path / "r.json", "--json",
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    assert json.loads(built.stdout)["threshold"] == pytest.approx(
+        results["balanced"]["threshold"], abs=1e-6
+    )
+
+
 def test_cli_bad_router_input(tmp_path: Path) -> None:
     old = tmp_path / "old.json"
     old.write_text(json.dumps({"format": "ctxwise-router", "version": 0}))

@@ -170,7 +170,8 @@ class EvalResult:
     p99_ms: float
     fit_seconds: float
     scorer: str
-    objective: str | None = None
+    objective: str
+    calibrated_on: str
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,6 +184,7 @@ class EvalResult:
             "fit_seconds": round(self.fit_seconds, 3),
             "scorer": self.scorer,
             "objective": self.objective,
+            "calibrated_on": self.calibrated_on,
         }
 
 
@@ -195,25 +197,34 @@ def evaluate(
     objective: Objective = DEFAULT_OBJECTIVE,
     latency_queries: int = 1000,
     clock: Callable[[], int] = time.perf_counter_ns,
+    train_source: str = "training data",
+    fit_source: str = "fit data",
 ) -> EvalResult:
-    """Train a router on ``train`` (``"oos"`` rows become negatives), calibrate it on
-    ``fit_on`` for ``objective`` when given, and measure it on ``test``: metrics, and
-    the latency of single-query ``route`` calls on the first ``latency_queries`` test
-    queries."""
-    check_training(train)
-    if fit_on is not None:
-        check_fit_rows(fit_on)
-    start = clock()
-    router = IntentRouter.from_labeled(train, scorer)
+    """Build a router as :func:`build_router` does (and ``ctxwise router build``):
+    train on ``train`` (``"oos"`` rows become negatives) and calibrate for
+    ``objective`` on ``fit_on``, or without it on every 5th row of each label held
+    out of ``train``; then measure it on ``test``: metrics, and the latency of
+    single-query ``route`` calls on the first ``latency_queries`` test queries.
+
+    Raises:
+        UsageError: as :func:`build_router`, or a test label has no training rows.
+    """
+    check_training(train, train_source)
     unknown = sorted(
-        {label for _, label in test if label != OUT_OF_SCOPE} - {i.name for i in router.intents}
+        {label for _, label in test if label != OUT_OF_SCOPE}
+        - {label for _, label in train if label != OUT_OF_SCOPE}
     )
-    if unknown:
+    if unknown:  # before the (slow) fit
         raise UsageError(f"test labels with no training examples: {', '.join(unknown[:5])}")
-    if fit_on is not None:
-        router.fit(fit_on, objective=objective)
-    else:
-        router.route("warm up")  # fit the scorer before timing
+    start = clock()
+    router, _, how = build_router(
+        train,
+        scorer=scorer,
+        fit_on=fit_on,
+        objective=objective,
+        train_source=train_source,
+        fit_source=fit_source,
+    )
     fit_seconds = (clock() - start) / 1e9
     decisions = router.route_many([t for t, _ in test])
     metrics = routing_metrics([g for _, g in test], [d.label for d in decisions]).to_dict()
@@ -231,7 +242,8 @@ def evaluate(
         p99_ms=float(np.percentile(times, 99)) if times else 0.0,
         fit_seconds=fit_seconds,
         scorer=router.scorer.name,
-        objective=objective if fit_on is not None else None,
+        objective=objective,
+        calibrated_on=how,
     )
 
 
