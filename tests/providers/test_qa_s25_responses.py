@@ -26,8 +26,10 @@ def _reply(sdk: str, status: int, body: Any, headers: dict[str, str] | None = No
 
 
 def _client(sdk: str, reply: Any) -> Any:
+    """A client whose every request gets ``reply`` (a response, or a function of the request)."""
+    handler = reply if callable(reply) else (lambda _: reply)
     cls = anthropic.Anthropic if sdk == "anthropic" else openai.OpenAI
-    return cls(api_key="test", max_retries=0, http_client=mock_client(sdk, lambda _: reply))
+    return cls(api_key="test", max_retries=0, http_client=mock_client(sdk, handler))
 
 
 def _anthropic_chat(reply: Any) -> str:
@@ -156,3 +158,111 @@ def test_openai_content_filter_is_a_provider_error_not_an_answer(
 def test_openai_other_finish_reasons_still_answer(finish: str) -> None:
     message = {"role": "assistant", "content": "The answer", "refusal": None, "annotations": []}
     assert _openai_chat(_reply("openai", 200, _completion(message, finish))) == "The answer"
+
+
+_OVERLOADED = {
+    "type": "error",
+    "error": {"type": "overloaded_error", "message": "Overloaded"},
+    "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+}
+_RATE_LIMITED = {
+    "type": "error",
+    "error": {"type": "rate_limit_error", "message": "This request would exceed your rate limit."},
+}
+_QUOTA = {
+    "error": {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota",
+        "param": None,
+        "code": "insufficient_quota",
+    }
+}
+_OPENAI_RATE = {
+    "error": {
+        "message": "Rate limit reached for gpt-4o-mini on requests per min (RPM): Limit 3.",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    }
+}
+_GATEWAY = (
+    b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad "
+    b"Gateway</h1></center>\r\n<hr><center>cloudflare</center>\r\n"
+    + b" " * 4000
+    + b"</body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "status", "body", "headers", "detail"),
+    [
+        (
+            "AnthropicChat",
+            529,
+            _OVERLOADED,
+            {},
+            "overloaded_error: Overloaded (request id req_011CSHoEeqs5C35K2UUqR7Fy)",
+        ),
+        (
+            "AnthropicCounter",
+            429,
+            _RATE_LIMITED,
+            {"retry-after": "12", "request-id": "req_018EeWyXxfu5pfWkrYcMdjWG"},
+            "rate_limit_error: This request would exceed your rate limit. "
+            "(request id req_018EeWyXxfu5pfWkrYcMdjWG; retry after 12 s)",
+        ),
+        (
+            "AnthropicChat",
+            502,
+            _GATEWAY,
+            {"content-type": "text/html"},
+            "an HTML page: 502 Bad Gateway",
+        ),
+        (
+            "OpenAIChat",
+            429,
+            _QUOTA,
+            {"x-request-id": "req_abc123"},
+            "insufficient_quota: You exceeded your current quota, please check your plan and "
+            "billing details. (request id req_abc123)",
+        ),
+        (
+            "OpenAIYesNo",
+            429,
+            _OPENAI_RATE,
+            {"retry-after-ms": "1500"},
+            "requests/rate_limit_exceeded: Rate limit reached for gpt-4o-mini on requests per min "
+            "(RPM): Limit 3. (retry after 1500 ms)",
+        ),
+        (
+            "OpenAIChat",
+            500,
+            _GATEWAY,
+            {"content-type": "text/html"},
+            "an HTML page: 502 Bad Gateway",
+        ),
+        ("OpenAIChat", 503, b"", {"content-type": "text/plain"}, "the response has no body"),
+        ("AnthropicChat", 413, b"Request Entity Too Large", {"content-type": "text/plain"}, None),
+    ],
+)
+def test_an_http_error_says_what_the_provider_sent(
+    adapter: str, status: int, body: Any, headers: dict[str, str], detail: str | None
+) -> None:
+    sdk, call = ADAPTERS[adapter]
+    with pytest.raises(ProviderError) as info:
+        call(_reply(sdk, status, body, headers))
+    assert info.value.status == status
+    assert info.value.provider == sdk
+    assert info.value.detail == (detail or body.decode())
+    assert len(str(info.value)) < 400  # an HTML page is named by its title, not pasted whole
+
+
+def test_a_connection_error_names_its_cause() -> None:
+    # a gzip body that does not decompress: the SDK says only "Connection error."
+    def garbled(request: Any) -> Any:
+        head = {"content-type": "application/json", "content-encoding": "gzip"}
+        return http_module("anthropic").Response(200, headers=head, content=b"{}")
+
+    with pytest.raises(ProviderError, match=r"Connection error\. \(DecodingError: ") as info:
+        _anthropic_chat(garbled)
+    assert info.value.status is None

@@ -11,6 +11,7 @@ field the adapter reads with the type it needs, becomes a
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -22,7 +23,9 @@ __all__ = [
     "AnthropicMessage",
     "OpenAIChatCompletion",
     "OpenAIScoredCompletion",
+    "connection_error",
     "parse_body",
+    "status_error",
 ]
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -143,3 +146,91 @@ def parse_body(provider: str, body: bytes, model: type[_M]) -> _M:
         shown = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:3])
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
         raise ProviderError(provider, f"malformed response: {shown}{more}") from exc
+
+
+# -- HTTP errors -----------------------------------------------------------------------
+
+_SHOWN = 300
+"""The most characters of an error body that is not the documented envelope shown."""
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + "..."
+
+
+def _envelope(data: Any) -> str | None:
+    """The error of a documented error body: Anthropic's ``{"type": "error", "error":
+    {"type", "message"}}``, OpenAI's ``{"error": {"message", "type", "code"}}``."""
+    if not isinstance(data, dict) or "error" not in data:
+        return None
+    error = data["error"]
+    if isinstance(error, str) and error.strip():
+        return _cut(error)
+    if not isinstance(error, dict):
+        return None
+    kinds = [k for k in (error.get("type"), error.get("code")) if isinstance(k, str) and k]
+    label = "/".join(dict.fromkeys(kinds))
+    message = error.get("message")
+    if isinstance(message, str) and message.strip():
+        return f"{label}: {message.strip()}" if label else message.strip()
+    return label or None
+
+
+def _body_text(content: bytes, content_type: str) -> tuple[str, str | None]:
+    """What an error body says (the envelope's type and message, else the body cut
+    short: an HTML error page by its title, or its text without tags) and the
+    request id the envelope holds."""
+    text = content.decode("utf-8", errors="replace").strip()
+    if not text:
+        return "the response has no body", None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None
+    said = _envelope(data)
+    if said is not None:
+        request_id = data.get("request_id") if isinstance(data, dict) else None
+        return said, request_id if isinstance(request_id, str) and request_id else None
+    if "html" in content_type.lower() or text.startswith("<"):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)
+        shown = title.group(1) if title and title.group(1).strip() else ""
+        shown = shown or re.sub(r"<[^>]*>", " ", text)
+        return f"an HTML page: {_cut(shown) or '(no text)'}", None
+    return _cut(text), None
+
+
+def status_error(provider: str, status: int, response: Any) -> ProviderError:
+    """A ProviderError for an HTTP error ``response`` (an ``httpx`` response): what the
+    body says, the request id and the ``retry-after`` the provider sent."""
+    headers = response.headers
+    try:
+        content = response.content
+    except Exception:  # a body that was never read (httpx ResponseNotRead)
+        content = b""
+    detail, in_body = _body_text(content, headers.get("content-type", ""))
+    notes: list[str] = []
+    request_id = headers.get("request-id") or headers.get("x-request-id") or in_body
+    if request_id:
+        notes.append(f"request id {request_id}")
+    retry = headers.get("retry-after")
+    if retry:
+        seconds = re.fullmatch(r"\d+(\.\d+)?", retry.strip())
+        notes.append(f"retry after {retry.strip()}{' s' if seconds else ''}")
+    elif headers.get("retry-after-ms"):
+        notes.append(f"retry after {headers['retry-after-ms'].strip()} ms")
+    if notes:
+        detail += f" ({'; '.join(notes)})"
+    return ProviderError(provider, detail, status=status)
+
+
+def connection_error(provider: str, exc: BaseException) -> ProviderError:
+    """A ProviderError for a call that got no HTTP response (a timeout, a refused
+    connection, a body that does not decode), naming the underlying error."""
+    detail = str(exc)
+    cause = exc.__cause__
+    if cause is not None and str(cause) not in detail:
+        detail += (
+            f" ({type(cause).__name__}: {cause})" if str(cause) else f" ({type(cause).__name__})"
+        )
+    return ProviderError(provider, detail)

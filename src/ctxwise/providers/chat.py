@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
-from ctxwise.providers._response import AnthropicMessage, OpenAIChatCompletion, parse_body
+from ctxwise.providers._response import (
+    AnthropicMessage,
+    OpenAIChatCompletion,
+    connection_error,
+    parse_body,
+    status_error,
+)
 
 if TYPE_CHECKING:
     import anthropic
@@ -74,9 +80,9 @@ class AnthropicChat:
                 messages=[{"role": "user", "content": user}],
             )
         except sdk.APIStatusError as exc:
-            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
+            raise status_error("anthropic", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
-            raise ProviderError("anthropic", str(exc)) from exc
+            raise connection_error("anthropic", exc) from exc
         response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
         text = response.text("anthropic")
         if response.stop_reason == "refusal":
@@ -121,9 +127,9 @@ class OpenAIChat:
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
             )
         except sdk.APIStatusError as exc:
-            raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
+            raise status_error("openai", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
-            raise ProviderError("openai", str(exc)) from exc
+            raise connection_error("openai", exc) from exc
         response = parse_body("openai", raw.http_response.content, OpenAIChatCompletion)
         choice = response.choices[0]
         text = choice.message.content or ""

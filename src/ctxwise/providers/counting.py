@@ -12,10 +12,10 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxwise.errors import MissingDependencyError, ProviderError
+from ctxwise.errors import MissingDependencyError
 from ctxwise.formats import anthropic as codec
 from ctxwise.messages import Message, Transcript
-from ctxwise.providers._response import AnthropicCount, parse_body
+from ctxwise.providers._response import AnthropicCount, connection_error, parse_body, status_error
 from ctxwise.tokens import _LRU
 
 if TYPE_CHECKING:
@@ -85,9 +85,9 @@ class AnthropicCounter:
         try:
             raw: Any = self.client.messages.with_raw_response.count_tokens(**kwargs)
         except _anthropic.APIStatusError as exc:
-            raise ProviderError("anthropic", str(exc.message), status=exc.status_code) from exc
+            raise status_error("anthropic", exc.status_code, exc.response) from exc
         except _anthropic.APIError as exc:
-            raise ProviderError("anthropic", str(exc)) from exc
+            raise connection_error("anthropic", exc) from exc
         n = parse_body("anthropic", raw.http_response.content, AnthropicCount).input_tokens
         self._cache.put(key, n)
         return n

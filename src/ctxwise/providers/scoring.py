@@ -15,7 +15,12 @@ import math
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
-from ctxwise.providers._response import OpenAIScoredCompletion, parse_body
+from ctxwise.providers._response import (
+    OpenAIScoredCompletion,
+    connection_error,
+    parse_body,
+    status_error,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -65,9 +70,9 @@ class OpenAIYesNo:
                 messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
             )
         except sdk.APIStatusError as exc:
-            raise ProviderError("openai", str(exc.message), status=exc.status_code) from exc
+            raise status_error("openai", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
-            raise ProviderError("openai", str(exc)) from exc
+            raise connection_error("openai", exc) from exc
         response = parse_body("openai", raw.http_response.content, OpenAIScoredCompletion)
         logprobs = response.choices[0].logprobs
         content = logprobs.content if logprobs is not None else None
