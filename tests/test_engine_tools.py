@@ -271,6 +271,41 @@ def test_a_forged_or_foreign_cursor_gets_an_error_the_model_can_act_on(tmp_path:
     engine.close()
 
 
+def test_a_rotated_cursor_key_still_opens_the_cursors_the_old_one_signed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = "the-old-cursor-key-0123", "the-new-cursor-key-4567"
+
+    def engine(**results: Any) -> Engine:
+        config = EngineConfig.model_validate(
+            {
+                "store": f"sqlite:///{tmp_path / 'ctxwise.db'}",
+                "tools": {"k": 0},
+                "tool_results": {"store_over": 400, "page_size": 20, **results},
+            }
+        )
+        return Engine(config, catalog=_catalog(), now=Clock())
+
+    monkeypatch.setenv("CTXWISE_CURSOR_KEY", old)
+    with engine() as first:
+        first.turn("a", [Message.text_message("user", "my orders please")])
+        use = ToolUseBlock("toolu_1", "get_order_history", {"customer_id": "c-1"})
+        cursor = json.loads(str(first.tool_result("a", use, _orders()).content))["next_cursor"]
+    monkeypatch.setenv("CTXWISE_CURSOR_KEY", new)
+    fetch = ToolUseBlock("toolu_2", "fetch_more", {"cursor": cursor})
+    with engine() as rotated_only:  # the old key dropped: the cursor is refused
+        out = rotated_only.run_tool("a", fetch)
+        assert out is not None and out.is_error and "forged" in str(out.content)
+    monkeypatch.setenv("CTXWISE_OLD_CURSOR_KEY", old)
+    with engine(previous_key_envs=["CTXWISE_OLD_CURSOR_KEY"]) as rotated:
+        out = rotated.run_tool("a", fetch)
+        assert out is not None and not out.is_error
+        assert json.loads(str(out.content))["items"][0]["order_id"] == "O-1020"
+    monkeypatch.setenv("CTXWISE_OLD_CURSOR_KEY", "short")
+    with pytest.raises(ConfigError, match="CTXWISE_OLD_CURSOR_KEY"):
+        engine(previous_key_envs=["CTXWISE_OLD_CURSOR_KEY"])
+
+
 def test_a_bad_search_call_loads_nothing(tmp_path: Path) -> None:
     engine, _ = _engine(tmp_path)
     engine.turn("s", [Message.text_message("user", "hello")])

@@ -98,6 +98,8 @@ its default::
     ttl = 3600                    # seconds a cursor stays valid
     key_env = "CTXWISE_CURSOR_KEY"  # the environment variable holding the cursor key
                                   # (16+ bytes), needed when store_over > 0
+    previous_key_envs = []        # environment variables each holding a key key_env
+                                  # held before: cursors they signed still open (rotation)
 
     [tool_results.trim.TOOL]      # trim this tool's results (ctxwise.tools.trim)
     fields = []                   # fields kept (dotted paths); [] keeps every field
@@ -119,7 +121,7 @@ from __future__ import annotations
 import contextvars
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -254,6 +256,7 @@ class ToolResultsConfig(_Strict):
     page_size: int = Field(default=20, ge=1)
     ttl: float = Field(default=3600, gt=0)
     key_env: str = Field(default="CTXWISE_CURSOR_KEY", min_length=1)
+    previous_key_envs: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     trim: dict[str, TrimConfig] = Field(default_factory=dict)
 
 

@@ -421,9 +421,20 @@ class Engine:
                 f"store_over > 0 needs a cursor key of 16+ bytes in ${spec.key_env} "
                 "(or pass results=ResultStore(...) to the Engine)",
             )
+        previous = []
+        for name in spec.previous_key_envs:
+            old = os.environ.get(name, "")
+            if len(old.encode()) < 16:
+                raise ConfigError(
+                    "tool_results.previous_key_envs",
+                    f"${name} must hold a previous cursor key of 16+ bytes "
+                    "(drop it from the list once its cursors have expired)",
+                )
+            previous.append(old.encode())
         assert self.memory is not None
         return ResultStore(
             key.encode(),
+            previous_keys=previous,
             clock=self.now,
             ttl=spec.ttl,
             page_size=spec.page_size,
