@@ -266,3 +266,13 @@ def test_a_connection_error_names_its_cause() -> None:
     with pytest.raises(ProviderError, match=r"Connection error\. \(DecodingError: ") as info:
         _anthropic_chat(garbled)
     assert info.value.status is None
+
+
+@pytest.mark.parametrize("adapter", list(ADAPTERS))
+def test_an_error_envelope_sent_with_status_200_is_reported_as_the_error(adapter: str) -> None:
+    sdk, call = ADAPTERS[adapter]
+    body = _OVERLOADED if sdk == "anthropic" else _OPENAI_RATE
+    with pytest.raises(ProviderError, match="the response is an error: ") as info:
+        call(_reply(sdk, 200, body))
+    assert ("Overloaded" if sdk == "anthropic" else "Rate limit reached") in info.value.detail
+    assert "Field required" not in info.value.detail

@@ -142,6 +142,9 @@ def parse_body(provider: str, body: bytes, model: type[_M]) -> _M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
+        said = _envelope(data)
+        if said is not None:  # an error envelope sent with status 200 (a proxy, a gateway)
+            raise ProviderError(provider, f"the response is an error: {said}") from exc
         errors = exc.errors(include_url=False)
         shown = "; ".join(f"{_where(e['loc'])}: {e['msg']}" for e in errors[:3])
         more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
