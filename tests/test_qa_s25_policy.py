@@ -214,3 +214,32 @@ def test_compile_rule_refuses_a_vocabulary_it_cannot_read(
 ) -> None:
     with pytest.raises(UsageError, match=match):
         compile_rule(RULE, vocabulary)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do not refund order 4417 or 4418",  # was Forbid(or_id=4418): neither order protected
+        "Do not refund order 4417 and order 4418",  # was Forbid(order_id=4418) only
+        "Do not refund order 4417 for customer 99",  # was Forbid(customer_id=99)
+        "Never refund order 4417 to card 5555",  # was Forbid(card_id=5555)
+        "Do not refund order 4417 before 2026",  # was Forbid(before_id=2026)
+        "Do not refund order 4417 for more than 500",  # was Forbid(than_id=500)
+        "Do not refund more than 500 on order 4417",  # was Forbid(order_id=4417): all refunds
+        "Do not refund more than 500",  # was Forbid(than_id=500)
+        "Do not refund over 500",  # was Forbid(over_id=500)
+        # was RequireFact on order 4417's own address check
+        "Do not refund order 4417 until the address check for order 4418 is done",
+    ],
+)
+def test_compile_rule_refuses_a_sentence_with_more_than_its_one_id(text: str) -> None:
+    with pytest.raises(UsageError, match="cannot compile rule"):
+        compile_rule(text, VOCAB)
+
+
+def test_compile_rule_still_reads_a_condition_that_names_the_same_order() -> None:
+    rule = compile_rule(
+        "Do not refund order 4417 until the address check for order #4417 is done", VOCAB
+    )
+    assert isinstance(rule, RequireFact)
+    assert rule.fact == "address_check:{order_id}" and dict(rule.when) == {"order_id": "4417"}

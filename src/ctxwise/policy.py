@@ -48,6 +48,7 @@ from ctxwise._policy_schema import RULE_KINDS, ForbidItem, GateFile, RequireFact
 from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.facts import CaseFacts
+from ctxwise.text import STOPWORDS
 
 __all__ = [
     "Allowed",
@@ -494,13 +495,20 @@ def _rule_from_item(item: ForbidItem | RequireFactItem) -> PolicyRule:
 
 
 _RULE = re.compile(
-    r"^\s*(?:please\s*,?\s+)?(?:do not|don't|never|must not|mustn't)\s+(?P<action>.+?)\s+"
+    r"^\s*(?:please\s*,?\s+)?(?:do not|don't|never|must not|mustn't)\s+(?P<action>\D+?)\s+"
     r"(?:(?:for|on)\s+)?(?:the\s+)?(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*\d[\w-]*)"
     r"(?:\s+(?:until|unless|before)\s+(?:the\s+|its\s+|an?\s+)?(?P<cond>.+?)\s+"
     r"(?:is|has been|have been|are)\s+(?:done|complete|completed|finished|verified|passed|ok|"
     r"cleared|through))?\s*[.!]?\s*$",
     re.IGNORECASE,
 )
+"""The action holds no digit: in "refund order 4417 or 4418" the id is the first
+one, and the rest is not understood (it read as the action "refund order 4417",
+noun "or", id 4418)."""
+_ID_PAIR = re.compile(r"\b(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*\d[\w-]*)", re.IGNORECASE)
+_NOT_NOUNS = STOPWORDS | {"over", "under", "above", "below", "exceeding", "past", "more", "less"}
+"""Words before a number that do not name what the number is the id of ("more than
+500", "over 500", "by 2026"): such a rule is refused, not read as ``than_id=500``."""
 
 
 def _lookup(phrase: str, vocabulary: Mapping[str, str], what: str, text: str) -> str:
@@ -544,8 +552,23 @@ def compile_rule(
             f"cannot compile rule {text!r}: expected 'do not <action> <noun> <id> "
             "[until <check> is done]'; state it as code (Forbid, RequireFact) instead"
         )
-    tool = _lookup(m["action"], vocabulary, "action", text)
     noun = m["noun"].casefold()
+    if noun in _NOT_NOUNS:
+        raise UsageError(
+            f"cannot compile rule {text!r}: {m['noun']!r} {m['id']!r} does not name what "
+            f"{m['id']!r} is the id of; state it as code (Forbid, RequireFact) instead"
+        )
+    other = [
+        f"{p['noun']} {p['id']}"
+        for p in _ID_PAIR.finditer(m["cond"] or "")
+        if _norm_value(p["id"]) != _norm_value(m["id"])
+    ]
+    if other:  # "until the address check for order 4418 is done": not this order's check
+        raise UsageError(
+            f"cannot compile rule {text!r}: its condition names {other[0]!r}, not "
+            f"{m['noun']} {m['id']}; state it as code (Forbid, RequireFact) instead"
+        )
+    tool = _lookup(m["action"], vocabulary, "action", text)
     id_field = (id_fields or {}).get(noun, f"{noun}_id")
     ident = m["id"]
     rule_name = name or f"{tool}:{ident}" + (f":after:{m['cond']}" if m["cond"] else "")
