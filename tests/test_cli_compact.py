@@ -101,6 +101,26 @@ def test_anthropic_request_in_request_out(tmp_path: Path) -> None:
     assert anthropic.encode_request(back) == body
 
 
+@pytest.mark.parametrize("command", ["compact", "clear"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_out_naming_standard_output_sends_the_report_to_stderr(
+    tmp_path: Path, command: str, as_json: bool
+) -> None:
+    # /dev/stdout is standard output as much as '-' is: before, the report was
+    # printed after the transcript on the same stream, so stdout was not JSON
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    extra = ["--keep-tail-turns", "1"] if command == "compact" else ["--keep-last", "0"]
+    flags = ["--json"] if as_json else []
+    out = ctxwise(command, src, *extra, "--out", "/dev/stdout", *flags)
+    assert out.returncode == 0, out.stderr
+    body = json.loads(out.stdout)  # only the transcript
+    assert anthropic.decode_request(body).problems("anthropic") == []
+    assert out.stderr.strip()
+    if as_json:
+        assert json.loads(out.stderr)["tokens_after"] <= json.loads(out.stderr)["tokens_before"]
+
+
 def test_human_output(tmp_path: Path) -> None:
     src = tmp_path / "req.json"
     src.write_text(json.dumps(anthropic_request()))

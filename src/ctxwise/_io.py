@@ -45,6 +45,7 @@ from ctxwise.errors import OutputError, UsageError
 __all__ = [
     "STDOUT",
     "decode_text",
+    "is_stdout",
     "read_text_file",
     "replace_file",
     "same_file",
@@ -120,6 +121,21 @@ def same_file(a: str | Path, b: str | Path) -> bool:
         return os.path.exists(b) and os.path.samefile(a, b)
     except (OSError, ValueError):
         return False
+
+
+def is_stdout(path: str | Path) -> bool:
+    """Whether writing to ``path`` writes to this process's standard output: ``-``,
+    or a name of the file or pipe it is (``/dev/stdout``, ``/dev/fd/1``, the file it
+    is redirected to, ...). A command that writes its output there sends its report
+    to standard error, so the two do not mix."""
+    name = os.fspath(path)
+    if name == STDOUT:
+        return True
+    try:
+        mine, theirs = os.fstat(1), os.stat(name)
+    except (OSError, ValueError):
+        return False
+    return (mine.st_dev, mine.st_ino) == (theirs.st_dev, theirs.st_ino)
 
 
 _FD_ALIAS = re.compile(r"^/(?:proc/(?:self|thread-self|\d+)/fd|dev/fd)/\d+$")

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ctxwise._io import is_stdout
 from ctxwise.cli._util import _guard
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import UsageError
@@ -156,7 +157,7 @@ def clear_cmd(
         return report
 
     report = _guard(run)
-    to_stderr = str(out) == "-"  # standard output holds the transcript
+    to_stderr = is_stdout(out)  # standard output holds the transcript
     if as_json:
         stream = sys.stderr if to_stderr else sys.stdout
         stream.write(json.dumps(report, indent=2, ensure_ascii=False) + "\n")

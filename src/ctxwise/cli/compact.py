@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ctxwise._io import is_stdout
 from ctxwise.cli._util import _guard
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.formats import FORMATS
@@ -250,7 +251,7 @@ def compact_cmd(
         return result, fmt, written_as, segments
 
     result, fmt, written_as, segments = _guard(run)
-    err = str(out) == "-"  # standard output holds the transcript
+    err = is_stdout(out)  # standard output holds the transcript
     if as_json:
         report = {
             "source": str(transcript),
