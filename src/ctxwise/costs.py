@@ -364,10 +364,12 @@ def simulate_compaction(
             f"the kept prefix ({prefix}) plus the summary reach the trigger ({trig}): "
             "every call would compact",
         )
-    read_f = write_f = Fraction(0)
+    # the write factor is checked even without a read factor: a bad one is a mistake
+    # to report, not a setting to ignore
+    write_f = _factor("cache_write_factor", cache_write_factor, 1.0, math.inf)
+    read_f = Fraction(0)
     if cache_read_factor is not None:
         read_f = _factor("cache_read_factor", cache_read_factor, 0.0, 1.0)
-        write_f = _factor("cache_write_factor", cache_write_factor, 1.0, math.inf)
 
     # Without compaction call k sends start + k * grow and reads the previous
     # call's context from the cache (call 0 writes everything): closed forms.
