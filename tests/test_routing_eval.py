@@ -415,6 +415,7 @@ def test_cli_bad_router_input(tmp_path: Path) -> None:
         ["router", "build", "--train", no_oos, "--out", tmp_path / "nowhere" / "r.json"],
         ["router", "build", "--train", no_oos, "--out", tmp_path],
         ["router", "build", "--train", no_oos, "--out", "-"],
+        ["router", "build", "--train", no_oos, "--out", "/dev/stdout"],
         ["router", "build", "--train", no_oos, "--out", out_path, "--objective", "x"],
     ]
     for args in cases:

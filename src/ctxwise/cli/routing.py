@@ -63,9 +63,9 @@ def _objective(name: str) -> Any:
 def _check_out(out: Path, inputs: dict[str, Path | None]) -> None:
     """Fail before the (slow) fit when the router cannot be written to ``out``, or
     would be written over one of the ``inputs`` (by option name)."""
-    from ctxwise._io import same_file
+    from ctxwise._io import is_stdout, same_file
 
-    if str(out) == "-":
+    if is_stdout(out):
         raise UsageError("--out: a router is saved as two files (JSON and .npz); give a path")
     if out.is_dir():
         raise OutputError(str(out), "is a directory")
