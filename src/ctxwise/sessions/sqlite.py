@@ -122,8 +122,28 @@ class SQLiteSessionStore(SessionStore):
                 c.execute("COMMIT")
         if row is None:
             return SessionSnapshot(session_id, 0, {}, (), 0)
-        history = tuple(HistoryRow(json.loads(m), int(t), o) for m, t, o in rows)
-        return SessionSnapshot(session_id, int(row[0]), json.loads(row[1]), history, int(row[2]))
+        where = f"session {session_id!r}"
+        try:
+            history = tuple(
+                HistoryRow(self._json(m, f"{where}: history row {i}"), int(t), o)
+                for i, (m, t, o) in enumerate(rows)
+            )
+            version, log_length = int(row[0]), int(row[2])
+        except (TypeError, ValueError) as e:  # a count that is not a number
+            raise SessionStoreError(f"session store {self.path!r}: {where}: damaged: {e}") from e
+        return SessionSnapshot(
+            session_id, version, self._json(row[1], f"{where}: state"), history, log_length
+        )
+
+    def _json(self, text: str, what: str) -> Any:
+        """A stored JSON value; a row cut short or overwritten is a SessionStoreError
+        naming it, not a JSONDecodeError out of a turn."""
+        try:
+            return json.loads(text)
+        except (TypeError, ValueError, RecursionError) as e:
+            raise SessionStoreError(
+                f"session store {self.path!r}: {what} is not valid JSON ({e}); the file is damaged"
+            ) from e
 
     def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
         check_session_id(session_id)
@@ -175,18 +195,18 @@ class SQLiteSessionStore(SessionStore):
     def traces(self, session_id: str) -> list[dict[str, Any]]:
         with self._db() as c:
             rows = c.execute(
-                "SELECT trace FROM ctxwise_session_turns WHERE session_id = ? ORDER BY turn",
+                "SELECT turn, trace FROM ctxwise_session_turns WHERE session_id = ? ORDER BY turn",
                 (session_id,),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [self._json(r[1], f"session {session_id!r}: trace of turn {r[0]}") for r in rows]
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
         with self._db() as c:
             rows = c.execute(
-                "SELECT message FROM ctxwise_session_log WHERE session_id = ? ORDER BY seq",
+                "SELECT seq, message FROM ctxwise_session_log WHERE session_id = ? ORDER BY seq",
                 (session_id,),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [self._json(r[1], f"session {session_id!r}: log message {r[0]}") for r in rows]
 
     def sessions(self) -> list[str]:
         with self._db() as c:

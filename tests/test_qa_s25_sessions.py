@@ -1,0 +1,88 @@
+"""Session stores, traces and the trace command on damaged or unusual stores (QA, stop 25)."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ctxwise import Engine, EngineConfig
+from ctxwise.errors import SessionStoreError
+from ctxwise.messages import Message
+from ctxwise.sessions import SQLiteSessionStore
+
+
+def _two_turns(db: Path, session: str = "s1") -> None:
+    with Engine(EngineConfig(store=f"sqlite:///{db}")) as engine:
+        engine.turn(session, [Message.text_message("user", "please look at order 4417")])
+        engine.turn(
+            session,
+            [Message.text_message("assistant", "on it"), Message.text_message("user", "thanks")],
+        )
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("stored") / "base.db"
+    _two_turns(db)
+    return db
+
+
+def _damaged(stored: Path, tmp_path: Path, sql: str) -> Path:
+    db = tmp_path / "damaged.db"
+    shutil.copy(stored, db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute(sql)
+    conn.close()
+    return db
+
+
+@pytest.mark.parametrize(
+    ("sql", "what"),
+    [
+        ("UPDATE ctxwise_sessions SET state = substr(state, 1, 30)", "'s1': state"),
+        (
+            "UPDATE ctxwise_session_history SET message = '{' WHERE pos = 0",
+            "'s1': history row 0",
+        ),
+        ("UPDATE ctxwise_session_history SET tokens = 'abc' WHERE pos = 0", "'s1': damaged"),
+    ],
+)
+def test_a_damaged_session_row_is_a_session_store_error(
+    stored: Path, tmp_path: Path, sql: str, what: str
+) -> None:
+    db = _damaged(stored, tmp_path, sql)
+    with SQLiteSessionStore(db) as store, pytest.raises(SessionStoreError, match=what):
+        store.load("s1")
+    engine = Engine(EngineConfig(store=f"sqlite:///{db}"))
+    with engine, pytest.raises(SessionStoreError, match="damaged"):
+        engine.turn("s1", [Message.text_message("assistant", "ok")])
+    # nothing was written: the damaged row is still there and the version unchanged
+    with SQLiteSessionStore(db) as store:
+        assert store.version("s1") == 2
+
+
+@pytest.mark.parametrize(
+    ("sql", "method", "what"),
+    [
+        (
+            "UPDATE ctxwise_session_turns SET trace = substr(trace, 1, 50) WHERE turn = 2",
+            "traces",
+            "trace of turn 2 is not valid JSON",
+        ),
+        (
+            "UPDATE ctxwise_session_log SET message = '[' WHERE seq = 1",
+            "log",
+            "log message 1 is not valid JSON",
+        ),
+    ],
+)
+def test_a_damaged_trace_or_log_row_is_a_session_store_error(
+    stored: Path, tmp_path: Path, sql: str, method: str, what: str
+) -> None:
+    db = _damaged(stored, tmp_path, sql)
+    with SQLiteSessionStore(db) as store, pytest.raises(SessionStoreError, match=what):
+        getattr(store, method)("s1")
