@@ -161,11 +161,11 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
 def check_conversations(data: Mapping[str, Any], source: str) -> None:
     """Raise :class:`FormatError` unless ``data`` is the generic format: a non-empty
     list of conversations, each with its own ``id``, ``turns`` (objects with an
-    ``id``; at least one with text to remember) and ``questions`` (objects with a
-    ``question`` and a list of turn ids as ``evidence``, each naming a turn of the
-    conversation; turn ids and evidence ids compare as strings). A question
-    without evidence is valid: the evaluations skip it and count it as
-    ``skipped``."""
+    ``id``, no two alike in a conversation; at least one with text to remember) and
+    ``questions`` (objects with a ``question`` and a list of turn ids as
+    ``evidence``, each naming a turn of the conversation; turn ids and evidence ids
+    compare as strings). A question without evidence is valid: the evaluations
+    skip it and count it as ``skipped``."""
     convs = data.get("conversations")
     if not isinstance(convs, list) or not convs:
         raise FormatError(source, "holds no conversations")
@@ -196,7 +196,16 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
         seen.add(name)
         if not turn_items(conv):
             raise FormatError(source, f"conversation {name!r} has no turns to remember")
-        ids = {str(t["id"]) for t in turns}
+        ids: set[str] = set()
+        for t in turns:
+            tid = str(t["id"])
+            if tid in ids:
+                raise FormatError(
+                    source,
+                    f"conversation {name!r}: two turns have the id {tid!r} (the second"
+                    " would replace the first, and evidence could not tell them apart)",
+                )
+            ids.add(tid)
         for qn, q in enumerate(questions, 1):
             for e in q.get("evidence", []):
                 if str(e) not in ids:

@@ -1,0 +1,69 @@
+"""Evaluation files the project was not built on: malformed turns and questions are
+refused by ``load_conversations`` and ``ctxwise eval memory`` before anything is
+written, in one line naming the file and the turn or question."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise.errors import FormatError
+from ctxwise.memory import SQLiteStore
+from ctxwise.memory.evaluation import load_conversations
+from tests._cli import assert_usage_error, run
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def _conv(turns: list[Any], questions: list[Any]) -> dict[str, Any]:
+    return {"conversations": [{"id": "c", "turns": turns, "questions": questions}]}
+
+
+def _refused(tmp_path: Path, data: object, *words: str) -> None:
+    """Refused by the loader (FormatError naming the file) and by the CLI (exit 2,
+    one line), and nothing is written to the store."""
+    path = _write(tmp_path, data)
+    with pytest.raises(FormatError) as err:
+        load_conversations(path)
+    for word in (str(path), *words):
+        assert word in str(err.value)
+    db = tmp_path / "eval.db"
+    assert_usage_error(
+        run("eval", "memory", "--data", path, "--store", f"sqlite:///{db}"), str(path), *words
+    )
+    if db.exists():
+        store = SQLiteStore(db)
+        try:
+            assert store.namespaces() == []
+        finally:
+            store.close()
+
+
+def test_two_turns_with_one_id_are_refused(tmp_path: Path) -> None:
+    """The second turn replaced the first in the store (evidence 'a' then named the
+    dog turn) and a rerun on the same SQLite file was refused as 'holds items that
+    are not this data's turns'."""
+    data = _conv(
+        [
+            {"id": "a", "speaker": "Ann", "text": "I like apples"},
+            {"id": "b", "speaker": "Bob", "text": "I like pears"},
+            {"id": "a", "speaker": "Ann", "text": "I walk my dog"},
+        ],
+        [{"question": "who likes apples?", "evidence": ["a"]}],
+    )
+    _refused(tmp_path, data, "conversation 'c'", "two turns have the id 'a'")
+
+
+def test_turn_ids_that_are_one_string_are_duplicates(tmp_path: Path) -> None:
+    data = _conv(
+        [{"id": 1, "text": "I like apples"}, {"id": "1", "text": "I like pears"}],
+        [{"question": "apples?", "evidence": [1]}],
+    )
+    _refused(tmp_path, data, "two turns have the id '1'")
