@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from ctxwise import Engine, EngineConfig
-from ctxwise.errors import SessionStoreError
+from ctxwise.errors import FormatError, SessionStoreError
 from ctxwise.messages import Message
 from ctxwise.sessions import SQLiteSessionStore
+from ctxwise.trace import Trace
+from tests._cli import assert_usage_error, run
 
 
 def _two_turns(db: Path, session: str = "s1") -> None:
@@ -86,3 +88,46 @@ def test_a_damaged_trace_or_log_row_is_a_session_store_error(
     db = _damaged(stored, tmp_path, sql)
     with SQLiteSessionStore(db) as store, pytest.raises(SessionStoreError, match=what):
         getattr(store, method)("s1")
+
+
+@pytest.mark.parametrize(
+    ("sql", "words"),
+    [
+        (
+            "UPDATE ctxwise_session_turns SET trace = json_set(trace, '$.format', 2) "
+            "WHERE turn = 2",
+            ("trace of turn 2", "unsupported trace format 2", "this ctxwise reads 1"),
+        ),
+        (
+            "UPDATE ctxwise_session_turns SET trace = json_set(trace, '$.shiny', 1) WHERE turn = 2",
+            ("trace of turn 2", "shiny: unknown key"),
+        ),
+        (
+            "UPDATE ctxwise_session_turns SET trace = json_remove(trace, '$.tokens') "
+            "WHERE turn = 1",
+            ("trace of turn 1", "tokens: missing"),
+        ),
+        ("UPDATE ctxwise_session_turns SET trace = '[1]' WHERE turn = 2", ("(top level)",)),
+        (
+            "UPDATE ctxwise_session_turns SET trace = substr(trace, 1, 50) WHERE turn = 2",
+            ("trace of turn 2 is not valid JSON", "damaged"),
+        ),
+    ],
+)
+def test_trace_of_a_trace_it_cannot_read_exits_2_with_one_line(
+    stored: Path, tmp_path: Path, sql: str, words: tuple[str, ...]
+) -> None:
+    db = _damaged(stored, tmp_path, sql)
+    before = db.read_bytes()
+    assert_usage_error(run("trace", "s1", "--db", db), "session 's1'", *words)
+    assert_usage_error(run("trace", "s1", "--db", db, "--json"), *words)
+    assert db.read_bytes() == before
+
+
+def test_trace_from_stored_reads_what_a_turn_stored(stored: Path) -> None:
+    with SQLiteSessionStore(stored) as store:
+        rows = store.traces("s1")
+    traces = [Trace.from_stored(t, session_id="s1") for t in rows]
+    assert [t.turn for t in traces] == [1, 2]
+    with pytest.raises(FormatError, match="s1': trace of turn 1: unsupported trace format '1'"):
+        Trace.from_stored({**rows[0], "format": "1"}, session_id="s1")

@@ -10,9 +10,13 @@ model, so it is stored and read back as validated JSON (``format`` 1).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ctxwise._schema import describe
+from ctxwise.errors import FormatError
 
 __all__ = [
     "TRACE_FORMAT",
@@ -154,3 +158,22 @@ class Trace(_Model):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+    @classmethod
+    def from_stored(cls, data: object, *, session_id: str) -> Trace:
+        """A trace as a session store holds it. One that does not validate (written by
+        another ctxwise version, or damaged) is a :class:`~ctxwise.errors.FormatError`
+        whose source is ``session 'ID'`` and whose detail names the turn and field."""
+        where = f"session {session_id!r}"
+        turn = data.get("turn") if isinstance(data, Mapping) else None
+        what = f"trace of turn {turn}" if isinstance(turn, int) else "a trace"
+        if isinstance(data, Mapping) and data.get("format", TRACE_FORMAT) != TRACE_FORMAT:
+            raise FormatError(
+                where,
+                f"{what}: unsupported trace format {data.get('format')!r} (this ctxwise reads "
+                f"{TRACE_FORMAT}); it was written by another version",
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise FormatError(where, f"{what}: {describe(exc)}") from None

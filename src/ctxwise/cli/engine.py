@@ -196,7 +196,7 @@ def trace_cmd(
         sessions = open_session_store(url)
         try:
             sessions.require(session)
-            traces = [Trace.model_validate(t) for t in sessions.traces(session)]
+            traces = [Trace.from_stored(t, session_id=session) for t in sessions.traces(session)]
         finally:
             sessions.close()
         if turn is not None:
