@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ctxwise.costs import simulate_compaction
+from ctxwise.costs import clearing_break_even, simulate_compaction
 from ctxwise.errors import SimulationError
 
 ISSUE: dict[str, Any] = {
@@ -31,3 +31,62 @@ def test_a_good_write_factor_without_a_read_factor_changes_nothing() -> None:
     hour = simulate_compaction(**ISSUE, cache_write_factor=2.0)
     assert hour == plain
     assert hour.cache_with is None and hour.cache_write_factor is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "parameter"),
+    [
+        # an int past the largest float: math.isfinite raised OverflowError on it
+        ({"cache_read_factor": 10**400}, "cache_read_factor"),
+        ({"cache_read_factor": 0.1, "cache_write_factor": 10**400}, "cache_write_factor"),
+        # more digits than int -> str converts: Fraction(str(value)) raised ValueError
+        ({"cache_read_factor": 0.1, "cache_write_factor": 10**5000}, "cache_write_factor"),
+        # a finite write factor whose costs do not fit a float: float() raised OverflowError
+        ({"cache_read_factor": 0.1, "cache_write_factor": 1e306}, "cache_write_factor"),
+        # token counts past any context: the cache costs overflowed a float
+        ({"start_tokens": 10**400, "trigger": 10**401, "cache_read_factor": 0.1}, "start_tokens"),
+    ],
+)
+def test_a_huge_input_is_a_simulation_error(changes: dict[str, Any], parameter: str) -> None:
+    with pytest.raises(SimulationError) as info:
+        simulate_compaction(**{**ISSUE, **changes})
+    assert info.value.parameter == parameter
+
+
+@pytest.mark.parametrize(
+    ("changes", "parameter"),
+    [
+        ({"cache_read_factor": 10**400}, "cache_read_factor"),
+        ({"cache_write_factor": 10**400}, "cache_write_factor"),
+        ({"cache_write_factor": 1e308}, "cache_write_factor"),
+        ({"context_tokens": 10**400}, "context_tokens"),
+    ],
+)
+def test_a_huge_clearing_input_is_a_simulation_error(
+    changes: dict[str, Any], parameter: str
+) -> None:
+    kw = {"context_tokens": 1_000_000, "cleared_tokens": 30_000, "edit_point_tokens": 20_000}
+    with pytest.raises(SimulationError) as info:
+        clearing_break_even(**{**kw, **changes})
+    assert info.value.parameter == parameter
+
+
+def test_large_but_valid_inputs_still_compute() -> None:
+    big = clearing_break_even(
+        context_tokens=10**18,
+        cleared_tokens=10**17,
+        edit_point_tokens=10**16,
+        cache_write_factor=10**200,
+    )
+    assert big.cost_with == pytest.approx(float((10**18 - 10**17 - 10**16) * 10**200))
+    sim = simulate_compaction(**ISSUE, cache_read_factor=0.1, cache_write_factor=2)
+    assert sim.cache_write_factor == 2.0 and sim.cache_with is not None
+
+
+@pytest.mark.parametrize("parameter", ["start_tokens", "growth", "calls"])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_an_int_too_long_to_print_is_a_simulation_error(parameter: str, sign: int) -> None:
+    # the error shows the value's repr, which raises ValueError past 4,300 digits
+    with pytest.raises(SimulationError, match=r"an integer of about 500\d digits") as info:
+        simulate_compaction(**{**ISSUE, parameter: sign * 10**5000})
+    assert info.value.parameter == parameter

@@ -28,6 +28,7 @@ model-dependent read discount; pass its factors explicitly.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -56,6 +57,12 @@ ANTHROPIC_CACHE_WRITE_FACTOR = 1.25
 _MAX_CALLS = 10_000_000
 """The most calls :func:`simulate_compaction` takes: it lists every compaction, and
 a session this long lists millions of them."""
+
+_MAX_TOKENS = 10**18
+"""The most tokens any count takes: far beyond any context, and small enough that no
+total of :data:`_MAX_CALLS` calls at a read factor of at most 1 overflows a float."""
+
+_FLOAT_MAX = sys.float_info.max
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,25 +237,56 @@ class ClearingBreakEven:
         }
 
 
+def _given(value: object) -> object:
+    """``value`` for an error, which shows its repr: an int too long for Python to turn
+    into a string (past ``sys.get_int_max_str_digits()``) is described instead."""
+    if isinstance(value, int) and value.bit_length() > 13_000:  # about 3,900 digits
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return value
+
+
 def _int(name: str, value: object, *, minimum: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
         raise SimulationError(name, value, "must be a whole number of tokens")
     if value < minimum:
         raise SimulationError(
-            name, value, "must be greater than 0" if minimum == 1 else f"must be {minimum} or more"
+            name,
+            _given(value),
+            "must be greater than 0" if minimum == 1 else f"must be {minimum} or more",
         )
+    if value > _MAX_TOKENS:
+        raise SimulationError(name, _given(value), f"must be at most {_MAX_TOKENS:.0e} tokens")
     return value
 
 
 def _factor(name: str, value: object, low: float, high: float) -> Fraction:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise SimulationError(name, value, "must be a finite number")
+    # an int past the largest float is finite but no float: math.isfinite overflows on it
+    if isinstance(value, int) and abs(value) > _FLOAT_MAX:
+        detail = f"must be a finite number (at most {_FLOAT_MAX:g})"
+        raise SimulationError(name, _given(value), detail)
+    if not math.isfinite(value):
         raise SimulationError(name, value, "must be a finite number")
     if not low <= value <= high:
         hi = "" if math.isinf(high) else f" and {high:g}"
         raise SimulationError(
             name, value, f"must be between {low:g}{hi}" if hi else f"must be {low:g} or more"
         )
-    return Fraction(str(value))  # "0.1" → 1/10 exactly
+    return Fraction(value) if isinstance(value, int) else Fraction(str(value))  # "0.1" → 1/10
+
+
+def _cost(total: Fraction, write_factor: object) -> float:
+    """``total`` as a float; the write factor is what can make one too large (token
+    counts are at most :data:`_MAX_TOKENS`, read factors at most 1)."""
+    try:
+        return float(total)
+    except OverflowError:
+        raise SimulationError(
+            "cache_write_factor",
+            write_factor,
+            f"gives costs larger than the largest float ({_FLOAT_MAX:g})",
+        ) from None
 
 
 class _Ledger:
@@ -261,9 +299,9 @@ class _Ledger:
         self.write = 0
         self.uncached = 0
 
-    def cost(self, read: Fraction, write: Fraction) -> CacheCost:
+    def cost(self, read: Fraction, write: Fraction, write_factor: object) -> CacheCost:
         total = self.read * read + self.write * write + self.uncached
-        return CacheCost(self.read, self.write, self.uncached, float(total))
+        return CacheCost(self.read, self.write, self.uncached, _cost(total, write_factor))
 
 
 def simulate_compaction(
@@ -329,9 +367,10 @@ def simulate_compaction(
 
     Raises :class:`SimulationError` (a :class:`~ctxwise.errors.UsageError`) for
     a count below 1 (``start_tokens``, ``growth``, ``calls``, ``summary_tokens``,
-    ``trigger``) or below 0 (the others), more than 10,000,000 calls, a prefix
+    ``trigger``) or below 0 (the others) or above 10**18, more than 10,000,000 calls, a prefix
     larger than the start context, a summary (plus prefix) that does not fit
-    under the trigger, and cache factors outside 0 ≤ read ≤ 1 ≤ write.
+    under the trigger, cache factors outside 0 ≤ read ≤ 1 ≤ write, and a write
+    factor so large that a cost does not fit a float.
     """
     start = _int("start_tokens", start_tokens, minimum=1)
     grow = _int("growth", growth, minimum=1)
@@ -413,8 +452,8 @@ def simulate_compaction(
         cache_args = {
             "cache_read_factor": float(cache_read_factor),
             "cache_write_factor": float(cache_write_factor),
-            "cache_without": plain.cost(read_f, write_f),
-            "cache_with": compacted.cost(read_f, write_f),
+            "cache_without": plain.cost(read_f, write_f, cache_write_factor),
+            "cache_with": compacted.cost(read_f, write_f, cache_write_factor),
         }
     return CompactionSimulation(
         start_tokens=start,
@@ -469,7 +508,8 @@ def clearing_break_even(
 
     Raises :class:`SimulationError` for a context below 1, a cleared amount
     below 1 or beyond the end of the context, an edit point below 0 or at or
-    past the end, and factors outside 0 ≤ read ≤ 1 ≤ write.
+    past the end, a count above 10**18, factors outside 0 ≤ read ≤ 1 ≤ write, and
+    a write factor so large that a cost does not fit a float.
     """
     context = _int("context_tokens", context_tokens, minimum=1)
     edit = _int("edit_point_tokens", edit_point_tokens, minimum=0)
@@ -502,9 +542,9 @@ def clearing_break_even(
         edit_point_tokens=edit,
         cache_read_factor=float(cache_read_factor),
         cache_write_factor=float(cache_write_factor),
-        cost_without=float(without),
-        cost_with=float(with_),
-        miss_cost=float(miss),
-        saving_per_call=float(saving),
+        cost_without=_cost(without, cache_write_factor),
+        cost_with=_cost(with_, cache_write_factor),
+        miss_cost=_cost(miss, cache_write_factor),
+        saving_per_call=_cost(saving, cache_write_factor),
         calls_to_break_even=calls,
     )
