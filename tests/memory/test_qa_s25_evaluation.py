@@ -67,3 +67,25 @@ def test_turn_ids_that_are_one_string_are_duplicates(tmp_path: Path) -> None:
         [{"question": "apples?", "evidence": [1]}],
     )
     _refused(tmp_path, data, "two turns have the id '1'")
+
+
+@pytest.mark.parametrize("text", [{"en": "I like apples"}, ["I", "like"], 42, True])
+def test_a_turn_whose_text_is_not_a_string_is_refused(tmp_path: Path, text: object) -> None:
+    """It was remembered as its Python repr ("Ann: {'en': 'I like apples'}")."""
+    data = _conv(
+        [{"id": "a", "speaker": "Ann", "text": "I like pears"}, {"id": "b", "text": text}],
+        [{"question": "pears?", "evidence": ["a"]}],
+    )
+    _refused(tmp_path, data, "conversation 'c'", "turn 'b'", "not a string")
+
+
+def test_a_turn_whose_text_is_null_has_no_text(tmp_path: Path) -> None:
+    """It was remembered as the word 'None' (and recalled for a question about None)."""
+    from ctxwise.memory.evaluation import turn_items
+
+    data = _conv(
+        [{"id": "a", "speaker": "Ann", "text": "I like pears"}, {"id": "b", "text": None}],
+        [{"question": "pears?", "evidence": ["a"]}],
+    )
+    conversation = load_conversations(_write(tmp_path, data))["conversations"][0]
+    assert [(it.id, it.text) for it in turn_items(conversation)] == [("a", "Ann: I like pears")]

@@ -161,11 +161,11 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
 def check_conversations(data: Mapping[str, Any], source: str) -> None:
     """Raise :class:`FormatError` unless ``data`` is the generic format: a non-empty
     list of conversations, each with its own ``id``, ``turns`` (objects with an
-    ``id``, no two alike in a conversation; at least one with text to remember) and
-    ``questions`` (objects with a ``question`` and a list of turn ids as
-    ``evidence``, each naming a turn of the conversation; turn ids and evidence ids
-    compare as strings). A question without evidence is valid: the evaluations
-    skip it and count it as ``skipped``."""
+    ``id``, no two alike in a conversation, and a string or null as ``text``; at
+    least one with text to remember) and ``questions`` (objects with a
+    ``question`` and a list of turn ids as ``evidence``, each naming a turn of the
+    conversation; turn ids and evidence ids compare as strings). A question without
+    evidence is valid: the evaluations skip it and count it as ``skipped``."""
     convs = data.get("conversations")
     if not isinstance(convs, list) or not convs:
         raise FormatError(source, "holds no conversations")
@@ -194,11 +194,16 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
         if name in seen:
             raise FormatError(source, f"two conversations have the id {name!r}")
         seen.add(name)
-        if not turn_items(conv):
-            raise FormatError(source, f"conversation {name!r} has no turns to remember")
         ids: set[str] = set()
         for t in turns:
             tid = str(t["id"])
+            text = t.get("text")
+            if text is not None and not isinstance(text, str):
+                raise FormatError(
+                    source,
+                    f"conversation {name!r}: turn {tid!r} has a {type(text).__name__} as"
+                    " its text, not a string",
+                )
             if tid in ids:
                 raise FormatError(
                     source,
@@ -206,6 +211,8 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
                     " would replace the first, and evidence could not tell them apart)",
                 )
             ids.add(tid)
+        if not turn_items(conv):
+            raise FormatError(source, f"conversation {name!r} has no turns to remember")
         for qn, q in enumerate(questions, 1):
             for e in q.get("evidence", []):
                 if str(e) not in ids:
@@ -229,7 +236,8 @@ def _evidence_ids(question: Mapping[str, Any]) -> set[str]:
 
 def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
     """A generic-format conversation as messages: each turn a user message with
-    the turn's id, its date as the timestamp and its speaker as ``extra["name"]``."""
+    the turn's id, its date as the timestamp and its speaker as ``extra["name"]``
+    (a turn whose text is missing or null has none)."""
     out = []
     for t in conversation["turns"]:
         speaker = t.get("speaker")
@@ -237,7 +245,7 @@ def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
         out.append(
             Message(
                 "user",
-                (TextBlock(str(t.get("text", ""))),),
+                (TextBlock(t.get("text") or ""),),
                 plain=True,
                 id=str(t["id"]),
                 timestamp=str(date) if date is not None else None,
