@@ -44,6 +44,24 @@ def _case() -> list[Message]:
     ]
 
 
+def test_an_amount_spelled_several_ways_is_listed_once() -> None:
+    case = _case()
+    case[-2] = Message.text_message(
+        "assistant",
+        "I recommend a supervisor approves a manual refund of $129 (USD 129.00 was charged). "
+        "The fee was 5 dollars, or $5.00, and the credit is $1,290.",
+    )
+    amounts = escalation_brief(case).amounts
+    spelled = [
+        ("$129.00", "$129", "USD 129.00"),
+        ("5 dollars", "$5.00", "USD 5.00"),
+        ("$1,290", "USD 1290.00"),
+    ]
+    for forms in spelled:
+        assert sum(a in forms for a in amounts) == 1, amounts
+    assert len(amounts) == 3, amounts
+
+
 def test_a_support_case() -> None:
     brief = escalation_brief(_case())
     assert ("user_id", "mia_li_3668") in brief.customer

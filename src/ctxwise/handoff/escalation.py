@@ -10,7 +10,8 @@ position). Its parts:
   dates, statuses) and the **amounts**: ``amount`` facts, and amounts in message
   sentences about money that changed or is owed (``refund``, ``charge``, ``paid``,
   ``fee``, ``compensation``, ``credit``, ``balance``, ``total``, ``cost``), in
-  order, each once; prices in tool results and in list items (options offered)
+  order, each once however it is spelled (``$129``, ``$129.00`` and ``USD 129.00``
+  are one amount, listed as first seen); prices in tool results and in list items (options offered)
   are not amounts of the case;
 - **problem**: the customer's first message, quoted (what they came with);
 - **cause**: sentences (not questions) that state a cause (``because``, ``due to``, ``caused
@@ -34,6 +35,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 
 from ctxwise.memory.facts import CaseFacts, FactExtractor
 from ctxwise.messages import Message, TextBlock, Transcript, block_text
@@ -53,6 +55,11 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 _AMOUNT = re.compile(
     r"(?:[$€£]\s?\d[\d,]*(?:\.\d{1,2})?|\b\d[\d,]*(?:\.\d{1,2})?\s?(?:USD|EUR|GBP|dollars)\b)"
+)
+_CURRENCY = {"$": "USD", "€": "EUR", "£": "GBP", "usd": "USD", "eur": "EUR", "gbp": "GBP"}
+_CURRENCY["dollars"] = "USD"
+_AMOUNT_PARTS = re.compile(
+    r"^\s*([$€£]|(?:USD|EUR|GBP)\b)?\s?(\d[\d,]*(?:\.\d+)?)\s?(USD|EUR|GBP|dollars)?\s*$", re.I
 )
 _CUSTOMER_KEYS = ("user_id", "email")
 _MAX_QUOTE = 400
@@ -120,6 +127,25 @@ class EscalationBrief:
         if self.open_question is not None:
             out += ["", "## Open question from the customer", *quotes([self.open_question])]
         return "\n".join(out) + "\n"
+
+
+def _amount_key(text: str) -> tuple[str, str]:
+    """What an amount is, whatever its spelling: ``$120``, ``$120.00``, ``USD 120``,
+    ``120 USD`` and ``120.00 dollars`` are one amount; text that is not an amount is
+    itself."""
+    m = _AMOUNT_PARTS.match(text)
+    if m is None or (m.group(1) and m.group(3)) or not (m.group(1) or m.group(3)):
+        return ("", " ".join(text.split()))
+    currency = _CURRENCY[(m.group(1) or m.group(3)).lower()]
+    return (currency, format(Decimal(m.group(2).replace(",", "")).normalize(), "f"))
+
+
+def _distinct_amounts(amounts: Sequence[str]) -> tuple[str, ...]:
+    """Each amount once, in first-seen order and spelling."""
+    seen: dict[tuple[str, str], str] = {}
+    for a in amounts:
+        seen.setdefault(_amount_key(a), " ".join(a.split()))
+    return tuple(seen.values())
 
 
 def _sentences(text: str) -> list[str]:
@@ -199,7 +225,7 @@ def escalation_brief(
     return EscalationBrief(
         customer,
         case,
-        tuple(dict.fromkeys(" ".join(a.split()) for a in amounts)),
+        _distinct_amounts(amounts),
         problem,
         tuple(reversed(cause)),
         tuple(tried),
