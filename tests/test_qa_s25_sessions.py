@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from ctxwise import Engine, EngineConfig
-from ctxwise.errors import FormatError, SessionStoreError
+from ctxwise.errors import FormatError, SessionStoreError, UsageError
 from ctxwise.messages import Message
-from ctxwise.sessions import SQLiteSessionStore
+from ctxwise.sessions import InMemorySessionStore, SessionStore, SQLiteSessionStore
 from ctxwise.trace import Trace
 from tests._cli import assert_usage_error, run
 
@@ -131,3 +131,31 @@ def test_trace_from_stored_reads_what_a_turn_stored(stored: Path) -> None:
     assert [t.turn for t in traces] == [1, 2]
     with pytest.raises(FormatError, match="s1': trace of turn 1: unsupported trace format '1'"):
         Trace.from_stored({**rows[0], "format": "1"}, session_id="s1")
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("session_id", ["a\ud800", "a\x00b", "x" * 201, "", 123, None, ["s1"]])
+@pytest.mark.parametrize("method", ["version", "traces", "log"])
+def test_every_read_refuses_a_bad_session_id_as_load_does(
+    stored: Path, tmp_path: Path, backend: str, session_id: object, method: str
+) -> None:
+    # SQLite raised UnicodeEncodeError for a lone surrogate and SessionStoreError (a
+    # store failure) for a list; the memory store answered 0 / [] for anything
+    db = tmp_path / "copy.db"
+    shutil.copy(stored, db)
+    store: SessionStore = SQLiteSessionStore(db) if backend == "sqlite" else InMemorySessionStore()
+    with store:
+        with pytest.raises(UsageError, match="session id"):
+            store.load(session_id)  # type: ignore[arg-type]
+        with pytest.raises(UsageError, match="session id"):
+            getattr(store, method)(session_id)
+        assert store.version("s1") == (2 if backend == "sqlite" else 0)
+
+
+def test_an_id_with_path_separators_is_only_a_key(tmp_path: Path) -> None:
+    odd = "../../etc/passwd\\C:\\x"
+    _two_turns(tmp_path / "s.db", session=odd)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("s.db")) == []
+    with SQLiteSessionStore(tmp_path / "s.db") as store:
+        assert store.sessions() == [odd] and store.version(odd) == 2
+        assert [t["session_id"] for t in store.traces(odd)] == [odd, odd]

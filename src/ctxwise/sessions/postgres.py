@@ -133,6 +133,7 @@ class PostgresSessionStore(SessionStore):
                 )
 
     def version(self, session_id: str) -> int:
+        check_session_id(session_id)
         with self._db() as c:
             row = c.execute(
                 self._sql("SELECT version FROM {schema}.sessions WHERE session_id = %s"),
@@ -220,6 +221,7 @@ class PostgresSessionStore(SessionStore):
         return new
 
     def traces(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         with self._db() as c:
             rows = c.execute(
                 self._sql(
@@ -230,6 +232,7 @@ class PostgresSessionStore(SessionStore):
         return [json.loads(r[0]) for r in rows]
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         with self._db() as c:
             rows = c.execute(
                 self._sql(

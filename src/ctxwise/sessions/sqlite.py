@@ -98,6 +98,7 @@ class SQLiteSessionStore(SessionStore):
                 raise SessionStoreError(f"session store {self.path!r}: {e}") from e
 
     def version(self, session_id: str) -> int:
+        check_session_id(session_id)
         with self._db() as c:
             row = c.execute(
                 "SELECT version FROM ctxwise_sessions WHERE session_id = ?", (session_id,)
@@ -193,6 +194,7 @@ class SQLiteSessionStore(SessionStore):
         return new
 
     def traces(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         with self._db() as c:
             rows = c.execute(
                 "SELECT turn, trace FROM ctxwise_session_turns WHERE session_id = ? ORDER BY turn",
@@ -201,6 +203,7 @@ class SQLiteSessionStore(SessionStore):
         return [self._json(r[1], f"session {session_id!r}: trace of turn {r[0]}") for r in rows]
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         with self._db() as c:
             rows = c.execute(
                 "SELECT seq, message FROM ctxwise_session_log WHERE session_id = ? ORDER BY seq",

@@ -150,6 +150,7 @@ class InMemorySessionStore(SessionStore):
         self._sessions: dict[str, _MemSession] = {}
 
     def version(self, session_id: str) -> int:
+        check_session_id(session_id)
         s = self._sessions.get(session_id)
         return s.version if s is not None else 0
 
@@ -179,10 +180,12 @@ class InMemorySessionStore(SessionStore):
             return new.version
 
     def traces(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         s = self._sessions.get(session_id)
         return [] if s is None else [json.loads(dumps(t)) for t in s.traces]
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
+        check_session_id(session_id)
         s = self._sessions.get(session_id)
         return [] if s is None else [json.loads(dumps(m)) for m in s.log]
 
