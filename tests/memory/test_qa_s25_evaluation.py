@@ -89,3 +89,14 @@ def test_a_turn_whose_text_is_null_has_no_text(tmp_path: Path) -> None:
     )
     conversation = load_conversations(_write(tmp_path, data))["conversations"][0]
     assert [(it.id, it.text) for it in turn_items(conversation)] == [("a", "Ann: I like pears")]
+
+
+@pytest.mark.parametrize("turn_id", ["", "  ", True])
+def test_a_turn_id_that_names_nothing_is_refused(tmp_path: Path, turn_id: object) -> None:
+    """An empty id made the store assign one, so evidence [''] was never found and
+    recall was 0 without a word; true was read as the turn 'True'."""
+    data = _conv(
+        [{"id": turn_id, "speaker": "Ann", "text": "the secret code is pineapple"}],
+        [{"question": "what is the secret code?", "evidence": [str(turn_id)]}],
+    )
+    _refused(tmp_path, data, "conversation 'c'", "non-empty string or an integer")

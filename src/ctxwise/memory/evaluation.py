@@ -160,12 +160,16 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
 
 def check_conversations(data: Mapping[str, Any], source: str) -> None:
     """Raise :class:`FormatError` unless ``data`` is the generic format: a non-empty
-    list of conversations, each with its own ``id``, ``turns`` (objects with an
-    ``id``, no two alike in a conversation, and a string or null as ``text``; at
-    least one with text to remember) and ``questions`` (objects with a
-    ``question`` and a list of turn ids as ``evidence``, each naming a turn of the
-    conversation; turn ids and evidence ids compare as strings). A question without
-    evidence is valid: the evaluations skip it and count it as ``skipped``."""
+    list of conversations, each with its own ``id``, ``turns`` and ``questions``.
+
+    - A turn is an object with an ``id`` (a non-empty string or an integer, no two
+      alike in a conversation) and a string or null as ``text``; at least one turn
+      of a conversation has text to remember.
+    - A question is an object with a ``question`` and a list of turn ids as
+      ``evidence``, each naming a turn of the conversation (turn ids and evidence
+      ids compare as strings). A question without evidence is valid: the
+      evaluations skip it and count it as ``skipped``.
+    """
     convs = data.get("conversations")
     if not isinstance(convs, list) or not convs:
         raise FormatError(source, "holds no conversations")
@@ -197,6 +201,12 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
         ids: set[str] = set()
         for t in turns:
             tid = str(t["id"])
+            if isinstance(t["id"], bool) or not tid.strip():
+                raise FormatError(
+                    source,
+                    f"conversation {name!r}: a turn's id is a non-empty string or an"
+                    f" integer, got {t['id']!r}",
+                )
             text = t.get("text")
             if text is not None and not isinstance(text, str):
                 raise FormatError(
