@@ -276,3 +276,30 @@ def test_an_error_envelope_sent_with_status_200_is_reported_as_the_error(adapter
         call(_reply(sdk, 200, body))
     assert ("Overloaded" if sdk == "anthropic" else "Rate limit reached") in info.value.detail
     assert "Field required" not in info.value.detail
+
+
+def test_a_max_tokens_the_sdk_refuses_without_streaming_is_a_usage_error() -> None:
+    from ctxwise.errors import UsageError
+    from ctxwise.providers import AnthropicChat
+
+    sent: list[Any] = []
+
+    def handler(request: Any) -> Any:
+        sent.append(request)
+        return _reply("anthropic", 200, _message([{"type": "text", "text": "ok"}], "end_turn"))
+
+    # the SDK raised a bare ValueError ("Streaming is required ...") before sending
+    chat = AnthropicChat(_client("anthropic", handler), "claude-sonnet-5-5")
+    with pytest.raises(UsageError, match=r"max_tokens=64000: Streaming is required") as info:
+        chat.complete("system", "user", 64_000)
+    assert "explicit timeout" in str(info.value)
+    assert sent == []
+    # the hint works: a client with its own timeout sends the call
+    timed = anthropic.Anthropic(
+        api_key="test",
+        max_retries=0,
+        timeout=3600.0,
+        http_client=mock_client("anthropic", handler),
+    )
+    assert AnthropicChat(timed, "claude-sonnet-5-5").complete("system", "user", 64_000) == "ok"
+    assert len(sent) == 1

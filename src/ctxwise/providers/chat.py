@@ -51,7 +51,9 @@ class AnthropicChat:
 
     A reply a safety classifier stopped (``stop_reason`` "refusal": HTTP 200 with
     the text written so far) is a :class:`~ctxwise.errors.ProviderError` that
-    shows that text, not an answer; so is a reply with no text.
+    shows that text, not an answer; so is a reply with no text. A ``max_tokens``
+    the SDK refuses to send without streaming under its default timeout is a
+    :class:`~ctxwise.errors.UsageError` (give the client an explicit timeout).
     """
 
     def __init__(self, client: anthropic.Anthropic, model: str) -> None:
@@ -83,6 +85,14 @@ class AnthropicChat:
             raise status_error("anthropic", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
             raise connection_error("anthropic", exc) from exc
+        except ValueError as exc:
+            # raised before sending: the SDK refuses a non-streaming call it expects to
+            # take over 10 minutes (a large max_tokens) under its default timeout
+            raise UsageError(
+                f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc} "
+                "(lower max_tokens, or give the client an explicit timeout: "
+                "anthropic.Anthropic(timeout=...))"
+            ) from exc
         response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
         text = response.text("anthropic")
         if response.stop_reason == "refusal":
