@@ -86,8 +86,8 @@ class AnthropicChat:
         except sdk.APIError as exc:
             raise connection_error("anthropic", exc) from exc
         except ValueError as exc:
-            # raised before sending: the SDK refuses a non-streaming call it expects to
-            # take over 10 minutes (a large max_tokens) under its default timeout
+            # raised before sending: the SDK refuses a non-streaming call whose
+            # max_tokens it expects to outlast its default timeout
             raise UsageError(
                 f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc} "
                 "(lower max_tokens, or give the client an explicit timeout: "
