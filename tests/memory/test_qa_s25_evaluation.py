@@ -100,3 +100,22 @@ def test_a_turn_id_that_names_nothing_is_refused(tmp_path: Path, turn_id: object
         [{"question": "what is the secret code?", "evidence": [str(turn_id)]}],
     )
     _refused(tmp_path, data, "conversation 'c'", "non-empty string or an integer")
+
+
+@pytest.mark.parametrize("question", ["", " \n\t"])
+def test_a_blank_question_is_refused_before_anything_is_written(
+    tmp_path: Path, question: str
+) -> None:
+    """It was 'empty query: there is nothing to recall', naming neither the file nor
+    the question, raised after the conversations before it had been written."""
+    ok = _conv(
+        [{"id": "a", "text": "the secret code is pineapple"}],
+        [{"question": "what is the secret code?", "evidence": ["a"]}],
+    )["conversations"][0]
+    data = {
+        "conversations": [
+            {**ok, "id": "first"},
+            {**ok, "id": "second", "questions": [{"question": question, "evidence": ["a"]}]},
+        ]
+    }
+    _refused(tmp_path, data, "conversation 'second'", "question 1 has no text")

@@ -165,7 +165,7 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
     - A turn is an object with an ``id`` (a non-empty string or an integer, no two
       alike in a conversation) and a string or null as ``text``; at least one turn
       of a conversation has text to remember.
-    - A question is an object with a ``question`` and a list of turn ids as
+    - A question is an object with a ``question`` (not blank) and a list of turn ids as
       ``evidence``, each naming a turn of the conversation (turn ids and evidence
       ids compare as strings). A question without evidence is valid: the
       evaluations skip it and count it as ``skipped``.
@@ -224,6 +224,10 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
         if not turn_items(conv):
             raise FormatError(source, f"conversation {name!r} has no turns to remember")
         for qn, q in enumerate(questions, 1):
+            if not q["question"].strip():
+                raise FormatError(
+                    source, f"conversation {name!r}: question {qn} has no text to recall with"
+                )
             for e in q.get("evidence", []):
                 if str(e) not in ids:
                     raise FormatError(
