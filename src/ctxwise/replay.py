@@ -30,7 +30,7 @@ problems inside a segment are refused unless ``repair`` is set.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -42,6 +42,7 @@ from ctxwise.engine import Engine
 from ctxwise.errors import PairingError, UsageError
 from ctxwise.formats import anthropic, openai
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
+from ctxwise.memory.urls import store_kind
 from ctxwise.messages import ContentBlock, Message, ToolResultBlock, ToolUseBlock, Transcript
 from ctxwise.pairing import repair_pairing
 from ctxwise.sessions import check_session_id
@@ -158,6 +159,19 @@ def _request_problem(request: dict[str, Any], render: str) -> str | None:
     return None
 
 
+def _turns(messages: Sequence[Message]) -> Iterator[tuple[int, int, Sequence[Message]]]:
+    """``(i, last, new)`` for each turn: before assistant message ``i`` (one that follows a
+    message other than a system one), the messages ``new`` since the last turn's ``last``."""
+    last = 0
+    spoken = False  # a non-system message came before this one
+    for i, m in enumerate(messages):
+        before, spoken = spoken, spoken or m.role != "system"
+        if m.role != "assistant" or not before:
+            continue
+        yield i, last, messages[last:i]
+        last = i
+
+
 def replay(
     transcript: Transcript,
     *,
@@ -172,7 +186,9 @@ def replay(
     """Drive ``transcript`` through an Engine and check every request (see the
     module docstring). ``config`` gives the Engine's settings (default: an
     in-memory store), with ``budget`` replacing its budget; or pass a built
-    ``engine`` (its budget is used as it is)."""
+    ``engine`` (its budget is used as it is). A store that outlives the call (the
+    config's SQLite file, say) gets the session only when every turn ran: the
+    turns run first on in-memory stores, so a failed replay leaves none of it."""
     if not isinstance(transcript, Transcript):
         raise UsageError(f"replay() takes a Transcript, got {type(transcript).__name__}")
     tick = clock if clock is not None else time.perf_counter
@@ -216,14 +232,15 @@ def replay(
         prefix.append(prefix[-1] + count.count_messages([x]))
     times: list[float] = []
     problems: list[str] = []
-    last = 0
-    spoken = False  # a non-system message came before this one
     try:
-        for i, m in enumerate(messages):
-            before, spoken = spoken, spoken or m.role != "system"
-            if m.role != "assistant" or not before:
-                continue
-            new = messages[last:i]
+        if own and store_kind(cfg.store) != "memory":
+            # a store that outlives the call gets the session only if every turn runs:
+            # the turns run first on in-memory stores, so one that fails (a budget too
+            # small for what a later turn must keep) leaves no partial session behind
+            with Engine(cfg.model_copy(update={"store": "memory"}), counter=counter) as dry:
+                for _, _, new in _turns(messages):
+                    dry.turn(session_id, new)
+        for i, last, new in _turns(messages):
             body = [x for x in new if x.role != "system"]
             if extractor is not None and body:
                 facts.update_from_messages(body, offset=last, extractor=extractor)
@@ -232,7 +249,6 @@ def replay(
             start = tick()
             result = engine.turn(session_id, new)
             times.append((tick() - start) * 1000)
-            last = i
             trace = result.trace
             stats["turns"] += 1
             total = trace.tokens.total

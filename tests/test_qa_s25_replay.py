@@ -1,0 +1,53 @@
+"""``replay`` into a store that outlives it, on a real recording (QA, stop 25)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxwise.config import EngineConfig
+from ctxwise.errors import CompactionBudgetError
+from ctxwise.formats import read_transcripts
+from ctxwise.replay import replay
+from ctxwise.sessions import SQLiteSessionStore
+from tests._cli import assert_usage_error, run
+
+# gpt-4o-airline.json[0] at 1,600 tokens: the first turns fit, a later one must keep more
+FAILS_LATER, FITS = 1600, 1700
+
+
+@pytest.fixture(scope="module")
+def tau(data_dir: Path) -> Path:
+    return data_dir / "transcripts" / "tau_bench" / "gpt-4o-airline.json"
+
+
+def _sessions(db: Path) -> dict[str, int]:
+    with SQLiteSessionStore(db) as store:
+        return {s: store.version(s) for s in store.sessions()}
+
+
+def test_a_replay_that_fails_at_a_later_turn_keeps_no_partial_session(
+    tau: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    transcript = read_transcripts(tau)[0]
+    config = EngineConfig(store=f"sqlite:///{db}")
+    with pytest.raises(CompactionBudgetError):
+        replay(transcript, budget=FAILS_LATER, config=config, repair=True)
+    # two turns had been committed before the third failed, so the same replay with a
+    # budget that fits was refused: "session 'replay' already exists"
+    assert _sessions(db) == {}
+    report = replay(transcript, budget=FITS, config=config, repair=True)
+    assert _sessions(db) == {"replay": report.turns} and report.turns == 15
+
+
+def test_replay_cli_that_fails_leaves_the_db_without_the_session(tau: Path, tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    url = f"sqlite:///{db}"
+    args = ("replay", tau, "--repair", "--db", url, "--session", "airline-0")
+    assert_usage_error(run(*args, "--budget", str(FAILS_LATER)), "budget", "too small")
+    assert _sessions(db) == {}
+    result = run(*args, "--budget", str(FITS), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert _sessions(db) == {"airline-0": 15}
