@@ -21,16 +21,17 @@ highest, then recalled items, then the summary; case facts and rules pinned.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ctxwise.assembly import Section
 from ctxwise.errors import UsageError
 from ctxwise.memory.longterm import LongTermMemory
-from ctxwise.memory.store import NamespaceNotFoundError, NewItem
+from ctxwise.memory.store import MAX_TEXT_CHARS, NamespaceNotFoundError, NewItem
 from ctxwise.messages import Message
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
-from ctxwise.tokens import CharCounter, TokenCounter
+from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter
 
 __all__ = ["Pinned", "TieredMemory", "turn_items"]
 
@@ -56,6 +57,25 @@ def _results_end(messages: Sequence[Message], start: int) -> int:
     return end
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _storable(text: str) -> str:
+    """``text`` as every store accepts it: a surrogate pair as the character it
+    encodes, each lone surrogate (an emoji cut in two) as U+FFFD, and at most
+    :data:`~ctxwise.memory.store.MAX_TEXT_CHARS` characters (a longer text keeps its
+    start, then the cut marker)."""
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if len(text) > MAX_TEXT_CHARS:
+        text = text[: MAX_TEXT_CHARS - len(DEFAULT_MARKER)] + DEFAULT_MARKER
+    return text
+
+
+def _storable_str(value: Any) -> Any:
+    return _storable(value) if isinstance(value, str) else value
+
+
 def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
     """What long-term memory keeps of ``messages``: one item per turn.
 
@@ -69,6 +89,11 @@ def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
     turn's first message, counted from ``first``) and ``time`` (that message's
     timestamp, or None). The item's id is that message's id, when it has one (the
     same message remembered twice is one item). Turns with no text are skipped.
+
+    Every item is one a store accepts: lone surrogates (a truncated emoji in a
+    tool's output) are remembered as U+FFFD (a surrogate pair as its character),
+    and a turn longer than :data:`~ctxwise.memory.store.MAX_TEXT_CHARS` characters
+    by its start (the archive keeps every turn verbatim).
     """
     items: list[NewItem] = []
     i = 0
@@ -82,17 +107,20 @@ def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
             lines[0] = f"{speaker}: " + lines[0][len(message.role) + 2 :]
         elif lines and lines[0].startswith(f"{message.role} called "):
             lines[0] = f"{speaker} " + lines[0][len(message.role) + 1 :]
-        text = "\n".join(lines)
+        text = _storable("\n".join(lines))
         if text.strip():
             tools = [b.name for b in message.tool_uses]
             metadata: dict[str, Any] = {
                 "role": message.role,
-                "speaker": speaker,
-                "tool": ", ".join(dict.fromkeys(tools)) if tools else None,
+                "speaker": _storable(speaker),
+                "tool": _storable(", ".join(dict.fromkeys(tools))) if tools else None,
                 "position": first + i,
-                "time": message.timestamp,
+                "time": _storable_str(message.timestamp),
             }
-            items.append(NewItem(text, metadata, message.id))
+            ident = message.id
+            if isinstance(ident, str) and _SURROGATE.search(ident):
+                ident = ident.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            items.append(NewItem(text, metadata, ident))
         i = end
     return items
 

@@ -1,0 +1,101 @@
+"""TieredMemory on turns the project was not built on: broken Unicode, huge turns,
+summarizers that fail, messages built wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ctxwise.memory import LongTermMemory, SQLiteStore, TieredMemory
+from ctxwise.memory.evaluation import evaluate_recall, load_conversations
+from ctxwise.memory.store import MAX_TEXT_CHARS
+from ctxwise.memory.tiered import turn_items
+from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+
+def _user(text: str) -> Message:
+    return Message.text_message("user", text)
+
+
+def test_a_turn_with_a_lone_surrogate_is_remembered_and_does_not_wedge_the_tiers(
+    tmp_path: Path,
+) -> None:
+    """The long-term store refused the turn ('not valid Unicode'), so every add()
+    after it raised the same error for ever: the turn could never be evicted."""
+    store = SQLiteStore(tmp_path / "tiers.db")
+    try:
+        memory = TieredMemory(working_turns=1, longterm=LongTermMemory(store, ("t",)))
+        cut = Message(
+            "assistant",
+            (ToolUseBlock("c1", "Read", {"path": "notes.md"}),),
+            timestamp="2024-05-20T10:00:00\ud800",
+            extra={"name": "bot\udc9f"},
+        )
+        turns = [
+            _user("the parcel tracking code is ZX81 \ud83d"),
+            cut,
+            Message("user", (ToolResultBlock("c1", "party emoji \ud83d\udc9f cut"),)),
+            _user("what next?"),
+            _user("and then?"),
+        ]
+        for message in turns:
+            memory.add(message)
+        assert memory.archive == turns[:4]  # verbatim, surrogates and all
+        assert store.count(("t",)) == 3
+        hit = memory.longterm.recall("parcel tracking code", k=1)[0]  # type: ignore[union-attr]
+        assert hit.item.text == "user: the parcel tracking code is ZX81 \ufffd"
+        (call,) = [it for it in store.recent(("t",), 5) if "called Read" in it.text]
+        assert call.text == (
+            'bot\ufffd called Read {"path":"notes.md"}\ntool result: party emoji \U0001f49f cut'
+        )
+        assert call.metadata["speaker"] == "bot\ufffd"
+        assert call.metadata["time"] == "2024-05-20T10:00:00\ufffd"
+    finally:
+        store.close()
+
+
+def test_a_turn_longer_than_a_store_holds_is_remembered_by_its_start(tmp_path: Path) -> None:
+    """A 1.2M-character tool output was refused by the store ('exceeds 1,000,000'),
+    and every add() after it raised again."""
+    store = SQLiteStore(tmp_path / "tiers.db")
+    try:
+        memory = TieredMemory(
+            working_turns=1, working_tokens=10**7, longterm=LongTermMemory(store, ("t",))
+        )
+        huge = _user("the build log starts here " + "x " * 600_000)
+        for message in (huge, _user("ok"), _user("next")):
+            memory.add(message)
+        assert memory.archive == [huge, _user("ok")]
+        (item,) = [it for it in store.recent(("t",), 5) if it.text.startswith("user: the build")]
+        assert len(item.text) == MAX_TEXT_CHARS and item.text.endswith(" […]")
+    finally:
+        store.close()
+
+
+def test_items_of_ordinary_turns_are_unchanged() -> None:
+    messages = [_user("héllo 世界 مرحبا e\u0301"), Message("assistant", (TextBlock("ok"),))]
+    assert [it.text for it in turn_items(messages)] == [
+        "user: héllo 世界 مرحبا e\u0301",
+        "assistant: ok",
+    ]
+
+
+def test_the_evaluation_remembers_a_turn_with_a_lone_surrogate(tmp_path: Path) -> None:
+    """JSON may escape a lone surrogate ("\\ud83d"); the evaluation failed mid-run
+    with 'text is not valid Unicode' after the conversations before it were written."""
+    path = tmp_path / "conversations.json"
+    data = {
+        "conversations": [
+            {
+                "id": "c",
+                "turns": [
+                    {"id": "a", "speaker": "Ann", "text": "my parrot is called Kiwi \ud83d"},
+                    {"id": "b", "speaker": "Bob", "text": "what a name"},
+                ],
+                "questions": [{"question": "what is the parrot called?", "evidence": ["a"]}],
+            }
+        ]
+    }
+    path.write_text(json.dumps(data), encoding="utf-8")  # ensure_ascii: "\ud83d"
+    result = evaluate_recall(load_conversations(path), (1,))
+    assert result["recall_at"]["1"] == 1.0
