@@ -303,3 +303,56 @@ def test_a_max_tokens_the_sdk_refuses_without_streaming_is_a_usage_error() -> No
     )
     assert AnthropicChat(timed, "claude-sonnet-5-5").complete("system", "user", 64_000) == "ok"
     assert len(sent) == 1
+
+
+_CUT_EMOJI = "tool output ends in half an emoji \ud83d"
+_PAIRED = "two halves \ud83d\ude00 make one"
+
+
+def _recording(sdk: str, reply: dict[str, Any], sent: list[Any]) -> Any:
+    def handler(request: Any) -> Any:
+        sent.append(json.loads(request.content))
+        return _reply(sdk, 200, reply)
+
+    return handler
+
+
+def test_a_lone_surrogate_is_sent_as_a_replacement_character() -> None:
+    # UTF-8 cannot encode one: the SDKs raised UnicodeEncodeError writing the request
+    from ctxwise.providers import AnthropicChat, AnthropicCounter, OpenAIChat, OpenAIYesNo
+
+    sent: list[Any] = []
+    answer = _message([{"type": "text", "text": "ok"}], "end_turn")
+    chat = AnthropicChat(_client("anthropic", _recording("anthropic", answer, sent)), "claude-x")
+    assert chat.complete(_PAIRED, _CUT_EMOJI, 10) == "ok"
+    assert sent[-1]["system"] == "two halves \U0001f600 make one"
+    assert sent[-1]["messages"][0]["content"] == "tool output ends in half an emoji \ufffd"
+
+    completion = _completion({"role": "assistant", "content": "ok", "refusal": None}, "stop")
+    openai_chat = OpenAIChat(_client("openai", _recording("openai", completion, sent)), "gpt-x")
+    assert openai_chat.complete(_CUT_EMOJI, _CUT_EMOJI, 10) == "ok"
+    assert [m["content"] for m in sent[-1]["messages"]] == [_CUT_EMOJI[:-1] + "\ufffd"] * 2
+
+    top = [{"token": "yes", "logprob": -0.1, "bytes": None, "top_logprobs": []}]
+    scored = _completion({"role": "assistant", "content": "yes"}, "length")
+    scored["choices"][0]["logprobs"] = {"content": [{**top[0], "top_logprobs": top}]}
+    yes = OpenAIYesNo(_client("openai", _recording("openai", scored, sent)), "gpt-x")
+    assert yes.yes_probability("s", _CUT_EMOJI) == 1.0
+    assert sent[-1]["messages"][1]["content"].endswith("\ufffd")
+
+    counter = AnthropicCounter(
+        _client("anthropic", _recording("anthropic", {"input_tokens": 11}, sent)), "claude-x"
+    )
+    assert counter.count(_CUT_EMOJI) == 11
+    assert sent[-1]["messages"][0]["content"].endswith("\ufffd")
+    from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+
+    call = Message(
+        role="assistant", content=(ToolUseBlock("toolu_1", "grep", {"q\udc00": ["\ud83d"]}),)
+    )
+    result = Message(role="user", content=(ToolResultBlock("toolu_1", _CUT_EMOJI),))
+    system = Message.text_message("system", _CUT_EMOJI)
+    assert counter.count_messages([system, Message.text_message("user", "go"), call, result]) == 11
+    body = json.dumps(sent[-1], ensure_ascii=False)
+    assert "\ufffd" in body and body.encode("utf-8")  # every string went out as UTF-8
+    assert sent[-1]["messages"][1]["content"][0]["input"] == {"q\ufffd": ["\ufffd"]}

@@ -25,6 +25,7 @@ __all__ = [
     "OpenAIScoredCompletion",
     "connection_error",
     "parse_body",
+    "sendable",
     "status_error",
 ]
 
@@ -237,3 +238,26 @@ def connection_error(provider: str, exc: BaseException) -> ProviderError:
             f" ({type(cause).__name__}: {cause})" if str(cause) else f" ({type(cause).__name__})"
         )
     return ProviderError(provider, detail)
+
+
+# -- requests --------------------------------------------------------------------------
+
+
+def sendable(value: Any) -> Any:
+    """``value`` (a string, or JSON of lists and dicts) with every lone surrogate (half
+    of an emoji cut in two, as tool output and Claude Code transcripts hold) as U+FFFD.
+
+    UTF-8 cannot encode a lone surrogate, so the SDKs raised ``UnicodeEncodeError``
+    while writing the request. Two halves that make a pair become their character.
+    """
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        return value
+    if isinstance(value, list):
+        return [sendable(v) for v in value]
+    if isinstance(value, dict):
+        return {sendable(k): sendable(v) for k, v in value.items()}
+    return value

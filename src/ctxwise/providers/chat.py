@@ -10,6 +10,7 @@ from ctxwise.providers._response import (
     OpenAIChatCompletion,
     connection_error,
     parse_body,
+    sendable,
     status_error,
 )
 
@@ -78,20 +79,24 @@ class AnthropicChat:
             raw: Any = self.client.messages.with_raw_response.create(
                 model=self.model,
                 max_tokens=max_tokens,
-                system=system,
-                messages=[{"role": "user", "content": user}],
+                system=sendable(system),
+                messages=[{"role": "user", "content": sendable(user)}],
             )
         except sdk.APIStatusError as exc:
             raise status_error("anthropic", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
             raise connection_error("anthropic", exc) from exc
         except ValueError as exc:
-            # raised before sending: the SDK refuses a non-streaming call whose
+            # raised before sending; the SDK refuses a non-streaming call whose
             # max_tokens it expects to outlast its default timeout
-            raise UsageError(
-                f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc} "
-                "(lower max_tokens, or give the client an explicit timeout: "
+            hint = (
+                " (lower max_tokens, or give the client an explicit timeout: "
                 "anthropic.Anthropic(timeout=...))"
+                if "stream" in str(exc).lower()
+                else ""
+            )
+            raise UsageError(
+                f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc}{hint}"
             ) from exc
         response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
         text = response.text("anthropic")
@@ -134,7 +139,10 @@ class OpenAIChat:
             raw: Any = self.client.chat.completions.with_raw_response.create(
                 model=self.model,
                 max_completion_tokens=max_tokens,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                messages=[
+                    {"role": "system", "content": sendable(system)},
+                    {"role": "user", "content": sendable(user)},
+                ],
             )
         except sdk.APIStatusError as exc:
             raise status_error("openai", exc.status_code, exc.response) from exc

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any
 from ctxwise.errors import MissingDependencyError
 from ctxwise.formats import anthropic as codec
 from ctxwise.messages import Message, Transcript
-from ctxwise.providers._response import AnthropicCount, connection_error, parse_body, status_error
+from ctxwise.providers._response import (
+    AnthropicCount,
+    connection_error,
+    parse_body,
+    sendable,
+    status_error,
+)
 from ctxwise.tokens import _LRU
 
 if TYPE_CHECKING:
@@ -79,6 +85,10 @@ class AnthropicCounter:
             return hit
         import anthropic as _anthropic
 
+        try:
+            body.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a cut emoji): sent as U+FFFD
+            messages, system = sendable(messages), sendable(system)
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages}
         if system is not None:
             kwargs["system"] = system

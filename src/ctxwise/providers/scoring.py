@@ -19,6 +19,7 @@ from ctxwise.providers._response import (
     OpenAIScoredCompletion,
     connection_error,
     parse_body,
+    sendable,
     status_error,
 )
 
@@ -67,7 +68,10 @@ class OpenAIYesNo:
                 max_completion_tokens=1,
                 logprobs=True,
                 top_logprobs=self.top_logprobs,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                messages=[
+                    {"role": "system", "content": sendable(system)},
+                    {"role": "user", "content": sendable(user)},
+                ],
             )
         except sdk.APIStatusError as exc:
             raise status_error("openai", exc.status_code, exc.response) from exc
