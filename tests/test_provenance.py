@@ -53,6 +53,27 @@ def test_two_sources_giving_different_growth_keep_both_values_sources_and_dates(
     assert f"| 8 | % | {b_id} | 2024-03 | survey |" in contested_part
 
 
+def test_one_source_cited_at_two_dates_keeps_each_date_with_its_value() -> None:
+    # two versions of one page: the merged source keeps one date, but each number
+    # stays with the date its report gave it, and the sources list shows both
+    one = {"subtask": "2023 figures", "findings": [_growth(12, A, "2023-01", "census")]}
+    two = {"subtask": "2024 figures", "findings": [_growth(8, A, "2024-01", "census")]}
+    syn = synthesize([one, two])
+    a_id = Source.model_validate(A).id
+    (contested,) = syn.contested
+    assert contested.kind == "temporal"
+    assert {(a.value, a.published) for a in syn.attributions} == {
+        (12.0, "2023-01"),
+        (8.0, "2024-01"),
+    }
+    text = syn.render_markdown()
+    findings = text.split("## Key findings", 1)[1].split("## Well established", 1)[0]
+    assert f"| market growth | 12 | % | {a_id} | 2023-01 | census |" in findings
+    assert f"| market growth | 8 | % | {a_id} | 2024-01 | census |" in findings
+    sources = text.split("## Sources", 1)[1]
+    assert "| 2023-01, 2024-01 |" in sources
+
+
 def test_values_from_different_dates_are_temporal_not_contradictory() -> None:
     one = {"subtask": "s1", "findings": [_growth(12, A, "2024", "census")]}
     two = {"subtask": "s2", "findings": [_growth(8, B, "2022-06", "census")]}

@@ -68,7 +68,9 @@ def _number(value: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Attribution:
-    """One claim–source pair as a subagent reported it."""
+    """One claim–source pair as a subagent reported it, with the date and method
+    that report gave its source (another report may give the same source others:
+    the merged :class:`Source` keeps one)."""
 
     claim: str
     source_id: str
@@ -80,6 +82,8 @@ class Attribution:
     metric: str | None = None
     value: float | None = None
     unit: str | None = None
+    published: str | None = None
+    method: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +266,8 @@ def _findings(reports: list[SubagentReport]) -> tuple[KeyFinding, ...]:
                 metric=f.metric,
                 value=f.value,
                 unit=f.unit,
+                published=f.source.published,
+                method=f.source.method,
             )
             group = groups.setdefault(claim_key(f.claim), [])
             if attribution not in group:
@@ -467,8 +473,8 @@ def _render(syn: Synthesis, title: str) -> list[str]:
                         a.value,
                         a.unit,
                         a.source_id,
-                        syn.source(a.source_id).published,
-                        syn.source(a.source_id).method,
+                        a.published,
+                        a.method,
                     )
                     for a in numbers
                 ),
@@ -524,6 +530,15 @@ def _render(syn: Synthesis, title: str) -> list[str]:
     out += ["## Sources", ""]
     out += _table(
         ("id", "title", "url", "date", "method"),
-        ((s.id, s.title, s.locator, s.published, s.method) for s in syn.sources),
+        ((s.id, s.title, s.locator, _dates(syn, s), s.method) for s in syn.sources),
     )
     return out
+
+
+def _dates(syn: Synthesis, source: Source) -> str | None:
+    """Every date the reports gave ``source`` (two reports may cite two versions of
+    one page), earliest first."""
+    given = {a.published for a in syn.attributions if a.source_id == source.id}
+    given.add(source.published)
+    dates = sorted(d for d in given if d is not None)
+    return ", ".join(dates) if dates else None
