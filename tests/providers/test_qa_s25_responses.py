@@ -356,3 +356,27 @@ def test_a_lone_surrogate_is_sent_as_a_replacement_character() -> None:
     body = json.dumps(sent[-1], ensure_ascii=False)
     assert "\ufffd" in body and body.encode("utf-8")  # every string went out as UTF-8
     assert sent[-1]["messages"][1]["content"][0]["input"] == {"q\ufffd": ["\ufffd"]}
+
+
+def test_counting_a_tool_input_nested_past_the_json_encoder_is_a_usage_error() -> None:
+    from ctxwise.errors import UsageError
+    from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+    from ctxwise.providers import AnthropicCounter
+
+    sent: list[Any] = []
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(5_000):
+        inner["a"] = {}
+        inner = inner["a"]
+    messages = [
+        Message.text_message("user", "go"),
+        Message(role="assistant", content=(ToolUseBlock("toolu_1", "grep", deep),)),
+        Message(role="user", content=(ToolResultBlock("toolu_1", "done"),)),
+    ]
+    handler = _recording("anthropic", {"input_tokens": 11}, sent)
+    counter = AnthropicCounter(_client("anthropic", handler), "claude-x")
+    # json.dumps raised RecursionError out of count_messages
+    with pytest.raises(UsageError, match="nests too deeply"):
+        counter.count_messages(messages)
+    assert sent == []

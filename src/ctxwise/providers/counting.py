@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxwise.errors import MissingDependencyError
+from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.formats import anthropic as codec
 from ctxwise.messages import Message, Transcript
 from ctxwise.providers._response import (
@@ -74,11 +74,17 @@ class AnthropicCounter:
         return self._count_payload(payload, system)
 
     def _count_payload(self, messages: list[dict[str, Any]], system: Any) -> int:
-        body = json.dumps(
-            {"model": self.model, "system": system, "messages": messages},
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        try:
+            body = json.dumps(
+                {"model": self.model, "system": system, "messages": messages},
+                sort_keys=True,
+                ensure_ascii=False,
+            )
+        except RecursionError as exc:
+            raise UsageError(
+                "the messages cannot be counted: a tool input or result nests too deeply "
+                "for the JSON encoder, so no request can carry it"
+            ) from exc
         key = _LRU.key(body)
         hit = self._cache.get(key)
         if hit is not None:
