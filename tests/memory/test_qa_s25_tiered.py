@@ -4,13 +4,18 @@ summarizers that fail, messages built wrong."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from ctxwise.errors import SummarizerError
 from ctxwise.memory import LongTermMemory, SQLiteStore, TieredMemory
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations
 from ctxwise.memory.store import MAX_TEXT_CHARS
 from ctxwise.memory.tiered import turn_items
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.tokens import CharCounter
 
 
 def _user(text: str) -> Message:
@@ -99,3 +104,56 @@ def test_the_evaluation_remembers_a_turn_with_a_lone_surrogate(tmp_path: Path) -
     path.write_text(json.dumps(data), encoding="utf-8")  # ensure_ascii: "\ud83d"
     result = evaluate_recall(load_conversations(path), (1,))
     assert result["recall_at"]["1"] == 1.0
+
+
+class _Summarizer:
+    """A custom summarizer that answers ``reply`` (or raises it)."""
+
+    def __init__(self, reply: object) -> None:
+        self.reply = reply
+
+    def summarize(self, previous: str, turns: Sequence[Message], budget: int) -> object:
+        if isinstance(self.reply, Exception):
+            raise self.reply
+        return self.reply
+
+
+@pytest.mark.parametrize(
+    ("reply", "reason"),
+    [
+        (ValueError("model overloaded"), "ValueError: model overloaded"),
+        (None, "returned NoneType, not text"),
+        (["a", "list"], "returned list, not text"),
+        ("  \n", "it returned an empty summary"),
+    ],
+    ids=["raises", "none", "list", "blank"],
+)
+def test_a_summarizer_that_fails_is_a_summarizer_error_and_changes_nothing(
+    reply: object, reason: str
+) -> None:
+    """A raise escaped as itself (a bare ValueError); None or a list became the
+    summary, so the next add() or sections() raised AttributeError / TypeError; a
+    blank answer silently dropped the evicted turns from the summary."""
+    memory = TieredMemory(working_turns=1, summary_tokens=50)
+    memory.add(_user("my order is W2378156"))
+    memory.add(_user("it has not arrived"))  # the extractive summary holds the order
+    assert "W2378156" in memory.summary
+    memory.summarizer = _Summarizer(reply)  # type: ignore[assignment]
+    before = (list(memory.working), memory.summary, list(memory.archive))
+    with pytest.raises(SummarizerError) as err:
+        memory.add(_user("please send it again"))
+    assert err.value.summarizer == "_Summarizer" and err.value.reason == reason
+    assert (list(memory.working), memory.summary, list(memory.archive)) == before
+
+
+def test_a_summary_over_its_budget_is_cut_to_it() -> None:
+    memory = TieredMemory(
+        counter=CharCounter(),
+        working_turns=1,
+        summary_tokens=20,
+        summarizer=_Summarizer("y " * 500),  # type: ignore[arg-type]
+    )
+    memory.add(_user("first"))
+    memory.add(_user("second"))
+    assert 0 < CharCounter().count(memory.summary) <= 20
+    assert memory.sections()[-1].name == "summary"

@@ -26,12 +26,12 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ctxwise.assembly import Section
-from ctxwise.errors import UsageError
+from ctxwise.errors import SummarizerError, UsageError
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import MAX_TEXT_CHARS, NamespaceNotFoundError, NewItem
 from ctxwise.messages import Message
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
-from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter
+from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
 __all__ = ["Pinned", "TieredMemory", "turn_items"]
 
@@ -169,7 +169,14 @@ class TieredMemory:
 
         All or nothing: if summarizing or remembering the evicted turns fails (a
         summarizer or a store error), the error propagates and the working turns,
-        summary and archive are as they were before the call."""
+        summary and archive are as they were before the call.
+
+        Raises:
+            SummarizerError: the summarizer raised, returned something other than
+                text, or (any summarizer but the extractive one) returned an empty
+                summary of turns that hold text. A summary over ``summary_tokens`` is
+                cut to it on a word boundary.
+        """
         if not isinstance(message, Message):
             raise UsageError(f"add() takes a Message, got {type(message).__name__}")
         working = [*self.working, message]
@@ -185,15 +192,34 @@ class TieredMemory:
             del working[:end]
         if evicted:
             first = len(self.archive)  # the evicted turns' index in the archive
-            summary = summarize_range(
-                self.summarizer, self.summary, evicted, self.summary_tokens, first_index=first
-            )
+            summary = self._summarize(evicted, first)
             if self.longterm is not None:
                 self.longterm.remember_many(turn_items(evicted, first))
             self.archive.extend(evicted)
             self.summary = summary
         self.working[:] = working
         return evicted
+
+    def _summarize(self, evicted: Sequence[Message], first: int) -> str:
+        """The rolling summary with ``evicted`` folded in, checked (see :meth:`add`)."""
+        name = type(self.summarizer).__name__
+        try:
+            summary: object = summarize_range(
+                self.summarizer, self.summary, evicted, self.summary_tokens, first_index=first
+            )
+        except Exception as exc:
+            raise SummarizerError(name, f"{type(exc).__name__}: {exc}") from exc
+        if not isinstance(summary, str):
+            raise SummarizerError(name, f"returned {type(summary).__name__}, not text")
+        if (
+            not summary.strip()
+            and not isinstance(self.summarizer, ExtractiveSummarizer)
+            and (self.summary.strip() or render_turns(evicted).strip())
+        ):
+            raise SummarizerError(name, "it returned an empty summary")
+        if self.counter.count(summary) > self.summary_tokens:
+            summary = truncate_to_tokens(summary, self.summary_tokens, self.counter)
+        return summary
 
     def sections(self, query: str | None = None) -> list[Section]:
         """Sections for the assembler (pinned facts and rules first)."""
