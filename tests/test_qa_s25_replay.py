@@ -51,3 +51,38 @@ def test_replay_cli_that_fails_leaves_the_db_without_the_session(tau: Path, tmp_
     result = run(*args, "--budget", str(FITS), "--json")
     assert result.exit_code == 0, result.stderr
     assert _sessions(db) == {"airline-0": 15}
+
+
+def _config_elsewhere(tmp_path: Path) -> Path:
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "system.txt").write_text("You answer for the airline.", encoding="utf-8")
+    (folder / "ctxwise.toml").write_text('system_file = "system.txt"\n', encoding="utf-8")
+    (tmp_path / "cwd").mkdir()
+    return folder / "ctxwise.toml"
+
+
+def test_replay_resolves_the_configs_files_from_its_folder(
+    tau: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwise.config import load_config
+
+    config = _config_elsewhere(tmp_path)
+    monkeypatch.chdir(tmp_path / "cwd")
+    # the config was re-validated from its dump, which leaves base_dir out, so
+    # system.txt was looked for in the working folder: ConfigError 'no such file'
+    result = run("replay", tau, "--repair", "--budget", str(FITS), "--config", config, "--json")
+    assert result.exit_code == 0, result.stderr
+    # a relative --db stays the shell's: it is made in the working folder
+    result = run(
+        "replay", tau, "--repair", "--budget", str(FITS), "--config", config,
+        "--db", "sqlite:///runs.db", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert _sessions(tmp_path / "cwd" / "runs.db") == {"replay": 15}
+    assert sorted(p.name for p in config.parent.iterdir()) == ["ctxwise.toml", "system.txt"]
+    # the library keeps the config's own store, sqlite:///ctxwise.db beside the config
+    report = replay(read_transcripts(tau)[0], budget=FITS, config=load_config(config), repair=True)
+    assert report.turns == 15
+    assert _sessions(config.parent / "ctxwise.db") == {"replay": 15}
+    assert not (tmp_path / "cwd" / "ctxwise.db").exists()

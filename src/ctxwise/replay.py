@@ -206,8 +206,8 @@ def replay(
     if engine is None:
         base = config if config is not None else EngineConfig(store="memory")
         cfg = base.model_copy(update={"budget": budget})
-        try:  # re-check reserve < budget
-            cfg = EngineConfig.model_validate(cfg.model_dump())
+        try:  # re-check reserve < budget; base_dir is no key, so it is passed on by hand
+            cfg = EngineConfig.model_validate({**cfg.model_dump(), "base_dir": base.base_dir})
         except ValidationError as e:
             raise UsageError(f"budget {budget:,} with this config: {describe(e)}") from None
         engine = Engine(cfg, counter=counter)

@@ -90,13 +90,22 @@ def replay_cmd(
 
     def run() -> ReplayReport:
         cfg = load_config(config) if config is not None else EngineConfig(store="memory")
-        update: dict[str, Any] = {"store": db if db is not None else "memory"}
+        url = db if db is not None else "memory"
+        if db is not None:
+            store_kind(db)
+            scheme, _, rest = db.partition("://")
+            relative = rest[1:] if rest.startswith("/") and rest[1:2] != "/" else ""
+            if scheme == "sqlite" and relative not in ("", ":memory:"):
+                # a relative --db path is the shell's, not the config folder's (where
+                # the config's own relative paths resolve)
+                url = f"sqlite:///{Path(relative).resolve()}"
+        # base_dir is no key of the dump: without it the config's relative files
+        # (system_file, router.file, gates.file) were looked for in the working folder
+        update: dict[str, Any] = {"store": url, "base_dir": cfg.base_dir}
         if render is not None:
             if render not in ("anthropic", "openai"):
                 raise UsageError(f"unknown render target {render!r}; choose anthropic or openai")
             update["render"] = render
-        if db is not None:
-            store_kind(db)
         cfg = EngineConfig.model_validate({**cfg.model_dump(), **update})
         if isinstance(budget, bool) or budget < 1:
             raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
