@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwise.errors import SummarizerError
+from ctxwise.errors import SummarizerError, UsageError
 from ctxwise.memory import LongTermMemory, SQLiteStore, TieredMemory
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations
 from ctxwise.memory.store import MAX_TEXT_CHARS
@@ -157,3 +157,25 @@ def test_a_summary_over_its_budget_is_cut_to_it() -> None:
     memory.add(_user("second"))
     assert 0 < CharCounter().count(memory.summary) <= 20
     assert memory.sections()[-1].name == "summary"
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        (Message("user", [TextBlock("hi")]), "content is a list"),  # type: ignore[arg-type]
+        (Message("user", (TextBlock(None),)), "text is a NoneType"),  # type: ignore[arg-type]
+        (Message("bot", (TextBlock("hi"),)), "role 'bot'"),  # type: ignore[arg-type]
+        (Message("assistant", (ToolUseBlock("", "Read", {}),)), "empty or non-string id"),
+    ],
+    ids=["list-content", "none-text", "bad-role", "empty-call-id"],
+)
+def test_a_malformed_message_is_refused_before_it_enters_the_tiers(
+    message: Message, words: str
+) -> None:
+    """It was kept, and failed later, far from its cause: sections() on a list of
+    blocks raised AttributeError, a None text a TypeError in the next add()."""
+    memory = TieredMemory(working_turns=1)
+    memory.add(_user("hello"))
+    with pytest.raises(UsageError, match=words):
+        memory.add(message)
+    assert memory.working == [_user("hello")] and memory.archive == []

@@ -29,7 +29,7 @@ from ctxwise.assembly import Section
 from ctxwise.errors import SummarizerError, UsageError
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import MAX_TEXT_CHARS, NamespaceNotFoundError, NewItem
-from ctxwise.messages import Message
+from ctxwise.messages import Message, message_problem
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
@@ -172,6 +172,8 @@ class TieredMemory:
         summary and archive are as they were before the call.
 
         Raises:
+            UsageError: ``message`` is not a Message, or one whose fields are wrong
+                (:func:`~ctxwise.messages.message_problem`), as the Engine refuses it.
             SummarizerError: the summarizer raised, returned something other than
                 text, or (any summarizer but the extractive one) returned an empty
                 summary of turns that hold text. A summary over ``summary_tokens`` is
@@ -179,6 +181,9 @@ class TieredMemory:
         """
         if not isinstance(message, Message):
             raise UsageError(f"add() takes a Message, got {type(message).__name__}")
+        problem = message_problem(message)
+        if problem is not None:
+            raise UsageError(f"add() takes a well-formed Message: {problem}")
         working = [*self.working, message]
         evicted: list[Message] = []
         # keep the newest exchange even if it alone exceeds the bounds
