@@ -430,9 +430,14 @@ def test_a_budget_below_the_system_part_and_the_task_names_the_parts() -> None:
     assert err.largest.message_index == 14
     assert f"{system - 1:,}" in str(err) and "system" in str(err)
     # a budget that holds the system part and the task, but no framing: the task as it was
-    bare = compact(t, budget=c.count_messages((t.messages[0], t.messages[14])), extract=False)
+    least = c.count_messages((t.messages[0], t.messages[14]))
+    bare = compact(t, budget=least, extract=False)
     assert bare.compacted and bare.summary == ""
     assert bare.transcript.messages[1:] == (t.messages[14],)
+    # one token less: the error names that least, not the summary's framing on top
+    with pytest.raises(CompactionBudgetError) as exc:
+        compact(t, budget=least - 1, extract=False)
+    assert exc.value.required == least and "summary framing" not in exc.value.parts
 
 
 def test_budget_error_pickles() -> None:
@@ -1201,7 +1206,10 @@ def _compact_or_refused(
         # allowed only when what must stay (system, pinned, the task) alone is over
         assert budget is not None
         must = exc.parts["system"] + exc.parts["pinned"] + exc.parts["latest user message"]
-        assert must + exc.parts.get("summary framing", 0) > budget
+        if "message framing" in exc.parts:  # the bare window: its size is the least
+            assert exc.required == sum(exc.parts.values()) > budget
+        else:
+            assert must + exc.parts["summary framing"] > budget
         return None
 
 

@@ -299,8 +299,11 @@ class CompactionBudgetError(UsageError):
     ``parts`` names each part that must stay and its tokens (``system``: the
     system part; ``pinned``: the pinned facts and rules; ``latest user message``:
     the task, kept verbatim; ``summary framing``: the summary message's header and
-    overhead), ``required`` their sum. ``largest`` is the largest item among them
-    (a :class:`~ctxwise.compaction.WindowItem`). Nothing was compacted or archived.
+    overhead; ``message framing``: the request's own overhead, when the least window
+    is the system part and the task alone, with no summary; ``tail``: what cannot be
+    cut), ``required`` their sum: a budget of ``required`` tokens compacts.
+    ``largest`` is the largest item among them (a
+    :class:`~ctxwise.compaction.WindowItem`). Nothing was compacted or archived.
     """
 
     def __init__(

@@ -316,7 +316,16 @@ def compact(
                 "pinned": system_tokens - bare_tokens,
                 "latest user message": sizes[latest] if latest is not None and latest < c else 0,
             }
-            parts["summary framing"] = need(c) - suffix[c] - sum(parts.values())
+            if first is not None and first.role == "user":
+                # the least is the bare window above (no summary, no framing): name
+                # its size, so a budget of `required` compacts
+                if latest is None:
+                    parts["latest user message"] = tokens_of(task)
+                parts["message framing"] = (
+                    ctr.count_messages(bare) - suffix[c] - sum(parts.values())
+                )
+            else:
+                parts["summary framing"] = need(c) - suffix[c] - sum(parts.values())
             if suffix[c]:
                 parts["tail"] = suffix[c]
             big = largest_item(messages, latest, latest + 1, ctr) if latest is not None else None
