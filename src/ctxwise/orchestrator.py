@@ -104,6 +104,7 @@ class Pipeline:
         base: Sequence[Section] = (),
         order: Order = "given",
     ) -> None:
+        sources = list(sources)  # a generator is read once: its names, then its sources
         names = [s.name for s in sources]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
