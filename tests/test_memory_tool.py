@@ -461,6 +461,14 @@ HOSTILE = [
     "/memories/\x1b[2J",
     "/memories/" + "a" * 300,
     "/memories/" + "a/" * 600 + "b",
+    "/memories/CON",
+    "/memories/nul.md",
+    "/memories/com1/a.md",
+    "/memories/Lpt9.txt.md",
+    "/memories/a:b.md",
+    "/memories/notes.md:stream",
+    "/memories/what?.md",
+    "/memories/<a>.md",
 ]
 
 

@@ -31,7 +31,10 @@ control or format characters, names that start or end with a space or end with a
 dot (Windows drops those, so ``a.md.`` would be ``a.md``), percent escapes (``%2e``,
 ``%252e``, ``%2f``), names that Unicode normalization (NFKC) would change (dot
 look-alikes such as U+2024, U+2025, U+FF0E and fullwidth forms) and other dot-like
-characters. On disk a path
+characters, and names Windows cannot hold (the device names ``CON``, ``PRN``,
+``AUX``, ``NUL``, ``COM0``-``COM9``, ``LPT0``-``LPT9`` with any extension, and
+``< > : " | ? *``: ``a.md:x`` is an alternate data stream there), so the files of a
+memory can be copied to any file system. On disk a path
 is resolved with its symbolic links and refused unless the real path stays under
 the root, so no link leads out; the folder (or file) is then opened and checked
 again where it really is, and used through that descriptor, so a link swapped in
@@ -88,6 +91,10 @@ DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_VIEW_CHARS = 16_000
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
+_DEVICE_NAMES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(10))}
+)
+_NOT_PORTABLE = frozenset('<>:"|?*')
 LISTING_DEPTH = 2
 LINE_NUMBER_WIDTH = 6
 
@@ -173,6 +180,19 @@ def _check_name(name: str, shown: str) -> None:
             f"Error: the path {shown} has the segment {name!r}, which starts or ends with a "
             f"space or ends with a dot (invisible in a listing, and dropped by some file "
             f"systems, so two names would be one file); remove them."
+        )
+    stem = name.split(".", 1)[0].rstrip(" ").upper()
+    if stem in _DEVICE_NAMES:
+        raise UsageError(
+            f"Error: the path {shown} has the segment {name!r}: {stem} is a device name on "
+            f"Windows (CON, PRN, AUX, NUL, COM1-9, LPT1-9), so the file could not be "
+            f"written or copied there; choose another name."
+        )
+    bad = sorted({ch for ch in name if ch in _NOT_PORTABLE})
+    if bad:
+        raise UsageError(
+            f"Error: the path {shown} has the segment {name!r} with {' '.join(bad)}, which "
+            f"Windows file names cannot hold; use letters, digits, '-', '_' or '.'."
         )
     if unicodedata.normalize("NFKC", name) != name:
         raise UsageError(
