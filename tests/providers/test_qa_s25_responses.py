@@ -380,3 +380,49 @@ def test_counting_a_tool_input_nested_past_the_json_encoder_is_a_usage_error() -
     with pytest.raises(UsageError, match="nests too deeply"):
         counter.count_messages(messages)
     assert sent == []
+
+
+def _async_client(sdk: str) -> Any:
+    http = http_module(sdk)
+
+    def handler(request: Any) -> Any:  # never reached: nothing awaits the call
+        raise AssertionError("an async client was called")
+
+    cls = anthropic.AsyncAnthropic if sdk == "anthropic" else openai.AsyncOpenAI
+    transport = http.MockTransport(handler)
+    return cls(api_key="test", max_retries=0, http_client=http.AsyncClient(transport=transport))
+
+
+ASYNC_ADAPTERS = {
+    "AnthropicChat": ("anthropic", lambda c: _adapter("AnthropicChat", c).complete("s", "u", 10)),
+    "AnthropicCounter": ("anthropic", lambda c: _adapter("AnthropicCounter", c).count("hi")),
+    "OpenAIChat": ("openai", lambda c: _adapter("OpenAIChat", c).complete("s", "u", 10)),
+    "OpenAIYesNo": ("openai", lambda c: _adapter("OpenAIYesNo", c).yes_probability("s", "u")),
+}
+
+
+def _adapter(name: str, client: Any) -> Any:
+    import ctxwise.providers as providers
+
+    return getattr(providers, name)(client, "model-x")
+
+
+class _Wrapped:
+    """An async client behind a wrapper (as tracing libraries wrap clients)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.messages = getattr(inner, "messages", None)
+        self.chat = getattr(inner, "chat", None)
+
+
+@pytest.mark.parametrize("adapter", list(ASYNC_ADAPTERS))
+def test_an_async_client_is_a_usage_error(adapter: str) -> None:
+    from ctxwise.errors import UsageError
+
+    sdk, call = ASYNC_ADAPTERS[adapter]
+    expected = "anthropic.Anthropic" if sdk == "anthropic" else "openai.OpenAI"
+    # it raised AttributeError ('coroutine' object has no attribute 'http_response')
+    with pytest.raises(UsageError, match=rf"{adapter} needs a synchronous client \({expected}\)"):
+        _adapter(adapter, _async_client(sdk))
+    with pytest.raises(UsageError, match=rf"needs a synchronous client \({expected}\)"):
+        call(_Wrapped(_async_client(sdk)))  # closed: no "never awaited" warning (an error here)

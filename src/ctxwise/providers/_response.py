@@ -10,13 +10,14 @@ field the adapter reads with the type it needs, becomes a
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ctxwise.errors import ProviderError
+from ctxwise.errors import ProviderError, UsageError
 
 __all__ = [
     "AnthropicCount",
@@ -25,8 +26,10 @@ __all__ = [
     "OpenAIScoredCompletion",
     "connection_error",
     "parse_body",
+    "raw_body",
     "sendable",
     "status_error",
+    "sync_client",
 ]
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -261,3 +264,36 @@ def sendable(value: Any) -> Any:
     if isinstance(value, dict):
         return {sendable(k): sendable(v) for k, v in value.items()}
     return value
+
+
+# -- clients ---------------------------------------------------------------------------
+
+_SYNC = {
+    "anthropic": ("anthropic.Anthropic", "AsyncAnthropic"),
+    "openai": ("openai.OpenAI", "AsyncOpenAI"),
+}
+
+
+def sync_client(adapter: str, sdk: Any, client: Any) -> Any:
+    """``client``, refused when it is the SDK's asynchronous client: the adapters call
+    it synchronously, so its calls return coroutines nothing awaits."""
+    expected, async_name = _SYNC[sdk.__name__]
+    async_cls = getattr(sdk, async_name, None)
+    if isinstance(async_cls, type) and isinstance(client, async_cls):
+        raise UsageError(
+            f"{adapter} needs a synchronous client ({expected}), got {type(client).__name__}"
+        )
+    return client
+
+
+def raw_body(adapter: str, sdk: str, raw: Any) -> bytes:
+    """The body of the SDK's raw response; a UsageError when the call returned an
+    awaitable (an asynchronous client that :func:`sync_client` did not know)."""
+    if inspect.isawaitable(raw):
+        close = getattr(raw, "close", None)
+        if callable(close):
+            close()  # never awaited: closed, so no "never awaited" warning follows
+        expected = _SYNC[sdk][0]
+        raise UsageError(f"{adapter} needs a synchronous client ({expected}); this one is async")
+    body: bytes = raw.http_response.content
+    return body

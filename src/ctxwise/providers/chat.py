@@ -10,8 +10,10 @@ from ctxwise.providers._response import (
     OpenAIChatCompletion,
     connection_error,
     parse_body,
+    raw_body,
     sendable,
     status_error,
+    sync_client,
 )
 
 if TYPE_CHECKING:
@@ -59,12 +61,12 @@ class AnthropicChat:
 
     def __init__(self, client: anthropic.Anthropic, model: str) -> None:
         try:
-            import anthropic as _sdk  # noqa: F401
+            import anthropic as _sdk
         except ImportError:
             raise MissingDependencyError(
                 "anthropic", "anthropic", "the Anthropic adapter"
             ) from None
-        self.client = client
+        self.client = sync_client("AnthropicChat", _sdk, client)
         self.model = model
 
     @property
@@ -98,7 +100,9 @@ class AnthropicChat:
             raise UsageError(
                 f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc}{hint}"
             ) from exc
-        response = parse_body("anthropic", raw.http_response.content, AnthropicMessage)
+        response = parse_body(
+            "anthropic", raw_body("AnthropicChat", "anthropic", raw), AnthropicMessage
+        )
         text = response.text("anthropic")
         if response.stop_reason == "refusal":
             # a streaming classifier stopped the answer: the text is cut, not an answer
@@ -121,10 +125,10 @@ class OpenAIChat:
 
     def __init__(self, client: openai.OpenAI, model: str) -> None:
         try:
-            import openai as _sdk  # noqa: F401
+            import openai as _sdk
         except ImportError:
             raise MissingDependencyError("openai", "openai", "the OpenAI adapter") from None
-        self.client = client
+        self.client = sync_client("OpenAIChat", _sdk, client)
         self.model = model
 
     @property
@@ -148,7 +152,7 @@ class OpenAIChat:
             raise status_error("openai", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
             raise connection_error("openai", exc) from exc
-        response = parse_body("openai", raw.http_response.content, OpenAIChatCompletion)
+        response = parse_body("openai", raw_body("OpenAIChat", "openai", raw), OpenAIChatCompletion)
         choice = response.choices[0]
         text = choice.message.content or ""
         refusal = choice.message.refusal

@@ -19,8 +19,10 @@ from ctxwise.providers._response import (
     AnthropicCount,
     connection_error,
     parse_body,
+    raw_body,
     sendable,
     status_error,
+    sync_client,
 )
 from ctxwise.tokens import _LRU
 
@@ -49,12 +51,12 @@ class AnthropicCounter:
         cache_size: int = 65536,
     ) -> None:
         try:
-            import anthropic as _anthropic  # noqa: F401
+            import anthropic as _anthropic
         except ImportError:
             raise MissingDependencyError(
                 "anthropic", "anthropic", "counting with the Anthropic API"
             ) from None
-        self.client = client
+        self.client = sync_client("AnthropicCounter", _anthropic, client)
         self.model = model
         self._cache = _LRU(cache_size)
 
@@ -104,7 +106,9 @@ class AnthropicCounter:
             raise status_error("anthropic", exc.status_code, exc.response) from exc
         except _anthropic.APIError as exc:
             raise connection_error("anthropic", exc) from exc
-        n = parse_body("anthropic", raw.http_response.content, AnthropicCount).input_tokens
+        n = parse_body(
+            "anthropic", raw_body("AnthropicCounter", "anthropic", raw), AnthropicCount
+        ).input_tokens
         self._cache.put(key, n)
         return n
 

@@ -19,8 +19,10 @@ from ctxwise.providers._response import (
     OpenAIScoredCompletion,
     connection_error,
     parse_body,
+    raw_body,
     sendable,
     status_error,
+    sync_client,
 )
 
 if TYPE_CHECKING:
@@ -44,14 +46,14 @@ class OpenAIYesNo:
 
     def __init__(self, client: openai.OpenAI, model: str, *, top_logprobs: int = 5) -> None:
         try:
-            import openai as _sdk  # noqa: F401
+            import openai as _sdk
         except ImportError as e:
             raise MissingDependencyError("openai", "openai", "the OpenAI scorer") from e
         if isinstance(top_logprobs, bool) or not isinstance(top_logprobs, int):
             raise UsageError(f"top_logprobs must be an integer, got {top_logprobs!r}")
         if not 1 <= top_logprobs <= 20:
             raise UsageError(f"top_logprobs must be between 1 and 20, got {top_logprobs}")
-        self.client = client
+        self.client = sync_client("OpenAIYesNo", _sdk, client)
         self.model = model
         self.top_logprobs = top_logprobs
 
@@ -77,7 +79,9 @@ class OpenAIYesNo:
             raise status_error("openai", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
             raise connection_error("openai", exc) from exc
-        response = parse_body("openai", raw.http_response.content, OpenAIScoredCompletion)
+        response = parse_body(
+            "openai", raw_body("OpenAIYesNo", "openai", raw), OpenAIScoredCompletion
+        )
         logprobs = response.choices[0].logprobs
         content = logprobs.content if logprobs is not None else None
         if not content:
