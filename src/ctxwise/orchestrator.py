@@ -11,7 +11,7 @@ The kitchen sink (every source, same assembler, same budget) is the baseline:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -104,31 +104,47 @@ class Pipeline:
         base: Sequence[Section] = (),
         order: Order = "given",
     ) -> None:
+        if not isinstance(router, Classifier):
+            raise UsageError(f"a router needs a route(query) method; got {router!r}")
         sources = list(sources)  # a generator is read once: its names, then its sources
+        for s in sources:
+            if not isinstance(getattr(s, "name", None), str) or not callable(
+                getattr(s, "sections", None)
+            ):
+                raise UsageError(f"a source needs a name and a sections() method; got {s!r}")
         names = [s.name for s in sources]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise UsageError(f"duplicate source names: {', '.join(dupes)}")
         self.sources: dict[str, Source] = {s.name: s for s in sources}
-        for label, chosen in routes.items():
-            if isinstance(chosen, str):
-                raise UsageError(f"route {label!r}: give a list of source names, not a string")
-            unknown = [n for n in chosen if n not in self.sources]
-            if unknown:
-                raise UsageError(
-                    f"route {label!r} names unknown source(s): {', '.join(unknown)}; "
-                    f"known: {', '.join(names) or 'none'}"
-                )
-        self.routes = {label: tuple(chosen) for label, chosen in routes.items()}
-        self.fallback = tuple(names) if fallback is None else tuple(fallback)
-        unknown = [n for n in self.fallback if n not in self.sources]
-        if unknown:
-            raise UsageError(f"fallback names unknown source(s): {', '.join(unknown)}")
+        if not isinstance(routes, Mapping):
+            raise UsageError(f"routes must map each label to its source names, got {routes!r}")
+        self.routes = {
+            label: self._names(chosen, f"route {label!r}") for label, chosen in routes.items()
+        }
+        self.fallback = tuple(names) if fallback is None else self._names(fallback, "fallback")
         self.router = router
         self.budget = budget if isinstance(budget, Budget) else Budget(budget)
         self.counter = counter if counter is not None else CharCounter()
         self.base = tuple(base)
         self.order: Order = order
+
+    def _names(self, chosen: object, what: str) -> tuple[str, ...]:
+        """Source names as given for a route or the fallback: a sequence of known names,
+        each once (a source named twice was called twice and its section refused)."""
+        if isinstance(chosen, str) or not isinstance(chosen, Iterable):
+            raise UsageError(f"{what}: give a list of source names, not {chosen!r}")
+        out = tuple(chosen)  # a generator is read once
+        unknown = [str(n) for n in out if not isinstance(n, str) or n not in self.sources]
+        if unknown:
+            raise UsageError(
+                f"{what} names unknown source(s): {', '.join(unknown)}; "
+                f"known: {', '.join(self.sources) or 'none'}"
+            )
+        twice = sorted({n for n in out if out.count(n) > 1})
+        if twice:
+            raise UsageError(f"{what} names source(s) more than once: {', '.join(twice)}")
+        return out
 
     def _gather(
         self, chosen: Sequence[str], query: str, state: Mapping[str, Any]
