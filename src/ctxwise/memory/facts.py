@@ -89,6 +89,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -1024,14 +1025,16 @@ class CaseFacts:
 
         ``extractor`` defaults to the ``"prose"`` preset (dates and e-mail addresses
         outside code). Each changed key appears once, with its final value, in the
-        order it first changed.
+        order it first changed. All or nothing: when the extractor raises or gives
+        a value a fact cannot hold, the error propagates and no fact changes.
         """
         text = _check_text(text, "text")
         _check_optional(source, "source")
         _check_optional(at, "at")
         before = {k: f.value for k, f in self._facts.items()}
-        found = (extractor or _DEFAULT_EXTRACTOR).extract(text)
-        return self._changed(before, self._apply(found, source, at))
+        with self._all_or_nothing():
+            found = (extractor or _DEFAULT_EXTRACTOR).extract(text)
+            return self._changed(before, self._apply(found, source, at))
 
     def update_from_messages(
         self,
@@ -1049,8 +1052,11 @@ class CaseFacts:
         ``FactExtractor(tool_output=True)``); an extractor without that attribute
         gets none. The source of a fact is ``f"message {offset + i}"`` for
         ``messages[i]``; pass ``offset`` when feeding a conversation in increments.
-        ``at`` is the message's own ``timestamp`` when it has one, else the ``at``
-        given. System messages, thinking and tool calls are never scanned.
+        ``at`` is the message's own ``timestamp`` when it has one, else
+        the ``at`` given. System messages, thinking and tool calls are never scanned.
+        All or nothing: when a message cannot be read (not a Message, a text over
+        :data:`MAX_TEXT_CHARS`) or the extractor fails, the error propagates and no
+        fact changes, not even those of the messages before it.
         """
         _check_optional(at, "at")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
@@ -1059,24 +1065,35 @@ class CaseFacts:
         tool_results = getattr(chosen, "tool_output", False) is True
         before = {k: f.value for k, f in self._facts.items()}
         touched: list[str] = []
-        for i, msg in enumerate(messages):
-            if not isinstance(msg, Message):
-                raise UsageError(f"messages[{i}] is not a Message: {type(msg).__name__}")
-            if msg.role == "system":
-                continue
-            when = msg.timestamp or at
-            for block in msg.content:
-                if isinstance(block, TextBlock):
-                    text = block.text
-                elif isinstance(block, ToolResultBlock) and tool_results:
-                    text = block_text(block)
-                else:
+        with self._all_or_nothing():
+            for i, msg in enumerate(messages):
+                if not isinstance(msg, Message):
+                    raise UsageError(f"messages[{i}] is not a Message: {type(msg).__name__}")
+                if msg.role == "system":
                     continue
-                if not text.strip():
-                    continue
-                found = chosen.extract(_check_text(text, f"messages[{i}]"))
-                touched += self._apply(found, f"message {offset + i}", when)
-        return self._changed(before, touched)
+                when = msg.timestamp or at
+                for block in msg.content:
+                    if isinstance(block, TextBlock):
+                        text = block.text
+                    elif isinstance(block, ToolResultBlock) and tool_results:
+                        text = block_text(block)
+                    else:
+                        continue
+                    if not text.strip():
+                        continue
+                    found = chosen.extract(_check_text(text, f"messages[{i}]"))
+                    touched += self._apply(found, f"message {offset + i}", when)
+            return self._changed(before, touched)
+
+    @contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """Put the facts back as they were when the block raises."""
+        saved = dict(self._facts)
+        try:
+            yield
+        except BaseException:
+            self._facts = saved
+            raise
 
     def _apply(self, found: Sequence[Extraction], source: str | None, at: str | None) -> list[str]:
         """Set what ``found`` says; the keys that were set, in order."""

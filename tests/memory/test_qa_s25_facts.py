@@ -1,0 +1,50 @@
+"""Case facts and rules on inputs the project was not built on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from ctxwise.errors import UsageError
+from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, FactExtractor
+from ctxwise.messages import Message, TextBlock
+
+
+def _user(text: str, timestamp: str | None = None) -> Message:
+    return Message("user", (TextBlock(text),), timestamp=timestamp)
+
+
+def test_a_message_that_cannot_be_read_changes_no_fact() -> None:
+    """The facts of the messages before it were kept although the call raised."""
+    facts = CaseFacts()
+    facts.set("email", "old@example.com")
+    messages = [_user("write to ann@example.com"), _user("x" * (MAX_TEXT_CHARS + 1))]
+    with pytest.raises(UsageError, match=r"messages\[1\]"):
+        facts.update_from_messages(messages)
+    assert facts.to_dict()["facts"] == [
+        {"key": "email", "value": "old@example.com", "source": None, "at": None}
+    ]
+    with pytest.raises(UsageError, match=r"messages\[1\] is not a Message"):
+        facts.update_from_messages([_user("write to ann@example.com"), "hi"])  # type: ignore[list-item]
+    assert facts.get("email").value == "old@example.com"  # type: ignore[union-attr]
+
+
+class _HalfBad:
+    """An extractor whose second extraction has an empty value."""
+
+    tool_output = False
+
+    def extract(self, text: str) -> Sequence[Extraction]:
+        return [Extraction("order_id", "W1", 0, 1), Extraction("amount", " ", 1, 2)]
+
+
+def test_an_extraction_no_fact_can_hold_changes_no_fact() -> None:
+    facts = CaseFacts()
+    with pytest.raises(UsageError, match="non-empty value"):
+        facts.update_from_text("order W1", extractor=_HalfBad())
+    assert len(facts) == 0
+    with pytest.raises(UsageError, match="non-empty value"):
+        facts.update_from_messages([_user("order W1")], extractor=_HalfBad())
+    assert len(facts) == 0
+    assert FactExtractor().extract("no facts here") == []
