@@ -15,6 +15,20 @@ def _user(text: str, timestamp: str | None = None) -> Message:
     return Message("user", (TextBlock(text),), timestamp=timestamp)
 
 
+def test_a_blank_timestamp_is_no_timestamp() -> None:
+    """It raised 'at must be a non-empty string' after the messages before it had
+    already set their facts."""
+    facts = CaseFacts()
+    changed = facts.update_from_messages(
+        [_user("write to ann@example.com"), _user("we meet on 2024-05-20", timestamp=" \t")],
+        at="2024-05-01",
+    )
+    assert [(f.key, f.value, f.at) for f in changed] == [
+        ("email", "ann@example.com", "2024-05-01"),
+        ("date", "2024-05-20", "2024-05-01"),
+    ]
+
+
 def test_a_message_that_cannot_be_read_changes_no_fact() -> None:
     """The facts of the messages before it were kept although the call raised."""
     facts = CaseFacts()

@@ -1052,7 +1052,7 @@ class CaseFacts:
         ``FactExtractor(tool_output=True)``); an extractor without that attribute
         gets none. The source of a fact is ``f"message {offset + i}"`` for
         ``messages[i]``; pass ``offset`` when feeding a conversation in increments.
-        ``at`` is the message's own ``timestamp`` when it has one, else
+        ``at`` is the message's own ``timestamp`` when it has one (not blank), else
         the ``at`` given. System messages, thinking and tool calls are never scanned.
         All or nothing: when a message cannot be read (not a Message, a text over
         :data:`MAX_TEXT_CHARS`) or the extractor fails, the error propagates and no
@@ -1071,7 +1071,8 @@ class CaseFacts:
                     raise UsageError(f"messages[{i}] is not a Message: {type(msg).__name__}")
                 if msg.role == "system":
                     continue
-                when = msg.timestamp or at
+                blank = isinstance(msg.timestamp, str) and not msg.timestamp.strip()
+                when = at if blank else msg.timestamp or at
                 for block in msg.content:
                     if isinstance(block, TextBlock):
                         text = block.text
