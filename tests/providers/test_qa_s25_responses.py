@@ -426,3 +426,26 @@ def test_an_async_client_is_a_usage_error(adapter: str) -> None:
         _adapter(adapter, _async_client(sdk))
     with pytest.raises(UsageError, match=rf"needs a synchronous client \({expected}\)"):
         call(_Wrapped(_async_client(sdk)))  # closed: no "never awaited" warning (an error here)
+
+
+@pytest.mark.parametrize("size", ["64k", None, 1.5, -1, True])
+def test_a_bad_counter_cache_size_is_refused_before_any_call(size: Any) -> None:
+    from ctxwise.errors import UsageError
+    from ctxwise.providers import AnthropicCounter
+
+    sent: list[Any] = []
+    client = _client("anthropic", _recording("anthropic", {"input_tokens": 11}, sent))
+    # it was first used after the paid call: TypeError, and the count was lost
+    with pytest.raises(UsageError, match="cache_size"):
+        AnthropicCounter(client, "claude-x", cache_size=size).count("hi")
+    assert sent == []
+
+
+def test_a_counter_without_a_cache_asks_every_time() -> None:
+    from ctxwise.providers import AnthropicCounter
+
+    sent: list[Any] = []
+    client = _client("anthropic", _recording("anthropic", {"input_tokens": 11}, sent))
+    counter = AnthropicCounter(client, "claude-x", cache_size=0)
+    assert counter.count("hi") == counter.count("hi") == 11
+    assert len(sent) == 2

@@ -56,6 +56,9 @@ class AnthropicCounter:
             raise MissingDependencyError(
                 "anthropic", "anthropic", "counting with the Anthropic API"
             ) from None
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            # checked now: the cache is first used after a paid call, whose count it would lose
+            raise UsageError(f"cache_size must be a whole number 0 or more, got {cache_size!r}")
         self.client = sync_client("AnthropicCounter", _anthropic, client)
         self.model = model
         self._cache = _LRU(cache_size)
