@@ -997,12 +997,13 @@ class CaseFacts:
     # ------------------------------------------------------------------ rendering
 
     def render(self) -> str:
-        """``Case facts:`` and one ``- key: value (source, at)`` line a fact; "" when empty."""
+        """``Case facts:`` and one ``- key: value (source, at)`` line a fact (runs of
+        whitespace in the value, source and time as one space); "" when empty."""
         if not self._facts:
             return ""
         lines = ["Case facts:"]
         for f in self._facts.values():
-            where = ", ".join(x for x in (f.source, f.at) if x)
+            where = " ".join(", ".join(x for x in (f.source, f.at) if x).split())
             value = " ".join(f.value.split())
             lines.append(f"- {f.key}: {value}" + (f" ({where})" if where else ""))
         return "\n".join(lines)
