@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from ctxwise import UsageError, WordCounter
+from ctxwise import Section, UsageError, WordCounter
 from ctxwise.orchestrator import Pipeline
 from ctxwise.routing import KeywordClassifier
 from ctxwise.sources import StaticSource
@@ -67,3 +68,49 @@ def test_a_router_without_route_is_refused_when_the_pipeline_is_made(router: obj
 def test_a_source_without_a_name_is_refused(source: object) -> None:
     with pytest.raises(UsageError, match="a source needs a name"):
         Pipeline(ROUTER, [*sources(), source], {}, 100)  # type: ignore[list-item]
+
+
+class Returning:
+    """A source whose sections() returns ``value`` as it is."""
+
+    name = "odd"
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def sections(self, query: str, state: Mapping[str, Any]) -> Any:
+        return self.value
+
+    def cost_estimate(self, query: str, state: Mapping[str, Any]) -> int:
+        return 0
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        (None, "source 'odd' returned None from sections"),
+        (Section("odd", "one section, not a list"), "returned Section.*not a list of Sections"),
+        ("some text", "returned 'some text' from sections"),
+        (["some text"], "returned 'some text' among its sections, not a Section"),
+    ],
+)
+def test_a_source_that_breaks_its_contract_is_named(value: object, match: str) -> None:
+    # None raised TypeError ('NoneType' object is not iterable), a string AttributeError
+    pipeline = Pipeline(ROUTER, [*sources(), Returning(value)], {"billing": ["odd"]}, 100)
+    with pytest.raises(UsageError, match=match):
+        pipeline.turn("my invoice")
+
+
+def test_a_router_that_returns_no_decision_is_named() -> None:
+    class Labeller:
+        def route(self, query: str) -> str:
+            return "billing"
+
+    pipeline = Pipeline(Labeller(), sources(), {"billing": ["docs"]}, 100)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"route\(\) returned 'billing', not a RouteDecision"):
+        pipeline.turn("my invoice")
+
+
+def test_a_base_section_that_is_not_a_section_is_refused() -> None:
+    with pytest.raises(UsageError, match=r"a base section must be a Section, got 'Be brief\.'"):
+        Pipeline(ROUTER, sources(), {}, 100, base=["Be brief."])  # type: ignore[list-item]

@@ -127,6 +127,9 @@ class Pipeline:
         self.budget = budget if isinstance(budget, Budget) else Budget(budget)
         self.counter = counter if counter is not None else CharCounter()
         self.base = tuple(base)
+        for section in self.base:
+            if not isinstance(section, Section):
+                raise UsageError(f"a base section must be a Section, got {section!r}")
         self.order: Order = order
 
     def _names(self, chosen: object, what: str) -> tuple[str, ...]:
@@ -152,7 +155,16 @@ class Pipeline:
         sections = list(self.base)
         owner = {s.name: "(base)" for s in self.base}
         for name in chosen:
-            for section in self.sources[name].sections(query, state):
+            found = self.sources[name].sections(query, state)
+            if isinstance(found, Section | str) or not isinstance(found, Iterable):
+                raise UsageError(
+                    f"source {name!r} returned {found!r} from sections(), not a list of Sections"
+                )
+            for section in found:
+                if not isinstance(section, Section):
+                    raise UsageError(
+                        f"source {name!r} returned {section!r} among its sections, not a Section"
+                    )
                 if section.name in owner:
                     raise UsageError(
                         f"section name {section.name!r} from source {name!r} "
@@ -196,6 +208,8 @@ class Pipeline:
     ) -> TurnResult:
         st: Mapping[str, Any] = state or {}
         decision = self.router.route(query)
+        if not isinstance(decision, RouteDecision):
+            raise UsageError(f"the router's route() returned {decision!r}, not a RouteDecision")
         chosen, fallback = self.choose(decision)
         assembly, by_source = self.assemble_sources(chosen, query, st)
         sink: Assembly | None = None
