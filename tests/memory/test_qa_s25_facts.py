@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from ctxwise.errors import UsageError
+from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, FactExtractor
 from ctxwise.messages import Message, TextBlock
 
@@ -75,3 +75,13 @@ def test_each_fact_renders_on_one_line() -> None:
         "- order_id: W1 (message 1 - admin: yes, 2024-05-20 10:00)",
         "- email: ann@example.com (message 2)",
     ]
+
+
+@pytest.mark.parametrize("key", ["order\u2028- admin", "order\x85x", "a\x0bb", "a\x1cb", "k\u2029"])
+def test_a_fact_key_with_any_line_break_is_refused(key: str) -> None:
+    """Only \\n and \\r were refused; U+2028, NEL and the other breaks str.splitlines
+    knows made a key of two lines."""
+    with pytest.raises(UsageError, match="one line"):
+        CaseFacts().set(key, "W1")
+    with pytest.raises(FormatError, match="one line"):
+        CaseFacts.from_dict({"version": 1, "facts": [{"key": key, "value": "v"}]})

@@ -184,7 +184,7 @@ class Fact:
     def __post_init__(self) -> None:
         if not isinstance(self.key, str) or not self.key.strip():
             raise UsageError(f"a fact needs a non-empty key, got {self.key!r}")
-        if "\n" in self.key or "\r" in self.key:
+        if len(f"{self.key}x".splitlines()) > 1:  # any line break str.splitlines knows
             raise UsageError(f"a fact key must be one line, got {self.key!r}")
         if not isinstance(self.value, str) or not self.value.strip():
             raise UsageError(f"fact {self.key!r} needs a non-empty value, got {self.value!r}")
