@@ -449,3 +449,32 @@ def test_a_counter_without_a_cache_asks_every_time() -> None:
     counter = AnthropicCounter(client, "claude-x", cache_size=0)
     assert counter.count("hi") == counter.count("hi") == 11
     assert len(sent) == 2
+
+
+def test_an_answer_eaten_by_reasoning_says_so() -> None:
+    # the shape a reasoning model returns when max_completion_tokens ran out while thinking
+    body = _completion({"role": "assistant", "content": "", "refusal": None}, "length")
+    body["usage"] = {
+        "prompt_tokens": 1111,
+        "completion_tokens": 100,
+        "total_tokens": 1211,
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 100,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+    with pytest.raises(ProviderError) as info:
+        _openai_chat(_reply("openai", 200, body))
+    assert info.value.detail == (
+        "empty answer (finish_reason 'length'): the model spent 100 reasoning tokens of "
+        "max_tokens=100 before writing any answer; raise max_tokens"
+    )
+    # no reasoning reported, or an odd usage: the plain message
+    for usage in (None, {"completion_tokens_details": None}, {"completion_tokens_details": 5}):
+        body["usage"] = usage
+        with pytest.raises(ProviderError) as plain:
+            _openai_chat(_reply("openai", 200, body))
+        assert plain.value.detail == "empty answer (finish_reason 'length')"

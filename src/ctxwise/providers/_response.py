@@ -86,6 +86,15 @@ class _OpenAIChatChoice(_Model):
 
 class OpenAIChatCompletion(_Model):
     choices: Annotated[list[_OpenAIChatChoice], Field(min_length=1)]
+    usage: Any = None
+
+    def reasoning_tokens(self) -> int | None:
+        """``usage.completion_tokens_details.reasoning_tokens``, when the body has it."""
+        details = (
+            self.usage.get("completion_tokens_details") if isinstance(self.usage, dict) else None
+        )
+        n = details.get("reasoning_tokens") if isinstance(details, dict) else None
+        return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 class _TopLogprob(_Model):

@@ -167,5 +167,12 @@ class OpenAIChat:
             )
         if not text.strip():
             reason = choice.finish_reason
-            raise ProviderError("openai", f"empty answer (finish_reason {reason!r})")
+            reasoning = response.reasoning_tokens()
+            why = (
+                f": the model spent {reasoning} reasoning tokens of max_tokens={max_tokens} "
+                "before writing any answer; raise max_tokens"
+                if reason == "length" and reasoning
+                else ""
+            )
+            raise ProviderError("openai", f"empty answer (finish_reason {reason!r}){why}")
         return text
