@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from ctxwise.errors import FormatError, UsageError
-from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, FactExtractor
+from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, Fact, FactExtractor
 from ctxwise.messages import Message, TextBlock
 
 
@@ -85,3 +85,10 @@ def test_a_fact_key_with_any_line_break_is_refused(key: str) -> None:
         CaseFacts().set(key, "W1")
     with pytest.raises(FormatError, match="one line"):
         CaseFacts.from_dict({"version": 1, "facts": [{"key": key, "value": "v"}]})
+
+
+def test_two_facts_of_one_key_are_refused_when_built() -> None:
+    """The second silently replaced the first (from_dict refuses the same data)."""
+    with pytest.raises(UsageError, match="two facts have the key 'order_id'"):
+        CaseFacts([Fact("order_id", "W1"), Fact("email", "a@b.co"), Fact("order_id", "W2")])
+    assert CaseFacts([Fact("order_id", "W1"), Fact("email", "a@b.co")]).values("order_id") == ["W1"]

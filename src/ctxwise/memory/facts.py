@@ -915,6 +915,10 @@ def _parse(model: type[_M], data: object, what: str) -> _M:
 class CaseFacts:
     """Structured case state: key → :class:`Fact`, updated in place, in first-seen order.
 
+    Built from facts of distinct keys (two facts of one key are a
+    :class:`~ctxwise.errors.UsageError`, as they are a ``FormatError`` in
+    :meth:`from_dict`); :meth:`set` replaces a key's value.
+
     Pin it every turn with :meth:`section`. Feed it text with :meth:`update_from_text`
     or messages with :meth:`update_from_messages`; list kinds accumulate and scalar
     kinds take the latest value (:data:`LIST_KEYS`).
@@ -925,6 +929,11 @@ class CaseFacts:
         for fact in facts:
             if not isinstance(fact, Fact):
                 raise UsageError(f"CaseFacts takes Fact values, got {type(fact).__name__}")
+            if fact.key in self._facts:
+                raise UsageError(
+                    f"two facts have the key {fact.key!r} ({self._facts[fact.key].value!r}"
+                    f" and {fact.value!r}): a key holds one value"
+                )
             self._facts[fact.key] = fact
 
     def __repr__(self) -> str:
