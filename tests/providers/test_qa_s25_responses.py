@@ -7,6 +7,7 @@ answer must be a :class:`~ctxwise.errors.ProviderError` that says what came back
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -478,3 +479,29 @@ def test_an_answer_eaten_by_reasoning_says_so() -> None:
         with pytest.raises(ProviderError) as plain:
             _openai_chat(_reply("openai", 200, body))
         assert plain.value.detail == "empty answer (finish_reason 'length')"
+
+
+def _scored(top: list[tuple[str, float]]) -> dict[str, Any]:
+    tops = [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top]
+    body = _completion({"role": "assistant", "content": top[0][0], "refusal": None}, "length")
+    body["choices"][0]["logprobs"] = {
+        "content": [{**tops[0], "top_logprobs": tops}],
+        "refusal": None,
+    }
+    return body
+
+
+@pytest.mark.parametrize(
+    ("top", "expected"),
+    [
+        # both past exp's range: exp() gave 0.0 for each, read as "neither" (0.5)
+        ([("maybe", -0.001), ("Yes", -1000.0), ("no", -1001.0)], 1 / (1 + math.exp(-1))),
+        ([("maybe", -0.001), ("yes", -2000.0), (" No", -1998.0)], 1 / (1 + math.exp(2))),
+        ([("Yes", math.log(0.6)), (" no", math.log(0.2)), ("maybe", -3.0)], 0.75),
+        ([("perhaps", -0.1)], 0.5),
+    ],
+)
+def test_yes_probability_compares_tiny_log_probabilities(
+    top: list[tuple[str, float]], expected: float
+) -> None:
+    assert _openai_yes(_reply("openai", 200, _scored(top))) == pytest.approx(expected)

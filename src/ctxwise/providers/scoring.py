@@ -86,13 +86,17 @@ class OpenAIYesNo:
         content = logprobs.content if logprobs is not None else None
         if not content:
             raise ProviderError("openai", "the response has no log probabilities")
-        yes = no = 0.0
+        picked: list[tuple[bool, float]] = []
         for top in content[0].top_logprobs or []:
             word = top.token.strip().lower()
-            # validated finite and <= a tiny epsilon: clamp the rounding above 0
-            p = math.exp(min(top.logprob, 0.0))
-            if word == "yes":
-                yes += p
-            elif word == "no":
-                no += p
-        return 0.5 if yes + no == 0 else yes / (yes + no)
+            if word in ("yes", "no"):
+                # validated finite and <= a tiny epsilon: clamp the rounding above 0
+                picked.append((word == "yes", min(top.logprob, 0.0)))
+        if not picked:
+            return 0.5
+        # relative to the largest, so log probabilities past exp's range (-745) still
+        # compare: exp(-1000) and exp(-1001) are both 0.0, their ratio is not
+        top_lp = max(lp for _, lp in picked)
+        yes = sum(math.exp(lp - top_lp) for is_yes, lp in picked if is_yes)
+        no = sum(math.exp(lp - top_lp) for is_yes, lp in picked if not is_yes)
+        return yes / (yes + no)
