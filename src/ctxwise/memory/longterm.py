@@ -370,6 +370,8 @@ class LongTermMemory:
             raise UsageError("empty query: there is nothing to recall")
         check_k(k)
         check_k(pool)
+        if isinstance(neighbours, bool) or not isinstance(neighbours, int) or neighbours < 0:
+            raise UsageError(f"neighbours must be an integer of at least 0, got {neighbours!r}")
         if mode not in ("hybrid", "lexical", "vector"):
             raise UsageError(f"unknown recall mode {mode!r}; choose hybrid, lexical or vector")
         if recency_half_life is not None:
@@ -475,6 +477,8 @@ class LongTermMemory:
 
     def _expand(self, hits: list[Recalled], n: int) -> list[Recalled]:
         have = {h.item.id for h in hits}
+        latest = self.store.recent(self.namespace, 1)
+        n = min(n, latest[0].seq if latest else 0)  # no item lies further than that
         wanted = sorted({h.item.seq + d for h in hits for d in range(-n, n + 1) if d})
         by_seq = {it.seq: it for it in self.store.by_seq(self.namespace, wanted)}
         out: list[Recalled] = []

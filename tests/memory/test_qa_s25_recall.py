@@ -1,0 +1,38 @@
+"""LongTermMemory.recall with arguments the project was not built on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxwise.errors import UsageError
+from ctxwise.memory import LongTermMemory, SQLiteStore
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> LongTermMemory:
+    store = SQLiteStore(tmp_path / "recall.db")
+    ltm = LongTermMemory(store, ("t",), clock=lambda: 100.0)
+    for i in range(6):
+        ltm.remember(f"note {i} about apples", created_at=float(i))
+    return ltm
+
+
+@pytest.mark.parametrize("neighbours", ["2", 1.5, -1, True, None])
+def test_neighbours_that_are_not_a_count_are_a_usage_error(
+    memory: LongTermMemory, neighbours: object
+) -> None:
+    """'2' and None raised TypeError, 1.5 'float object cannot be interpreted as an
+    integer', -1 and True passed as 0 and 1."""
+    with pytest.raises(UsageError, match="neighbours must be an integer"):
+        memory.recall("apples", k=1, neighbours=neighbours)  # type: ignore[arg-type]
+
+
+def test_more_neighbours_than_items_gives_every_item(memory: LongTermMemory) -> None:
+    """neighbours=10**12 built a set of 2*10**12 positions (the call never returned)."""
+    hits = memory.recall("note 3 apples", k=1, neighbours=10**12)
+    assert sorted(h.item.text for h in hits) == [f"note {i} about apples" for i in range(6)]
+    assert [h.via for h in hits].count("neighbour") == 5
+    near = memory.recall("note 3 apples", k=1, neighbours=1)
+    assert [h.item.text for h in near] == [f"note {i} about apples" for i in (3, 2, 4)]
