@@ -36,3 +36,15 @@ def test_more_neighbours_than_items_gives_every_item(memory: LongTermMemory) -> 
     assert [h.via for h in hits].count("neighbour") == 5
     near = memory.recall("note 3 apples", k=1, neighbours=1)
     assert [h.item.text for h in near] == [f"note {i} about apples" for i in (3, 2, 4)]
+
+
+@pytest.mark.parametrize("half_life", [float("nan"), "60", 0, -1.0, True])
+def test_a_half_life_that_is_not_a_positive_number_is_a_usage_error(
+    memory: LongTermMemory, half_life: object
+) -> None:
+    """NaN made every score NaN (the order was then arbitrary) and '60' a TypeError."""
+    with pytest.raises(UsageError, match="recency_half_life must be positive"):
+        memory.recall("apples", k=3, recency_half_life=half_life)  # type: ignore[arg-type]
+    assert [h.item.text for h in memory.recall("apples", k=1, recency_half_life=1.0)] == [
+        "note 5 about apples"
+    ]

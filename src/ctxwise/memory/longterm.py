@@ -377,8 +377,14 @@ class LongTermMemory:
         if recency_half_life is not None:
             if self.clock is None:
                 raise UsageError("recency weighting needs a clock: LongTermMemory(..., clock=...)")
-            if recency_half_life <= 0:
-                raise UsageError("recency_half_life must be positive (seconds)")
+            if (
+                isinstance(recency_half_life, bool)
+                or not isinstance(recency_half_life, int | float)
+                or not recency_half_life > 0
+            ):
+                raise UsageError(
+                    f"recency_half_life must be positive (seconds), got {recency_half_life!r}"
+                )
         w_lex, w_vec = _weights(weights) if weights is not None else self.weights
         self.store.require(self.namespace)
         depth = max(pool, k)
