@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
+import uuid
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,13 @@ import pytest
 from ctxwise import Engine, EngineConfig
 from ctxwise.errors import FormatError, SessionStoreError, UsageError
 from ctxwise.messages import Message
-from ctxwise.sessions import InMemorySessionStore, SessionStore, SQLiteSessionStore
+from ctxwise.sessions import (
+    HistoryRow,
+    InMemorySessionStore,
+    SessionCommit,
+    SessionStore,
+    SQLiteSessionStore,
+)
 from ctxwise.trace import Trace
 from tests._cli import assert_usage_error, run
 
@@ -159,3 +167,34 @@ def test_an_id_with_path_separators_is_only_a_key(tmp_path: Path) -> None:
     with SQLiteSessionStore(tmp_path / "s.db") as store:
         assert store.sessions() == [odd] and store.version(odd) == 2
         assert [t["session_id"] for t in store.traces(odd)] == [odd, odd]
+
+
+@pytest.mark.parametrize(
+    ("sql", "method", "what"),
+    [
+        ("UPDATE {s}.sessions SET state = '{{\"fac'", "load", "'s1': state is not valid JSON"),
+        ("UPDATE {s}.session_history SET message = '['", "load", "'s1': history row 0 is not"),
+        ("UPDATE {s}.session_turns SET trace = 'nul'", "traces", "trace of turn 1 is not valid"),
+        ("UPDATE {s}.session_log SET message = ''", "log", "log message 0 is not valid JSON"),
+    ],
+)
+def test_a_damaged_postgres_row_is_a_session_store_error(sql: str, method: str, what: str) -> None:
+    dsn = os.environ.get("CTXWISE_PG_DSN")
+    if not dsn:
+        pytest.skip("no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)")
+    psycopg = pytest.importorskip("psycopg", reason="needs the postgres extra")
+    from ctxwise.sessions.postgres import PostgresSessionStore
+
+    schema = f"s_{uuid.uuid4().hex[:12]}"
+    message = {"role": "user", "content": [{"type": "text", "text": "order 4417"}]}
+    change = SessionCommit({"format": 1}, 0, [HistoryRow(message, 3, 0)], [message], {"t": 1})
+    try:
+        with PostgresSessionStore(dsn, schema=schema) as store:
+            assert store.commit("s1", 0, change) == 1
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(sql.format(s=schema))
+            with pytest.raises(SessionStoreError, match=what):
+                getattr(store, method)("s1")
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")

@@ -12,7 +12,6 @@ escaped by the encoder, so any message fits).
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Iterator
@@ -32,6 +31,7 @@ from ctxwise.sessions.store import (
     SessionStore,
     check_session_id,
     dumps,
+    loads,
 )
 
 try:
@@ -160,10 +160,18 @@ class PostgresSessionStore(SessionStore):
             ).fetchall()
         if row is None:
             return SessionSnapshot(session_id, 0, {}, (), 0)
+        where = f"session {session_id!r}"
         history = tuple(
-            HistoryRow(json.loads(m), int(t), None if o is None else int(o)) for m, t, o in rows
+            HistoryRow(
+                self._json(m, f"{where}: history row {i}"), int(t), None if o is None else int(o)
+            )
+            for i, (m, t, o) in enumerate(rows)
         )
-        return SessionSnapshot(session_id, int(row[0]), json.loads(row[1]), history, int(row[2]))
+        state = self._json(row[1], f"{where}: state")
+        return SessionSnapshot(session_id, int(row[0]), state, history, int(row[2]))
+
+    def _json(self, text: str, what: str) -> Any:
+        return loads(text, what, f"PostgreSQL schema {self.schema!r}")
 
     def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
         check_session_id(session_id)
@@ -225,22 +233,24 @@ class PostgresSessionStore(SessionStore):
         with self._db() as c:
             rows = c.execute(
                 self._sql(
-                    "SELECT trace FROM {schema}.session_turns WHERE session_id = %s ORDER BY turn"
+                    "SELECT turn, trace FROM {schema}.session_turns WHERE session_id = %s "
+                    "ORDER BY turn"
                 ),
                 (session_id,),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [self._json(r[1], f"session {session_id!r}: trace of turn {r[0]}") for r in rows]
 
     def log(self, session_id: str) -> list[dict[str, Any]]:
         check_session_id(session_id)
         with self._db() as c:
             rows = c.execute(
                 self._sql(
-                    "SELECT message FROM {schema}.session_log WHERE session_id = %s ORDER BY seq"
+                    "SELECT seq, message FROM {schema}.session_log WHERE session_id = %s "
+                    "ORDER BY seq"
                 ),
                 (session_id,),
             ).fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [self._json(r[1], f"session {session_id!r}: log message {r[0]}") for r in rows]
 
     def sessions(self) -> list[str]:
         with self._db() as c:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from ctxwise.sessions.store import (
     SessionStore,
     check_session_id,
     dumps,
+    loads,
 )
 
 __all__ = ["SQLiteSessionStore"]
@@ -137,14 +137,7 @@ class SQLiteSessionStore(SessionStore):
         )
 
     def _json(self, text: str, what: str) -> Any:
-        """A stored JSON value; a row cut short or overwritten is a SessionStoreError
-        naming it, not a JSONDecodeError out of a turn."""
-        try:
-            return json.loads(text)
-        except (TypeError, ValueError, RecursionError) as e:
-            raise SessionStoreError(
-                f"session store {self.path!r}: {what} is not valid JSON ({e}); the file is damaged"
-            ) from e
+        return loads(text, what, f"session store {self.path!r}")
 
     def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
         check_session_id(session_id)

@@ -9,7 +9,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxwise.errors import SessionConflictError, UnknownSessionError, UsageError
+from ctxwise.errors import (
+    SessionConflictError,
+    SessionStoreError,
+    UnknownSessionError,
+    UsageError,
+)
 
 __all__ = [
     "HistoryRow",
@@ -19,6 +24,7 @@ __all__ = [
     "SessionStore",
     "check_session_id",
     "dumps",
+    "loads",
 ]
 
 MAX_SESSION_ID = 200
@@ -85,6 +91,18 @@ def dumps(value: Any) -> str:
     except UnicodeEncodeError:
         return json.dumps(value, ensure_ascii=True, separators=(",", ":"), sort_keys=True)
     return text
+
+
+def loads(text: str, what: str, store: str) -> Any:
+    """A JSON value as a backend stored it; one cut short or overwritten is a
+    :class:`~ctxwise.errors.SessionStoreError` naming ``what`` (``session 's1':
+    state``) in ``store``, not a ``JSONDecodeError`` out of a turn."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise SessionStoreError(
+            f"{store}: {what} is not valid JSON ({e}); the store is damaged"
+        ) from e
 
 
 class SessionStore(ABC):
