@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ctxwise.errors import FormatError
+from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory import SQLiteStore
 from ctxwise.memory.evaluation import load_conversations
 from tests._cli import assert_usage_error, run
@@ -119,3 +119,24 @@ def test_a_blank_question_is_refused_before_anything_is_written(
         ]
     }
     _refused(tmp_path, data, "conversation 'second'", "question 1 has no text")
+
+
+@pytest.mark.parametrize("ks", [("5",), (1, "10"), "15", (1.5,), (True,), (0,), ()])
+def test_k_values_that_are_not_positive_integers_are_a_usage_error(ks: Any) -> None:
+    """('5',) raised TypeError comparing str and int; (1.5,) and (True,) were caught
+    only by recall itself, after the conversation had been remembered."""
+    from ctxwise.memory.evaluation import evaluate_recall
+
+    data = _conv(
+        [{"id": "a", "text": "the secret code is pineapple"}],
+        [{"question": "what is the secret code?", "evidence": ["a"]}],
+    )
+    opened: list[object] = []
+
+    def factory() -> SQLiteStore:
+        opened.append(1)
+        return SQLiteStore(":memory:")
+
+    with pytest.raises(UsageError, match="k values must be positive integers"):
+        evaluate_recall(data, ks, store_factory=factory)
+    assert opened == []  # refused before a store was opened

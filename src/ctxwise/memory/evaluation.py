@@ -330,9 +330,13 @@ def evaluate_recall(
         FormatError: ``data`` is not the generic format (:func:`check_conversations`).
         UsageError: bad ``ks`` or ``options``, or a namespace that holds other items.
     """
+    if isinstance(ks, str | bytes) or not all(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks
+    ):
+        raise UsageError(f"k values must be positive integers, got {ks!r}")
     ks = sorted(set(ks))
-    if not ks or ks[0] < 1:
-        raise UsageError("k values must be positive integers")
+    if not ks:
+        raise UsageError("k values must be positive integers, got none")
     options = dict(options or {})
     unknown = sorted(set(options) - _OPTIONS)
     if unknown:
