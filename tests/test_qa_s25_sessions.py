@@ -198,3 +198,13 @@ def test_a_damaged_postgres_row_is_a_session_store_error(sql: str, method: str, 
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+@pytest.mark.parametrize("session", ["s[/]", "[bold]x", "a[red]b[/red]"])
+def test_trace_shows_a_session_id_with_brackets_as_text(tmp_path: Path, session: str) -> None:
+    # 's[/]' raised rich's MarkupError (a traceback, exit 1); '[bold]x' lost its brackets
+    db = tmp_path / "s.db"
+    _two_turns(db, session=session)
+    result = run("trace", session, "--db", db)
+    assert result.exit_code == 0, result.stderr
+    assert f"session {session}" in result.stdout

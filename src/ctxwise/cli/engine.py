@@ -6,7 +6,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.config import EngineConfig, load_config
@@ -125,7 +127,8 @@ def replay_cmd(
         _print_json(data)
         return
     console, buf = _buffered_console()
-    table = Table(title=f"replay of {transcript.name} at {report.budget:,} tokens")
+    # a file name or a recording's text can hold '[...]': shown as text, not rich markup
+    table = Table(title=escape(f"replay of {transcript.name} at {report.budget:,} tokens"))
     table.add_column("key")
     table.add_column("value", justify="right")
     for key in REPLAY_KEYS:
@@ -133,7 +136,7 @@ def replay_cmd(
         table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
     for line in report.problems:
-        console.print(f"  {line}")
+        console.print(Text(f"  {line}"))
     _write(buf)
 
 
@@ -219,7 +222,8 @@ def trace_cmd(
         _print_json([t.to_dict() for t in traces])
         return
     console, buf = _buffered_console()
-    table = Table(title=f"session {session}")
+    # a session id, a label or a section name can hold '[...]' ('s[/]' raised MarkupError)
+    table = Table(title=escape(f"session {session}"))
     for name in (
         "turn",
         "route",
@@ -246,11 +250,11 @@ def trace_cmd(
             edits.append(f"compacted {t.compacted.summarized_messages}")
         table.add_row(
             str(t.turn),
-            route,
-            ", ".join(t.chosen) or "-",
-            sections,
+            Text(route),
+            Text(", ".join(t.chosen) or "-"),
+            Text(sections),
             ", ".join(edits) or "-",
-            _tool_events(t) or "-",
+            Text(_tool_events(t) or "-"),
             f"{t.tokens.total:,}/{t.tokens.available:,}",
             f"{t.tokens.stable_prefix:,}",
             f"{t.timings_ms.get('total', 0.0):.1f}",
