@@ -505,3 +505,47 @@ def test_yes_probability_compares_tiny_log_probabilities(
     top: list[tuple[str, float]], expected: float
 ) -> None:
     assert _openai_yes(_reply("openai", 200, _scored(top))) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("adapter", "call", "name"),
+    [
+        ("AnthropicChat", lambda a: a.complete("s", b"user", 10), "user"),
+        ("OpenAIChat", lambda a: a.complete(None, "u", 10), "system"),
+        ("OpenAIYesNo", lambda a: a.yes_probability("s", 7), "user"),
+        ("AnthropicCounter", lambda a: a.count(None), "text"),
+        ("AnthropicCounter", lambda a: a.count(5), "text"),
+    ],
+)
+def test_a_prompt_that_is_not_a_string_is_a_usage_error(
+    adapter: str, call: Callable[[Any], Any], name: str
+) -> None:
+    from ctxwise.errors import UsageError
+
+    sent: list[Any] = []
+    sdk = ADAPTERS[adapter][0]
+    client = _client(sdk, _recording(sdk, {"input_tokens": 1}, sent))
+    # bytes raised TypeError in the SDK; None and numbers were sent as null and numbers
+    with pytest.raises(UsageError, match=rf"^{name} must be a string, got "):
+        call(_adapter(adapter, client))
+    assert sent == []
+
+
+@pytest.mark.parametrize("adapter", ["AnthropicChat", "AnthropicCounter"])
+def test_an_anthropic_client_without_credentials_is_a_provider_error(
+    adapter: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    # anthropic.Anthropic() builds without a key; the SDK raised TypeError at the call
+    for var in ("API_KEY", "AUTH_TOKEN", "PROFILE", "CONFIG_DIR", "FEDERATION_RULE_ID"):
+        monkeypatch.delenv(f"ANTHROPIC_{var}", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk either
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    sent: list[Any] = []
+    client = anthropic.Anthropic(
+        max_retries=0, http_client=mock_client("anthropic", lambda r: sent.append(r))
+    )
+    with pytest.raises(ProviderError, match="the SDK could not send the request: ") as info:
+        call = ASYNC_ADAPTERS[adapter][1]
+        call(client)
+    assert info.value.provider == "anthropic"
+    assert sent == []

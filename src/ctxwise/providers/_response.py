@@ -24,6 +24,7 @@ __all__ = [
     "AnthropicMessage",
     "OpenAIChatCompletion",
     "OpenAIScoredCompletion",
+    "check_prompt",
     "connection_error",
     "parse_body",
     "raw_body",
@@ -253,6 +254,15 @@ def connection_error(provider: str, exc: BaseException) -> ProviderError:
 
 
 # -- requests --------------------------------------------------------------------------
+
+
+def check_prompt(**texts: object) -> None:
+    """A UsageError naming the first of ``texts`` that is not a string: the SDKs send
+    whatever they get (``None`` as null, a number as a number) or raise ``TypeError``
+    (bytes) while writing the request."""
+    for name, text in texts.items():
+        if not isinstance(text, str):
+            raise UsageError(f"{name} must be a string, got {type(text).__name__}")
 
 
 def sendable(value: Any) -> Any:

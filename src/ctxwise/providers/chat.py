@@ -8,6 +8,7 @@ from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
 from ctxwise.providers._response import (
     AnthropicMessage,
     OpenAIChatCompletion,
+    check_prompt,
     connection_error,
     parse_body,
     raw_body,
@@ -33,9 +34,10 @@ class ChatModel(Protocol):
     def complete(self, system: str, user: str, max_tokens: int) -> str: ...
 
 
-def _check(max_tokens: int) -> None:
+def _check(max_tokens: int, system: str, user: str) -> None:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise UsageError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    check_prompt(system=system, user=user)
 
 
 _PREVIEW = 200
@@ -76,7 +78,7 @@ class AnthropicChat:
     def complete(self, system: str, user: str, max_tokens: int) -> str:
         import anthropic as sdk
 
-        _check(max_tokens)
+        _check(max_tokens, system, user)
         try:
             raw: Any = self.client.messages.with_raw_response.create(
                 model=self.model,
@@ -88,6 +90,10 @@ class AnthropicChat:
             raise status_error("anthropic", exc.status_code, exc.response) from exc
         except sdk.APIError as exc:
             raise connection_error("anthropic", exc) from exc
+        except TypeError as exc:
+            # raised before sending: a client with no credentials ("Could not resolve
+            # authentication method"), as anthropic.Anthropic() is without ANTHROPIC_API_KEY
+            raise ProviderError("anthropic", f"the SDK could not send the request: {exc}") from exc
         except ValueError as exc:
             # raised before sending; the SDK refuses a non-streaming call whose
             # max_tokens it expects to outlast its default timeout
@@ -138,7 +144,7 @@ class OpenAIChat:
     def complete(self, system: str, user: str, max_tokens: int) -> str:
         import openai as sdk
 
-        _check(max_tokens)
+        _check(max_tokens, system, user)
         try:
             raw: Any = self.client.chat.completions.with_raw_response.create(
                 model=self.model,

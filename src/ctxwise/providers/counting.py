@@ -12,11 +12,12 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxwise.errors import MissingDependencyError, UsageError
+from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
 from ctxwise.formats import anthropic as codec
 from ctxwise.messages import Message, Transcript
 from ctxwise.providers._response import (
     AnthropicCount,
+    check_prompt,
     connection_error,
     parse_body,
     raw_body,
@@ -68,6 +69,7 @@ class AnthropicCounter:
         return f"anthropic:{self.model}"
 
     def count(self, text: str) -> int:
+        check_prompt(text=text)
         if not text:
             return 0
         return self._count_payload([{"role": "user", "content": text}], None)
@@ -109,6 +111,8 @@ class AnthropicCounter:
             raise status_error("anthropic", exc.status_code, exc.response) from exc
         except _anthropic.APIError as exc:
             raise connection_error("anthropic", exc) from exc
+        except TypeError as exc:  # raised before sending: a client with no credentials
+            raise ProviderError("anthropic", f"the SDK could not send the request: {exc}") from exc
         n = parse_body(
             "anthropic", raw_body("AnthropicCounter", "anthropic", raw), AnthropicCount
         ).input_tokens

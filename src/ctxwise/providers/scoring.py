@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
 from ctxwise.providers._response import (
     OpenAIScoredCompletion,
+    check_prompt,
     connection_error,
     parse_body,
     raw_body,
@@ -64,6 +65,7 @@ class OpenAIYesNo:
     def yes_probability(self, system: str, user: str) -> float:
         import openai as sdk
 
+        check_prompt(system=system, user=user)
         try:
             raw: Any = self.client.chat.completions.with_raw_response.create(
                 model=self.model,
