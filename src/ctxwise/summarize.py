@@ -33,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ctxwise.errors import UsageError
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, block_text
+from ctxwise.messages import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_text,
+)
 from ctxwise.retention import specifics
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
@@ -84,10 +91,13 @@ def summarize_range(
 
 
 def render_turns(turns: Sequence[Message]) -> str:
-    """Turns as plain lines (``role: text``; tool calls and results labelled)."""
+    """Turns as plain lines (``role: text``; tool calls and results labelled).
+    Redacted thinking is left out: its ``thinking`` is encrypted data, not text."""
     lines = []
     for m in turns:
         for b in m.content:
+            if isinstance(b, ThinkingBlock) and b.redacted:
+                continue
             text = block_text(b).strip()
             if not text:
                 continue

@@ -14,7 +14,13 @@ from ctxwise.memory import LongTermMemory, SQLiteStore, TieredMemory
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations
 from ctxwise.memory.store import MAX_TEXT_CHARS
 from ctxwise.memory.tiered import turn_items
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ctxwise.messages import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from ctxwise.tokens import CharCounter
 
 
@@ -179,3 +185,26 @@ def test_a_malformed_message_is_refused_before_it_enters_the_tiers(
     with pytest.raises(UsageError, match=words):
         memory.add(message)
     assert memory.working == [_user("hello")] and memory.archive == []
+
+
+_BLOB = "EqQBCkgIARABGAIiQJ0cXJ1c3QgbWUgSSdtIGVuY3J5cHRlZA"
+
+
+def test_redacted_thinking_is_not_rendered_as_something_the_assistant_said() -> None:
+    """Its encrypted data was rendered as 'assistant: EqQB…' in the recent turns
+    section, in the long-term item of the turn and in the LLM summarizer's prompt."""
+    from ctxwise.summarize import LLMSummarizer, render_turns
+
+    reply = Message(
+        "assistant",
+        (ThinkingBlock(_BLOB, redacted=True), TextBlock("Your order W1 ships today.")),
+    )
+    assert render_turns([reply]) == "assistant: Your order W1 ships today."
+    assert [it.text for it in turn_items([reply])] == ["assistant: Your order W1 ships today."]
+    memory = TieredMemory()
+    memory.add(reply)
+    assert _BLOB not in memory.sections()[0].content
+    _, user = LLMSummarizer(object()).prompt("", [reply], 100)  # type: ignore[arg-type]
+    assert _BLOB not in user
+    only = Message("assistant", (ThinkingBlock(_BLOB, redacted=True),))
+    assert turn_items([only]) == []  # nothing to remember
