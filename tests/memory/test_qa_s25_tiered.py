@@ -178,8 +178,9 @@ def test_a_summary_over_its_budget_is_cut_to_it() -> None:
 def test_a_malformed_message_is_refused_before_it_enters_the_tiers(
     message: Message, words: str
 ) -> None:
-    """It was kept, and failed later, far from its cause: sections() on a list of
-    blocks raised AttributeError, a None text a TypeError in the next add()."""
+    """It was kept: a None text failed in the next add() with a TypeError, far from
+    its cause; a list of blocks, role 'bot' and an empty tool-call id were evicted
+    into the summary and long-term memory as they were."""
     memory = TieredMemory(working_turns=1)
     memory.add(_user("hello"))
     with pytest.raises(UsageError, match=words):
