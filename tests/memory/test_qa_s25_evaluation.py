@@ -140,3 +140,18 @@ def test_k_values_that_are_not_positive_integers_are_a_usage_error(ks: Any) -> N
     with pytest.raises(UsageError, match="k values must be positive integers"):
         evaluate_recall(data, ks, store_factory=factory)
     assert opened == []  # refused before a store was opened
+
+
+@pytest.mark.parametrize(
+    ("data", "detail"),
+    [
+        ({"samples": []}, "LoCoMo data is a list of samples"),
+        ([{"sample_id": "s1", "qa": []}], "a sample has no 'conversation'"),
+    ],
+    ids=["not-a-list", "no-conversation"],
+)
+def test_a_file_that_is_not_locomo_is_named_in_the_error(
+    tmp_path: Path, data: object, detail: str
+) -> None:
+    """The line said 'locomo: LoCoMo data is a list of samples', naming no file."""
+    _refused(tmp_path, data, "not LoCoMo or generic conversations", detail)

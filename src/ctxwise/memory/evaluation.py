@@ -144,6 +144,10 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
     if format == "locomo":
         try:
             out = locomo_to_generic(data)
+        except FormatError as exc:  # said of LoCoMo data: say it of the file
+            raise FormatError(
+                str(path), f"not LoCoMo or generic conversations: {exc.detail}"
+            ) from None
         except (KeyError, TypeError, AttributeError) as exc:  # a malformed sample
             raise FormatError(
                 str(path), f"not LoCoMo or generic conversations ({type(exc).__name__}: {exc})"
