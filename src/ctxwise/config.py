@@ -190,7 +190,8 @@ class RouterConfig(_Strict):
 class SourceConfig(_Strict):
     text: str | None = None
     file: str | None = None
-    priority: float = 50
+    # finite: a NaN or infinite priority cannot be ranked (Section refuses it)
+    priority: float = Field(default=50, allow_inf_nan=False)
     stable: bool = False
     truncatable: bool = True
     pinned: bool = False
