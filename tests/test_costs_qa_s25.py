@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -90,3 +91,44 @@ def test_an_int_too_long_to_print_is_a_simulation_error(parameter: str, sign: in
     with pytest.raises(SimulationError, match=r"an integer of about 500\d digits") as info:
         simulate_compaction(**{**ISSUE, parameter: sign * 10**5000})
     assert info.value.parameter == parameter
+
+
+def test_numpy_counts_and_exact_fractions_are_taken() -> None:
+    np = pytest.importorskip("numpy")
+    # a count summed by NumPy or pandas is an np.int64: it was refused as
+    # "must be a whole number of tokens"; Fraction(1, 10) as "must be a finite number"
+    counts = {k: np.int64(v) for k, v in ISSUE.items()}
+    sim = simulate_compaction(**counts, cache_read_factor=Fraction(1, 10))
+    assert sim == simulate_compaction(**ISSUE, cache_read_factor=0.1)
+    assert type(sim.calls) is int and type(sim.with_compaction) is int
+    assert sim.cache_read_factor == 0.1
+    f32 = simulate_compaction(**ISSUE, cache_read_factor=np.float32(0.1))
+    assert f32.cache_with == sim.cache_with and f32.cache_read_factor == 0.1
+    clearing = clearing_break_even(
+        context_tokens=np.int32(100_000),
+        cleared_tokens=np.uint16(30_000),
+        edit_point_tokens=20_000,
+        cache_read_factor=np.float64(0.1),
+        cache_write_factor=Fraction(5, 4),
+    )
+    assert clearing.calls_to_break_even == 19  # the docstring's example
+    assert clearing.cache_write_factor == 1.25
+
+
+@pytest.mark.parametrize("value", ["0.1", b"1", 1j, None, Fraction(3, 2), True])
+def test_what_is_not_a_real_factor_is_still_refused(value: Any) -> None:
+    with pytest.raises(SimulationError) as info:
+        clearing_break_even(
+            context_tokens=100, cleared_tokens=10, edit_point_tokens=0, cache_read_factor=value
+        )
+    assert info.value.parameter == "cache_read_factor"
+
+
+def test_a_fraction_too_long_to_print_is_described() -> None:
+    with pytest.raises(SimulationError, match="a fraction of about 500"):
+        clearing_break_even(
+            context_tokens=100,
+            cleared_tokens=10,
+            edit_point_tokens=0,
+            cache_write_factor=Fraction(10**5000, 3),
+        )

@@ -28,6 +28,7 @@ model-dependent read discount; pass its factors explicitly.
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from dataclasses import dataclass
 from fractions import Fraction
@@ -238,42 +239,64 @@ class ClearingBreakEven:
 
 
 def _given(value: object) -> object:
-    """``value`` for an error, which shows its repr: an int too long for Python to turn
-    into a string (past ``sys.get_int_max_str_digits()``) is described instead."""
-    if isinstance(value, int) and value.bit_length() > 13_000:  # about 3,900 digits
-        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    """``value`` for an error, which shows its repr: an int (or a fraction of ints) too
+    long for Python to turn into a string (past ``sys.get_int_max_str_digits()``) is
+    described instead."""
+    if isinstance(value, numbers.Rational):
+        bits = max(int(value.numerator).bit_length(), int(value.denominator).bit_length())
+        if bits > 13_000:  # about 3,900 digits
+            what = "an integer" if isinstance(value, numbers.Integral) else "a fraction"
+            return f"{what} of about {int(bits * math.log10(2)) + 1} digits"
     return value
 
 
 def _int(name: str, value: object, *, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
+    # any integral number (a NumPy or pandas count too), taken as the int it is
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise SimulationError(name, value, "must be a whole number of tokens")
-    if value < minimum:
+    count = int(value)
+    if count < minimum:
         raise SimulationError(
             name,
-            _given(value),
+            _given(count),
             "must be greater than 0" if minimum == 1 else f"must be {minimum} or more",
         )
-    if value > _MAX_TOKENS:
-        raise SimulationError(name, _given(value), f"must be at most {_MAX_TOKENS:.0e} tokens")
-    return value
+    if count > _MAX_TOKENS:
+        raise SimulationError(name, _given(count), f"must be at most {_MAX_TOKENS:.0e} tokens")
+    return count
+
+
+def _exact(value: numbers.Real) -> Fraction:
+    """A real number as the fraction it is written as: ``0.1`` (a float, or a NumPy
+    float32 printed as 0.1) is one tenth; a ``Fraction`` or an int is itself."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
+    try:
+        return Fraction(str(value))  # "0.1" → 1/10 exactly
+    except ValueError:
+        return Fraction(float(value))
 
 
 def _factor(name: str, value: object, low: float, high: float) -> Fraction:
-    if not isinstance(value, int | float) or isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise SimulationError(name, value, "must be a finite number")
-    # an int past the largest float is finite but no float: math.isfinite overflows on it
-    if isinstance(value, int) and abs(value) > _FLOAT_MAX:
-        detail = f"must be a finite number (at most {_FLOAT_MAX:g})"
-        raise SimulationError(name, _given(value), detail)
-    if not math.isfinite(value):
+    if isinstance(value, numbers.Rational):  # an int or a Fraction: finite, maybe no float
+        exact = _exact(value)
+        if abs(exact) > _FLOAT_MAX:  # math.isfinite would overflow converting it
+            detail = f"must be a finite number (at most {_FLOAT_MAX:g})"
+            raise SimulationError(name, _given(value), detail)
+    elif not math.isfinite(float(value)):
         raise SimulationError(name, value, "must be a finite number")
-    if not low <= value <= high:
+    else:
+        exact = _exact(value)
+    if not low <= exact <= high:
         hi = "" if math.isinf(high) else f" and {high:g}"
         raise SimulationError(
             name, value, f"must be between {low:g}{hi}" if hi else f"must be {low:g} or more"
         )
-    return Fraction(value) if isinstance(value, int) else Fraction(str(value))  # "0.1" → 1/10
+    return exact
 
 
 def _cost(total: Fraction, write_factor: object) -> float:
@@ -450,8 +473,8 @@ def simulate_compaction(
     cache_args: dict[str, Any] = {}
     if cache_read_factor is not None:
         cache_args = {
-            "cache_read_factor": float(cache_read_factor),
-            "cache_write_factor": float(cache_write_factor),
+            "cache_read_factor": float(read_f),
+            "cache_write_factor": float(write_f),
             "cache_without": plain.cost(read_f, write_f, cache_write_factor),
             "cache_with": compacted.cost(read_f, write_f, cache_write_factor),
         }
@@ -540,8 +563,8 @@ def clearing_break_even(
         context_tokens=context,
         cleared_tokens=cleared,
         edit_point_tokens=edit,
-        cache_read_factor=float(cache_read_factor),
-        cache_write_factor=float(cache_write_factor),
+        cache_read_factor=float(read),
+        cache_write_factor=float(write),
         cost_without=_cost(without, cache_write_factor),
         cost_with=_cost(with_, cache_write_factor),
         miss_cost=_cost(miss, cache_write_factor),
