@@ -155,3 +155,22 @@ def test_a_file_that_is_not_locomo_is_named_in_the_error(
 ) -> None:
     """The line said 'locomo: LoCoMo data is a list of samples', naming no file."""
     _refused(tmp_path, data, "not LoCoMo or generic conversations", detail)
+
+
+def test_a_locomo_turn_that_only_shares_an_image_is_its_caption() -> None:
+    """A turn with text null (or none) and a caption was remembered as
+    'None [shares a photo of a dog]'."""
+    from ctxwise.memory.evaluation import locomo_to_generic
+
+    turns = [
+        {"speaker": "A", "dia_id": "D1:1", "text": None, "blip_caption": "a photo of a dog"},
+        {"speaker": "B", "dia_id": "D1:2", "blip_caption": "a cat"},
+        {"speaker": "A", "dia_id": "D1:3", "text": "Rex!", "blip_caption": "a dog"},
+    ]
+    sample = {"sample_id": "s", "conversation": {"session_1": turns}, "qa": []}
+    got = locomo_to_generic([sample])["conversations"][0]["turns"]
+    assert [t["text"] for t in got] == [
+        "[shares a photo of a dog]",
+        "[shares a cat]",
+        "Rex! [shares a dog]",
+    ]

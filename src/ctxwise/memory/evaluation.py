@@ -91,8 +91,9 @@ def locomo_to_generic(
             for turn in conv[key]:
                 text = turn.get("text", "")
                 caption = turn.get("blip_caption")
-                if captions and isinstance(caption, str) and caption.strip():
-                    text = f"{text} [shares {caption.strip()}]"
+                shares = captions and isinstance(caption, str) and caption.strip()
+                if shares and (text is None or isinstance(text, str)):  # others are refused
+                    text = f"{text or ''} [shares {caption.strip()}]".lstrip()
                 turns.append(
                     {
                         "id": turn["dia_id"],
