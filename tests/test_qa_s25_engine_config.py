@@ -4,11 +4,12 @@ naming the key, from a file and from code alike, before anything is opened."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctxwise import EngineConfig
-from ctxwise.config import SourceConfig, load_config
+from ctxwise import Engine, EngineConfig, Message
+from ctxwise.config import SourceConfig, config_from_dict, load_config
 from ctxwise.errors import ConfigError
 
 
@@ -22,3 +23,38 @@ def test_a_priority_that_is_not_finite_is_refused_by_key(tmp_path: Path, value: 
         SourceConfig(text="x", priority=float(value))
     with pytest.raises(ConfigError, match=r"sources\.faq\.priority"):
         EngineConfig(sources={"faq": {"text": "x", "priority": float(value)}})
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"routes": {"billing": ["faq", "memory", "faq"]}},
+            r"route 'billing' names source\(s\) more than once: faq",
+        ),
+        ({"fallback": ["memory", "faq", "memory"]}, r"fallback names source\(s\) more than once"),
+    ],
+)
+def test_a_source_named_twice_in_a_route_or_the_fallback_is_refused(
+    data: dict[str, Any], message: str
+) -> None:
+    full = {"store": "memory", "sources": {"faq": {"text": "Refunds take 5 days."}}, **data}
+    with pytest.raises(ConfigError, match=f"^config: {message}"):
+        config_from_dict(full)
+    with pytest.raises(ConfigError, match=f"^EngineConfig: {message}"):
+        EngineConfig(**full)
+
+
+def test_each_source_once_still_runs_every_turn() -> None:
+    cfg = config_from_dict(
+        {
+            "store": "memory",
+            "router": {"keywords": {"billing": ["refund"]}},
+            "routes": {"billing": ["faq", "memory"]},
+            "fallback": ["faq"],
+            "sources": {"faq": {"text": "Refunds take 5 days."}},
+        }
+    )
+    with Engine(cfg) as engine:
+        result = engine.turn("s", [Message.text_message("user", "a refund please")])
+    assert [s.name for s in result.trace.sections] == ["faq"]

@@ -328,9 +328,11 @@ class EngineConfig(_Strict):
                     f"route {label!r} names unknown source(s) {', '.join(unknown)}; "
                     f"known: {', '.join(sorted(known))}"
                 )
+            _once(f"route {label!r}", chosen)
         unknown = [n for n in self.fallback or () if n not in known]
         if unknown:
             raise ValueError(f"fallback names unknown source(s) {', '.join(unknown)}")
+        _once("fallback", self.fallback or [])
         return self
 
     def path(self, value: str) -> Path:
@@ -346,6 +348,16 @@ class EngineConfig(_Strict):
             if relative and relative != ":memory:" and self.base_dir is not None:
                 return f"sqlite:///{self.path(relative)}"
         return self.store
+
+
+def _once(what: str, names: list[str]) -> None:
+    """Refuse a source named twice: the Engine would call it twice and refuse its
+    second section as a name already used, on every turn."""
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ValueError(
+            f"{what} names source(s) more than once: {', '.join(twice)}; list each once"
+        )
 
 
 def _where(error: ValidationError) -> str:
