@@ -243,6 +243,22 @@ _GATEWAY = (
             "an HTML page: 502 Bad Gateway",
         ),
         ("OpenAIChat", 503, b"", {"content-type": "text/plain"}, "the response has no body"),
+        (
+            "AnthropicChat",
+            301,
+            b"<html><head><title>301 Moved Permanently</title></head></html>",
+            {"content-type": "text/html", "location": "https://llm.example.com/v1/messages"},
+            "an HTML page: 301 Moved Permanently (redirected to "
+            "https://llm.example.com/v1/messages: point the client's base_url there)",
+        ),
+        (
+            "OpenAIYesNo",
+            307,
+            b"",
+            {"location": "https://llm.example.com/v1/chat/completions"},
+            "the response has no body (redirected to "
+            "https://llm.example.com/v1/chat/completions: point the client's base_url there)",
+        ),
         ("AnthropicChat", 413, b"Request Entity Too Large", {"content-type": "text/plain"}, None),
     ],
 )

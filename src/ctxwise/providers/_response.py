@@ -1,4 +1,4 @@
-"""The parts of a provider's 200 response the adapters read, validated at the boundary.
+"""The adapters' boundary with the SDKs: what goes out, what comes back.
 
 The SDKs build their response objects without validating them, so a truncated,
 empty, ``null`` or oddly shaped body would surface as a raw ``JSONDecodeError``,
@@ -6,6 +6,11 @@ empty, ``null`` or oddly shaped body would surface as a raw ``JSONDecodeError``,
 response instead and parse its body here: anything that is not JSON, or lacks a
 field the adapter reads with the type it needs, becomes a
 :class:`~ctxwise.errors.ProviderError` that names the field.
+
+An HTTP error becomes a ProviderError with the status and what the provider said
+(the error envelope's type and message, the request id, ``retry-after``); a prompt
+is checked and made sendable (lone surrogates as U+FFFD) before it goes out; an
+async client, which the adapters cannot await, is refused.
 """
 
 from __future__ import annotations
@@ -227,6 +232,9 @@ def status_error(provider: str, status: int, response: Any) -> ProviderError:
         content = b""
     detail, in_body = _body_text(content, headers.get("content-type", ""))
     notes: list[str] = []
+    location = headers.get("location")
+    if 300 <= status < 400 and location:  # the SDKs do not follow redirects
+        notes.append(f"redirected to {location}: point the client's base_url there")
     request_id = headers.get("request-id") or headers.get("x-request-id") or in_body
     if request_id:
         notes.append(f"request id {request_id}")
