@@ -174,3 +174,27 @@ def test_a_locomo_turn_that_only_shares_an_image_is_its_caption() -> None:
         "[shares a cat]",
         "Rex! [shares a dog]",
     ]
+
+
+@pytest.mark.parametrize("conversation_id", ["team/a", "nul\x00", "x" * 1300, ""])
+def test_a_conversation_id_no_namespace_can_hold_is_refused_naming_it(
+    tmp_path: Path, conversation_id: str
+) -> None:
+    """evaluate_recall raised "bad namespace part 'team/a'", which names no
+    conversation, after opening the store; eval handoff, which needs no namespace,
+    still takes such an id."""
+    data = _conv(
+        [{"id": "a", "text": "the secret code is pineapple"}],
+        [{"question": "what is the secret code?", "evidence": ["a"]}],
+    )
+    data["conversations"][0]["id"] = conversation_id
+    path = _write(tmp_path, data)
+    db = tmp_path / "eval.db"
+    assert_usage_error(
+        run("eval", "memory", "--data", path, "--store", f"sqlite:///{db}"),
+        "conversation 1's id",
+        "cannot name its namespace eval/<id>",
+    )
+    assert not db.exists()  # refused before the store was opened
+    handoff = run("eval", "handoff", "--data", path, "--json")
+    assert handoff.exit_code == 0, handoff.stderr

@@ -41,7 +41,7 @@ from ctxwise.embeddings import Embedder
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.longterm import LongTermMemory, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
-from ctxwise.memory.store import NewItem, Store
+from ctxwise.memory.store import NewItem, Store, check_namespace
 from ctxwise.memory.tiered import turn_items as tiered_turn_items
 from ctxwise.messages import Message, TextBlock
 
@@ -202,6 +202,7 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
         name = _conversation_name(conv, n)
         if name in seen:
             raise FormatError(source, f"two conversations have the id {name!r}")
+
         seen.add(name)
         ids: set[str] = set()
         for t in turns:
@@ -333,7 +334,8 @@ def evaluate_recall(
 
     Raises:
         FormatError: ``data`` is not the generic format (:func:`check_conversations`).
-        UsageError: bad ``ks`` or ``options``, or a namespace that holds other items.
+        UsageError: bad ``ks`` or ``options``, a conversation id that cannot name a
+            namespace (one with ``/``, say), or a namespace that holds other items.
     """
     if isinstance(ks, str | bytes) or not all(
         isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ks
@@ -350,6 +352,14 @@ def evaluate_recall(
             f" choose from {', '.join(sorted(_OPTIONS))}"
         )
     check_conversations(data, "evaluation data")
+    for n, conv in enumerate(data["conversations"], 1):
+        name = _conversation_name(conv, n)
+        try:
+            check_namespace(("eval", name))
+        except UsageError as exc:
+            raise UsageError(
+                f"conversation {n}'s id {name!r} cannot name its namespace eval/<id>: {exc}"
+            ) from None
     store = store_factory()
     settings: dict[str, Any] = {}
     modes: tuple[RecallMode, ...] = ("hybrid", "lexical", "vector")
