@@ -565,3 +565,14 @@ def test_an_anthropic_client_without_credentials_is_a_provider_error(
         call(client)
     assert info.value.provider == "anthropic"
     assert sent == []
+
+
+def test_yes_no_refusal_text_is_in_the_error() -> None:
+    said = "I'm sorry, I can't help with that."
+    body = _completion({"role": "assistant", "content": None, "refusal": said}, "stop")
+    token = {"token": "I'm", "logprob": -0.01, "bytes": None, "top_logprobs": []}
+    body["choices"][0]["logprobs"] = {"content": None, "refusal": [token]}
+    # it said only "the response has no log probabilities"
+    with pytest.raises(ProviderError) as info:
+        _openai_yes(_reply("openai", 200, body))
+    assert info.value.detail == f"the model refused: {said}"

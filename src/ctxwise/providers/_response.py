@@ -118,6 +118,11 @@ class _Logprobs(_Model):
 
 class _OpenAIScoredChoice(_Model):
     logprobs: _Logprobs | None = None
+    message: Any = None  # read only for a refusal, so any shape is let through
+
+    def refusal(self) -> str | None:
+        said = self.message.get("refusal") if isinstance(self.message, dict) else None
+        return said.strip() if isinstance(said, str) and said.strip() else None
 
 
 class OpenAIScoredCompletion(_Model):

@@ -84,9 +84,12 @@ class OpenAIYesNo:
         response = parse_body(
             "openai", raw_body("OpenAIYesNo", "openai", raw), OpenAIScoredCompletion
         )
-        logprobs = response.choices[0].logprobs
-        content = logprobs.content if logprobs is not None else None
+        choice = response.choices[0]
+        content = choice.logprobs.content if choice.logprobs is not None else None
         if not content:
+            refused = choice.refusal()  # a refusal has its log probabilities elsewhere
+            if refused is not None:
+                raise ProviderError("openai", f"the model refused: {refused}")
             raise ProviderError("openai", "the response has no log probabilities")
         picked: list[tuple[bool, float]] = []
         for top in content[0].top_logprobs or []:
