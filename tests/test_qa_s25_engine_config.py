@@ -10,7 +10,8 @@ import pytest
 
 from ctxwise import Engine, EngineConfig, Message
 from ctxwise.config import SourceConfig, config_from_dict, load_config
-from ctxwise.errors import ConfigError
+from ctxwise.errors import ConfigError, UsageError
+from ctxwise.sources import StaticSource
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
@@ -58,3 +59,29 @@ def test_each_source_once_still_runs_every_turn() -> None:
     with Engine(cfg) as engine:
         result = engine.turn("s", [Message.text_message("user", "a refund please")])
     assert [s.name for s in result.trace.sections] == ["faq"]
+
+
+@pytest.mark.parametrize("name", ["system", "rules", "case facts", "recalled"])
+def test_a_source_named_as_a_section_the_engine_adds_is_refused(name: str) -> None:
+    # the config was accepted and every turn failed once the session had a
+    # system prompt, a stated rule, a case fact or recalled memory
+    data = {"store": "memory", "system": "You help.", "sources": {name: {"text": "x"}}}
+    with pytest.raises(ConfigError, match=f"source name '{name}' is the name of a section"):
+        config_from_dict(data)
+    with pytest.raises(ConfigError, match=f"^EngineConfig: source name '{name}'"):
+        EngineConfig(**data)
+    with pytest.raises(UsageError, match=f"source name '{name}' is the name of a section"):
+        Engine(EngineConfig(store="memory"), sources=[StaticSource(name, "x")])
+
+
+def test_an_empty_source_name_is_refused_by_key(tmp_path: Path) -> None:
+    path = tmp_path / "ctxwise.toml"
+    path.write_text('store = "memory"\n[sources.""]\ntext = "x"\n')
+    with pytest.raises(ConfigError, match=r"sources: a source needs a name"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("sources", [[object()], "faq", [StaticSource("faq", "x"), 3]])
+def test_sources_given_in_code_that_are_not_sources_are_a_usage_error(sources: Any) -> None:
+    with pytest.raises(UsageError, match="sources"):
+        Engine(EngineConfig(store="memory"), sources=sources)

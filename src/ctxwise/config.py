@@ -36,7 +36,8 @@ its default::
                                   # or names a label with no route; leave it out for every
                                   # source (the default); [] loads none
 
-    [sources.NAME]                # a static source; "memory" is built in (recall)
+    [sources.NAME]                # a static source; "memory" is built in (recall); not
+                                  # system, rules, "case facts" or recalled (the Engine's own)
     text = "…"                    # or file = "PATH"
     priority = 50                 # higher wins when the budget is tight
     stable = false                # true: same every turn, goes in the cached prefix
@@ -146,6 +147,11 @@ __all__ = [
 
 BUILTIN_SOURCES = ("memory",)
 """Source names the Engine provides itself."""
+
+ENGINE_SECTIONS = ("system", "rules", "case facts", "recalled")
+"""Names of the sections the Engine adds itself (the system prompt, the standing
+rules, the case facts, recalled memory): a static source's section takes its
+source's name, so no source may be named so."""
 
 
 _BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxwise_config", default=False)
@@ -316,8 +322,15 @@ class EngineConfig(_Strict):
         if self.system and self.system_file:
             raise ValueError("give 'system' or 'system_file', not both")
         for name in self.sources:
+            if not name:
+                raise ValueError("sources: a source needs a name ([sources.NAME])")
             if name in BUILTIN_SOURCES:
                 raise ValueError(f"source name {name!r} is built in; choose another")
+            if name in ENGINE_SECTIONS:
+                raise ValueError(
+                    f"source name {name!r} is the name of a section the Engine adds "
+                    f"itself ({', '.join(ENGINE_SECTIONS)}); choose another"
+                )
         known = set(self.sources) | set(BUILTIN_SOURCES)
         for label, chosen in self.routes.items():
             if not chosen:

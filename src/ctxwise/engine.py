@@ -64,7 +64,7 @@ from ctxwise._session_state import STATE_FORMAT, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
 from ctxwise.compaction import Compaction, CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
-from ctxwise.config import BUILTIN_SOURCES, EngineConfig, load_config
+from ctxwise.config import BUILTIN_SOURCES, ENGINE_SECTIONS, EngineConfig, load_config
 from ctxwise.editing import CONTEXT_MANAGEMENT_BETA, clear_tool_uses, context_management
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import (
@@ -298,7 +298,7 @@ class Engine:
         self.max_attempts = max_attempts
         self.router = router if router is not None else self._build_router(cfg)
         self.sources: dict[str, Source] = {}
-        for source in (*self._build_sources(cfg), *sources):
+        for source in (*self._build_sources(cfg), *self._checked_sources(sources)):
             if source.name in self.sources or source.name in BUILTIN_SOURCES:
                 raise UsageError(f"duplicate source name {source.name!r}")
             self.sources[source.name] = source
@@ -394,6 +394,29 @@ class Engine:
                     counter=self.counter,
                 )
             )
+        return out
+
+    @staticmethod
+    def _checked_sources(sources: object) -> list[Source]:
+        """The sources given in code, refused now rather than on a turn: one that is
+        no Source (a name, ``sections`` and ``cost_estimate``), has no name, or whose
+        fixed section takes the name of one the Engine adds itself."""
+        if isinstance(sources, str | bytes) or not isinstance(sources, Iterable):
+            raise UsageError(f"sources must be a list of Source objects, got {sources!r}")
+        out = list(sources)
+        for source in out:
+            if not isinstance(source, Source):
+                raise UsageError(
+                    f"sources: {source!r} is not a Source (it needs a name, sections() "
+                    "and cost_estimate())"
+                )
+            if not isinstance(source.name, str) or not source.name:
+                raise UsageError(f"sources: {source!r} needs a non-empty name")
+            if isinstance(source, StaticSource) and source.section.name in ENGINE_SECTIONS:
+                raise UsageError(
+                    f"source name {source.name!r} is the name of a section the Engine adds "
+                    f"itself ({', '.join(ENGINE_SECTIONS)}); choose another"
+                )
         return out
 
     def _build_catalog(self, cfg: EngineConfig) -> ToolCatalog | None:
