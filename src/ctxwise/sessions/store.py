@@ -24,7 +24,6 @@ __all__ = [
     "SessionStore",
     "check_session_id",
     "dumps",
-    "loads",
 ]
 
 MAX_SESSION_ID = 200
