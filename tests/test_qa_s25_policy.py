@@ -243,3 +243,38 @@ def test_compile_rule_still_reads_a_condition_that_names_the_same_order() -> Non
     )
     assert isinstance(rule, RequireFact)
     assert rule.fact == "address_check:{order_id}" and dict(rule.when) == {"order_id": "4417"}
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        # a key is a name, not a verdict: these were 'ok' because the key is a success word
+        ('{"ok": false, "error": "carrier unreachable"}', "failed"),
+        ('{"verified": false}', "failed"),
+        ('{"valid": false, "reason": "PO box"}', "failed"),
+        ('{"approved": false}', "failed"),
+        ('{"verified": null}', "failed"),
+        ('{"address_verified": false, "message": "done"}', "failed"),
+        ('{"checks": [{"name": "address", "passed": false}]}', "failed"),
+        ('[{"passed": false}]', "failed"),
+        ('{"not_verified": true}', "failed"),
+        ('{"verified": "no"}', "failed"),
+        ({"ok": False}, "failed"),
+        # a flag that is true, and an empty failure field, say ok
+        ('{"ok": true}', "ok"),
+        ('{"address_verified": true}', "ok"),
+        ('{"checks": [{"name": "address", "passed": true}]}', "ok"),
+        ('{"errors": [], "message": "Address verified"}', "ok"),
+        ('{"errors": 0, "message": "Address verified"}', "ok"),
+        ('{"errors": ["PO box"], "message": "Address verified"}', "failed"),
+        ('{"success": true, "message": "Refund denied"}', "failed"),
+        ('{"data": {"status": "failed"}}', "failed"),
+    ],
+)
+def test_a_json_result_is_judged_by_its_fields_not_its_key_names(
+    result: object, expected: str
+) -> None:
+    assert tool_outcome(result) == expected  # type: ignore[arg-type]
+    gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
+    gate.observe("address_check", {"order_id": "4417"}, result, facts)  # type: ignore[arg-type]
+    assert bool(gate.check("issue_refund", {"order_id": "4417"}, facts)) is (expected == "ok")

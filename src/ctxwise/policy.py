@@ -334,12 +334,17 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
     """``"ok"`` or ``"failed"``: what a prerequisite tool's result says.
 
     An error result is ``"failed"``. A JSON object (or mapping) is judged by its
-    ``status`` / ``result`` / ``outcome`` field when it has one, else by its text.
-    Text is ``"ok"`` when it says ok / passed / verified / success / confirmed /
-    valid / approved / completed and nothing like failed / error / mismatch /
-    invalid / denied / rejected / not found / pending, nor a negated success
-    ("not verified", "could not be confirmed", "wasn't approved"). Anything
-    else is ``"failed"``: an unclear result never satisfies a rule.
+    ``status`` / ``result`` / ``outcome`` field when it has one, else by its
+    fields at any depth: a flag named by a success word (``ok``, ``verified``,
+    ``address_valid``) that is false or empty fails it and one that is ``true``
+    passes it; a field named by a failure word (``error``, ``errors``, ``failed``)
+    that holds anything fails it; its string values are then judged as text (a
+    key is a name, not a verdict: ``{"verified": false}`` is not ok). Text is
+    ``"ok"`` when it says ok / passed / verified / success / confirmed / valid /
+    approved / completed and nothing like failed / error / mismatch / invalid /
+    denied / rejected / not found / pending, nor a negated success ("not
+    verified", "could not be confirmed", "wasn't approved"). Anything else is
+    ``"failed"``: an unclear result never satisfies a rule.
     """
     if is_error:
         return "failed"
@@ -356,14 +361,59 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
                 if isinstance(value, bool):
                     return "ok" if value else "failed"
                 return tool_outcome(value)
-        try:  # a date or a set is judged by its text; a cycle or a deep nest is unclear
-            data = json.dumps(data, default=str)
-        except (ValueError, RecursionError):
-            return "failed"
-    text = str(data)
+    if isinstance(data, Mapping | list | tuple | set | frozenset):
+        return _object_outcome(data)
+    return _text_outcome(str(data))
+
+
+def _text_outcome(text: str) -> str:
     if _NOT_OK.search(text) or _NEGATED_OK.search(text) or not _OK.search(text):
         return "failed"
     return "ok"
+
+
+_KEY_WORD = re.compile(r"[^\W_]+")
+_FAIL_KEYS = frozenset(
+    {"error", "errors", "fail", "fails", "failed", "failure", "failures", "mismatch"}
+    | {"mismatched", "invalid", "denied", "rejected", "unverified", "pending"}
+)
+_NEGATORS = frozenset({"not", "no", "non", "un"})
+_MAX_DEPTH = 100
+
+
+def _object_outcome(data: object) -> str:
+    """:func:`tool_outcome` of a JSON object or array (see its docstring); one that
+    holds itself or nests past 100 levels says nothing clear: ``"failed"``."""
+    passed = failed = False
+    texts: list[str] = []
+    stack: list[tuple[object, object, int]] = [(None, data, 0)]
+    seen: set[int] = set()
+    while stack:
+        key, value, depth = stack.pop()
+        if isinstance(value, Mapping | list | tuple | set | frozenset):
+            if id(value) in seen or depth > _MAX_DEPTH:
+                return "failed"
+            seen.add(id(value))
+            if isinstance(value, Mapping):
+                stack.extend((k, v, depth + 1) for k, v in value.items())
+                continue
+            stack.extend((key, v, depth + 1) for v in value)  # items share their key
+            if value:
+                continue
+        words = [w.casefold() for w in _KEY_WORD.findall(key)] if isinstance(key, str) else []
+        negated = bool(_NEGATORS.intersection(words))
+        last = words[-1] if words else ""
+        if _OK.fullmatch(last) and not negated:
+            passed |= value is True
+            failed |= not value
+        elif _OK.fullmatch(last) or (last in _FAIL_KEYS and not negated):
+            failed |= bool(value)  # "not_verified": true, "errors": ["PO box"]
+        if isinstance(value, str):
+            texts.append(value)
+    text = "\n".join(texts)
+    if failed or _NOT_OK.search(text) or _NEGATED_OK.search(text):
+        return "failed"
+    return "ok" if passed or _OK.search(text) else "failed"
 
 
 class PolicyGate:
