@@ -576,3 +576,14 @@ def test_yes_no_refusal_text_is_in_the_error() -> None:
     with pytest.raises(ProviderError) as info:
         _openai_yes(_reply("openai", 200, body))
     assert info.value.detail == f"the model refused: {said}"
+
+
+def test_another_value_error_of_the_sdk_is_a_usage_error_without_the_timeout_hint() -> None:
+    from ctxwise.errors import UsageError
+    from ctxwise.providers import AnthropicChat
+
+    # a model name holding a lone surrogate: the SDK raises UnicodeEncodeError, a ValueError
+    chat = AnthropicChat(_client("anthropic", lambda r: None), "claude-\ud800")
+    with pytest.raises(UsageError, match=r"^the anthropic SDK refused the call: ") as info:
+        chat.complete("s", "u", 10)
+    assert "timeout" not in str(info.value)

@@ -97,14 +97,12 @@ class AnthropicChat:
         except ValueError as exc:
             # raised before sending; the SDK refuses a non-streaming call whose
             # max_tokens it expects to outlast its default timeout
-            hint = (
-                " (lower max_tokens, or give the client an explicit timeout: "
-                "anthropic.Anthropic(timeout=...))"
-                if "stream" in str(exc).lower()
-                else ""
-            )
+            if "stream" not in str(exc).lower():
+                raise UsageError(f"the anthropic SDK refused the call: {exc}") from exc
             raise UsageError(
-                f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc}{hint}"
+                f"the anthropic SDK refused the call with max_tokens={max_tokens}: {exc} "
+                "(lower max_tokens, or give the client an explicit timeout: "
+                "anthropic.Anthropic(timeout=...))"
             ) from exc
         response = parse_body(
             "anthropic", raw_body("AnthropicChat", "anthropic", raw), AnthropicMessage
