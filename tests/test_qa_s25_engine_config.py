@@ -85,3 +85,39 @@ def test_an_empty_source_name_is_refused_by_key(tmp_path: Path) -> None:
 def test_sources_given_in_code_that_are_not_sources_are_a_usage_error(sources: Any) -> None:
     with pytest.raises(UsageError, match="sources"):
         Engine(EngineConfig(store="memory"), sources=sources)
+
+
+@pytest.mark.parametrize(
+    ("extra", "error", "message"),
+    [
+        ({"tools": {"catalog": "tools.jsonl"}}, UsageError, "tools.jsonl: no such file"),
+        (
+            {"tools": {"catalog": "tools.jsonl", "embedder": "bogus"}},
+            UsageError,
+            "unknown embedder 'bogus'",
+        ),
+        (
+            {"tool_results": {"store_over": 100, "key_env": "CTXWISE_QA_S25_NO_SUCH_KEY"}},
+            ConfigError,
+            r"tool_results\.key_env: store_over > 0 needs a cursor key",
+        ),
+    ],
+)
+def test_a_refused_config_creates_no_sqlite_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: dict[str, Any],
+    error: type,
+    message: str,
+) -> None:
+    monkeypatch.delenv("CTXWISE_QA_S25_NO_SUCH_KEY", raising=False)
+    path = tmp_path / "ctxwise.toml"
+    path.write_text('store = "sqlite:///ctxwise.db"\n', encoding="utf-8")
+    cfg = config_from_dict({**load_config(path).model_dump(), **extra}, base_dir=str(tmp_path))
+    with pytest.raises(error, match=message):
+        Engine(cfg)
+    # the SQLite file (and its -wal, -shm) was created and left open before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctxwise.toml"]
+    with Engine(config_from_dict({"store": "sqlite:///ctxwise.db"}, base_dir=str(tmp_path))):
+        pass
+    assert (tmp_path / "ctxwise.db").is_file()

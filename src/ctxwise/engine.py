@@ -318,28 +318,16 @@ class Engine:
         self.extractor = (
             None if cfg.facts.extractor == "none" else FactExtractor.preset(cfg.facts.extractor)
         )
-        url = cfg.store_url()
-        store_kind(url)  # a bad URL fails before anything is opened
-        self._own: list[Any] = []
-        if sessions is None:
-            sessions = open_session_store(url)
-            self._own.append(sessions)
-        self.sessions = sessions
         self.embedder = HashingEmbedder()
         self.now = now if now is not None else time.time
-        needs_store = (
-            cfg.memory.recall
-            or (cfg.memory_tool.enabled and cfg.memory_tool.backend == "store" and not memory_tool)
-            or (cfg.tool_results.store_over > 0 and results is None)
-        )
-        if memory is None and needs_store:
-            memory = open_store(url, dim=self.embedder.dim)
-            self._own.append(memory)
-        self.memory = memory
+        # what a bad config fails on is built before a store is opened: a refused
+        # config creates no SQLite file and leaves no connection open
+        url = cfg.store_url()
+        store_kind(url)  # a bad URL fails before anything is opened
         self.catalog = catalog if catalog is not None else self._build_catalog(cfg)
         if catalog is not None and cfg.tools.always:
             catalog.set_always_loaded(cfg.tools.always)
-        self.results = results if results is not None else self._build_results(cfg)
+        keys = self._cursor_keys(cfg) if results is None else None
         self.memory_tool = memory_tool
         if (
             memory_tool is None
@@ -347,6 +335,29 @@ class Engine:
             and cfg.memory_tool.backend == "directory"
         ):
             self.memory_tool = MemoryTool(DirectoryMemory(cfg.path(cfg.memory_tool.directory)))
+        self._own: list[Any] = []
+        try:
+            if sessions is None:
+                sessions = open_session_store(url)
+                self._own.append(sessions)
+            self.sessions = sessions
+            needs_store = (
+                cfg.memory.recall
+                or (
+                    cfg.memory_tool.enabled
+                    and cfg.memory_tool.backend == "store"
+                    and not memory_tool
+                )
+                or (cfg.tool_results.store_over > 0 and results is None)
+            )
+            if memory is None and needs_store:
+                memory = open_store(url, dim=self.embedder.dim)
+                self._own.append(memory)
+            self.memory = memory
+            self.results = results if results is not None else self._build_results(cfg, keys)
+        except BaseException:
+            self.close()
+            raise
         self._cache: dict[str, _Session] = {}
         one = [Message.text_message("user", "x")]
         self._overhead = 2 * self._sent.count_messages(one) - self._sent.count_messages(one * 2)
@@ -433,7 +444,9 @@ class Engine:
             counter=self.counter,
         )
 
-    def _build_results(self, cfg: EngineConfig) -> ResultStore | None:
+    def _cursor_keys(self, cfg: EngineConfig) -> tuple[bytes, list[bytes]] | None:
+        """The cursor key and the previous ones from the environment (None when no
+        result is stored); a ConfigError when one is missing or too short."""
         spec = cfg.tool_results
         if spec.store_over == 0:
             return None
@@ -454,10 +467,18 @@ class Engine:
                     "(drop it from the list once its cursors have expired)",
                 )
             previous.append(old.encode())
+        return key.encode(), previous
+
+    def _build_results(
+        self, cfg: EngineConfig, keys: tuple[bytes, list[bytes]] | None
+    ) -> ResultStore | None:
+        if keys is None:
+            return None
+        spec = cfg.tool_results
         assert self.memory is not None
         return ResultStore(
-            key.encode(),
-            previous_keys=previous,
+            keys[0],
+            previous_keys=keys[1],
             clock=self.now,
             ttl=spec.ttl,
             page_size=spec.page_size,
