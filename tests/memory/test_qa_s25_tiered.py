@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxwise.errors import SummarizerError, UsageError
-from ctxwise.memory import LongTermMemory, SQLiteStore, TieredMemory
+from ctxwise.memory import InMemoryStore, LongTermMemory, SQLiteStore, TieredMemory
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations
 from ctxwise.memory.store import MAX_TEXT_CHARS
-from ctxwise.memory.tiered import turn_items
+from ctxwise.memory.tiered import _results_end, turn_items
 from ctxwise.messages import (
     Message,
     TextBlock,
@@ -209,3 +211,74 @@ def test_redacted_thinking_is_not_rendered_as_something_the_assistant_said() -> 
     assert _BLOB not in user
     only = Message("assistant", (ThinkingBlock(_BLOB, redacted=True),))
     assert turn_items([only]) == []  # nothing to remember
+
+
+_texts = st.lists(  # st.text would drop the lone surrogate
+    st.characters() | st.sampled_from("世界مرحبا\u0301 \n\ud83d"), max_size=60
+).map("".join)
+
+
+@st.composite
+def _conversation(draw: st.DrawFn) -> list[Message]:
+    """User and assistant turns, some assistant turns calling tools whose results
+    follow (in one message or several), text of any script (lone surrogates too),
+    blank or empty."""
+    out: list[Message] = []
+    for i in range(draw(st.integers(1, 14))):
+        calls = draw(st.integers(0, 3))
+        if calls:
+            uses = tuple(ToolUseBlock(f"c{i}_{j}", "lookup", {"q": j}) for j in range(calls))
+            out.append(Message("assistant", uses))
+            results = [ToolResultBlock(u.id, draw(_texts)) for u in uses]
+            if draw(st.booleans()):
+                out.append(Message("user", tuple(results)))
+            else:
+                out.extend(Message("user", (r,)) for r in results)
+        else:
+            out.append(
+                Message(draw(st.sampled_from(["user", "assistant"])), (TextBlock(draw(_texts)),))
+            )
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(_conversation(), st.integers(1, 300), st.integers(1, 6))
+def test_the_tiers_keep_every_turn_in_order_and_never_split_a_tool_call(
+    messages: list[Message], working_tokens: int, working_turns: int
+) -> None:
+    """Archive + working is every message added, in order; the working turns fit
+    both bounds unless they are one exchange; no tool call is on the other side of
+    the cut from its results; the summary fits its budget; the pinned facts are in
+    every window whole and never pass through the summary."""
+    from ctxwise.memory import CaseFacts
+
+    facts = CaseFacts()
+    facts.set("order_id", "W4417")
+    counter = CharCounter()
+    memory = TieredMemory(
+        counter=counter,
+        working_tokens=working_tokens,
+        working_turns=working_turns,
+        summary_tokens=40,
+        longterm=LongTermMemory(InMemoryStore(), ("t",)),
+        pinned=[facts],
+    )
+    for message in messages:
+        memory.add(message)
+        assert memory.archive + memory.working == messages[: len(memory.archive + memory.working)]
+        working = memory.working
+        if len(working) > 1 and _results_end(working, 0) < len(working):  # could evict
+            assert len(working) <= working_turns
+            assert counter.count_messages(working) <= working_tokens
+        archived_calls = {b.id for m in memory.archive for b in m.tool_uses}
+        archived_results = {b.tool_use_id for m in memory.archive for b in m.tool_results}
+        assert not archived_calls & {b.tool_use_id for m in working for b in m.tool_results}
+        assert not archived_results & {b.id for m in working for b in m.tool_uses}
+        assert counter.count(memory.summary) <= 40
+        sections = memory.sections()
+        assert sections[0].content == "Case facts:\n- order_id: W4417" and sections[0].pinned
+        assert "Case facts" not in memory.summary
+        assert memory.longterm is not None
+        remembered = memory.longterm.store.count(("t",)) if memory.archive else 0
+        assert remembered == len(turn_items(memory.archive))
+    assert memory.archive + memory.working == messages
