@@ -6,6 +6,7 @@ import os
 import shutil
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,50 @@ def test_trace_shows_a_session_id_with_brackets_as_text(tmp_path: Path, session:
     result = run("trace", session, "--db", db)
     assert result.exit_code == 0, result.stderr
     assert f"session {session}" in result.stdout
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    if request.param == "memory":
+        yield InMemorySessionStore()
+        return
+    if request.param == "sqlite":
+        with SQLiteSessionStore(tmp_path / "k.db") as store:
+            yield store
+        return
+    dsn = os.environ.get("CTXWISE_PG_DSN")
+    if not dsn:
+        pytest.skip("no PostgreSQL: set CTXWISE_PG_DSN (scripts/pg_server.py start DIR prints one)")
+    psycopg = pytest.importorskip("psycopg", reason="needs the postgres extra")
+    from ctxwise.sessions.postgres import PostgresSessionStore
+
+    schema = f"s_{uuid.uuid4().hex[:12]}"
+    try:
+        with PostgresSessionStore(dsn, schema=schema) as store:
+            yield store
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def _row(text: str, origin: int) -> HistoryRow:
+    return HistoryRow({"role": "user", "content": [{"type": "text", "text": text}]}, 1, origin)
+
+
+def _texts(store: SessionStore) -> list[str]:
+    return [r.message["content"][0]["text"] for r in store.load("s").history]
+
+
+@pytest.mark.parametrize("keep", [3, 5, -1, True, "1", None])
+def test_a_commit_keeping_past_its_history_is_refused_on_every_backend(
+    any_store: SessionStore, keep: object
+) -> None:
+    # keep=5 of 2 rows: SQLite left a gap at 2-4 and the memory store none, so a later
+    # keep=3 kept different rows; keep=-1 emptied SQLite but dropped one row in memory
+    v = any_store.commit("s", 0, SessionCommit({}, 0, [_row("a", 0), _row("b", 1)], []))
+    with pytest.raises(UsageError, match=r"commit keep=.* is not a position in its history of 2"):
+        any_store.commit("s", v, SessionCommit({}, keep, [_row("c", 2)], []))  # type: ignore[arg-type]
+    assert any_store.version("s") == 1 and _texts(any_store) == ["a", "b"]
+    assert any_store.commit("s", v, SessionCommit({}, 2, [_row("c", 2)], [])) == 2
+    assert any_store.commit("s", 2, SessionCommit({}, 1, [_row("d", 3)], [])) == 3
+    assert _texts(any_store) == ["a", "d"]

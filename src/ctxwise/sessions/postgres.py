@@ -29,6 +29,7 @@ from ctxwise.sessions.store import (
     SessionCommit,
     SessionSnapshot,
     SessionStore,
+    check_keep,
     check_session_id,
     dumps,
     loads,
@@ -198,6 +199,11 @@ class PostgresSessionStore(SessionStore):
             found, log_length = int(row[0]), int(row[1])
             if found != expected_version:
                 raise SessionConflictError(session_id, expected=expected_version, found=found)
+            counted = c.execute(
+                self._sql("SELECT COUNT(*) FROM {schema}.session_history WHERE session_id = %s"),
+                (session_id,),
+            ).fetchone()
+            check_keep(change.keep, int(counted[0]) if counted else 0, session_id)
             new = found + 1
             c.execute(
                 self._sql(

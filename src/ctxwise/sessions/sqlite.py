@@ -16,6 +16,7 @@ from ctxwise.sessions.store import (
     SessionCommit,
     SessionSnapshot,
     SessionStore,
+    check_keep,
     check_session_id,
     dumps,
     loads,
@@ -155,6 +156,11 @@ class SQLiteSessionStore(SessionStore):
                 found, log_length = (int(row[0]), int(row[1])) if row else (0, 0)
                 if found != expected_version:
                     raise SessionConflictError(session_id, expected=expected_version, found=found)
+                (length,) = c.execute(
+                    "SELECT COUNT(*) FROM ctxwise_session_history WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                check_keep(change.keep, int(length), session_id)
                 new = found + 1
                 c.execute(
                     "INSERT INTO ctxwise_sessions (session_id, version, state, log_length) "

@@ -104,6 +104,17 @@ def loads(text: str, what: str, store: str) -> Any:
         ) from e
 
 
+def check_keep(keep: object, length: int, session_id: str) -> None:
+    """A commit's ``keep`` must be a position in the stored history (``0`` to its
+    length): past it the backends left a gap (SQLite) or kept less (memory), and a
+    negative one dropped rows from the end or wrote negative positions."""
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 0 <= keep <= length:
+        raise UsageError(
+            f"session {session_id!r}: commit keep={keep!r} is not a position in its "
+            f"history of {length} message(s) (0 to {length}); nothing was written"
+        )
+
+
 class SessionStore(ABC):
     """The contract every session backend implements (see the module docstring)."""
 
@@ -186,6 +197,7 @@ class InMemorySessionStore(SessionStore):
             s = self._sessions.get(session_id, _MemSession())
             if s.version != expected_version:
                 raise SessionConflictError(session_id, expected=expected_version, found=s.version)
+            check_keep(change.keep, len(s.history), session_id)
             new = _MemSession(
                 s.version + 1,
                 payload,
