@@ -13,6 +13,8 @@ from ctxwise.config import SourceConfig, config_from_dict, load_config
 from ctxwise.errors import ConfigError, UsageError
 from ctxwise.sources import StaticSource
 
+from ._cli import assert_usage_error, run
+
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
 def test_a_priority_that_is_not_finite_is_refused_by_key(tmp_path: Path, value: str) -> None:
@@ -121,3 +123,42 @@ def test_a_refused_config_creates_no_sqlite_file(
     with Engine(config_from_dict({"store": "sqlite:///ctxwise.db"}, base_dir=str(tmp_path))):
         pass
     assert (tmp_path / "ctxwise.db").is_file()
+
+
+def _files(tmp_path: Path) -> None:
+    (tmp_path / "binary.md").write_bytes(b"PK\x03\x04\x00\x00zip")
+    (tmp_path / "latin1.md").write_bytes("Rückgabe binnen 30 Tagen".encode("latin-1"))
+    (tmp_path / "folder.md").mkdir()
+    (tmp_path / "dangling.md").symlink_to(tmp_path / "gone.md")
+    (tmp_path / "notarouter.json").write_text('{"hello": 1}', encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("toml", "where"),
+    [
+        ('[sources.faq]\nfile = "missing.md"', r"missing\.md: sources\.faq\.file: no such file"),
+        ('[sources.faq]\nfile = "dangling.md"', r"sources\.faq\.file: no such file"),
+        ('[sources.faq]\nfile = "folder.md"', r"sources\.faq\.file: is a directory"),
+        ('[sources.faq]\nfile = "binary.md"', r"sources\.faq\.file: binary file"),
+        ('[sources.faq]\nfile = "latin1.md"', r"sources\.faq\.file: not UTF-8 text"),
+        ('[router]\nfile = "router.json"', r"router\.json: router\.file: no such file"),
+        ('[router]\nfile = "notarouter.json"', r"notarouter\.json: router\.file: "),
+        ("[router]\nkeywords = {billing = []}", r"router\.keywords: label 'billing' has no"),
+    ],
+)
+def test_a_file_or_router_the_config_names_is_refused_naming_the_key(
+    tmp_path: Path, toml: str, where: str
+) -> None:
+    _files(tmp_path)
+    path = tmp_path / "ctxwise.toml"
+    path.write_text(f'store = "memory"\n{toml}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=where):
+        Engine.from_file(str(path))
+
+
+def test_the_replay_command_names_the_key_in_one_line(tmp_path: Path, data_dir: Path) -> None:
+    path = tmp_path / "ctxwise.toml"
+    path.write_text('[sources.faq]\nfile = "faq.md"\n', encoding="utf-8")
+    transcript = data_dir / "transcripts" / "claude_code" / "short.jsonl"
+    result = run("replay", transcript, "--budget", "20000", "--config", path)
+    assert_usage_error(result, str(tmp_path / "faq.md"), "sources.faq.file: no such file")

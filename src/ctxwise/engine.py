@@ -378,11 +378,17 @@ class Engine:
         if cfg.router.keywords is not None:
             from ctxwise.routing import KeywordClassifier
 
-            return KeywordClassifier(list(cfg.router.keywords.items()), cfg.router.default)
+            try:
+                return KeywordClassifier(list(cfg.router.keywords.items()), cfg.router.default)
+            except UsageError as e:  # 'label 'a' has no keywords': name the key
+                raise ConfigError("router.keywords", str(e)) from None
         from ctxwise.routing import IntentRouter
 
         assert cfg.router.file is not None
-        return IntentRouter.load(cfg.path(cfg.router.file))
+        try:
+            return IntentRouter.load(cfg.path(cfg.router.file))
+        except FormatError as e:  # the file is named; say which key gave it
+            raise ConfigError(e.source, f"router.file: {e.detail}") from None
 
     def _build_sources(self, cfg: EngineConfig) -> list[Source]:
         from ctxwise._io import read_text_file
@@ -392,7 +398,9 @@ class Engine:
             text = (
                 spec.text
                 if spec.text is not None
-                else read_text_file(cfg.path(str(spec.file)), "a source file", ConfigError)
+                else read_text_file(
+                    cfg.path(str(spec.file)), "a source file", _keyed(f"sources.{name}.file")
+                )
             )
             out.append(
                 StaticSource(
@@ -1185,7 +1193,7 @@ class Engine:
         from ctxwise._io import read_text_file
 
         return read_text_file(
-            self.config.path(self.config.system_file), "a system file", ConfigError
+            self.config.path(self.config.system_file), "a system file", _keyed("system_file")
         )
 
     def _namespace(self, session_id: str) -> tuple[str, ...]:
@@ -1569,6 +1577,16 @@ class Engine:
 
 _FIT_ATTEMPTS = 4
 """Assemblies a turn tries before the window fits as sent (one is the rule)."""
+
+
+def _keyed(key: str) -> Callable[[str, str], ConfigError]:
+    """A ConfigError builder for a file the config names under ``key``: the file,
+    then the key and what is wrong (``sources.faq.file: no such file``)."""
+
+    def error(source: str, detail: str) -> ConfigError:
+        return ConfigError(source, f"{key}: {detail}")
+
+    return error
 
 
 def _as_openai(tool: Mapping[str, Any]) -> dict[str, Any]:
