@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import sqlite3
@@ -256,3 +257,35 @@ def test_a_commit_keeping_past_its_history_is_refused_on_every_backend(
     assert any_store.commit("s", v, SessionCommit({}, 2, [_row("c", 2)], [])) == 2
     assert any_store.commit("s", 2, SessionCommit({}, 1, [_row("d", 3)], [])) == 3
     assert _texts(any_store) == ["a", "d"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        SessionCommit({"seen": {1, 2}}, 0, [], []),
+        SessionCommit({}, 0, [HistoryRow({"at": datetime.date(2026, 1, 2)}, 1, 0)], []),
+        SessionCommit({}, 0, [], [{"raw": b"\xff"}]),
+        SessionCommit({}, 0, [], [], {"turn": object()}, 1),
+    ],
+)
+def test_a_commit_json_cannot_hold_is_refused_alike_on_every_backend(
+    any_store: SessionStore, change: SessionCommit
+) -> None:
+    # SQLite raised TypeError; the memory store kept a date, bytes or an object in the
+    # history, log or trace, and its traces() / log() raised TypeError on reading them
+    with pytest.raises(UsageError, match="a value JSON cannot hold"):
+        any_store.commit("s", 0, change)
+    assert any_store.version("s") == 0
+    assert (any_store.traces("s"), any_store.log("s")) == ([], [])
+
+
+def test_the_memory_store_keeps_a_copy_of_what_was_committed() -> None:
+    store = InMemorySessionStore()
+    message = {"role": "user", "content": [{"type": "text", "text": "order 4417"}]}
+    trace = {"turn": 1, "route": {"label": "billing"}}
+    store.commit("s", 0, SessionCommit({}, 0, [HistoryRow(message, 3, 0)], [message], trace, 1))
+    message["content"][0]["text"] = "order 9999"  # type: ignore[index]
+    trace["route"]["label"] = "other"  # type: ignore[index]
+    assert store.load("s").history[0].message["content"][0]["text"] == "order 4417"
+    assert store.log("s")[0]["content"][0]["text"] == "order 4417"
+    assert store.traces("s")[0]["route"]["label"] == "billing"

@@ -83,8 +83,12 @@ class SessionCommit:
 def dumps(value: Any) -> str:
     """``value`` as compact JSON text every backend can store: UTF-8 as it is, or,
     when it holds a lone surrogate (a broken emoji pasted into a message), with
-    non-ASCII characters escaped, which ``json.loads`` reads back the same."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    non-ASCII characters escaped, which ``json.loads`` reads back the same. A value
+    JSON cannot hold (a set, bytes, a date, a cycle) is a UsageError, on every backend."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    except (TypeError, ValueError, RecursionError) as e:
+        raise UsageError(f"a session commit holds a value JSON cannot hold: {e}") from None
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -161,6 +165,10 @@ class SessionStore(ABC):
         self.close()
 
 
+def _copy(value: Any) -> Any:
+    return json.loads(dumps(value))
+
+
 @dataclass
 class _MemSession:
     version: int = 0
@@ -192,7 +200,12 @@ class InMemorySessionStore(SessionStore):
 
     def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
         check_session_id(session_id)
-        payload = json.loads(dumps(dict(change.state)))  # refuse what JSON cannot hold
+        # stored as JSON copies, as the other backends store them: what JSON cannot
+        # hold is refused here too, and a caller's later edit of a dict changes nothing
+        payload = _copy(dict(change.state))
+        rows = [HistoryRow(_copy(dict(r.message)), r.tokens, r.origin) for r in change.history]
+        log = [_copy(dict(m)) for m in change.log]
+        trace = [_copy(dict(change.trace))] if change.trace is not None else []
         with self._lock:
             s = self._sessions.get(session_id, _MemSession())
             if s.version != expected_version:
@@ -201,9 +214,9 @@ class InMemorySessionStore(SessionStore):
             new = _MemSession(
                 s.version + 1,
                 payload,
-                s.history[: change.keep] + list(change.history),
-                s.log + [dict(m) for m in change.log],
-                s.traces + ([dict(change.trace)] if change.trace is not None else []),
+                s.history[: change.keep] + rows,
+                s.log + log,
+                s.traces + trace,
             )
             self._sessions[session_id] = new
             return new.version
