@@ -162,3 +162,24 @@ def test_the_replay_command_names_the_key_in_one_line(tmp_path: Path, data_dir: 
     transcript = data_dir / "transcripts" / "claude_code" / "short.jsonl"
     result = run("replay", transcript, "--budget", "20000", "--config", path)
     assert_usage_error(result, str(tmp_path / "faq.md"), "sources.faq.file: no such file")
+
+
+@pytest.mark.parametrize(
+    ("make", "detail"),
+    [
+        (lambda p: None, "system_file: no such file"),
+        (lambda p: p.mkdir(), "system_file: is a directory"),
+        (lambda p: p.write_bytes(b"caf\xe9 \xfd"), "system_file: not UTF-8 text"),
+    ],
+)
+def test_a_system_file_that_cannot_be_read_fails_when_the_engine_is_built(
+    tmp_path: Path, make: Any, detail: str
+) -> None:
+    make(tmp_path / "system.txt")
+    path = tmp_path / "ctxwise.toml"
+    path.write_text('system_file = "system.txt"\n', encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    # it was accepted, and the first turn failed after the store was created
+    with pytest.raises(ConfigError, match=detail):
+        Engine.from_file(str(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

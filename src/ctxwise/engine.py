@@ -324,6 +324,7 @@ class Engine:
         # config creates no SQLite file and leaves no connection open
         url = cfg.store_url()
         store_kind(url)  # a bad URL fails before anything is opened
+        self._system_file()  # read on every turn; a file it cannot read fails here
         self.catalog = catalog if catalog is not None else self._build_catalog(cfg)
         if catalog is not None and cfg.tools.always:
             catalog.set_always_loaded(cfg.tools.always)
