@@ -278,3 +278,14 @@ def test_a_json_result_is_judged_by_its_fields_not_its_key_names(
     gate, facts = PolicyGate([compile_rule(RULE, VOCAB)]), CaseFacts()
     gate.observe("address_check", {"order_id": "4417"}, result, facts)  # type: ignore[arg-type]
     assert bool(gate.check("issue_refund", {"order_id": "4417"}, facts)) is (expected == "ok")
+
+
+@pytest.mark.parametrize("facts", [{"address_check:4417": "ok"}, [], "ok"])
+def test_facts_that_are_not_case_facts_are_a_usage_error(facts: object) -> None:
+    # check() blocked with "'str' object has no attribute 'value'" (as if the rule were
+    # broken), observe() raised AttributeError
+    gate = PolicyGate([compile_rule(RULE, VOCAB)])
+    with pytest.raises(UsageError, match="facts must be CaseFacts"):
+        gate.check("issue_refund", {"order_id": "4417"}, facts)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="facts must be CaseFacts"):
+        gate.observe("address_check", {"order_id": "4417"}, "ok", facts)  # type: ignore[arg-type]

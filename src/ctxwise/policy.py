@@ -461,6 +461,8 @@ class PolicyGate:
         if not isinstance(inputs, Mapping):
             raise UsageError(f"tool input must be a mapping, got {type(inputs).__name__}")
         known = facts if facts is not None else CaseFacts()
+        if not isinstance(known, CaseFacts):  # a dict of facts made every rule block
+            raise UsageError(f"facts must be CaseFacts, got {type(known).__name__}")
         checked: list[str] = []
         for rule in self._rules.values():
             try:
@@ -492,6 +494,8 @@ class PolicyGate:
         inputs: Mapping[str, Any] = {} if tool_input is None else tool_input
         if not isinstance(inputs, Mapping):  # as check(): a JSON string is not yet an input
             raise UsageError(f"tool input must be a mapping, got {type(inputs).__name__}")
+        if not isinstance(facts, CaseFacts):
+            raise UsageError(f"facts must be CaseFacts, got {type(facts).__name__}")
         outcome = tool_outcome(result, is_error=is_error)
         keys: list[str] = []
         for rule in self._rules.values():
