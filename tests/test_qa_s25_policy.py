@@ -289,3 +289,25 @@ def test_facts_that_are_not_case_facts_are_a_usage_error(facts: object) -> None:
         gate.check("issue_refund", {"order_id": "4417"}, facts)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="facts must be CaseFacts"):
         gate.observe("address_check", {"order_id": "4417"}, "ok", facts)  # type: ignore[arg-type]
+
+
+def test_accept_given_as_a_generator_keeps_its_values() -> None:
+    # the emptiness check read the generator, so accept was () and nothing satisfied it
+    rule = RequireFact(
+        "r",
+        "Check the address first",
+        ("issue_refund",),
+        "address_check:{order_id}",
+        accept=(v for v in ["ok", "waived"]),
+        satisfied_by="address_check",
+    )
+    assert rule.accept == ("ok", "waived")
+    facts = CaseFacts()
+    facts.set("address_check:4417", "waived", source="supervisor")
+    assert PolicyGate([rule]).check("issue_refund", {"order_id": "4417"}, facts)
+
+
+@pytest.mark.parametrize("accept", [[None], [["ok"]], [True], [""], [], "ok", None])
+def test_accept_values_no_fact_can_hold_are_refused(accept: object) -> None:
+    with pytest.raises(UsageError, match="accept must be a non-empty sequence of values"):
+        RequireFact("r", "Check first", ("issue_refund",), "c:{order_id}", accept=accept)  # type: ignore[arg-type]

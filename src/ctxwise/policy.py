@@ -273,9 +273,20 @@ class RequireFact:
                 f"'address_check:{{order_id}}' (no format spec or conversion): {self.fact!r}"
             )
         accept: object = self.accept
-        if isinstance(accept, str) or not isinstance(accept, Iterable) or not tuple(accept):
-            raise UsageError(f"{what}: accept must be a non-empty sequence of values")
-        object.__setattr__(self, "accept", tuple(str(a) for a in accept))
+        values = (
+            () if isinstance(accept, str) or not isinstance(accept, Iterable) else tuple(accept)
+        )
+        # read once: a generator was emptied by the check, so no fact could satisfy the rule;
+        # str() of None or a list is a value no fact holds
+        if not values or any(
+            isinstance(a, bool) or not isinstance(a, str | int) or not str(a).strip()
+            for a in values
+        ):
+            raise UsageError(
+                f"{what}: accept must be a non-empty sequence of values (strings or "
+                f"integers), got {accept!r}"
+            )
+        object.__setattr__(self, "accept", tuple(str(a) for a in values))
         if self.satisfied_by is not None:
             _check_str(self.satisfied_by, f"{what}: satisfied_by")
 
