@@ -217,3 +217,19 @@ def test_pickled_fields_are_the_structured_values() -> None:
     missing = pickle.loads(pickle.dumps(SAMPLES["MissingDependencyError"]))
     assert isinstance(missing, MissingDependencyError) and isinstance(missing, ImportError)
     assert missing.extra == "postgres"
+
+
+def test_a_parameter_error_shows_any_value_without_raising() -> None:
+    from ctxwise.errors import EditParameterError, SimulationError
+
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+    # an int past Python's int -> str limit has no repr: building the message raised
+    # ValueError instead of the error
+    for cls in (EditParameterError, SimulationError):
+        err = cls("keep", 10**5000, "must be smaller")
+        assert str(err) == "keep=<int of 16,610 bits>: must be smaller" and err.value == 10**5000
+        assert "keep=<Broken>" in str(cls("keep", Broken(), "bad"))
+        assert len(str(cls("keep", "x" * 10_000, "too long"))) < 300

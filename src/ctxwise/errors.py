@@ -254,6 +254,18 @@ class PairingError(UsageError):
         )
 
 
+def _shown(value: object, limit: int = 200) -> str:
+    """``repr(value)`` for an error message, at most ``limit`` characters; never
+    raises (an int of more than 4,300 digits has no ``repr`` by default)."""
+    try:
+        text = repr(value)
+    except Exception:  # ValueError for a huge int; a broken __repr__
+        text = f"<{type(value).__name__}>"
+        if isinstance(value, int):
+            text = f"<int of {value.bit_length():,} bits>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 class EditParameterError(UsageError):
     """A parameter of an edit that is out of range or of the wrong type."""
 
@@ -261,7 +273,7 @@ class EditParameterError(UsageError):
         self.parameter = parameter
         self.value = value
         self.detail = detail
-        super().__init__(f"{parameter}={value!r}: {detail}")
+        super().__init__(f"{parameter}={_shown(value)}: {detail}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.parameter, self.value, self.detail))
@@ -274,7 +286,7 @@ class SimulationError(UsageError):
         self.parameter = parameter
         self.value = value
         self.detail = detail
-        super().__init__(f"{parameter}={value!r}: {detail}")
+        super().__init__(f"{parameter}={_shown(value)}: {detail}")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.parameter, self.value, self.detail))
