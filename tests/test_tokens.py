@@ -258,3 +258,32 @@ def test_missing_dependency_error_names_the_extra() -> None:
     err = MissingDependencyError("tiktoken", "tiktoken", "exact token counting")
     assert "pip install 'ctxwise[tiktoken]'" in str(err)
     assert isinstance(err, ImportError)
+
+
+def test_the_count_cache_is_safe_to_share_between_threads() -> None:
+    # one thread evicting the key another has just looked up, before that one moves
+    # it to the end, raised KeyError out of count() for a counter shared by threads
+    import threading
+    from collections import OrderedDict
+
+    from ctxwise.tokens import _LRU
+
+    lru = _LRU(1)
+    lru.put(b"a", 1)
+    evicted = threading.Event()
+
+    class Racing(OrderedDict):  # type: ignore[type-arg]
+        raced = False
+
+        def get(self, key, default=None):  # type: ignore[no-untyped-def, override]
+            value = super().get(key, default)
+            if not Racing.raced:
+                Racing.raced = True
+                other = threading.Thread(target=lambda: (lru.put(b"b", 2), evicted.set()))
+                other.start()
+                evicted.wait(0.5)  # with the lock held, the other thread cannot evict yet
+            return value
+
+    lru._data = Racing(lru._data)
+    assert lru.get(b"a") == 1
+    assert evicted.wait(5) and list(lru._data) == [b"b"]

@@ -27,6 +27,7 @@ import hashlib
 import math
 import os
 import re
+import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import OrderedDict
@@ -152,11 +153,14 @@ class WordCounter(_TextCounter):
 
 
 class _LRU:
-    """A small LRU map from a content hash to a count."""
+    """A small LRU map from a content hash to a count, safe to share between
+    threads (a counter is: one thread's eviction between another's lookup and its
+    move to the end raised KeyError)."""
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self._data: OrderedDict[bytes, int] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -165,20 +169,22 @@ class _LRU:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     def get(self, key: bytes) -> int | None:
-        value = self._data.get(key)
-        if value is None:
-            self.misses += 1
-            return None
-        self.hits += 1
-        self._data.move_to_end(key)
-        return value
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._data.move_to_end(key)
+            return value
 
     def put(self, key: bytes, value: int) -> None:
         if self.maxsize <= 0:
             return
-        self._data[key] = value
-        if len(self._data) > self.maxsize:
-            self._data.popitem(last=False)
+        with self._lock:
+            self._data[key] = value
+            if len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
 
 
 TiktokenBackend = Literal["auto", "quicktok", "tiktoken"]
