@@ -183,3 +183,29 @@ def test_a_system_file_that_cannot_be_read_fails_when_the_engine_is_built(
     with pytest.raises(ConfigError, match=detail):
         Engine.from_file(str(path))
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "message"),
+    [
+        (None, "ctx\x00wise.toml", r"^'.*ctx\\x00wise\.toml': invalid path"),
+        ("a = " + "[" * 20_000 + "]" * 20_000, "deep.toml", r"bad TOML: nested too deeply"),
+        ("a = " + "{b = " * 5_000 + "1" + "}" * 5_000, "deep.toml", r"nested too deeply"),
+    ],
+)
+def test_a_config_path_or_file_python_cannot_read_is_a_config_error(
+    tmp_path: Path, body: str | None, path: str, message: str
+) -> None:
+    # ValueError (embedded null byte) and RecursionError escaped load_config
+    target = tmp_path / path
+    if body is not None:
+        target.write_text(body, encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        load_config(target)
+    with pytest.raises(ConfigError, match=message):
+        Engine.from_file(str(target))
+
+
+def test_a_config_path_that_is_not_a_path_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="a config path is a str or a Path"):
+        load_config(None)  # type: ignore[arg-type]

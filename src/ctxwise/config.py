@@ -405,6 +405,8 @@ def config_from_dict(
 def load_config(path: str | Path) -> EngineConfig:
     """Read a ``ctxwise.toml``; :class:`ConfigError` for a missing file, bad TOML
     or a bad key (named with its path, e.g. ``clearing.trigger``)."""
+    if not isinstance(path, str | Path):
+        raise ConfigError(repr(path), "a config path is a str or a Path")
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -412,10 +414,14 @@ def load_config(path: str | Path) -> EngineConfig:
         raise ConfigError(str(p), "no such file") from None
     except OSError as e:
         raise ConfigError(str(p), e.strerror or str(e)) from None
+    except ValueError as e:  # a NUL byte in the path (or a lone surrogate)
+        raise ConfigError(repr(str(p)), f"invalid path: {e}") from None
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(str(p), "not UTF-8 text") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(p), f"bad TOML: {e}") from None
+    except RecursionError:  # arrays or tables nested thousands deep
+        raise ConfigError(str(p), "bad TOML: nested too deeply") from None
     return config_from_dict(data, source=str(p), base_dir=str(p.parent.resolve()))
