@@ -209,3 +209,14 @@ def test_a_config_path_or_file_python_cannot_read_is_a_config_error(
 def test_a_config_path_that_is_not_a_path_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="a config path is a str or a Path"):
         load_config(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("store", ["sqlite:///\ud800.db", "sqlite:///caf\udce9.db"])
+def test_a_store_url_with_a_lone_surrogate_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store: str
+) -> None:
+    # Engine(...) raised UnicodeEncodeError from sqlite3.connect
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="store: holds a lone surrogate"):
+        EngineConfig(store=store)
+    assert list(tmp_path.iterdir()) == []

@@ -311,6 +311,11 @@ class EngineConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> EngineConfig:
+        if not _encodable(self.store):
+            raise ValueError(
+                "store: holds a lone surrogate (half of a character), so it names no file "
+                "or database; give memory, sqlite:///PATH or postgresql://…"
+            )
         if self.reserve >= self.budget:
             raise ValueError(f"reserve ({self.reserve}) must be below budget ({self.budget})")
         if self.clearing.mode == "server" and self.render != "anthropic":
@@ -361,6 +366,14 @@ class EngineConfig(_Strict):
             if relative and relative != ":memory:" and self.base_dir is not None:
                 return f"sqlite:///{self.path(relative)}"
         return self.store
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _once(what: str, names: list[str]) -> None:
