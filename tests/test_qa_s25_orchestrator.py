@@ -114,3 +114,19 @@ def test_a_router_that_returns_no_decision_is_named() -> None:
 def test_a_base_section_that_is_not_a_section_is_refused() -> None:
     with pytest.raises(UsageError, match=r"a base section must be a Section, got 'Be brief\.'"):
         Pipeline(ROUTER, sources(), {}, 100, base=["Be brief."])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("chosen", "match"),
+    [
+        ("docs", "chosen sources: give a list of source names, not 'docs'"),  # was 'd, o, c, s'
+        (["docs", "docs"], "chosen sources names source.s. more than once: docs"),
+        (None, "chosen sources: give a list of source names, not None"),  # was TypeError
+        (["nope"], "chosen sources names unknown source.s.: nope; known: docs, faq"),
+    ],
+)
+def test_assemble_sources_checks_its_names_as_a_route_does(chosen: Any, match: str) -> None:
+    pipeline = Pipeline(ROUTER, sources(), {}, 100)
+    with pytest.raises(UsageError, match=match):
+        pipeline.assemble_sources(chosen, "my invoice")
+    assert list(pipeline.assemble_sources(["faq"], "my invoice")[1]) == ["faq"]

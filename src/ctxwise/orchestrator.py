@@ -187,9 +187,7 @@ class Pipeline:
     ) -> tuple[Assembly, dict[str, int]]:
         """Call the ``chosen`` sources (only those), assemble with the base sections,
         and count the window's tokens per source."""
-        unknown = [n for n in chosen if n not in self.sources]
-        if unknown:
-            raise UsageError(f"unknown source(s): {', '.join(unknown)}")
+        chosen = self._names(chosen, "chosen sources")  # as a route's: a list, each once
         sections, owner = self._gather(chosen, query, state or {})
         assembly = assemble(sections, self.budget, self.counter, order=self.order)
         by_source = dict.fromkeys(chosen, 0)
