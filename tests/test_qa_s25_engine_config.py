@@ -220,3 +220,11 @@ def test_a_store_url_with_a_lone_surrogate_is_a_config_error(
     with pytest.raises(ConfigError, match="store: holds a lone surrogate"):
         EngineConfig(store=store)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_integer_too_long_to_convert_is_a_config_error(tmp_path: Path) -> None:
+    # tomllib raises a bare ValueError (past int()'s 4300 digits), not TOMLDecodeError
+    path = tmp_path / "ctxwise.toml"
+    path.write_text("budget = " + "9" * 5_000 + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"ctxwise\.toml: bad TOML: .*digits"):
+        load_config(path)

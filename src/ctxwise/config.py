@@ -437,4 +437,6 @@ def load_config(path: str | Path) -> EngineConfig:
         raise ConfigError(str(p), f"bad TOML: {e}") from None
     except RecursionError:  # arrays or tables nested thousands deep
         raise ConfigError(str(p), "bad TOML: nested too deeply") from None
+    except ValueError as e:  # an integer of more digits than int() converts
+        raise ConfigError(str(p), f"bad TOML: {e}") from None
     return config_from_dict(data, source=str(p), base_dir=str(p.parent.resolve()))
