@@ -311,3 +311,16 @@ def test_accept_given_as_a_generator_keeps_its_values() -> None:
 def test_accept_values_no_fact_can_hold_are_refused(accept: object) -> None:
     with pytest.raises(UsageError, match="accept must be a non-empty sequence of values"):
         RequireFact("r", "Check first", ("issue_refund",), "c:{order_id}", accept=accept)  # type: ignore[arg-type]
+
+
+def test_a_later_failure_under_another_case_revokes_the_check() -> None:
+    rule = compile_rule("Do not refund order #W2378156 until the address check is done", VOCAB)
+    gate, facts = PolicyGate([rule]), CaseFacts()
+    gate.observe("address_check", {"order_id": "#W2378156"}, "Address verified", facts)
+    assert gate.check("issue_refund", {"order_id": "W2378156"}, facts)
+    # the rule applies to 'w2378156' as to 'W2378156', but the failure was kept under its
+    # own key 'address_check:w2378156', so the earlier pass still let the refund run
+    gate.observe("address_check", {"order_id": "w2378156"}, "Address mismatch", facts)
+    assert not gate.check("issue_refund", {"order_id": "#W2378156"}, facts)
+    assert not gate.check("issue_refund", {"order_id": "W2378156"}, facts)
+    assert [f.key for f in facts] == ["address_check:w2378156"]

@@ -291,9 +291,13 @@ class RequireFact:
             _check_str(self.satisfied_by, f"{what}: satisfied_by")
 
     def fact_key(self, tool_input: Mapping[str, Any]) -> str:
-        """The fact key for this input; :class:`KeyError` names a missing field."""
+        """The fact key for this input; :class:`KeyError` names a missing field.
+
+        Ids fill it as the rules compare them (:func:`_norm_value`: ``ORD-1``, ``ord-1``
+        and ``#ORD-1`` are one order), so a later failed check under another spelling
+        revokes an earlier pass: the key is ``address_check:ord-1`` for all three."""
         fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f]
-        values = {f: _id_text(tool_input[f]) for f in fields}
+        values = {f: _norm_value(tool_input[f]) for f in fields}
         return self.fact.format(**values)
 
     def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
