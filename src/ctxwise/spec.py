@@ -37,7 +37,8 @@ class SectionSpec(BaseModel):
     name: str = Field(min_length=1)
     content: str | None = None
     file: str | None = None
-    priority: float = 0
+    # finite: a NaN or infinite priority cannot be ranked (Section refuses it)
+    priority: float = Field(default=0, allow_inf_nan=False)
     pinned: bool = False
     truncatable: bool = False
     stable: bool = False

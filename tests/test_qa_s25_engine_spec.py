@@ -1,0 +1,35 @@
+"""Assembly spec files the project was not built on: each bad one is a SpecError
+naming the key, and the CLI prints one line with exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ctxwise import SpecError, load_spec
+
+from ._cli import assert_usage_error, run
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("s.yaml", "budget: 100\nsections:\n  - {name: a, content: hi, priority: .nan}\n"),
+        ("s.yaml", "budget: 100\nsections:\n  - {name: a, content: hi, priority: -.inf}\n"),
+        ("s.json", '{"budget": 100, "sections": [{"name": "a", "content": "x", "priority": NaN}]}'),
+        (
+            "s.json",
+            '{"budget": 100, "sections": [{"name": "a", "content": "x", "priority": 1e999}]}',
+        ),
+    ],
+)
+def test_a_priority_that_is_not_finite_is_a_spec_error_naming_it(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    # it was a UsageError from Section naming neither the spec nor the key
+    spec = tmp_path / name
+    spec.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError, match=r"s\.(yaml|json): sections\.0\.priority: .*finite"):
+        load_spec(spec)
+    assert_usage_error(run("assemble", spec), "sections.0.priority")
