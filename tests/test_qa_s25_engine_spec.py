@@ -33,3 +33,21 @@ def test_a_priority_that_is_not_finite_is_a_spec_error_naming_it(
     with pytest.raises(SpecError, match=r"s\.(yaml|json): sections\.0\.priority: .*finite"):
         load_spec(spec)
     assert_usage_error(run("assemble", spec), "sections.0.priority")
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("s.json", '{"budget": ' + "9" * 5_000 + ', "sections": []}'),
+        ("s.yaml", "budget: " + "9" * 5_000 + "\nsections: []\n"),
+    ],
+)
+def test_an_integer_too_long_to_convert_is_a_spec_error(
+    tmp_path: Path, name: str, text: str
+) -> None:
+    # json.loads and yaml.safe_load raise a bare ValueError past 4300 digits
+    spec = tmp_path / name
+    spec.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError, match=r"invalid (JSON|YAML): .*digits"):
+        load_spec(spec)
+    assert_usage_error(run("assemble", spec), "digits")

@@ -118,6 +118,10 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
         raise SpecError(
             str(p), f"invalid YAML{at}: {getattr(exc, 'problem', None) or exc}"
         ) from None
+    except ValueError as exc:  # an integer of more digits than int() converts
+        raise SpecError(
+            str(p), f"invalid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}"
+        ) from None
     if not isinstance(data, dict):
         raise SpecError(str(p), "a spec is a mapping with 'sections' (and 'budget')")
     try:
