@@ -91,6 +91,9 @@ _Format: TypeAlias = Literal["anthropic", "openai", "claude-code"]
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
+# Chat Completions message fields and content parts the Messages API has no form of
+_OPENAI_MESSAGE_KEYS = ("tool_calls", "function_call", "refusal", "audio", "name")
+_OPENAI_PARTS = {"image_url", "input_audio", "file", "refusal"}
 _LABELS = {"anthropic": "Anthropic", "openai": "OpenAI", "claude-code": "Claude Code"}
 _SHAPE_LABELS = {
     "request": "request",
@@ -149,18 +152,23 @@ def _messages_format(messages: Sequence[Any]) -> tuple[Literal["anthropic", "ope
     for m in messages:
         if not isinstance(m, Mapping):
             continue
-        if m.get("role") in ("system", "developer", "tool"):
+        if m.get("role") in ("system", "developer", "tool", "function"):
             return "openai", f"a {m['role']!r} message"
-        if "tool_calls" in m:
-            return "openai", "a message with 'tool_calls'"
+        for key in _OPENAI_MESSAGE_KEYS:
+            if key in m:
+                return "openai", f"a message with {key!r}"
         content = m.get("content")
+        if "content" in m and content is None:
+            # Anthropic requires content; Chat Completions sends null beside
+            # tool calls, an audio reply, a refusal or a legacy function call
+            return "openai", "a message whose content is null"
         if isinstance(content, list):
             for b in content:
                 if isinstance(b, Mapping):
                     if b.get("type") in _ANTHROPIC_BLOCKS:
                         return "anthropic", f"a {b['type']!r} content block"
-                    if b.get("type") == "image_url":
-                        return "openai", "an 'image_url' content part"
+                    if b.get("type") in _OPENAI_PARTS:
+                        return "openai", f"a {b['type']!r} content part"
     return "anthropic", "no OpenAI role or field"
 
 

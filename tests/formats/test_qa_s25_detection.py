@@ -1,0 +1,112 @@
+"""Auto-detection of Chat Completions requests that carry no system, tool or
+tool_calls message: audio, refusals, file parts and named participants.
+
+The shapes follow the OpenAI Chat Completions reference: an assistant audio reply
+is ``{"role": "assistant", "content": null, "audio": {"id": ...}}``, a refusal
+``{"content": null, "refusal": "..."}``, user parts of type ``input_audio`` and
+``file``, an assistant part of type ``refusal``, and ``name`` on any message. The
+Messages API has none of these, so each says the file is OpenAI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxwise.formats import read_transcript_file, write_back
+
+AUDIO: dict[str, Any] = {
+    "model": "gpt-4o-audio-preview",
+    "modalities": ["text", "audio"],
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "What is in this recording?"},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+            ],
+        },
+        {"role": "assistant", "content": None, "audio": {"id": "audio_abc123"}},
+        {"role": "user", "content": "Say it again, slower."},
+    ],
+}
+
+REFUSAL: dict[str, Any] = {
+    "model": "gpt-4o",
+    "messages": [
+        {"role": "user", "content": "Help me pick a lock."},
+        {"role": "assistant", "content": None, "refusal": "I can't help with that."},
+        {"role": "user", "content": "It is my own door."},
+    ],
+}
+
+PARTS: dict[str, Any] = {
+    "model": "gpt-4o",
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "file", "file": {"file_id": "file-abc123"}},
+                {"type": "text", "text": "Summarize the report."},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "refusal", "refusal": "I can't."}]},
+    ],
+}
+
+NAMED: dict[str, Any] = {
+    "model": "gpt-4o",
+    "messages": [
+        {"role": "user", "name": "alice", "content": "Hi"},
+        {"role": "assistant", "content": "Hello Alice."},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("doc", "reason"),
+    [
+        (AUDIO, "a 'input_audio' content part"),
+        (REFUSAL, "a message with 'refusal'"),
+        (PARTS, "a 'file' content part"),
+        (NAMED, "a message with 'name'"),
+    ],
+    ids=["audio", "refusal", "file-part", "name"],
+)
+def test_openai_only_fields_say_openai(tmp_path: Path, doc: dict[str, Any], reason: str) -> None:
+    # these were read as Anthropic ("no OpenAI role or field"): audio and refusal
+    # failed with "content must be a string or a list of blocks", the others were
+    # taken for an Anthropic request, rendered and counted as one
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    f = read_transcript_file(p)
+    assert (f.format, f.shape, f.reason) == ("openai", "request", reason)
+    data, shape = write_back(f, {0: f.transcripts[0]})
+    assert shape == "request"
+    assert json.loads(data) == doc
+
+
+def test_null_content_alone_says_openai(tmp_path: Path) -> None:
+    doc = [{"role": "user", "content": "x"}, {"role": "assistant", "content": None}]
+    p = tmp_path / "messages.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    f = read_transcript_file(p)
+    assert (f.format, f.reason) == ("openai", "a message whose content is null")
+    assert json.loads(write_back(f, {0: f.transcripts[0]})[0]) == doc
+
+
+def test_anthropic_messages_are_still_anthropic(tmp_path: Path) -> None:
+    doc = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
+            {"role": "assistant", "content": "Hello."},
+        ],
+    }
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    assert read_transcript_file(p).format == "anthropic"
