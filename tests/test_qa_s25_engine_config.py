@@ -228,3 +228,19 @@ def test_an_integer_too_long_to_convert_is_a_config_error(tmp_path: Path) -> Non
     path.write_text("budget = " + "9" * 5_000 + "\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"ctxwise\.toml: bad TOML: .*digits"):
         load_config(path)
+
+
+def test_the_documented_router_default_of_empty_is_no_default(tmp_path: Path) -> None:
+    # docs/engine.md gives `default = ""`; a keyword router then "matched" every
+    # other query to label '' (reason match), and a file router refused the key
+    path = tmp_path / "ctxwise.toml"
+    path.write_text(
+        'store = "memory"\n[router]\nkeywords = {billing = ["refund"]}\ndefault = ""\n'
+        '[routes]\nbilling = ["memory"]\n',
+        encoding="utf-8",
+    )
+    with Engine.from_file(str(path)) as engine:
+        route = engine.turn("s", [Message.text_message("user", "hello there")]).trace.route
+    assert (route.label, route.reason) == (None, "low_confidence")
+    assert route.fallback == "router refused (low_confidence)"
+    assert EngineConfig(router={"file": "router.json", "default": ""}).router is not None

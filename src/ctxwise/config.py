@@ -124,7 +124,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ctxwise.errors import ConfigError
 
@@ -183,6 +190,13 @@ class RouterConfig(_Strict):
     file: str | None = None
     keywords: dict[str, list[str]] | None = None
     default: str | None = None
+
+    @field_validator("default")
+    @classmethod
+    def _no_default(cls, value: str | None) -> str | None:
+        # "" is the documented default: no label (the router refuses, the fallback
+        # is used); a keyword router given "" matched every query to label ''
+        return None if value is not None and not value.strip() else value
 
     @model_validator(mode="after")
     def _one_kind(self) -> RouterConfig:
