@@ -200,7 +200,7 @@ def test_compile_refuses_what_it_cannot_read(text: str, match: str) -> None:
 
 def test_compile_refuses_an_ambiguous_action() -> None:
     with pytest.raises(UsageError, match="several tools"):
-        compile_rule(RULE, {**VOCAB, "fund": "refund_v2"})
+        compile_rule(RULE, {**VOCAB, "refunds": "refund_v2"})
 
 
 @pytest.mark.parametrize(

@@ -324,3 +324,24 @@ def test_a_later_failure_under_another_case_revokes_the_check() -> None:
     assert not gate.check("issue_refund", {"order_id": "#W2378156"}, facts)
     assert not gate.check("issue_refund", {"order_id": "W2378156"}, facts)
     assert [f.key for f in facts] == ["address_check:w2378156"]
+
+
+def test_a_vocabulary_phrase_names_whole_words_not_letters_inside_one() -> None:
+    # "fund" is in "refund": the refund rule became a Forbid on transfer_funds, and the
+    # refund itself stayed unguarded
+    with pytest.raises(UsageError, match="names no tool"):
+        compile_rule("Do not refund order 4417", {"fund": "transfer_funds"})
+    with pytest.raises(UsageError, match="names no tool"):
+        compile_rule("Never cancel order 4417", {"can": "can_ship"})
+    vocabulary = {"fund": "transfer_funds", "refund": "issue_refund"}
+    rule = compile_rule("Do not refund order 4417", vocabulary)
+    assert rule.tools == ("issue_refund",)
+    # an inflected form still names its phrase
+    assert compile_rule("Never issue refunds for order 4417", VOCAB).tools == ("issue_refund",)
+    checked = compile_rule("Do not refund order 4417 until the address checks are done", VOCAB)
+    assert isinstance(checked, RequireFact) and checked.satisfied_by == "address_check"
+
+
+def test_a_vocabulary_phrase_with_no_word_is_refused() -> None:
+    with pytest.raises(UsageError, match="holds no word"):
+        compile_rule(RULE, {**VOCAB, "--": "issue_refund"})

@@ -40,6 +40,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import ValidationError
@@ -48,7 +49,7 @@ from ctxwise._policy_schema import RULE_KINDS, ForbidItem, GateFile, RequireFact
 from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.facts import CaseFacts
-from ctxwise.text import STOPWORDS
+from ctxwise.text import STOPWORDS, Analyzer
 
 __all__ = [
     "Allowed",
@@ -580,8 +581,25 @@ _NOT_NOUNS = STOPWORDS | {"over", "under", "above", "below", "exceeding", "past"
 500", "over 500", "by 2026"): such a rule is refused, not read as ``than_id=500``."""
 
 
+@lru_cache(maxsize=1)
+def _analyzer() -> Analyzer:
+    return Analyzer()
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(_analyzer().words(text))
+
+
+def _names(phrase: tuple[str, ...], words: tuple[str, ...]) -> bool:
+    """Whether the words of a vocabulary phrase are words of the rule, in order (stemmed:
+    "refund" names "refunds"), not letters inside one ("fund" is not in "refund")."""
+    n = len(words)
+    return n > 0 and any(phrase[i : i + n] == words for i in range(len(phrase) - n + 1))
+
+
 def _lookup(phrase: str, vocabulary: Mapping[str, str], what: str, text: str) -> str:
-    hits = [tool for words, tool in vocabulary.items() if words.casefold() in phrase.casefold()]
+    said = _words(phrase)
+    hits = [tool for words, tool in vocabulary.items() if _names(said, _words(words))]
     if len(set(hits)) != 1:
         found = "no tool" if not hits else f"several tools ({', '.join(sorted(set(hits)))})"
         raise UsageError(
@@ -615,6 +633,8 @@ def compile_rule(
         # an empty phrase is in every sentence; a tool named None became the fact 'None:{id}'
         _check_str(phrase, "compile_rule: a vocabulary phrase")
         _check_str(tool_name, f"compile_rule: the tool for {phrase!r}")
+        if not _words(phrase):
+            raise UsageError(f"compile_rule: the vocabulary phrase {phrase!r} holds no word")
     m = _RULE.match(text)
     if m is None:
         raise UsageError(
