@@ -289,3 +289,9 @@ def test_the_memory_store_keeps_a_copy_of_what_was_committed() -> None:
     assert store.load("s").history[0].message["content"][0]["text"] == "order 4417"
     assert store.log("s")[0]["content"][0]["text"] == "order 4417"
     assert store.traces("s")[0]["route"]["label"] == "billing"
+
+
+def test_trace_of_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
+    # it said 'the file does not exist' of a folder that exists
+    assert_usage_error(run("trace", "s1", "--db", tmp_path), "is a folder, not a SQLite file")
+    assert list(tmp_path.iterdir()) == []

@@ -170,6 +170,8 @@ def _require_session_file(path: Path, db: str) -> None:
     is not a ctxwise store (opening a store migrates it)."""
     import sqlite3
 
+    if path.is_dir():
+        raise UsageError(f"no store at {db!r}: it is a folder, not a SQLite file")
     if not path.is_file():
         raise UsageError(f"no store at {db!r}: the file does not exist")
     try:
