@@ -65,7 +65,7 @@ def test_inside_an_engine_config_a_section_error_keeps_the_whole_key_path() -> N
     with pytest.raises(ConfigError, match=r"^EngineConfig: tool_results\.trim\.x\.max_items: "):
         EngineConfig(tool_results={"trim": {"x": {"max_items": -1}}})
     with pytest.raises(ConfigError, match=r"^EngineConfig: router: give exactly one"):
-        EngineConfig(router={"file": "a.json", "keywords": {}})
+        EngineConfig(router={"file": "a.json", "keywords": {"a": ["x"]}})
     # a section already built is checked when it is built, under its own name
     with pytest.raises(ConfigError, match=r"^ClearingConfig: trigger: "):
         EngineConfig(clearing=ClearingConfig(trigger=2))

@@ -244,3 +244,25 @@ def test_the_documented_router_default_of_empty_is_no_default(tmp_path: Path) ->
     assert (route.label, route.reason) == (None, "low_confidence")
     assert route.fallback == "router refused (low_confidence)"
     assert EngineConfig(router={"file": "router.json", "default": ""}).router is not None
+
+
+def _documented_block() -> str:
+    import re
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "engine.md"
+    blocks = re.findall(r"```toml\n(.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    return str(max(blocks, key=len))
+
+
+def test_the_documented_config_block_loads(tmp_path: Path) -> None:
+    # `file = "router.json"` beside `keywords = {}` was refused as giving both
+    path = tmp_path / "ctxwise.toml"
+    path.write_text(_documented_block(), encoding="utf-8")
+    cfg = load_config(path)
+    assert cfg.router is not None
+    assert (cfg.router.file, cfg.router.keywords, cfg.router.default) == ("router.json", None, None)
+
+
+def test_empty_keywords_alone_are_no_router() -> None:
+    with pytest.raises(ConfigError, match="router: give exactly one of 'file' or 'keywords'"):
+        EngineConfig(router={"keywords": {}})

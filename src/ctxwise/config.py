@@ -191,6 +191,14 @@ class RouterConfig(_Strict):
     keywords: dict[str, list[str]] | None = None
     default: str | None = None
 
+    @field_validator("keywords")
+    @classmethod
+    def _no_keywords(cls, value: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        # {} is the documented default: no keyword router, so `file = "router.json"`
+        # beside it (as docs/engine.md lists them) is a file router; it was refused
+        # as giving both, and {} alone built a router that refused every query
+        return value or None
+
     @field_validator("default")
     @classmethod
     def _no_default(cls, value: str | None) -> str | None:
