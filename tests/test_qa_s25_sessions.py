@@ -9,6 +9,7 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,3 +296,20 @@ def test_trace_of_a_folder_says_it_is_a_folder(tmp_path: Path) -> None:
     # it said 'the file does not exist' of a folder that exists
     assert_usage_error(run("trace", "s1", "--db", tmp_path), "is a folder, not a SQLite file")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_memory_store_lists_sessions_under_its_lock() -> None:
+    # sessions() iterated the dict that commit() adds to, without the lock: a commit in
+    # another thread raised 'dictionary changed size during iteration'
+    store = InMemorySessionStore()
+    store.commit("a", 0, SessionCommit({}, 0, [], []))
+    held: list[bool] = []
+
+    class Watched(dict[str, Any]):
+        def items(self) -> Any:
+            held.append(store._lock.locked())
+            return super().items()
+
+    store._sessions = Watched(store._sessions)
+    assert store.sessions() == ["a"]
+    assert held == [True]

@@ -232,4 +232,5 @@ class InMemorySessionStore(SessionStore):
         return [] if s is None else [json.loads(dumps(m)) for m in s.log]
 
     def sessions(self) -> list[str]:
-        return sorted(k for k, s in self._sessions.items() if s.version)
+        with self._lock:  # a commit adding a session mid-iteration raised RuntimeError
+            return sorted(k for k, s in self._sessions.items() if s.version)
