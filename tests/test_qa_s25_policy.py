@@ -345,3 +345,19 @@ def test_a_vocabulary_phrase_names_whole_words_not_letters_inside_one() -> None:
 def test_a_vocabulary_phrase_with_no_word_is_refused() -> None:
     with pytest.raises(UsageError, match="holds no word"):
         compile_rule(RULE, {**VOCAB, "--": "issue_refund"})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Don\u2019t refund order 4417 until the address check is done",
+        "Mustn\u2019t refund order 4417 until the address check is done",
+        "Do  not refund order 4417 until the address check has  been done",
+        "Do not refund order 4417\nuntil the address check is done.",
+    ],
+)
+def test_compile_rule_reads_a_curly_apostrophe_and_odd_spacing(text: str) -> None:
+    # refused as not understood, so a stated rule was only pinned, never enforced
+    rule = compile_rule(text, VOCAB)
+    assert isinstance(rule, RequireFact) and rule.text == text.strip()
+    assert dict(rule.when) == {"order_id": "4417"} and rule.satisfied_by == "address_check"

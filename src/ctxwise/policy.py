@@ -635,7 +635,9 @@ def compile_rule(
         _check_str(tool_name, f"compile_rule: the tool for {phrase!r}")
         if not _words(phrase):
             raise UsageError(f"compile_rule: the vocabulary phrase {phrase!r} holds no word")
-    m = _RULE.match(text)
+    # "Don't" typed with U+2019 (a phone, an editor), runs of spaces, a line break: read
+    # as the sentence they are (the rule keeps the text verbatim)
+    m = _RULE.match(" ".join(text.replace("\u2019", "'").split()))
     if m is None:
         raise UsageError(
             f"cannot compile rule {text!r}: expected 'do not <action> <noun> <id> "
