@@ -4,7 +4,9 @@ Mapping to the neutral model:
 
 - ``system`` / ``developer`` messages → ``system`` messages (``developer`` kept in extra);
 - an assistant message's ``tool_calls`` → :class:`ToolUseBlock` (arguments parsed as
-  JSON; the raw string is kept so it is written back byte for byte);
+  JSON; the raw string is kept so it is written back byte for byte); a custom tool
+  call (``"type": "custom"``, free text in ``custom.input``) has the input
+  ``{"input": text}``, written back as that text;
 - each ``role: "tool"`` message → a ``user`` message holding one
   :class:`ToolResultBlock`; a user message of tool results only is written back as
   ``tool`` messages.
@@ -142,7 +144,39 @@ def _no_parts(form: Any, default: Any) -> Any:
     return {"absent": _ABSENT, "null": None, "empty_list": []}.get(form, default)
 
 
+def _decode_custom_call(raw: Mapping[str, Any], index: int, source: str) -> ToolUseBlock:
+    custom = raw.get("custom")
+    if (
+        not isinstance(raw.get("id"), str)
+        or not isinstance(custom, Mapping)
+        or not isinstance(custom.get("name"), str)
+        or not isinstance(custom.get("input"), str)
+    ):
+        raise FormatError(
+            source,
+            f"message {index}: a custom tool call needs 'id' and a 'custom' object "
+            "with string 'name' and 'input'",
+        )
+    extra: dict[str, Any] = _rest(raw, {"id", "custom"})
+    custom_extra = {k: v for k, v in custom.items() if k not in ("name", "input")}
+    if custom_extra:
+        extra[_mark("_custom_extra")] = custom_extra
+    return ToolUseBlock(raw["id"], custom["name"], {"input": custom["input"]}, extra)
+
+
+def _encode_custom_call(block: ToolUseBlock, extra: dict[str, Any]) -> dict[str, Any]:
+    value = block.input.get("input")
+    if set(block.input) == {"input"} and isinstance(value, str):
+        text = value
+    else:  # an input edited into another shape (cleared to {}, say)
+        text = json.dumps(dict(block.input), ensure_ascii=False) if block.input else ""
+    custom_extra = extra.pop("_custom_extra", {})
+    return {"id": block.id, "custom": {"name": block.name, "input": text, **custom_extra}, **extra}
+
+
 def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
+    if isinstance(raw, Mapping) and raw.get("type") == "custom":
+        return _decode_custom_call(raw, index, source)
     if not isinstance(raw, Mapping) or not isinstance(raw.get("function"), Mapping):
         raise FormatError(source, f"message {index}: a tool call needs a 'function' object")
     fn = raw["function"]
@@ -167,6 +201,8 @@ def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
 
 def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
     extra = _own(block.extra)
+    if extra.get("type") == "custom":
+        return _encode_custom_call(block, extra)
     raw = extra.pop("_arguments", None)
     fn_extra = extra.pop("_function_extra", {})
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
