@@ -361,3 +361,22 @@ def test_compile_rule_reads_a_curly_apostrophe_and_odd_spacing(text: str) -> Non
     rule = compile_rule(text, VOCAB)
     assert isinstance(rule, RequireFact) and rule.text == text.strip()
     assert dict(rule.when) == {"order_id": "4417"} and rule.satisfied_by == "address_check"
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "ident"),
+    [
+        ("Do not refund order ORD-1234", "order_id", "ORD-1234"),
+        ("Never refund invoice #INV-2024-001", "invoice_id", "INV-2024-001"),
+        ("Do not refund order A_17", "order_id", "A_17"),
+    ],
+)
+def test_compile_rule_reads_an_id_with_a_dash_after_its_letters(
+    text: str, field: str, ident: str
+) -> None:
+    # refused as not understood: the id had to be letters then a digit ('ORD1234')
+    rule = compile_rule(text, VOCAB)
+    assert isinstance(rule, Forbid) and dict(rule.when) == {field: ident}
+    gate = PolicyGate([rule])
+    assert not gate.check("issue_refund", {field: ident.lower()})
+    assert gate.check("issue_refund", {field: ident + "9"})

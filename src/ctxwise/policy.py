@@ -566,7 +566,7 @@ def _rule_from_item(item: ForbidItem | RequireFactItem) -> PolicyRule:
 
 _RULE = re.compile(
     r"^\s*(?:please\s*,?\s+)?(?:do not|don't|never|must not|mustn't)\s+(?P<action>\D+?)\s+"
-    r"(?:(?:for|on)\s+)?(?:the\s+)?(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*\d[\w-]*)"
+    r"(?:(?:for|on)\s+)?(?:the\s+)?(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*[-_]?\d[\w-]*)"
     r"(?:\s+(?:until|unless|before)\s+(?:the\s+|its\s+|an?\s+)?(?P<cond>.+?)\s+"
     r"(?:is|has been|have been|are)\s+(?:done|complete|completed|finished|verified|passed|ok|"
     r"cleared|through))?\s*[.!]?\s*$",
@@ -575,7 +575,7 @@ _RULE = re.compile(
 """The action holds no digit: in "refund order 4417 or 4418" the id is the first
 one, and the rest is not understood (it read as the action "refund order 4417",
 noun "or", id 4418)."""
-_ID_PAIR = re.compile(r"\b(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*\d[\w-]*)", re.IGNORECASE)
+_ID_PAIR = re.compile(r"\b(?P<noun>[a-z]+)\s+#?(?P<id>[A-Z]*[-_]?\d[\w-]*)", re.IGNORECASE)
 _NOT_NOUNS = STOPWORDS | {"over", "under", "above", "below", "exceeding", "past", "more", "less"}
 """Words before a number that do not name what the number is the id of ("more than
 500", "over 500", "by 2026"): such a rule is refused, not read as ``than_id=500``."""
