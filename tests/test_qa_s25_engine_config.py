@@ -266,3 +266,42 @@ def test_the_documented_config_block_loads(tmp_path: Path) -> None:
 def test_empty_keywords_alone_are_no_router() -> None:
     with pytest.raises(ConfigError, match="router: give exactly one of 'file' or 'keywords'"):
         EngineConfig(router={"keywords": {}})
+
+
+def test_a_route_for_a_label_the_keyword_router_never_gives_is_refused() -> None:
+    # a typo in a route's label: the route was never used, and every billing
+    # query fell back ('no route for label billing') without a word
+    data = {
+        "store": "memory",
+        "router": {"keywords": {"billing": ["refund"], "shipping": ["parcel"]}},
+        "routes": {"biling": ["memory"], "shipping": ["memory"]},
+    }
+    with pytest.raises(ConfigError, match=r"routes: 'biling' is no label of the router"):
+        config_from_dict(data)
+    # the default label is one the router gives
+    data["router"]["default"] = "biling"  # type: ignore[index]
+    assert config_from_dict(data).routes["biling"] == ["memory"]
+
+
+def test_a_route_for_a_label_the_router_file_never_gives_is_refused(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    import json
+
+    from ctxwise.routing import IntentRouter
+
+    rows = json.loads((data_dir / "clinc150" / "data_full.json").read_text(encoding="utf-8"))
+    wanted = {"translate", "bill_balance", "pay_bill"}
+    router = IntentRouter.from_labeled((t, lab) for t, lab in rows["train"] if lab in wanted)
+    router.save(tmp_path / "router.json")
+    path = tmp_path / "ctxwise.toml"
+    path.write_text(
+        'store = "memory"\n[router]\nfile = "router.json"\n'
+        '[routes]\ntranslate = ["memory"]\nbil_balance = ["memory"]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError, match=r"router\.json: routes: 'bil_balance' is no label"):
+        Engine.from_file(str(path))
+    path.write_text(path.read_text().replace("bil_balance", "bill_balance"), encoding="utf-8")
+    with Engine.from_file(str(path)) as engine:
+        assert set(engine.routes) == {"translate", "bill_balance"}

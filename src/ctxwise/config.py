@@ -369,6 +369,10 @@ class EngineConfig(_Strict):
                     f"known: {', '.join(sorted(known))}"
                 )
             _once(f"route {label!r}", chosen)
+        if self.router is not None and self.router.keywords is not None:
+            check_route_labels(
+                self.routes, [*self.router.keywords, *filter(None, [self.router.default])]
+            )
         unknown = [n for n in self.fallback or () if n not in known]
         if unknown:
             raise ValueError(f"fallback names unknown source(s) {', '.join(unknown)}")
@@ -396,6 +400,17 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def check_route_labels(routes: dict[str, list[str]], labels: list[str]) -> None:
+    """Refuse a route for a label the router never gives (a typo): it was never
+    used, and the label it was meant for fell back instead."""
+    stray = [label for label in routes if label not in labels]
+    if stray:
+        raise ValueError(
+            f"routes: {', '.join(map(repr, stray))} is no label of the router "
+            f"(its labels: {', '.join(labels)}); name a route after a label"
+        )
 
 
 def _once(what: str, names: list[str]) -> None:

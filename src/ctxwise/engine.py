@@ -64,7 +64,13 @@ from ctxwise._session_state import STATE_FORMAT, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
 from ctxwise.compaction import Compaction, CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
-from ctxwise.config import BUILTIN_SOURCES, ENGINE_SECTIONS, EngineConfig, load_config
+from ctxwise.config import (
+    BUILTIN_SOURCES,
+    ENGINE_SECTIONS,
+    EngineConfig,
+    check_route_labels,
+    load_config,
+)
 from ctxwise.editing import CONTEXT_MANAGEMENT_BETA, clear_tool_uses, context_management
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import (
@@ -386,10 +392,16 @@ class Engine:
         from ctxwise.routing import IntentRouter
 
         assert cfg.router.file is not None
+        path = cfg.path(cfg.router.file)
         try:
-            return IntentRouter.load(cfg.path(cfg.router.file))
+            router = IntentRouter.load(path)
         except FormatError as e:  # the file is named; say which key gave it
             raise ConfigError(e.source, f"router.file: {e.detail}") from None
+        try:
+            check_route_labels(cfg.routes, [intent.name for intent in router.intents])
+        except ValueError as e:
+            raise ConfigError(str(path), str(e)) from None
+        return router
 
     def _build_sources(self, cfg: EngineConfig) -> list[Source]:
         from ctxwise._io import read_text_file
