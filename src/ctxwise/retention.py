@@ -80,7 +80,7 @@ class Specific:
 def specifics(text: str) -> set[Specific]:
     """The specifics of ``text`` (see the module doc)."""
     found: set[Specific] = set()
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # 1 where a path or an id was read (linear, not per match)
     for m in _PATH.finditer(text):
         value = m.group().rstrip(".,:;)'\"")
         if "/" in value and not re.search(r"[A-Za-z]{2}", value.rsplit("/", 1)[-1] or "x"):
@@ -88,17 +88,17 @@ def specifics(text: str) -> set[Specific]:
         if value.startswith(("http://", "https://")) or "//" in value:
             continue
         found.add(Specific("path", _fold(value)))
-        taken.append(m.span())
+        taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
     for m in _ID.finditer(text):
-        if any(s <= m.start() < e for s, e in taken):
+        if taken[m.start()]:
             continue
         value = m.group()
         if len(value) < 4 or value.replace(".", "").isdigit():
             continue
         found.add(Specific("id", _fold(value)))
-        taken.append(m.span())
+        taken[m.start() : m.end()] = b"\x01" * (m.end() - m.start())
     for m in _NUMBER.finditer(text):
-        if any(s <= m.start() < e for s, e in taken):
+        if taken[m.start()]:
             continue
         found.add(Specific("number", m.group().replace(",", "")))
     for m in _ERROR.finditer(text):

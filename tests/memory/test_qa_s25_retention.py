@@ -1,0 +1,38 @@
+"""ctxwise.retention on inputs the project was not built on."""
+
+from __future__ import annotations
+
+from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
+from ctxwise.retention import Specific, retention, specifics
+
+
+def test_a_long_listing_of_paths_and_ids_is_read_in_one_pass() -> None:
+    """Each id and number was checked against every path and id read before it, so
+    a 300,000-character grep listing took about 100 s (quadratic); now the spans
+    read are marked once. What is read is unchanged: an id inside a path
+    (W9999x) and a number inside an id (1234) are not specifics of their own."""
+    line = "lib/W9999x/cd.py:12 W4417 abc-1234 9001 "
+    text = line * 8_000
+    assert specifics(text) == {
+        Specific("path", "lib/w9999x/cd.py"),
+        Specific("number", "12"),
+        Specific("id", "w4417"),
+        Specific("id", "abc-1234"),
+        Specific("number", "9001"),
+    }
+    messages = [
+        Message("assistant", (ToolUseBlock("c1", "Grep", {"pattern": "W4417"}),)),
+        Message("user", (ToolResultBlock("c1", text),)),
+    ]
+    kept = retention(messages, "W4417 is in cd.py, line 12").counts()
+    assert kept["tool_output"] == {"id": [0, 1], "number": [1, 2], "path": [1, 1]}
+    assert kept["conversation"] == {"id": [1, 1]}
+
+
+def test_a_span_read_does_not_reach_past_its_end() -> None:
+    assert specifics("a/b.py 12 W4417") == {
+        Specific("path", "a/b.py"),
+        Specific("number", "12"),
+        Specific("id", "w4417"),
+    }
+    assert specifics("") == set()
