@@ -99,7 +99,7 @@ def test_the_fact_key_is_the_same_for_every_spelling_of_the_id() -> None:
     for spelling in ("4417", 4417.0, "\uff14\uff14\uff11\uff17"):
         assert gate.check("issue_refund", {"order_id": spelling}, facts)
     # a later failure recorded under another spelling revokes the check for all of them
-    gate.observe("address_check", {"order_id": "4417.0"}, "address mismatch", facts)
+    gate.observe("address_check", {"order_id": 4417.0}, "address mismatch", facts)
     assert not gate.check("issue_refund", {"order_id": 4417}, facts)
 
 
@@ -380,3 +380,21 @@ def test_compile_rule_reads_an_id_with_a_dash_after_its_letters(
     gate = PolicyGate([rule])
     assert not gate.check("issue_refund", {field: ident.lower()})
     assert gate.check("issue_refund", {field: ident + "9"})
+
+
+def test_a_check_of_order_42_does_not_pass_order_0042() -> None:
+    # the fact key merged '0042' and '42' (as the rules' id comparison does, which only
+    # makes a rule apply more widely): the check of one order passed the refund of another
+    rule = RequireFact(
+        "check-first",
+        "Check the address first",
+        ("issue_refund",),
+        "address_check:{order_id}",
+        satisfied_by="address_check",
+    )
+    gate, facts = PolicyGate([rule]), CaseFacts()
+    gate.observe("address_check", {"order_id": "42"}, "verified", facts)
+    assert gate.check("issue_refund", {"order_id": "42"}, facts)
+    assert gate.check("issue_refund", {"order_id": 42.0}, facts)  # the same JSON number
+    assert not gate.check("issue_refund", {"order_id": "0042"}, facts)
+    assert not gate.check("issue_refund", {"order_id": "42.0"}, facts)

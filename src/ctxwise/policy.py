@@ -122,17 +122,18 @@ GateDecision: TypeAlias = Allowed | Blocked
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)
 
 
-def _id_text(value: object) -> str:
+def _id_text(value: object, *, numeric: bool = True) -> str:
     """An input value as the text of an id: NFKC (full-width ``４４１７`` is ``4417``),
     without invisible format characters (a zero-width space), trimmed, without a
-    leading ``#``; a number (``4417.0``, ``"500.00"``, ``"0042"``) as its plain
-    decimal value (``4417``, ``500``, ``42``), however it was written."""
+    leading ``#``; a JSON number (``4417.0``, ``5e2``) as its plain decimal value
+    (``4417``, ``500``), and, when ``numeric``, a string that spells a number too
+    (``"500.00"``, ``"0042"`` → ``500``, ``42``)."""
     if isinstance(value, float) and math.isfinite(value):
         return _plain(format(Decimal(repr(value)), "f"))  # 1e+20 written out, exactly
     text = unicodedata.normalize("NFKC", str(value))
     text = "".join(c for c in text if unicodedata.category(c) != "Cf")
     text = text.strip().lstrip("#").strip()
-    return _plain(text) if _NUMBER.fullmatch(text) else text
+    return _plain(text) if numeric and _NUMBER.fullmatch(text) else text
 
 
 def _plain(number: str) -> str:
@@ -294,11 +295,13 @@ class RequireFact:
     def fact_key(self, tool_input: Mapping[str, Any]) -> str:
         """The fact key for this input; :class:`KeyError` names a missing field.
 
-        Ids fill it as the rules compare them (:func:`_norm_value`: ``ORD-1``, ``ord-1``
-        and ``#ORD-1`` are one order), so a later failed check under another spelling
-        revokes an earlier pass: the key is ``address_check:ord-1`` for all three."""
+        Ids fill it as the rules compare them (``ORD-1``, ``ord-1`` and ``#ORD-1`` are
+        one order, the key is ``address_check:ord-1`` for all three), so a later failed
+        check under another spelling revokes an earlier pass; but a string that spells
+        a number keeps its digits (``"0042"`` is not the order ``42``: a key that merged
+        them would let one order's check pass the other)."""
         fields = [f for _, f, _, _ in _FIELDS.parse(self.fact) if f]
-        values = {f: _norm_value(tool_input[f]) for f in fields}
+        values = {f: _id_text(tool_input[f], numeric=False).casefold() for f in fields}
         return self.fact.format(**values)
 
     def check(self, tool_name: str, tool_input: Mapping[str, Any], facts: CaseFacts) -> str | None:
