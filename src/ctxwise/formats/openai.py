@@ -9,7 +9,11 @@ Mapping to the neutral model:
   ``{"input": text}``, written back as that text;
 - each ``role: "tool"`` message → a ``user`` message holding one
   :class:`ToolResultBlock`; a user message of tool results only is written back as
-  ``tool`` messages.
+  ``tool`` messages;
+- the deprecated ``function_call`` of an assistant message → a :class:`ToolUseBlock`
+  with the id ``function_call_<message index>`` (the format gives it none), and a
+  ``role: "function"`` message → a :class:`ToolResultBlock` answering the latest
+  such call before it; both are written back in their legacy form.
 
 Chat Completions has no thinking blocks and no ``is_error``; encoding a transcript
 that has them drops them (Anthropic → OpenAI is lossy there, by the format).
@@ -235,6 +239,9 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
         extra = _rest(raw, {"role", "content", "tool_calls"})
         _content_form(raw, extra)
         blocks, plain = _decode_content(raw.get("content"), index, source)
+        if raw.get("function_call") is not None:
+            del extra[_mark("function_call")]
+            blocks = (*blocks, _decode_function_call(raw["function_call"], index, source))
         calls = raw.get("tool_calls")
         if calls is not None:
             if not isinstance(calls, list):
@@ -260,7 +267,60 @@ def _decode_message(raw: Any, index: int, source: str) -> Message:
             str(raw["tool_call_id"]), result, None, _rest(raw, {"role", "tool_call_id", "content"})
         )
         return Message("user", (block,), extra={_mark("_role"): "tool"})
+    if role == "function":
+        content = raw.get("content")
+        if content is not None and not isinstance(content, str):
+            raise FormatError(source, f"message {index}: function content must be a string")
+        if not isinstance(raw.get("name"), str):
+            raise FormatError(source, f"message {index}: a function message needs 'name'")
+        extra = _rest(raw, {"role", "content"})
+        extra[_mark("_function")] = True
+        if content is None:
+            extra[_mark("_content")] = "null" if "content" in raw else "absent"
+        # answers the latest function_call before it (decode_messages sets the id)
+        block = ToolResultBlock(_function_call_id(None), content or "", None, extra)
+        return Message("user", (block,), extra={_mark("_role"): "function"})
     raise FormatError(source, f"message {index}: unknown role {role!r}")
+
+
+def _function_call_id(index: int | None) -> str:
+    """The id a legacy ``function_call`` gets (it has none): its message's index."""
+    return f"function_call_{index if index is not None else 'unanswered'}"
+
+
+def _decode_function_call(raw: Any, index: int, source: str) -> ToolUseBlock:
+    if (
+        not isinstance(raw, Mapping)
+        or not isinstance(raw.get("name"), str)
+        or not isinstance(raw.get("arguments", ""), str)
+    ):
+        raise FormatError(
+            source,
+            f"message {index}: function_call needs a string 'name' and 'arguments'",
+        )
+    call = _decode_tool_call({"id": _function_call_id(index), "function": raw}, index, source)
+    return ToolUseBlock(call.id, call.name, call.input, {**call.extra, _mark("_function"): True})
+
+
+def _answer_function_calls(msgs: Sequence[Message]) -> tuple[Message, ...]:
+    """Legacy ``function`` messages answer the latest ``function_call`` before them."""
+    out: list[Message] = []
+    call: str | None = None
+    for m in msgs:
+        for b in m.content:
+            if isinstance(b, ToolUseBlock) and b.extra.get(_mark("_function")):
+                call = b.id
+        first = m.content[0] if len(m.content) == 1 else None
+        if isinstance(first, ToolResultBlock) and first.extra.get(_mark("_function")):
+            if call is not None:
+                m = Message(
+                    m.role,
+                    (ToolResultBlock(call, first.content, None, first.extra),),
+                    extra=m.extra,
+                )
+            call = None
+        out.append(m)
+    return tuple(out)
 
 
 def _text_content(blocks: Sequence[ContentBlock], plain: bool, form: Any, default: Any) -> Any:
@@ -291,7 +351,12 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
         out = _with_content(
             {"role": "assistant"}, _text_content(msg.content, msg.plain, form, None)
         )
-        calls = [_encode_tool_call(b) for b in msg.content if isinstance(b, ToolUseBlock)]
+        uses = [b for b in msg.content if isinstance(b, ToolUseBlock)]
+        legacy = [b for b in uses if _own(b.extra).get("_function")]
+        calls = [_encode_tool_call(b) for b in uses if b not in legacy]
+        if legacy:
+            fn = _encode_tool_call(legacy[-1])["function"]
+            out["function_call"] = fn
         if calls or empty_calls:
             out["tool_calls"] = calls
         elif null_calls:
@@ -305,6 +370,14 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
         content_value: Any = (
             r.content if isinstance(r.content, str) else [_encode_part(b) for b in r.content]
         )
+        r_extra = _own(r.extra)
+        if r_extra.pop("_function", False):
+            form = r_extra.pop("_content", None)
+            fn_msg = {"role": "function", **r_extra}
+            if content_value == "":  # null or absent when read, and not edited since
+                content_value = _no_parts(form, content_value)
+            out_msgs.append(_with_content(fn_msg, content_value))
+            continue
         out_msgs.append(
             {
                 "role": "tool",
@@ -330,7 +403,7 @@ def decode_messages(messages: Sequence[Any], *, source: str = _SOURCE) -> Transc
     """A transcript from a Chat Completions ``messages`` list."""
     if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
         raise FormatError(source, "messages must be a list")
-    msgs = tuple(_decode_message(m, i, source) for i, m in enumerate(messages))
+    msgs = _answer_function_calls([_decode_message(m, i, source) for i, m in enumerate(messages)])
     return Transcript(msgs, source=source, format=_NS)
 
 
