@@ -313,3 +313,28 @@ def test_the_memory_store_lists_sessions_under_its_lock() -> None:
     store._sessions = Watched(store._sessions)
     assert store.sessions() == ["a"]
     assert held == [True]
+
+
+@pytest.mark.parametrize(
+    ("path", "match"),
+    [
+        ("a\x00b.db", "holds a NUL character"),  # was ValueError: embedded null byte
+        ("x\ud800.db", "holds a lone surrogate"),  # was UnicodeEncodeError
+        (5, "a session store path is a str or a Path"),  # opened a file named '5'
+    ],
+)
+def test_a_session_store_path_no_file_can_have_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: object, match: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match=match):
+        SQLiteSessionStore(path)  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_name_that_is_not_utf8_opens(tmp_path: Path) -> None:
+    name = tmp_path / "runs\udcff.db"  # the byte 0xff, as Python reads it from the OS
+    with SQLiteSessionStore(name) as store:
+        store.commit("s", 0, SessionCommit({}, 0, [], []))
+    with SQLiteSessionStore(name) as store:
+        assert store.version("s") == 1

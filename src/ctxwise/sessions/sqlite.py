@@ -6,11 +6,12 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
 from ctxwise._sqlite import use_wal
-from ctxwise.errors import SessionConflictError, SessionStoreError
+from ctxwise.errors import SessionConflictError, SessionStoreError, UsageError
 from ctxwise.sessions.store import (
     HistoryRow,
     SessionCommit,
@@ -50,7 +51,17 @@ class SQLiteSessionStore(SessionStore):
     two processes on one file serialize their commits and the version check holds)."""
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        if not isinstance(path, str | PathLike):  # 5 opened a file named '5'
+            raise UsageError(f"a session store path is a str or a Path, got {path!r}")
         self.path = str(path)
+        if "\x00" in self.path:  # sqlite3 raised ValueError ('embedded null byte')
+            raise UsageError(f"bad session store path {self.path!r}: it holds a NUL character")
+        try:
+            self.path.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:  # no file name holds a lone surrogate
+            raise UsageError(
+                f"bad session store path {self.path!r}: it holds a lone surrogate, not a name"
+            ) from None
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=timeout, check_same_thread=False, isolation_level=None
