@@ -27,7 +27,7 @@ import heapq
 import inspect
 import itertools
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -498,11 +498,17 @@ class _Reader:
             if not _NUMBERING.fullmatch(text, cuts[-1], m.start()):  # "1. Do x": one
                 cuts.append(m.end())
         cuts.append(line.hi)
+        starts = [h[0] for h in hits]  # in text order: a sentence's hits are a run
         for s, e in itertools.pairwise(cuts):
             e = len(text[s:e].rstrip()) + s
             if e <= s or _NUMBERING.fullmatch(text, s, e):
                 continue
-            inside = [h for h in hits if s <= h[0] and h[1] <= e]
+            inside = []
+            i = bisect_left(starts, s)
+            while i < len(hits) and hits[i][0] < e:
+                if hits[i][1] <= e:
+                    inside.append(hits[i])
+                i += 1
             if e - s > _SENTENCE_CHARS:
                 self.windows(n, line, inside)
             found = [u for _, _, us in inside for u in us]
