@@ -7,6 +7,7 @@ refused as a whole ("unknown role 'function'")."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,31 @@ def test_function_message_without_a_call_is_an_orphan() -> None:
 def test_malformed_legacy_messages_are_format_errors(messages: list[Any]) -> None:
     with pytest.raises(FormatError, match="message 0: "):
         openai.decode_messages(messages)
+
+
+def test_an_edited_function_call_of_a_response_is_written_back() -> None:
+    # the response kept its function_call as a response field too, which
+    # encode_response wrote over the edited call: a cleared input came back whole
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-3.5-turbo-0613",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "function_call",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                },
+            }
+        ],
+    }
+    message = openai.decode_response(body)
+    assert openai.encode_response(message) == body
+    use = message.content[0]
+    assert isinstance(use, ToolUseBlock)
+    edited = replace(message, content=(replace(use, input={"city": "Rome"}),))
+    out = openai.encode_response(edited)["choices"][0]["message"]
+    assert out["function_call"] == {"name": "get_weather", "arguments": '{"city": "Rome"}'}

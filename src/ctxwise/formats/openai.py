@@ -448,7 +448,13 @@ def decode_response(payload: Any, *, source: str = _SOURCE) -> Message:
     response = {
         "response": {k: v for k, v in payload.items() if k not in ("choices", "id")},
         "choice": {k: v for k, v in choice.items() if k != "message"},
-        "message": {k: v for k, v in raw.items() if k not in ("role", "content", "tool_calls")},
+        # a legacy function_call is a block of the message, not a response field
+        "message": {
+            k: v
+            for k, v in raw.items()
+            if k not in ("role", "content", "tool_calls")
+            and not (k == "function_call" and v is not None)
+        },
     }
     extra = {**markers, **{f"{_RESPONSE_NS}.{k}": v for k, v in response.items()}}
     return Message(msg.role, msg.content, plain=msg.plain, id=payload.get("id"), extra=extra)
