@@ -305,3 +305,25 @@ def test_a_route_for_a_label_the_router_file_never_gives_is_refused(
     path.write_text(path.read_text().replace("bil_balance", "bill_balance"), encoding="utf-8")
     with Engine.from_file(str(path)) as engine:
         assert set(engine.routes) == {"translate", "bill_balance"}
+
+
+def test_a_relative_st_embedder_folder_is_relative_to_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data_dir: Path
+) -> None:
+    # tools.embedder = "st:DIR" was looked for in the working folder, unlike every
+    # other path of the file: here it is missing, and the error names where it was sought
+    pytest.importorskip("sentence_transformers")
+    folder = tmp_path / "project"
+    folder.mkdir()
+    catalog = data_dir / "tools" / "livemcpbench" / "livemcp_tool_catalog.jsonl"
+    path = folder / "ctxwise.toml"
+    path.write_text(
+        f'store = "memory"\n[tools]\ncatalog = "{catalog}"\nskip_invalid = true\n'
+        'embedder = "st:models/mini"\n',
+        encoding="utf-8",
+    )
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "models" / "mini").mkdir(parents=True)  # no model: never to be read
+    monkeypatch.chdir(elsewhere)
+    with pytest.raises(UsageError, match=f"model path {folder / 'models' / 'mini'} is not"):
+        Engine.from_file(str(path))

@@ -456,7 +456,10 @@ class Engine:
             return None
         from ctxwise.embeddings import get_embedder
 
-        embedder = None if cfg.tools.embedder == "none" else get_embedder(cfg.tools.embedder)
+        name = cfg.tools.embedder
+        if name.startswith("st:"):  # a model folder: relative to the config file too
+            name = f"st:{cfg.path(name[3:])}"
+        embedder = None if name == "none" else get_embedder(name)
         return ToolCatalog.load(
             cfg.path(cfg.tools.catalog),
             skip_invalid=cfg.tools.skip_invalid,
