@@ -48,3 +48,23 @@ def test_a_half_life_that_is_not_a_positive_number_is_a_usage_error(
     assert [h.item.text for h in memory.recall("apples", k=1, recency_half_life=1.0)] == [
         "note 5 about apples"
     ]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"store": None}, "takes a Store, got NoneType"),
+        ({"store": "sqlite:///memory.db"}, "open a URL with ctxwise.memory.open_store"),
+        ({"embedder": "hashing"}, "embedder is an Embedder"),
+        ({"clock": "now"}, "clock is a function"),
+    ],
+    ids=["no-store", "a-url", "embedder-name", "clock-string"],
+)
+def test_what_is_not_a_store_embedder_or_clock_is_refused_when_built(
+    tmp_path: Path, kwargs: dict[str, object], words: str
+) -> None:
+    """It was taken, and the first remember or recall raised AttributeError ('str'
+    object has no attribute 'recent') or TypeError ('str' object is not callable)."""
+    args: dict[str, object] = {"store": SQLiteStore(tmp_path / "m.db"), **kwargs}
+    with pytest.raises(UsageError, match=words):
+        LongTermMemory(namespace=("t",), **args)  # type: ignore[arg-type]

@@ -275,6 +275,17 @@ class LongTermMemory:
         self.mention_field = chosen.mention_field
         self.mention_boost = chosen.mention_boost
         self.stopwords = chosen.stopwords
+        if not isinstance(store, Store):
+            raise UsageError(
+                f"LongTermMemory takes a Store, got {type(store).__name__}"
+                + (" (open a URL with ctxwise.memory.open_store)" if isinstance(store, str) else "")
+            )
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise UsageError(
+                f"embedder is an Embedder (embed, dim, name) or None, got {type(embedder).__name__}"
+            )
+        if clock is not None and not callable(clock):
+            raise UsageError(f"clock is a function returning seconds, got {type(clock).__name__}")
         self.store = store
         self.namespace: Namespace = check_namespace(namespace)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
