@@ -14,6 +14,9 @@ from ctxwise.errors import ConfigError, UsageError
 from ctxwise.sources import StaticSource
 
 from ._cli import assert_usage_error, run
+from .conftest import DATA
+
+LIVEMCP_CATALOG = DATA / "tools" / "livemcpbench" / "livemcp_tool_catalog.jsonl"
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
@@ -94,9 +97,9 @@ def test_sources_given_in_code_that_are_not_sources_are_a_usage_error(sources: A
     [
         ({"tools": {"catalog": "tools.jsonl"}}, UsageError, "tools.jsonl: no such file"),
         (
-            {"tools": {"catalog": "tools.jsonl", "embedder": "bogus"}},
+            {"tools": {"catalog": str(LIVEMCP_CATALOG), "embedder": "hashing"}},
             UsageError,
-            "unknown embedder 'bogus'",
+            "read_pdf",  # LiveMCPBench's one tool whose schema does not validate
         ),
         (
             {"tool_results": {"store_over": 100, "key_env": "CTXWISE_QA_S25_NO_SUCH_KEY"}},
@@ -112,6 +115,8 @@ def test_a_refused_config_creates_no_sqlite_file(
     error: type,
     message: str,
 ) -> None:
+    if not LIVEMCP_CATALOG.is_file():
+        pytest.skip(f"shared data not found at {DATA} (set CTXWISE_DATA)")
     monkeypatch.delenv("CTXWISE_QA_S25_NO_SUCH_KEY", raising=False)
     path = tmp_path / "ctxwise.toml"
     path.write_text('store = "sqlite:///ctxwise.db"\n', encoding="utf-8")
@@ -327,3 +332,15 @@ def test_a_relative_st_embedder_folder_is_relative_to_the_config(
     monkeypatch.chdir(elsewhere)
     with pytest.raises(UsageError, match=f"model path {folder / 'models' / 'mini'} is not"):
         Engine.from_file(str(path))
+
+
+@pytest.mark.parametrize("name", ["bogus", "Hashing", "hashing:abc", "hashing:64:bigrams", "st:"])
+def test_an_unknown_tools_embedder_is_refused_without_a_catalog_too(name: str) -> None:
+    # it was built only with a catalog, so without one a typo passed silently
+    with pytest.raises(ConfigError, match=rf"tools\.embedder: unknown embedder '{name}'"):
+        config_from_dict({"tools": {"embedder": name}})
+
+
+@pytest.mark.parametrize("name", ["none", "hashing", "hashing:64", "hashing:64:unigrams", "minilm"])
+def test_every_documented_embedder_name_is_taken(name: str) -> None:
+    assert config_from_dict({"tools": {"embedder": name}}).tools.embedder == name

@@ -90,7 +90,8 @@ its default::
     mode = "client"               # client: ctxwise's tool_search tool; server:
                                   # Anthropic's tool search (render = "anthropic")
     server_search = "bm25"        # bm25 | regex: Anthropic's search tool (mode = "server")
-    embedder = "none"             # none | hashing | minilm | st:DIR: the search's vectors
+    embedder = "none"             # none | hashing[:DIM] | minilm | st:DIR: the search's
+                                  # vectors (DIR relative: to the config file)
 
     [tool_results]                # what Engine.tool_result does to a tool's result
     store_over = 0                # tokens: a larger list or text result is stored and
@@ -120,6 +121,7 @@ Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
 from __future__ import annotations
 
 import contextvars
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -272,6 +274,17 @@ class ToolsConfig(_Strict):
     mode: Literal["client", "server"] = "client"
     server_search: Literal["bm25", "regex"] = "bm25"
     embedder: str = "none"
+
+    @field_validator("embedder")
+    @classmethod
+    def _known_embedder(cls, value: str) -> str:
+        # checked here: it is built only with a catalog, so a typo passed silently
+        if not re.fullmatch(r"none|minilm|hashing(:[0-9]+(:unigrams)?)?|st:.+", value):
+            raise ValueError(
+                f"unknown embedder {value!r}; choose none, hashing, hashing:DIM, "
+                "hashing:DIM:unigrams, minilm or st:DIR"
+            )
+        return value
 
 
 class TrimConfig(_Strict):
