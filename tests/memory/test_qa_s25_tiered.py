@@ -282,3 +282,33 @@ def test_the_tiers_keep_every_turn_in_order_and_never_split_a_tool_call(
         remembered = memory.longterm.store.count(("t",)) if memory.archive else 0
         assert remembered == len(turn_items(memory.archive))
     assert memory.archive + memory.working == messages
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"longterm": InMemoryStore()}, "longterm is a LongTermMemory or None, got InMemoryStore"),
+        ({"pinned": [object()]}, "pinned is a sequence of objects with section()"),
+        ({"pinned": "rules"}, "pinned is a sequence of objects with section()"),
+        ({"summarizer": "llm"}, "summarizer is a Summarizer or None, got str"),
+        ({"counter": "char"}, "counter is a TokenCounter or None, got str"),
+    ],
+    ids=["store-as-longterm", "pinned-object", "pinned-string", "summarizer-name", "counter-name"],
+)
+def test_parts_of_the_wrong_kind_are_refused_when_built(
+    kwargs: dict[str, object], words: str
+) -> None:
+    """They were taken: sections() raised AttributeError ('InMemoryStore' object has
+    no attribute 'recall', 'str' object has no attribute 'section'), and a
+    summarizer or counter given by name failed on the first eviction."""
+    with pytest.raises(UsageError, match=words):
+        TieredMemory(**kwargs)  # type: ignore[arg-type]
+
+
+def test_pinned_may_be_any_iterable_of_sections() -> None:
+    from ctxwise.memory import CaseFacts, Rules
+
+    facts, rules = CaseFacts(), Rules(["Never call before 9am."])
+    facts.set("order_id", "W1")
+    memory = TieredMemory(pinned=(p for p in (rules, facts)))  # type: ignore[arg-type]
+    assert [s.name for s in memory.sections()] == ["rules", "case facts"]

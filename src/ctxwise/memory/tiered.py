@@ -146,6 +146,21 @@ class TieredMemory:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{name} must be a positive integer, got {value!r}")
+        checks: tuple[tuple[str, object, type], ...] = (
+            ("counter", counter, TokenCounter),
+            ("summarizer", summarizer, Summarizer),
+            ("longterm", longterm, LongTermMemory),
+        )
+        for name, given, kind in checks:
+            if given is not None and not isinstance(given, kind):
+                raise UsageError(f"{name} is a {kind.__name__} or None, got {type(given).__name__}")
+        given_pinned: Any = pinned  # the caller's, unchecked
+        pins = [] if isinstance(given_pinned, str) else list(pinned)
+        if isinstance(given_pinned, str) or not all(isinstance(p, Pinned) for p in pins):
+            raise UsageError(
+                "pinned is a sequence of objects with section() (CaseFacts, Rules), got"
+                f" {pinned!r:.80}"
+            )
         self.counter = counter if counter is not None else CharCounter()
         self.working_tokens = working_tokens
         self.working_turns = working_turns
@@ -155,7 +170,7 @@ class TieredMemory:
         self.summary_tokens = summary_tokens
         self.longterm = longterm
         self.recall_k = recall_k
-        self.pinned = list(pinned)
+        self.pinned = pins
         self.working: list[Message] = []
         self.summary = ""
         self.archive: list[Message] = []
