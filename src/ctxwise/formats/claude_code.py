@@ -13,9 +13,11 @@ What becomes a message:
   :class:`~ctxwise.messages.CompactBoundary` on the transcript.
 
 Skipped (counted in :attr:`ClaudeCodeReadReport.skipped`): ``progress``,
-``file-history-snapshot``, ``queue-operation`` and other bookkeeping events, and
+``file-history-snapshot``, ``queue-operation`` and other bookkeeping events,
 ``system`` events other than compaction boundaries (hook summaries, turn
-durations, local command echoes), which the model never sees.
+durations, local command echoes), and the API errors Claude Code records as
+assistant events (``isApiErrorMessage`` with model ``<synthetic>``: "API Error:
+529 Overloaded", a usage limit notice), which the model never sees.
 
 Writing: ctxwise does not generate sessions from scratch (the events carry uuids,
 parent links, cwd, version and UI state it has no model for). It writes edits
@@ -139,6 +141,9 @@ def read_claude_code_lines(
         raw = event.get("message")
         if not isinstance(raw, Mapping) or "content" not in raw:
             raise FormatError(source, f"{etype} event without a message", line=lineno)
+        if _synthetic_error(event):
+            report.skipped["api_error"] += 1
+            continue
         blocks = _blocks(raw["content"], source, lineno)
         if etype == "assistant":
             mid = _text(raw.get("id"))
@@ -202,6 +207,23 @@ def read_claude_code_lines(
     return (
         Transcript(tuple(out), compactions=tuple(boundaries), source=source, format="claude-code"),
         report,
+    )
+
+
+_SYNTHETIC_MODEL = "<synthetic>"
+"""The ``message.model`` of the assistant events Claude Code writes itself."""
+
+
+def _synthetic_error(event: Mapping[str, Any]) -> bool:
+    """An API error (overload, rate limit, ...) Claude Code recorded as an assistant
+    event (``isApiErrorMessage`` and model ``<synthetic>``): shown to the user,
+    never sent to the model (Claude Code's ``normalizeMessagesForAPI`` drops it)."""
+    raw = event.get("message")
+    return (
+        event.get("type") == "assistant"
+        and event.get("isApiErrorMessage") is True
+        and isinstance(raw, Mapping)
+        and raw.get("model") == _SYNTHETIC_MODEL
     )
 
 
