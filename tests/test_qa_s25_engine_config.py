@@ -344,3 +344,30 @@ def test_an_unknown_tools_embedder_is_refused_without_a_catalog_too(name: str) -
 @pytest.mark.parametrize("name", ["none", "hashing", "hashing:64", "hashing:64:unigrams", "minilm"])
 def test_every_documented_embedder_name_is_taken(name: str) -> None:
     assert config_from_dict({"tools": {"embedder": name}}).tools.embedder == name
+
+
+@pytest.mark.parametrize(
+    "encode",
+    [
+        lambda t: b"\xef\xbb\xbf" + t.encode("utf-8"),  # as Notepad saves UTF-8
+        lambda t: t.encode("utf-16"),  # with its byte order mark
+    ],
+    ids=["utf-8-bom", "utf-16"],
+)
+def test_a_config_saved_with_a_byte_order_mark_loads(tmp_path: Path, encode: Any) -> None:
+    # it was 'bad TOML: Invalid statement (at line 1, column 1)' and 'not UTF-8 text',
+    # though every source, system and spec file ctxwise reads may carry the mark
+    path = tmp_path / "ctxwise.toml"
+    path.write_bytes(encode('store = "memory"\nbudget = 5000\n[sources.faq]\ntext = "Rückgabe"\n'))
+    cfg = load_config(path)
+    assert (cfg.budget, cfg.sources["faq"].text) == (5000, "Rückgabe")
+
+
+def test_a_config_with_a_nul_byte_or_bad_utf8_names_what_is_wrong(tmp_path: Path) -> None:
+    path = tmp_path / "ctxwise.toml"
+    path.write_bytes(b"budget = 5\x00\n")
+    with pytest.raises(ConfigError, match="binary file"):
+        load_config(path)
+    path.write_bytes(b'system = "caf\xe9"\n')
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 13"):
+        load_config(path)

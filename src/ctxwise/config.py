@@ -135,6 +135,7 @@ from pydantic import (
     model_validator,
 )
 
+from ctxwise._io import read_text_file
 from ctxwise.errors import ConfigError
 
 __all__ = [
@@ -471,18 +472,11 @@ def load_config(path: str | Path) -> EngineConfig:
     if not isinstance(path, str | Path):
         raise ConfigError(repr(path), "a config path is a str or a Path")
     p = Path(path)
+    # as every file ctxwise reads: UTF-8 with or without a byte order mark (as
+    # Windows editors save it), UTF-16 or UTF-32 when a mark says so
+    text = read_text_file(p, "a TOML config", ConfigError)
     try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(str(p), "no such file") from None
-    except OSError as e:
-        raise ConfigError(str(p), e.strerror or str(e)) from None
-    except ValueError as e:  # a NUL byte in the path (or a lone surrogate)
-        raise ConfigError(repr(str(p)), f"invalid path: {e}") from None
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(str(p), "not UTF-8 text") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(p), f"bad TOML: {e}") from None
     except RecursionError:  # arrays or tables nested thousands deep
