@@ -312,3 +312,17 @@ def test_pinned_may_be_any_iterable_of_sections() -> None:
     facts.set("order_id", "W1")
     memory = TieredMemory(pinned=(p for p in (rules, facts)))  # type: ignore[arg-type]
     assert [s.name for s in memory.sections()] == ["rules", "case facts"]
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t"])
+def test_a_blank_query_recalls_nothing_as_no_query_does(query: str) -> None:
+    """'' recalled nothing but '   ' raised 'empty query: there is nothing to recall'
+    (a user turn of only whitespace made the window fail)."""
+    ltm = LongTermMemory(InMemoryStore(), ("t",))
+    memory = TieredMemory(working_turns=1, longterm=ltm)
+    memory.add(_user("the secret code is pineapple"))
+    memory.add(_user("ok"))
+    assert [s.name for s in memory.sections(query)] == ["recent turns", "summary"]
+    assert "recalled" in [s.name for s in memory.sections("secret code")]
+    with pytest.raises(UsageError, match="empty query"):
+        memory.sections(5)  # type: ignore[arg-type]

@@ -242,11 +242,14 @@ class TieredMemory:
         return summary
 
     def sections(self, query: str | None = None) -> list[Section]:
-        """Sections for the assembler (pinned facts and rules first)."""
+        """Sections for the assembler (pinned facts and rules first). Long-term
+        memory is recalled for ``query`` when there is one (None, empty or blank:
+        nothing is recalled)."""
         out = [p.section() for p in self.pinned]
         if self.working:
             out.append(Section("recent turns", render_turns(self.working), 80, truncatable=True))
-        if self.longterm is not None and query:
+        blank = isinstance(query, str) and not query.strip()
+        if self.longterm is not None and query is not None and not blank:
             try:
                 hits = self.longterm.recall(query, k=self.recall_k)
             except NamespaceNotFoundError:
