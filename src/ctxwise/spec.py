@@ -101,13 +101,47 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}{more}"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps
+    the last silently, so a second ``budget:`` replaced the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # << merges may override: that is what they are for
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                twice = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable: the base constructor says so
+                continue
+            if twice:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
 def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
     """Read and validate a spec file; sections come back with file contents loaded."""
     p = Path(path)
     text = read_text_file(p, "a YAML or JSON spec", SpecError)
     data: Any
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        if p.suffix == ".json":
+            data = json.loads(text, object_pairs_hook=_unique_keys)
+        else:
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except json.JSONDecodeError as exc:
         raise SpecError(str(p), f"invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except RecursionError:
@@ -118,7 +152,7 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
         raise SpecError(
             str(p), f"invalid YAML{at}: {getattr(exc, 'problem', None) or exc}"
         ) from None
-    except ValueError as exc:  # an integer of more digits than int() converts
+    except ValueError as exc:  # a duplicate JSON key, an int past int()'s digits
         raise SpecError(
             str(p), f"invalid {'JSON' if p.suffix == '.json' else 'YAML'}: {exc}"
         ) from None
