@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from ctxwise.errors import FormatError, UsageError
-from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, Fact, FactExtractor
+from ctxwise.memory.facts import MAX_TEXT_CHARS, CaseFacts, Extraction, Fact, FactExtractor, Rules
 from ctxwise.messages import Message, TextBlock
 
 
@@ -92,3 +92,20 @@ def test_two_facts_of_one_key_are_refused_when_built() -> None:
     with pytest.raises(UsageError, match="two facts have the key 'order_id'"):
         CaseFacts([Fact("order_id", "W1"), Fact("email", "a@b.co"), Fact("order_id", "W2")])
     assert CaseFacts([Fact("order_id", "W1"), Fact("email", "a@b.co")]).values("order_id") == ["W1"]
+
+
+def test_rules_given_as_one_string_are_refused_not_read_letter_by_letter() -> None:
+    """Rules('Never') kept four rules, 'N', 'e', 'v', 'r'; Rules('Never call me')
+    failed on its first space as 'a rule needs non-empty text'."""
+    with pytest.raises(UsageError, match="not a string"):
+        Rules("Never call me before 9am")
+    assert Rules(["Never call me before 9am"]).render() == "Rules:\n- Never call me before 9am"
+
+
+@pytest.mark.parametrize("value", [None, 5, Fact("order_id", "W1")])
+def test_facts_or_rules_that_are_not_iterable_are_a_usage_error(value: object) -> None:
+    """They raised TypeError ('Fact' object is not iterable)."""
+    with pytest.raises(UsageError, match="CaseFacts takes an iterable of Fact values"):
+        CaseFacts(value)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="Rules takes an iterable of rules"):
+        Rules(value)  # type: ignore[arg-type]

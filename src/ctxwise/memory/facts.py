@@ -902,6 +902,17 @@ _DEFAULT_EXTRACTOR = PRESETS["prose"]
 # --------------------------------------------------------------------------- case facts
 
 
+def _items(values: Any, what: str) -> list[Any]:
+    """``values`` as a list, or a :class:`UsageError` saying ``what``: a string (it
+    would be read letter by letter) or something that is not iterable."""
+    if isinstance(values, str | bytes):
+        raise UsageError(f"{what}, not a string (wrap one in a list): {values!r:.60}")
+    try:
+        return list(values)
+    except TypeError:
+        raise UsageError(f"{what}, got {type(values).__name__}") from None
+
+
 def _parse(model: type[_M], data: object, what: str) -> _M:
     """``data`` read through its schema model; a :class:`FormatError` naming the field."""
     if not isinstance(data, Mapping):
@@ -926,7 +937,7 @@ class CaseFacts:
 
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
         self._facts: dict[str, Fact] = {}
-        for fact in facts:
+        for fact in _items(facts, "CaseFacts takes an iterable of Fact values"):
             if not isinstance(fact, Fact):
                 raise UsageError(f"CaseFacts takes Fact values, got {type(fact).__name__}")
             if fact.key in self._facts:
@@ -1283,7 +1294,7 @@ class Rules:
     def __init__(self, rules: Iterable[Rule | str] = ()) -> None:
         self._rules: list[Rule] = []
         self._seen: set[str] = set()
-        for rule in rules:
+        for rule in _items(rules, "Rules takes an iterable of rules (Rule or str)"):
             if isinstance(rule, Rule):
                 self.add(rule.text, source=rule.source)
             else:
