@@ -568,6 +568,29 @@ def _tool_name(name: str | None) -> str:
     return name
 
 
+def _counter(counter: TokenCounter | None) -> TokenCounter:
+    if counter is None:
+        return CharCounter()
+    if not isinstance(counter, TokenCounter):
+        raise UsageError(f"counter is a TokenCounter or None, got {type(counter).__name__}")
+    return counter
+
+
+def _check_input(previous: str, turns: Sequence[Message]) -> None:
+    """A :class:`UsageError` unless ``previous`` is text and ``turns`` a sequence of
+    :class:`~ctxwise.messages.Message` (not one message, a string or dicts)."""
+    if not isinstance(previous, str):
+        raise UsageError(
+            f"the previous summary is text ('' for none), got {type(previous).__name__}"
+        )
+    given: object = turns
+    if isinstance(given, str | Message) or not isinstance(given, Sequence):
+        raise UsageError(f"turns are a sequence of Message, got {type(given).__name__}")
+    for i, m in enumerate(turns):
+        if not isinstance(m, Message):
+            raise UsageError(f"turns[{i}] is not a Message: {type(m).__name__}")
+
+
 class ExtractiveSummarizer:
     """Verbatim excerpts that carry specifics and instructions, in order, under a budget.
 
@@ -608,7 +631,7 @@ class ExtractiveSummarizer:
     """
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
-        self.counter = counter if counter is not None else CharCounter()
+        self.counter = _counter(counter)
 
     def summarize(
         self, previous: str, turns: Sequence[Message], budget: int, *, first_index: int = 0
@@ -617,6 +640,7 @@ class ExtractiveSummarizer:
             raise UsageError(f"summary budget must be a positive integer, got {budget!r}")
         if isinstance(first_index, bool) or not isinstance(first_index, int) or first_index < 0:
             raise UsageError(f"first_index must be an integer ≥ 0, got {first_index!r}")
+        _check_input(previous, turns)
         reader = _Reader()
         for n, raw in enumerate(previous.splitlines()):
             if not raw.strip():
@@ -789,14 +813,17 @@ class LLMSummarizer:
         instructions: str = DEFAULT_INSTRUCTIONS,
         counter: TokenCounter | None = None,
     ) -> None:
-        if not instructions.strip():
-            raise UsageError("summarizer instructions must not be empty")
+        if not isinstance(instructions, str) or not instructions.strip():
+            raise UsageError(
+                f"summarizer instructions must be non-empty text, got {instructions!r:.60}"
+            )
         self.model = model
         self.instructions = instructions
-        self.counter = counter if counter is not None else CharCounter()
+        self.counter = _counter(counter)
 
     def prompt(self, previous: str, turns: Sequence[Message], budget: int) -> tuple[str, str]:
         """The (system, user) pair sent to the model."""
+        _check_input(previous, turns)
         system = self.instructions.replace("{budget}", str(budget))
         user = (
             "Summary so far:\n"
