@@ -371,3 +371,48 @@ def test_a_config_with_a_nul_byte_or_bad_utf8_names_what_is_wrong(tmp_path: Path
     path.write_bytes(b'system = "caf\xe9"\n')
     with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 13"):
         load_config(path)
+
+
+REFUND = {"kind": "forbid", "name": "no-refund", "text": "Never refund.", "tools": ["issue_refund"]}
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        ({"file": "missing.json"}, r"missing\.json: gates\.file: no such file"),
+        ({"file": "."}, r"gates\.file: is a directory"),
+        # the index was the rule's among the file's and the inline rules together
+        (
+            {"file": "gates.json", "rules": [{"kind": "forbid", "name": "x"}]},
+            r"^config: gates\.rules\[0\]\.text: missing",
+        ),
+        ({"rules": [REFUND, REFUND]}, r"^config: gates\.rules\[1\]: a rule named 'no-refund'"),
+        (
+            {"file": "gates.json", "rules": [REFUND]},
+            r"gates\.json: gates\.rules and gates\.file: a rule named 'no-refund' is already",
+        ),
+    ],
+)
+def test_a_bad_gate_names_its_key(tmp_path: Path, gates: dict[str, Any], message: str) -> None:
+    import json
+
+    (tmp_path / "gates.json").write_text(json.dumps({"version": 1, "rules": [REFUND]}))
+    cfg = config_from_dict({"store": "memory", "gates": gates}, base_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=message):
+        Engine(cfg)
+
+
+def test_a_gate_file_and_inline_rules_still_join(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "gates.json").write_text(json.dumps({"version": 1, "rules": [REFUND]}))
+    other = {**REFUND, "name": "no-cancel", "tools": ["cancel_order"]}
+    cfg = config_from_dict(
+        {"store": "memory", "gates": {"file": "gates.json", "rules": [other]}},
+        base_dir=str(tmp_path),
+    )
+    with Engine(cfg) as engine:
+        engine.record("s", [Message.text_message("user", "Please refund order 4417.")])
+        assert not engine.check_tool("s", "issue_refund", {})
+        assert not engine.check_tool("s", "cancel_order", {})
+        assert engine.check_tool("s", "lookup_order", {})

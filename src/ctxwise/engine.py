@@ -514,11 +514,15 @@ class Engine:
         import json
 
         rules: list[Any] = list(cfg.gates.rules)
+        try:  # on their own: an error's index is the rule's in gates.rules
+            PolicyGate.from_dict({"version": 1, "rules": rules})
+        except FormatError as e:
+            raise ConfigError("config", f"gates.{e.detail}") from None
         if cfg.gates.file:
             from ctxwise._io import read_text_file
 
             path = cfg.path(cfg.gates.file)
-            text = read_text_file(path, "a gate file", ConfigError)
+            text = read_text_file(path, "a gate file", _keyed("gates.file"))
             try:
                 data = json.loads(text)
             except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
@@ -527,7 +531,13 @@ class Engine:
                 rules = [*PolicyGate.from_dict(data).to_dict()["rules"], *rules]
             except FormatError as e:
                 raise ConfigError(str(path), f"gates.file: {e.detail}") from None
-        return PolicyGate.from_dict({"version": 1, "rules": rules})
+        try:
+            return PolicyGate.from_dict({"version": 1, "rules": rules})
+        except FormatError as e:  # each part was checked: a name in both
+            raise ConfigError(
+                str(cfg.path(cfg.gates.file or "")),
+                f"gates.rules and gates.file: {e.detail.split(': ', 1)[-1]}",
+            ) from None
 
     def close(self) -> None:
         """Close the stores this Engine opened."""
