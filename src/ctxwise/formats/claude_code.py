@@ -11,6 +11,11 @@ What becomes a message:
   ``compact_summary``.
 - A ``system`` event with ``subtype: "compact_boundary"`` becomes a
   :class:`~ctxwise.messages.CompactBoundary` on the transcript.
+- A ``system`` event with ``subtype: "microcompact_boundary"`` records that
+  Claude Code cleared old tool results in what it sends (the file keeps them):
+  the results its ``microcompactMetadata.compactedToolIds`` name, in the same
+  compaction segment, read as Claude Code sends them, ``[Old tool result content
+  cleared]`` (counted in :attr:`ClaudeCodeReadReport.microcompacted`).
 
 Skipped (counted in :attr:`ClaudeCodeReadReport.skipped`): ``progress``,
 ``file-history-snapshot``, ``queue-operation`` and other bookkeeping events,
@@ -70,6 +75,57 @@ class ClaudeCodeReadReport:
 
     events: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    microcompacted: int = 0
+    """Tool results read as cleared because a ``microcompact_boundary`` names them."""
+
+
+_MICROCOMPACT_CLEARED = "[Old tool result content cleared]"
+"""What Claude Code sends in place of a tool result its microcompaction cleared."""
+
+
+def _is_boundary(event: Mapping[str, Any]) -> bool:
+    return event.get("type") == "system" and event.get("subtype") == "compact_boundary"
+
+
+def _microcompacted_ids(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The tool ids the ``microcompact_boundary`` events among ``events`` cleared."""
+    ids: set[str] = set()
+    for e in events:
+        if e.get("type") != "system" or e.get("subtype") != "microcompact_boundary":
+            continue
+        meta = e.get("microcompactMetadata")
+        listed = meta.get("compactedToolIds") if isinstance(meta, Mapping) else None
+        if isinstance(listed, list):
+            ids.update(i for i in listed if isinstance(i, str))
+    return frozenset(ids)
+
+
+def _as_sent(block: ContentBlock, cleared: frozenset[str]) -> ContentBlock:
+    """A tool result as Claude Code sends it: cleared when a microcompaction named it."""
+    if isinstance(block, ToolResultBlock) and block.tool_use_id in cleared:
+        return ToolResultBlock(
+            block.tool_use_id, _MICROCOMPACT_CLEARED, block.is_error, block.extra
+        )
+    return block
+
+
+def _segments(events: Sequence[tuple[int, Mapping[str, Any]]]) -> list[frozenset[str]]:
+    """For each event, the tool ids microcompacted in its compaction segment."""
+    out: list[frozenset[str]] = []
+    segment: list[Mapping[str, Any]] = []
+
+    def close() -> None:
+        out.extend([_microcompacted_ids(segment)] * len(segment))
+        segment.clear()
+
+    for _, e in events:
+        if _is_boundary(e):
+            close()
+            out.append(frozenset())
+        else:
+            segment.append(e)
+    close()
+    return out
 
 
 def read_claude_code(text: str, *, source: str = "claude-code") -> Transcript:
@@ -114,7 +170,8 @@ def read_claude_code_lines(
     has_main = any(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for _, e in events
     )
-    for lineno, event in events:
+    cleared_in = _segments(events)
+    for (lineno, event), cleared in zip(events, cleared_in, strict=True):
         report.events += 1
         etype = event.get("type")
         if has_main and event.get("isSidechain") and etype in ("user", "assistant"):
@@ -145,6 +202,10 @@ def read_claude_code_lines(
             report.skipped["api_error"] += 1
             continue
         blocks = _blocks(raw["content"], source, lineno)
+        if cleared and etype == "user":
+            sent = tuple(_as_sent(b, cleared) for b in blocks)
+            report.microcompacted += sum(1 for a, b in zip(blocks, sent, strict=True) if a != b)
+            blocks = sent
         if etype == "assistant":
             mid = _text(raw.get("id"))
             same_stream = (
@@ -345,6 +406,7 @@ def _patch_segment(
     source: str,
 ) -> None:
     """Write the tool blocks of ``messages`` back into the events on lines ``(lo, hi)``."""
+    cleared = _microcompacted_ids(e for i, e in events.items() if lo < i < hi)
     uses: dict[str, ToolUseBlock] = {}
     results: dict[str, ToolResultBlock] = {}
     for m in messages:
@@ -372,7 +434,7 @@ def _patch_segment(
         content = raw.get("content")
         if not isinstance(content, list):
             continue
-        patched = _patch_blocks(content, uses, results, seen, source, lineno + 1)
+        patched = _patch_blocks(content, uses, results, seen, cleared, source, lineno + 1)
         if patched is None:
             continue
         new_content, changed_results = patched
@@ -401,6 +463,7 @@ def _patch_blocks(
     uses: Mapping[str, ToolUseBlock],
     results: Mapping[str, ToolResultBlock],
     seen: set[tuple[str, str]],
+    cleared: frozenset[str],
     source: str,
     lineno: int,
 ) -> tuple[list[Any], list[ToolResultBlock]] | None:
@@ -426,7 +489,7 @@ def _patch_blocks(
             )
         seen.add((kind, key))
         try:
-            old = decode_block(b, source)
+            old = _as_sent(decode_block(b, source), cleared)  # as the reader read it
         except FormatError as exc:
             raise FormatError(source, exc.detail, line=lineno) from None
         if _unmarked(old) == _unmarked(new):
