@@ -95,7 +95,7 @@ def test_sources_given_in_code_that_are_not_sources_are_a_usage_error(sources: A
 @pytest.mark.parametrize(
     ("extra", "error", "message"),
     [
-        ({"tools": {"catalog": "tools.jsonl"}}, UsageError, "tools.jsonl: no such file"),
+        ({"tools": {"catalog": "tools.jsonl"}}, UsageError, "tools.catalog: no such file"),
         (
             {"tools": {"catalog": str(LIVEMCP_CATALOG), "embedder": "hashing"}},
             UsageError,
@@ -416,3 +416,26 @@ def test_a_gate_file_and_inline_rules_still_join(tmp_path: Path) -> None:
         assert not engine.check_tool("s", "issue_refund", {})
         assert not engine.check_tool("s", "cancel_order", {})
         assert engine.check_tool("s", "lookup_order", {})
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (None, r"tools\.jsonl: tools\.catalog: no such file"),
+        (
+            '{"name": "a", "description": "x", "inputSchema": {"type": "object"}}\n{bad\n',
+            r"tools\.jsonl:2: tools\.catalog: not JSON",
+        ),
+    ],
+)
+def test_a_catalog_that_does_not_read_names_tools_catalog(
+    tmp_path: Path, body: str | None, message: str
+) -> None:
+    # a FormatError naming only the file (and not the line of a JSON lines file)
+    if body is not None:
+        (tmp_path / "tools.jsonl").write_text(body, encoding="utf-8")
+    cfg = config_from_dict(
+        {"store": "memory", "tools": {"catalog": "tools.jsonl"}}, base_dir=str(tmp_path)
+    )
+    with pytest.raises(ConfigError, match=message):
+        Engine(cfg)

@@ -460,13 +460,17 @@ class Engine:
         if name.startswith("st:"):  # a model folder: relative to the config file too
             name = f"st:{cfg.path(name[3:])}"
         embedder = None if name == "none" else get_embedder(name)
-        return ToolCatalog.load(
-            cfg.path(cfg.tools.catalog),
-            skip_invalid=cfg.tools.skip_invalid,
-            always_loaded=cfg.tools.always,
-            embedder=embedder,
-            counter=self.counter,
-        )
+        try:
+            return ToolCatalog.load(
+                cfg.path(cfg.tools.catalog),
+                skip_invalid=cfg.tools.skip_invalid,
+                always_loaded=cfg.tools.always,
+                embedder=embedder,
+                counter=self.counter,
+            )
+        except FormatError as e:  # the file is named; say which key gave it
+            where = e.source if e.line is None else f"{e.source}:{e.line}"
+            raise ConfigError(where, f"tools.catalog: {e.detail}") from None
 
     def _cursor_keys(self, cfg: EngineConfig) -> tuple[bytes, list[bytes]] | None:
         """The cursor key and the previous ones from the environment (None when no
