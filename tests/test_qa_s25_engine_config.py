@@ -439,3 +439,38 @@ def test_a_catalog_that_does_not_read_names_tools_catalog(
     )
     with pytest.raises(ConfigError, match=message):
         Engine(cfg)
+
+
+def test_a_route_and_the_fallback_may_name_a_source_given_in_code() -> None:
+    # the config refused every name without a [sources] table, so a source given to
+    # the Engine in code (its extension point) could never be routed to
+    cfg = EngineConfig(
+        store="memory",
+        router={"keywords": {"kb": ["docs"]}},
+        routes={"kb": ["kb", "memory"]},
+        fallback=["kb"],
+    )
+    with Engine(cfg, sources=[StaticSource("kb", "Knowledge base text")]) as engine:
+        routed = engine.turn("s", [Message.text_message("user", "read the docs")]).trace
+        fell = engine.turn("s", [Message.text_message("user", "something else")]).trace
+    assert (routed.route.label, [s.name for s in routed.sections]) == ("kb", ["kb"])
+    assert (fell.route.fallback is not None, [s.name for s in fell.sections]) == (True, ["kb"])
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[routes]\nbilling = ["faq", "kb"]', r"route 'billing' names unknown source\(s\) kb"),
+        ('fallback = ["kb"]', r"fallback names unknown source\(s\) kb; known: faq, memory"),
+    ],
+)
+def test_an_unknown_source_still_fails_before_a_store_is_opened(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    path = tmp_path / "ctxwise.toml"
+    path.write_text(
+        f'store = "sqlite:///ctxwise.db"\n{toml}\n[sources.faq]\ntext = "x"\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=message):
+        Engine.from_file(str(path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ctxwise.toml"]

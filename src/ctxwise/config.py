@@ -29,8 +29,8 @@ its default::
     keywords = {label = ["word", …]}  # a keyword classifier, rules in this order
     default = ""                  # keywords only: the label when none matches
 
-    [routes]                      # label = the sources it needs
-    billing = ["billing_faq", "memory"]
+    [routes]                      # label = the sources it needs (a [sources] table,
+    billing = ["billing_faq", "memory"]  # memory, or a source given to the Engine in code)
 
     fallback = ["billing_faq"]    # (top level) the sources used when the router refuses
                                   # or names a label with no route; leave it out for every
@@ -372,26 +372,36 @@ class EngineConfig(_Strict):
                     f"source name {name!r} is the name of a section the Engine adds "
                     f"itself ({', '.join(ENGINE_SECTIONS)}); choose another"
                 )
-        known = set(self.sources) | set(BUILTIN_SOURCES)
+        # a name no [sources] table gives may be a source given to the Engine in
+        # code: the Engine refuses an unknown one (see unknown_sources)
         for label, chosen in self.routes.items():
             if not chosen:
                 raise ValueError(f"route {label!r} names no source")
-            unknown = [n for n in chosen if n not in known]
-            if unknown:
-                raise ValueError(
-                    f"route {label!r} names unknown source(s) {', '.join(unknown)}; "
-                    f"known: {', '.join(sorted(known))}"
-                )
             _once(f"route {label!r}", chosen)
         if self.router is not None and self.router.keywords is not None:
             check_route_labels(
                 self.routes, [*self.router.keywords, *filter(None, [self.router.default])]
             )
-        unknown = [n for n in self.fallback or () if n not in known]
-        if unknown:
-            raise ValueError(f"fallback names unknown source(s) {', '.join(unknown)}")
         _once("fallback", self.fallback or [])
         return self
+
+    def unknown_sources(self, known: set[str]) -> str | None:
+        """What names a source not in ``known`` (the config's sources, the built-in
+        ones and those given to the Engine in code), or None."""
+        for label, chosen in self.routes.items():
+            unknown = [n for n in chosen if n not in known]
+            if unknown:
+                return (
+                    f"route {label!r} names unknown source(s) {', '.join(unknown)}; "
+                    f"known: {', '.join(sorted(known))}"
+                )
+        unknown = [n for n in self.fallback or () if n not in known]
+        if unknown:
+            return (
+                f"fallback names unknown source(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        return None
 
     def path(self, value: str) -> Path:
         """``value`` resolved against the config file's folder."""

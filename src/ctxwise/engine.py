@@ -308,11 +308,11 @@ class Engine:
             if source.name in self.sources or source.name in BUILTIN_SOURCES:
                 raise UsageError(f"duplicate source name {source.name!r}")
             self.sources[source.name] = source
-        known = set(self.sources) | set(BUILTIN_SOURCES)
-        for label, chosen in cfg.routes.items():
-            unknown = [n for n in chosen if n not in known]
-            if unknown:
-                raise UsageError(f"route {label!r} names unknown source(s): {', '.join(unknown)}")
+        # routes and the fallback may name sources given here in code, which the
+        # config cannot know: they are checked now, against every source
+        unknown = cfg.unknown_sources(set(self.sources) | set(BUILTIN_SOURCES))
+        if unknown is not None:
+            raise ConfigError("config", unknown)
         self.routes = {label: tuple(chosen) for label, chosen in cfg.routes.items()}
         self.fallback = (
             tuple(cfg.fallback) if cfg.fallback is not None else (*self.sources, *BUILTIN_SOURCES)
