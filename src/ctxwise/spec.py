@@ -1,6 +1,7 @@
 """The assembly spec file: sections and a budget, as YAML or JSON.
 
-Schema (unknown keys are errors, so a typo never passes silently)::
+Schema (unknown keys and a key given twice are errors, so a typo never passes
+silently)::
 
     budget: 4000            # required unless given on the command line; > 0
     reserve: 0              # tokens of the budget kept free (optional)
