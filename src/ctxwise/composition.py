@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, get_args
 
+from ctxwise.errors import UsageError
 from ctxwise.messages import (
     MediaBlock,
     OpaqueBlock,
@@ -122,6 +123,29 @@ def _preview(text: str, width: int = 80) -> str:
     return flat.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def _check_arguments(transcript: object, counter: object, top: object, placement: object) -> None:
+    """A UsageError naming the argument; each one raised TypeError or AttributeError
+    from deep inside, and an unknown placement was taken as ``loose``."""
+    if not isinstance(transcript, Transcript):
+        raise UsageError(
+            "transcript must be a Transcript (Transcript(messages)), got "
+            f"{type(transcript).__name__}"
+        )
+    if counter is not None and not all(
+        callable(getattr(counter, m, None)) for m in ("count", "count_messages")
+    ):
+        raise UsageError(
+            f"counter must be a TokenCounter (count and count_messages), got {counter!r}; "
+            "get_counter('char') gives one"
+        )
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise UsageError(f"top must be a whole number of 0 or more, got {top!r}")
+    if placement not in get_args(Placement):
+        raise UsageError(
+            f"unknown placement {placement!r}; choose {', '.join(get_args(Placement))}"
+        )
+
+
 def composition(
     transcript: Transcript,
     counter: TokenCounter | None = None,
@@ -134,6 +158,7 @@ def composition(
     ``total_tokens == counter.count_messages(transcript.messages)`` and
     ``== sum(by_kind.values())`` (see the module docstring).
     """
+    _check_arguments(transcript, counter, top, placement)
     ctr = counter if counter is not None else CharCounter()
     media_cost = int(getattr(ctr, "media_tokens", MEDIA_TOKENS))
     names = transcript.tool_names()
