@@ -45,8 +45,16 @@ class StaticSource:
         stable: bool = False,
         counter: TokenCounter | None = None,
     ) -> None:
-        if not name:
-            raise UsageError("a source needs a name")
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"a source needs a name (a non-empty string), got {name!r}")
+        if counter is not None and not all(
+            callable(getattr(counter, m, None)) for m in ("count", "count_messages")
+        ):
+            # a str has .count: counter="char" counted 'char'.count(text), so 0 tokens
+            raise UsageError(
+                f"source {name!r}: counter must be a TokenCounter, got {counter!r}; "
+                "get_counter('char') gives one"
+            )
         self._name = name
         self.section = Section(name, text, priority, pinned, truncatable, stable)
         self._counter = counter if counter is not None else CharCounter()
