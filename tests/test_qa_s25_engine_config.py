@@ -474,3 +474,20 @@ def test_an_unknown_source_still_fails_before_a_store_is_opened(
     with pytest.raises(ConfigError, match=message):
         Engine.from_file(str(path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ctxwise.toml"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"counter": "char"}, r"counter must be a TokenCounter, got 'char'"),
+        ({"router": "router.json"}, r"router must have a route\(query\) method"),
+        ({"router": {"billing": ["refund"]}}, r"router must have a route\(query\) method"),
+    ],
+)
+def test_a_counter_or_router_given_in_code_is_checked_when_the_engine_is_built(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    # counter="char" raised AttributeError ('str' has no 'name'); a router without
+    # route() was taken and every turn raised AttributeError
+    with pytest.raises(UsageError, match=message):
+        Engine(EngineConfig(store="memory"), **kwargs)

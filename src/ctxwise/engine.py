@@ -296,6 +296,18 @@ class Engine:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         self.config = cfg
+        if counter is not None and not all(
+            callable(getattr(counter, m, None)) for m in ("count", "count_messages")
+        ):
+            raise UsageError(
+                f"counter must be a TokenCounter, got {counter!r}; name one in the config "
+                "(counter = 'char') or pass get_counter('char')"
+            )
+        if router is not None and not callable(getattr(router, "route", None)):
+            raise UsageError(
+                f"router must have a route(query) method (an IntentRouter, a "
+                f"KeywordClassifier), got {router!r}"
+            )
         self.counter: TokenCounter = counter if counter is not None else get_counter(cfg.counter)
         # messages are counted as the render sends them (framing per sent message)
         self._sent = SentCounter(self.counter, cfg.render)
