@@ -491,3 +491,25 @@ def test_a_counter_or_router_given_in_code_is_checked_when_the_engine_is_built(
     # route() was taken and every turn raised AttributeError
     with pytest.raises(UsageError, match=message):
         Engine(EngineConfig(store="memory"), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("directory", "message"),
+    [
+        ("afile", r"afile: memory_tool\.directory: the memory root .* is not a folder"),
+        ("afile/sub", r"memory_tool\.directory: cannot create the memory root"),
+    ],
+)
+def test_a_memory_tool_folder_that_cannot_be_one_names_the_key(
+    tmp_path: Path, directory: str, message: str
+) -> None:
+    (tmp_path / "afile").write_text("not a folder", encoding="utf-8")
+    cfg = config_from_dict(
+        {
+            "store": "memory",
+            "memory_tool": {"enabled": True, "backend": "directory", "directory": directory},
+        },
+        base_dir=str(tmp_path),
+    )
+    with pytest.raises(ConfigError, match=message):
+        Engine(cfg)

@@ -353,7 +353,11 @@ class Engine:
             and cfg.memory_tool.enabled
             and cfg.memory_tool.backend == "directory"
         ):
-            self.memory_tool = MemoryTool(DirectoryMemory(cfg.path(cfg.memory_tool.directory)))
+            root = cfg.path(cfg.memory_tool.directory)
+            try:
+                self.memory_tool = MemoryTool(DirectoryMemory(root))
+            except UsageError as e:  # 'the memory root … is not a folder': name the key
+                raise ConfigError(str(root), f"memory_tool.directory: {e}") from None
         self._own: list[Any] = []
         try:
             if sessions is None:
