@@ -269,7 +269,11 @@ def test_repaired_and_duplicate_ids_are_refused() -> None:
     assert [p.kind.value for p in problems] == ["orphan_result"]
     with pytest.raises(FormatError, match="differs"):
         patch_claude_code(broken, repaired)
-    twice = text + lines[-3] + "\n"  # the last tool_result event once more
+    # the last tool_result event once more, as another event (a replayed copy with
+    # the same uuid is read once, and written alike: test_qa_s25_claude_code_replayed)
+    again = json.loads(lines[-3])
+    again["uuid"] = "another"
+    twice = text + json.dumps(again) + "\n"
     t = read_claude_code(text)
     cleared = clear_tool_uses(t, trigger_tokens=0, keep_last=0).transcript
     with pytest.raises(FormatError, match="twice"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -310,11 +311,15 @@ class TestOpenAI:
             openai.decode_messages([{"role": "tool", "content": "x"}])
 
 
+_UUIDS = itertools.count()
+
+
 def _event(kind: str, content: object, **extra: object) -> str:
     message: dict[str, object] = {"role": kind, "content": content}
     if "mid" in extra:
         message["id"] = extra.pop("mid")
-    return json.dumps({"type": kind, "message": message, "uuid": f"u{len(str(content))}", **extra})
+    # every event its own uuid, as in a real session (a repeated uuid is a replayed copy)
+    return json.dumps({"type": kind, "message": message, "uuid": f"u{next(_UUIDS)}", **extra})
 
 
 class TestClaudeCode:

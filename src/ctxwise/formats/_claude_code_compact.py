@@ -19,8 +19,9 @@ continues from there. :func:`compacted_claude_code` does the same with a
    own block) and then the summary text;
 4. the verbatim tail: copies of the original ``user``/``assistant`` events from
    the one that holds the tail's first message onward (progress, snapshot and
-   other bookkeeping events, old compaction boundaries and sidechain events stay
-   out), each with a new deterministic uuid (:func:`uuid.uuid5` of the archive id
+   other bookkeeping events, old compaction boundaries, sidechain events and
+   replayed copies of an event, which the reader reads once, stay out), each
+   with a new deterministic uuid (:func:`uuid.uuid5` of the archive id
    or a sha256 of the summary, plus its position) and ``parentUuid`` re-linked
    into one chain that starts at the summary event.
 
@@ -140,6 +141,17 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
         for e in events[last_boundary + 1 :]
         if e.get("type") in ("user", "assistant") and not (has_main and e.get("isSidechain"))
     ]
+    # a replayed copy of an event (same uuid) is read once: the tail copies it once
+    firsts: set[str] = set()
+    unique: list[Mapping[str, Any]] = []
+    for e in convo:
+        uid = e.get("uuid")
+        if isinstance(uid, str):
+            if uid in firsts:
+                continue
+            firsts.add(uid)
+        unique.append(e)
+    convo = unique
     last_uuid = next((e["uuid"] for e in reversed(events) if isinstance(e.get("uuid"), str)), None)
     timestamp = next(
         (e["timestamp"] for e in reversed(events) if isinstance(e.get("timestamp"), str)), None

@@ -17,6 +17,11 @@ What becomes a message:
   compaction segment, read as Claude Code sends them, ``[Old tool result content
   cleared]`` (counted in :attr:`ClaudeCodeReadReport.microcompacted`).
 
+A ``user`` or ``assistant`` event whose ``uuid`` an earlier one in the same
+compaction segment has is a copy Claude Code appended again (reopening a session
+in the IDE replays its entries): it is read once, as Claude Code loads entries by
+uuid, and counted as ``duplicate``.
+
 Skipped (counted in :attr:`ClaudeCodeReadReport.skipped`): ``progress``,
 ``file-history-snapshot``, ``queue-operation`` and other bookkeeping events,
 ``system`` events other than compaction boundaries (hook summaries, turn
@@ -171,6 +176,7 @@ def read_claude_code_lines(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for _, e in events
     )
     cleared_in = _segments(events)
+    seen_uuids: set[str] = set()  # of the user and assistant events in this segment
     for (lineno, event), cleared in zip(events, cleared_in, strict=True):
         report.events += 1
         etype = event.get("type")
@@ -189,6 +195,7 @@ def read_claude_code_lines(
                 )
             )
             open_assistant = open_results = None
+            seen_uuids.clear()
             continue
         if etype not in ("user", "assistant"):
             report.skipped[
@@ -201,6 +208,12 @@ def read_claude_code_lines(
         if _synthetic_error(event):
             report.skipped["api_error"] += 1
             continue
+        uid = event.get("uuid")
+        if isinstance(uid, str):
+            if uid in seen_uuids:  # a replayed copy (see the module docstring)
+                report.skipped["duplicate"] += 1
+                continue
+            seen_uuids.add(uid)
         blocks = _blocks(raw["content"], source, lineno)
         if cleared and etype == "user":
             sent = tuple(_as_sent(b, cleared) for b in blocks)
@@ -422,22 +435,45 @@ def _patch_segment(
                     )
                 results[b.tool_use_id] = b
     seen: set[tuple[str, str]] = set()
+    firsts: set[str] = set()  # uuids of the events read (the first of their copies)
+    written: set[tuple[str, str]] = set()  # blocks rewritten in those events
     for lineno in range(lo + 1, hi):
         event = events.get(lineno)
         if event is None or event.get("type") not in ("user", "assistant"):
             continue
         if has_main and event.get("isSidechain"):
             continue
+        uid = event.get("uuid")
+        copy = isinstance(uid, str) and uid in firsts
+        if isinstance(uid, str) and not _synthetic_error(event):
+            firsts.add(uid)
         raw = event.get("message")
         if not isinstance(raw, Mapping):
             continue
         content = raw.get("content")
         if not isinstance(content, list):
             continue
-        patched = _patch_blocks(content, uses, results, seen, cleared, source, lineno + 1)
+        if copy:
+            # a replayed copy the reader skipped gets the edits its first copy got
+            # (and no other), so whichever copy a reader keeps holds them
+            patched = _patch_blocks(
+                content,
+                {k: v for k, v in uses.items() if ("tool_use", k) in written},
+                {k: v for k, v in results.items() if ("tool_result", k) in written},
+                set(),
+                cleared,
+                source,
+                lineno + 1,
+            )
+        else:
+            patched = _patch_blocks(content, uses, results, seen, cleared, source, lineno + 1)
         if patched is None:
             continue
         new_content, changed_results = patched
+        if not copy:
+            written.update(
+                _block_key(b) for a, b in zip(content, new_content, strict=True) if a is not b
+            )
         new_event = dict(event)
         new_event["message"] = {**raw, "content": new_content}
         n_results = sum(
@@ -456,6 +492,11 @@ def _patch_segment(
             f"({len(missing)} missing); the transcript was not read from this text, or "
             "was repaired (a repaired session cannot be written back as JSONL)",
         )
+
+
+def _block_key(block: Mapping[str, Any]) -> tuple[str, str]:
+    kind = str(block.get("type"))
+    return kind, str(block.get("id") if kind == "tool_use" else block.get("tool_use_id"))
 
 
 def _patch_blocks(
