@@ -16,7 +16,9 @@ from typing import Any
 
 import pytest
 
-from ctxwise.formats import read_transcript_file, write_back
+from ctxwise.compaction.core import compact
+from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+from ctxwise.memory.facts import Fact
 
 AUDIO: dict[str, Any] = {
     "model": "gpt-4o-audio-preview",
@@ -110,3 +112,59 @@ def test_anthropic_messages_are_still_anthropic(tmp_path: Path) -> None:
     p = tmp_path / "req.json"
     p.write_text(json.dumps(doc), encoding="utf-8")
     assert read_transcript_file(p).format == "anthropic"
+
+
+def _chat(**params: Any) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    for i in range(6):
+        ask = f"Question {i}: my email is ana@example.com, order 4417. " + "more " * 80
+        messages.append({"role": "user", "content": ask})
+        messages.append({"role": "assistant", "content": f"Answer {i}. " + "text " * 80})
+    return {"model": "gpt-4o", **params, "messages": messages}
+
+
+@pytest.mark.parametrize(
+    ("params", "key"),
+    [
+        ({"max_completion_tokens": 500}, "max_completion_tokens"),
+        ({"response_format": {"type": "json_object"}}, "response_format"),
+        ({"n": 2, "seed": 7}, "n"),
+        (
+            {"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]},
+            "tools",
+        ),
+    ],
+    ids=["max_completion_tokens", "response_format", "n", "function-tools"],
+)
+def test_chat_completions_parameters_say_openai(
+    tmp_path: Path, params: dict[str, Any], key: str
+) -> None:
+    # a request of plain user and assistant strings gives no sign in its messages;
+    # its parameters do (the Messages API has none of these)
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(_chat(**params)), encoding="utf-8")
+    f = read_transcript_file(p)
+    assert (f.format, f.reason) == ("openai", f"a request with {key!r}")
+
+
+def test_anthropic_tools_and_params_are_still_anthropic(tmp_path: Path) -> None:
+    doc = _chat(max_tokens=500, tools=[{"name": "f", "input_schema": {"type": "object"}}])
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    assert read_transcript_file(p).format == "anthropic"
+
+
+def test_compacting_an_openai_request_keeps_it_one(tmp_path: Path) -> None:
+    # read as Anthropic, the pinned facts went into a top-level "system", which
+    # Chat Completions rejects ("Unrecognized request argument supplied: system")
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(_chat(max_completion_tokens=500)), encoding="utf-8")
+    f = read_transcript_file(p)
+    facts = [Fact("email", "ana@example.com")]
+    result = compact(f.transcripts[0], keep_tail_turns=1, facts=facts)
+    assert result.compacted
+    out = json.loads(write_back_compaction(f, result)[0])
+    assert "system" not in out
+    assert out["max_completion_tokens"] == 500
+    assert out["messages"][0]["role"] == "system"
+    assert "ana@example.com" in out["messages"][0]["content"]

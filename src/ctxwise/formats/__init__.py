@@ -169,7 +169,43 @@ def _messages_format(messages: Sequence[Any]) -> tuple[Literal["anthropic", "ope
                         return "anthropic", f"a {b['type']!r} content block"
                     if b.get("type") in _OPENAI_PARTS:
                         return "openai", f"a {b['type']!r} content part"
-    return "anthropic", "no OpenAI role or field"
+    return "anthropic", _NO_SIGNAL
+
+
+_NO_SIGNAL = "no OpenAI role or field"
+# Chat Completions request parameters the Messages API has no parameter of that name for
+_OPENAI_REQUEST_KEYS = (
+    "max_completion_tokens",
+    "response_format",
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "n",
+    "seed",
+    "modalities",
+    "audio",
+    "reasoning_effort",
+    "parallel_tool_calls",
+    "functions",
+    "function_call",
+    "stream_options",
+    "prediction",
+)
+
+
+def _openai_request_key(doc: Mapping[str, Any]) -> str | None:
+    """A request parameter only Chat Completions has (a function tool is one)."""
+    for key in _OPENAI_REQUEST_KEYS:
+        if key in doc:
+            return key
+    tools = doc.get("tools")
+    if isinstance(tools, list) and any(
+        isinstance(t, Mapping) and t.get("type") == "function" and "function" in t for t in tools
+    ):
+        return "tools"
+    return None
 
 
 def detect_format(path: str | Path, text: str | None = None) -> _Format:
@@ -261,6 +297,9 @@ def _detect(p: Path, body: str) -> tuple[_Format, Any, Shape, str]:
             return "anthropic", doc, shape, "a top-level 'system'"
         if isinstance(doc.get("messages"), list):
             fmt, why = _messages_format(doc["messages"])
+            key = _openai_request_key(doc) if why == _NO_SIGNAL else None
+            if key is not None:
+                return "openai", doc, shape, f"a request with {key!r}"
             return fmt, doc, shape, why
         raise UnknownFormatError(
             str(p), "no known transcript shape (request, response, messages list, JSONL)"
