@@ -513,3 +513,9 @@ def test_a_memory_tool_folder_that_cannot_be_one_names_the_key(
     )
     with pytest.raises(ConfigError, match=message):
         Engine(cfg)
+
+
+def test_always_sent_tools_without_a_catalog_are_refused() -> None:
+    # they were never sent, without a word: the request held no tools at all
+    with pytest.raises(ConfigError, match=r"tools\.always names get_order but there is no tool"):
+        Engine(EngineConfig(store="memory", tools={"always": ["get_order"]}))

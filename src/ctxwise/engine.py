@@ -346,6 +346,12 @@ class Engine:
         self.catalog = catalog if catalog is not None else self._build_catalog(cfg)
         if catalog is not None and cfg.tools.always:
             catalog.set_always_loaded(cfg.tools.always)
+        if self.catalog is None and cfg.tools.always:  # they were never sent
+            raise ConfigError(
+                "config",
+                f"tools.always names {', '.join(cfg.tools.always)} but there is no tool "
+                "catalog: set tools.catalog or pass catalog=ToolCatalog(...) to the Engine",
+            )
         keys = self._cursor_keys(cfg) if results is None else None
         self.memory_tool = memory_tool
         if (
