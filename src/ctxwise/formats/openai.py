@@ -207,6 +207,7 @@ def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
     extra = _own(block.extra)
     if extra.get("type") == "custom":
         return _encode_custom_call(block, extra)
+    read_here = "_arguments" in extra  # a call this codec read keeps the shape it had
     raw = extra.pop("_arguments", None)
     fn_extra = extra.pop("_function_extra", {})
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
@@ -217,8 +218,12 @@ def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
             parsed = None
         if parsed == dict(block.input) or (not isinstance(parsed, dict) and not block.input):
             arguments = raw
+    # Chat Completions requires "type" on a tool call ("Missing required parameter:
+    # 'messages[i].tool_calls[0].type'"); a call from another format has none
+    kind = {} if read_here else {"type": "function"}
     return {
         "id": block.id,
+        **kind,
         "function": {"name": block.name, "arguments": arguments, **fn_extra},
         **extra,
     }
