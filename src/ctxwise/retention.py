@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from ctxwise.errors import UsageError
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, block_text
 
 __all__ = ["Retention", "Specific", "SpecificKind", "retention", "specifics"]
@@ -79,6 +80,8 @@ class Specific:
 
 def specifics(text: str) -> set[Specific]:
     """The specifics of ``text`` (see the module doc)."""
+    if not isinstance(text, str):
+        raise UsageError(f"specifics() reads text, got {type(text).__name__}")
     found: set[Specific] = set()
     taken = bytearray(len(text))  # 1 where a path or an id was read (linear, not per match)
     for m in _PATH.finditer(text):
@@ -175,6 +178,14 @@ def retention(
     A specific seen both in the conversation and in tool output counts under
     ``conversation`` only (the conversation is where the agent stated it).
     """
+    if not isinstance(summary, str):
+        raise UsageError(f"the summary is text, got {type(summary).__name__}")
+    given: object = messages
+    if isinstance(given, str | Message) or not isinstance(given, Sequence):
+        raise UsageError(f"messages are a sequence of Message, got {type(given).__name__}")
+    for i, m in enumerate(messages):
+        if not isinstance(m, Message):
+            raise UsageError(f"messages[{i}] is not a Message: {type(m).__name__}")
     folded = _fold(summary)
     in_summary = specifics(summary)
     conversation: set[Specific] = set()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from ctxwise.errors import UsageError
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
 from ctxwise.retention import Specific, retention, specifics
 
@@ -36,3 +39,25 @@ def test_a_span_read_does_not_reach_past_its_end() -> None:
         Specific("id", "w4417"),
     }
     assert specifics("") == set()
+
+
+@pytest.mark.parametrize(
+    ("messages", "summary", "words"),
+    [
+        ([Message.text_message("user", "order W4417")], None, "the summary is text"),
+        ("order W4417", "W4417", "messages are a sequence of Message, got str"),
+        (Message.text_message("user", "W4417"), "W4417", "got Message"),
+        ([{"role": "user", "content": "W4417"}], "W4417", r"messages\[0\] is not a Message"),
+    ],
+    ids=["summary-none", "a-string", "one-message", "dicts"],
+)
+def test_retention_refuses_what_is_not_messages_and_text(
+    messages: object, summary: object, words: str
+) -> None:
+    """They raised TypeError ('expected string or bytes-like object', 'Message'
+    object is not iterable) or AttributeError ('str' object has no attribute
+    'content')."""
+    with pytest.raises(UsageError, match=words):
+        retention(messages, summary)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="specifics"):
+        specifics(None)  # type: ignore[arg-type]
