@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -308,6 +309,35 @@ def test_a_rule_stated_in_the_session_becomes_a_gate_rule(tmp_path: Path) -> Non
     with Engine(_config(tmp_path)) as engine:  # the session's gate rules persist
         assert engine.check_tool("s", "issue_refund", {"order_id": "4417"})
         assert [r["name"] for r in engine.sessions.load("s").state["gate_rules"]] == ["stated-1"]
+
+
+def test_a_custom_rule_and_a_stated_one_are_both_checked(tmp_path: Path) -> None:
+    # the session's gate was rebuilt from the configured rules' dicts, so once a rule
+    # was stated, a rule written as code raised FormatError: unknown kind 'custom'
+    from ctxwise.config import GatesConfig
+
+    class NoWeekendRefunds:
+        name = "no-weekend-refunds"
+        text = "No refunds dated on a weekend."
+
+        def check(self, tool_name: str, tool_input: Any, facts: Any) -> str | None:
+            weekend = tool_input.get("date") in ("2026-11-28", "2026-11-29")
+            return self.text if tool_name == "issue_refund" and weekend else None
+
+        def to_dict(self) -> dict[str, Any]:
+            return {"kind": "custom", "name": self.name}
+
+    gates = GatesConfig(vocabulary={"refund": "issue_refund", "address check": "verify_address"})
+    gate = PolicyGate([NoWeekendRefunds()])
+    with Engine(_config(tmp_path, gates=gates), gate=gate) as engine:
+        engine.turn(
+            "s", [USER("user", "Do not refund order 4417 until the address check is done.")]
+        )
+        stated = engine.check_tool("s", "issue_refund", {"order_id": "4417"})
+        assert not stated and "address check" in stated.reason  # type: ignore[union-attr]
+        custom = engine.check_tool("s", "issue_refund", {"order_id": "1", "date": "2026-11-28"})
+        assert not custom and "weekend" in custom.reason  # type: ignore[union-attr]
+        assert engine.check_tool("s", "issue_refund", {"order_id": "1", "date": "2026-11-30"})
 
 
 def test_aturn_runs_a_turn_for_async_callers(tmp_path: Path) -> None:

@@ -144,6 +144,22 @@ def test_trace_from_stored_reads_what_a_turn_stored(stored: Path) -> None:
         Trace.from_stored({**rows[0], "format": "1"}, session_id="s1")
 
 
+def test_engine_traces_of_a_trace_it_cannot_read_is_a_format_error(
+    stored: Path, tmp_path: Path
+) -> None:
+    # Engine.traces (and the MCP traces tool through it) raised pydantic's
+    # ValidationError, which is outside the library's exception tree
+    from ctxwise import Engine, EngineConfig
+
+    sql = "UPDATE ctxwise_session_turns SET trace = json_set(trace, '$.shiny', 1) WHERE turn = 2"
+    db = _damaged(stored, tmp_path, sql)
+    with (
+        Engine(EngineConfig(store=f"sqlite:///{db}")) as engine,
+        pytest.raises(FormatError, match=r"trace of turn 2.*shiny: unknown key"),
+    ):
+        engine.traces("s1")
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 @pytest.mark.parametrize("session_id", ["a\ud800", "a\x00b", "x" * 201, "", 123, None, ["s1"]])
 @pytest.mark.parametrize("method", ["version", "traces", "log"])

@@ -633,7 +633,9 @@ class Engine:
         """Every turn's trace, in order."""
         check_session_id(session_id)
         self.sessions.require(session_id)
-        return [Trace.model_validate(t) for t in self.sessions.traces(session_id)]
+        return [
+            Trace.from_stored(t, session_id=session_id) for t in self.sessions.traces(session_id)
+        ]
 
     def handoff(
         self,
@@ -1161,8 +1163,10 @@ class Engine:
         """The configured gate plus the rules this session compiled from what was said."""
         if not session.gate_rules:
             return self.gate
-        rules = [*self.gate.to_dict()["rules"], *session.gate_rules]
-        return PolicyGate.from_dict({"version": 1, "rules": rules})
+        # the configured rules as they are (a custom PolicyRule has no dict form),
+        # then the session's, which are stored as dicts
+        stated = PolicyGate.from_dict({"version": 1, "rules": session.gate_rules})
+        return PolicyGate([*self.gate, *stated])
 
     def _compile(self, session: _Session, text: str) -> None:
         """A stated rule as a gate rule of the session, when ``compile_rule`` reads it."""
