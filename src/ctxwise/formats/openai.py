@@ -371,16 +371,19 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
     # user: tool results become tool messages, the rest one user message
     results = [b for b in msg.content if isinstance(b, ToolResultBlock)]
     out_msgs: list[dict[str, Any]] = []
+    moved: list[ContentBlock] = []  # parts of foreign results a tool message cannot hold
     for r in results:
-        content_value: Any = (
-            r.content if isinstance(r.content, str) else [_encode_part(b) for b in r.content]
-        )
+        texts, media = _split_result(r, role_hint)
+        moved.extend(media)
+        content_value: Any = texts if isinstance(texts, str) else [_encode_part(b) for b in texts]
+        if media and not texts:  # every part moved: an empty tool message answers the call
+            content_value = ""
         r_extra = _own(r.extra)
         if r_extra.pop("_function", False):
-            form = r_extra.pop("_content", None)
+            fn_form = r_extra.pop("_content", None)
             fn_msg = {"role": "function", **r_extra}
             if content_value == "":  # null or absent when read, and not edited since
-                content_value = _no_parts(form, content_value)
+                content_value = _no_parts(fn_form, content_value)
             out_msgs.append(_with_content(fn_msg, content_value))
             continue
         out_msgs.append(
@@ -391,11 +394,28 @@ def _encode_message(msg: Message) -> list[dict[str, Any]]:
                 **_own(r.extra),
             }
         )
-    others = [b for b in msg.content if not isinstance(b, ToolResultBlock)]
+    others = [*moved, *(b for b in msg.content if not isinstance(b, ToolResultBlock))]
     if others or not results:
-        content = _text_content(others, msg.plain, form, "")
+        content = _text_content(others, msg.plain and not moved, form, "")
         out_msgs.append({**_with_content({"role": "user"}, content), **extra})
     return out_msgs
+
+
+def _split_result(
+    result: ToolResultBlock, role_hint: Any
+) -> tuple[str | tuple[ContentBlock, ...], tuple[ContentBlock, ...]]:
+    """A tool result's content for its ``tool`` message, and the parts that go to
+    the user message after it instead.
+
+    A ``tool`` message holds text only (``string | ChatCompletionContentPartText[]``):
+    the images, documents and other parts of a result from another format (an
+    Anthropic ``tool_result`` with an image, Claude Code reading a screenshot) go
+    to the user message that follows. A result read from Chat Completions is
+    written as it was read."""
+    if role_hint is not None or isinstance(result.content, str):
+        return result.content, ()
+    texts = tuple(b for b in result.content if isinstance(b, TextBlock))
+    return texts, tuple(b for b in result.content if not isinstance(b, TextBlock))
 
 
 def encode_message(message: Message) -> list[dict[str, Any]]:

@@ -30,7 +30,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from ctxwise.formats import anthropic, openai
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, Transcript, block_text
+from ctxwise.messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    Transcript,
+    block_text,
+)
 from ctxwise.tokens import TokenCounter
 
 __all__ = [
@@ -217,10 +224,15 @@ def _as_sent_openai(message: Message) -> list[Message]:
     results = [b for b in message.content if isinstance(b, ToolResultBlock)]
     if not results:
         return [message]
-    others = tuple(b for b in message.content if not isinstance(b, ToolResultBlock))
-    out = [replace(message, content=(r,), plain=False) for r in results]
+    out: list[Message] = []
+    moved: list[ContentBlock] = []  # parts a tool message cannot hold go to the user one
+    for r in results:
+        texts, media = openai._split_result(r, message.extra.get("openai._role"))
+        moved.extend(media)
+        out.append(replace(message, content=(replace(r, content=texts),), plain=False))
+    others = (*moved, *(b for b in message.content if not isinstance(b, ToolResultBlock)))
     if others:
-        out.append(replace(message, content=others))
+        out.append(replace(message, content=others, plain=message.plain and not moved))
     return out
 
 
