@@ -23,3 +23,12 @@ def test_a_history_overflow_with_compaction_off_names_the_history() -> None:
             engine.record("s", [Message.text_message("assistant", "a " * 20)])
     assert "faq" not in info.value.sections
     assert "history" in info.value.sections
+
+
+def test_a_budget_below_the_request_framing_names_it() -> None:
+    # with nothing pinned, the error listed nothing: "(pinned: )"
+    engine = Engine(EngineConfig(store="memory", budget=1))
+    with engine, pytest.raises(PinnedOverflowError) as info:
+        engine.turn("s", [Message.text_message("user", "hello")])
+    assert info.value.sections == ("request framing",)
+    assert "(pinned: request framing)" in str(info.value)

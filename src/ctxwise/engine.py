@@ -1445,8 +1445,12 @@ class Engine:
         pinned_tokens = sum(self.counter.count(s.content) for s, _ in pinned)
         room = available - framing - pinned_tokens
         if room <= 0:
+            # the request's own framing is what must stay too (all of it, when
+            # nothing is pinned)
             raise PinnedOverflowError(
-                available, pinned_tokens + framing, [s.name for s, _ in pinned]
+                available,
+                pinned_tokens + framing,
+                [*(s.name for s, _ in pinned), "request framing"],
             )
         history_room = room - int(cfg.context_share * room)
         cleared, compacted, changed_from = self._edit(work, history_room, room)

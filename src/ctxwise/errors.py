@@ -146,7 +146,7 @@ class PinnedOverflowError(UsageError):
         self.budget = budget
         self.pinned_tokens = pinned_tokens
         self.sections = tuple(sections)
-        names = ", ".join(self.sections)
+        names = ", ".join(self.sections) or "nothing"
         super().__init__(
             f"pinned sections need {pinned_tokens} tokens but the budget is {budget} "
             f"(pinned: {names}); raise the budget or unpin a section"
