@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,3 +65,15 @@ def test_minilm_embedder() -> None:
     vecs = emb.embed(["how do I get a refund", "refund my order please", "what is the weather"])
     assert vecs.shape == (3, 384) and emb.dim == 384
     assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2])
+
+
+def test_a_model_folder_holding_no_model_is_a_usage_error(tmp_path: Path) -> None:
+    # sentence-transformers raised a bare ValueError ('Unrecognized model in ...')
+    pytest.importorskip("sentence_transformers", reason="needs the minilm extra")
+    from ctxwise.errors import UsageError
+
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(UsageError, match="does not hold a sentence-transformers model"):
+        SentenceTransformerEmbedder(tmp_path)
+    with pytest.raises(UsageError, match="does not hold a sentence-transformers model"):
+        get_embedder(f"st:{tmp_path}")

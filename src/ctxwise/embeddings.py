@@ -141,7 +141,15 @@ class SentenceTransformerEmbedder:
         if not path.is_dir():
             raise UsageError(f"model path {path} is not a directory holding a model")
         # load from disk only: never reach a model hub
-        self._model: Any = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        try:
+            self._model: Any = SentenceTransformer(
+                str(path), device="cpu", local_files_only=True
+            )
+        except (OSError, ValueError, KeyError) as e:  # no model there, or a damaged one
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(
+                f"model path {path} does not hold a sentence-transformers model ({first})"
+            ) from None
         self.model_path = path
         self.batch_size = batch_size
         get_dim = getattr(self._model, "get_embedding_dimension", None) or (
