@@ -142,9 +142,7 @@ class SentenceTransformerEmbedder:
             raise UsageError(f"model path {path} is not a directory holding a model")
         # load from disk only: never reach a model hub
         try:
-            self._model: Any = SentenceTransformer(
-                str(path), device="cpu", local_files_only=True
-            )
+            self._model: Any = SentenceTransformer(str(path), device="cpu", local_files_only=True)
         except (OSError, ValueError, KeyError) as e:  # no model there, or a damaged one
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UsageError(
