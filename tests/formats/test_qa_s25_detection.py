@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from ctxwise.compaction.core import compact
+from ctxwise.errors import FormatError
 from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
 from ctxwise.memory.facts import Fact
+from tests._cli import assert_usage_error, run
 
 AUDIO: dict[str, Any] = {
     "model": "gpt-4o-audio-preview",
@@ -168,3 +170,36 @@ def test_compacting_an_openai_request_keeps_it_one(tmp_path: Path) -> None:
     assert out["max_completion_tokens"] == 500
     assert out["messages"][0]["role"] == "system"
     assert "ana@example.com" in out["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, ["text"], 3, None])
+def test_a_block_type_that_is_no_string_is_a_format_error(tmp_path: Path, kind: Any) -> None:
+    # detection looked the type up in a set: a dict or list raised TypeError (a
+    # traceback from the CLI) before the codec could say what was wrong
+    doc = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": [
+        {"type": kind, "text": "x"}]}]}  # fmt: skip
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(FormatError, match="content block has no 'type'"):
+        read_transcript_file(p)
+    assert_usage_error(run("clear", p, "--out", tmp_path / "out.json"), "no 'type'")
+    assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "why"),
+    [
+        ("m.jsonl", '{"role": ["user"], "content": "x"}\n{"role": "assistant", "content": "y"}\n',
+         "no line is a message object"),
+        ("m.json", '{"role": {"a": 1}, "content": "x"}', "no known transcript shape"),
+    ],
+    ids=["jsonl", "one-message"],
+)  # fmt: skip
+def test_a_role_that_is_no_string_is_refused(
+    tmp_path: Path, name: str, text: str, why: str
+) -> None:
+    # the role was looked up in a set too: TypeError, a traceback from the CLI
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    assert_usage_error(run("clear", p, "--out", tmp_path / "out.json"), why)
+    assert not (tmp_path / "out.json").exists()

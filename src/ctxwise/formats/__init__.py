@@ -164,11 +164,13 @@ def _messages_format(messages: Sequence[Any]) -> tuple[Literal["anthropic", "ope
             return "openai", "a message whose content is null"
         if isinstance(content, list):
             for b in content:
-                if isinstance(b, Mapping):
-                    if b.get("type") in _ANTHROPIC_BLOCKS:
-                        return "anthropic", f"a {b['type']!r} content block"
-                    if b.get("type") in _OPENAI_PARTS:
-                        return "openai", f"a {b['type']!r} content part"
+                kind = b.get("type") if isinstance(b, Mapping) else None
+                if not isinstance(kind, str):  # the codec says what is wrong with it
+                    continue
+                if kind in _ANTHROPIC_BLOCKS:
+                    return "anthropic", f"a {kind!r} content block"
+                if kind in _OPENAI_PARTS:
+                    return "openai", f"a {kind!r} content part"
     return "anthropic", _NO_SIGNAL
 
 
@@ -217,7 +219,8 @@ def detect_format(path: str | Path, text: str | None = None) -> _Format:
 def _is_message_line(obj: Any) -> bool:
     return (
         isinstance(obj, Mapping)
-        and obj.get("role") in _ROLES
+        and isinstance(obj.get("role"), str)
+        and obj["role"] in _ROLES
         and "type" not in obj
         and "message" not in obj
     )
