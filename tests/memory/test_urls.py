@@ -53,6 +53,8 @@ def test_urls_open_each_backend(tmp_path: Path) -> None:
         "sqlite://relative.db",
         "sqlite:///bad.db?mode=ro",
         "sqlite:///a\x00b.db",
+        "sqlite:///a\ud800.db",  # a lone surrogate: UnicodeEncodeError from sqlite3
+        "postgresql://u@h/d\udcff",
     ],
 )
 def test_a_bad_url_is_a_typed_usage_error(

@@ -30,6 +30,12 @@ def store_kind(url: str) -> str:
         raise StoreURLError(str(url), reason="it is empty")
     if "\x00" in url:
         raise StoreURLError(url, reason="it holds a NUL character")
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: no file or server can be named by it
+        raise StoreURLError(
+            url, reason=f"it holds a lone surrogate (U+{ord(url[e.start]):04X}), not text"
+        ) from None
     if url in ("memory", "memory://"):
         return "memory"
     scheme, sep, rest = url.partition("://")
