@@ -297,7 +297,7 @@ class TrimConfig(_Strict):
 class ToolResultsConfig(_Strict):
     store_over: int = Field(default=0, ge=0)
     page_size: int = Field(default=20, ge=1)
-    ttl: float = Field(default=3600, gt=0)
+    ttl: float = Field(default=3600, gt=0, allow_inf_nan=False)
     key_env: str = Field(default="CTXWISE_CURSOR_KEY", min_length=1)
     previous_key_envs: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
     trim: dict[str, TrimConfig] = Field(default_factory=dict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import random
 from pathlib import Path
 
@@ -12,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwise.errors import BudgetError, CursorError, UsageError
+from ctxwise.config import EngineConfig
+from ctxwise.errors import BudgetError, ConfigError, CursorError, UsageError
 from ctxwise.memory.sqlite import SQLiteStore
 from ctxwise.memory.store import InMemoryStore, Store
 from ctxwise.tools.cursors import (
@@ -242,3 +244,12 @@ def test_fetch_more_result_gives_a_page_or_an_error_the_model_can_act_on() -> No
     assert late.is_error is True and "run the tool again" in str(late.content)
     missing = fetch_more_result(results, {}, session_id="s1", tool_use_id="t4")
     assert missing.is_error is True and "cursor" in str(missing.content)
+
+
+@pytest.mark.parametrize("ttl", [math.inf, math.nan, 0, -1, "60", True])
+def test_a_ttl_that_is_not_a_positive_finite_number_is_refused(ttl: object) -> None:
+    # an infinite ttl was taken, and every cursor then carried Infinity: not JSON
+    with pytest.raises(UsageError, match="ttl"):
+        ResultStore(KEY, clock=Clock(), ttl=ttl)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="ttl"):
+        EngineConfig.model_validate({"tool_results": {"ttl": ttl}})

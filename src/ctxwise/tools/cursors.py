@@ -31,6 +31,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -145,8 +146,12 @@ class ResultStore:
         # a bare key (bytes) or a str iterates as ints or characters: refused here too
         if not all(isinstance(k, bytes) and len(k) >= _MIN_KEY_BYTES for k in previous_keys):
             raise UsageError(f"previous_keys are keys of at least {_MIN_KEY_BYTES} bytes each")
-        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
-            raise UsageError(f"ttl must be a positive number, got {ttl!r}")
+        if (
+            isinstance(ttl, bool)
+            or not isinstance(ttl, int | float)
+            or not 0 < ttl < math.inf  # an infinite expiry is written as Infinity: not JSON
+        ):
+            raise UsageError(f"ttl must be a positive, finite number, got {ttl!r}")
         self._key = key
         self._previous = tuple(previous_keys)
         self.clock = clock
