@@ -287,3 +287,32 @@ def test_the_count_cache_is_safe_to_share_between_threads() -> None:
     lru._data = Racing(lru._data)
     assert lru.get(b"a") == 1
     assert evicted.wait(5) and list(lru._data) == [b"b"]
+
+
+def test_a_plain_text_document_is_counted_by_its_text() -> None:
+    # Anthropic's text and content document sources are read as text: they were
+    # counted as one image (media_tokens) whatever their length
+    from ctxwise import Message, Transcript
+    from ctxwise.composition import composition
+    from ctxwise.messages import MediaBlock, ToolResultBlock
+
+    counter = CharCounter()
+    long = "The refund policy allows returns within 30 days. " * 400
+    text_doc = MediaBlock(
+        "document", {"type": "text", "media_type": "text/plain", "data": long}, {"title": "Policy"}
+    )
+    parts = {"type": "content", "content": [{"type": "text", "text": long}, {"type": "image"}]}
+    content_doc = MediaBlock("document", parts)
+    pdf = MediaBlock("document", {"type": "base64", "media_type": "application/pdf", "data": "x"})
+    assert counter.media_cost(text_doc) == counter.count("Policy\n" + long)
+    assert counter.media_cost(content_doc) == counter.count(long) + counter.media_tokens
+    assert counter.media_cost(pdf) == counter.media_tokens
+    messages = [
+        Message("user", (text_doc,)),
+        Message("user", (ToolResultBlock("t1", (content_doc,)),)),
+    ]
+    total = counter.count_messages(messages)
+    assert total > 2 * counter.count(long)
+    comp = composition(Transcript(tuple(messages)), counter)
+    assert comp.total_tokens == total == sum(comp.by_kind.values())
+    assert comp.by_kind["media"] == counter.media_cost(text_doc)

@@ -160,7 +160,13 @@ def composition(
     """
     _check_arguments(transcript, counter, top, placement)
     ctr = counter if counter is not None else CharCounter()
-    media_cost = int(getattr(ctr, "media_tokens", MEDIA_TOKENS))
+    flat = int(getattr(ctr, "media_tokens", MEDIA_TOKENS))
+    by_counter = getattr(ctr, "media_cost", None)
+
+    def media_cost(block: MediaBlock) -> int:
+        # as the counter counts it (a plain-text document by its text), else flat
+        return int(by_counter(block)) if callable(by_counter) else flat
+
     names = transcript.tool_names()
     by_kind = dict.fromkeys(KINDS, 0)
     tools: dict[str, ToolTokens] = {}
@@ -183,13 +189,13 @@ def composition(
             elif isinstance(block, ToolResultBlock):
                 kind, tool = "tool_result", names.get(block.tool_use_id, "(unknown)")
                 if not isinstance(block.content, str):
-                    tokens += media_cost * sum(isinstance(b, MediaBlock) for b in block.content)
+                    tokens += sum(media_cost(b) for b in block.content if isinstance(b, MediaBlock))
                 t = tools.get(tool, ToolTokens())
                 tools[tool] = replace(t, results=t.results + tokens)
             elif isinstance(block, ThinkingBlock):
                 kind = "thinking"
             elif isinstance(block, MediaBlock):
-                kind, tokens = "media", media_cost
+                kind, tokens = "media", media_cost(block)
                 text = f"[{block.media}]"
             else:
                 assert isinstance(block, OpaqueBlock)

@@ -18,7 +18,9 @@ Counters that ask a provider's API live with the provider adapters
 (:class:`ctxwise.providers.AnthropicCounter`); this module holds no provider code.
 
 Images and documents have no text; estimators count them as
-``media_tokens`` (default 1,600, the cost of a ~1.15 megapixel image on Claude).
+``media_tokens`` (default 1,600, the cost of a ~1.15 megapixel image on Claude),
+except a plain-text document (Anthropic's ``text`` and ``content`` sources), which
+is counted as its text.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import threading
 import unicodedata
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -90,10 +92,44 @@ class _TextCounter(ABC):
         for block in message.content:
             total += self.count(block_text(block))
             if isinstance(block, MediaBlock):
-                total += self.media_tokens
+                total += self.media_cost(block)
             elif isinstance(block, ToolResultBlock) and not isinstance(block.content, str):
-                total += sum(self.media_tokens for b in block.content if isinstance(b, MediaBlock))
+                total += sum(self.media_cost(b) for b in block.content if isinstance(b, MediaBlock))
         return total
+
+    def media_cost(self, block: MediaBlock) -> int:
+        """An image, or a document the model reads as an image or a PDF: ``media_tokens``.
+        A plain-text document (Anthropic's ``text`` and ``content`` sources) is read
+        as its text: counted as that text, with its title and context."""
+        source = block.source
+        kind = source.get("type")
+        if block.media != "document" or kind not in ("text", "content"):
+            return self.media_tokens
+        extra = [v for k in ("title", "context") if isinstance(v := block.extra.get(k), str)]
+        if kind == "text":
+            data = source.get("data")
+            return (
+                self.count("\n".join([*extra, data]))
+                if isinstance(data, str)
+                else self.media_tokens
+            )
+        content = source.get("content")
+        if isinstance(content, str):
+            return self.count("\n".join([*extra, content]))
+        if not isinstance(content, list):
+            return self.media_tokens
+        texts = [*extra]
+        images = 0
+        for part in content:
+            if (
+                isinstance(part, Mapping)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            ):
+                texts.append(part["text"])
+            else:
+                images += 1
+        return self.count("\n".join(texts)) + images * self.media_tokens
 
     def count_messages(self, messages: Sequence[Message]) -> int:
         if not messages:
