@@ -51,6 +51,22 @@ def test_locomo_converter_parses_malformed_evidence() -> None:
     ]
 
 
+def test_locomo_categories_written_as_strings_are_read() -> None:
+    # a file converted through strings ("category": "1") lost every question and
+    # evaluated to n=0 without a word; a JSON true is no category (True == 1)
+    sample = {
+        "sample_id": "c1",
+        "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "a dog"}]},
+        "qa": [
+            {"question": "Which pet?", "evidence": ["D1:1"], "category": "1"},
+            {"question": "Adversarial", "evidence": ["D1:1"], "category": "5"},
+            {"question": "Odd", "evidence": ["D1:1"], "category": True},
+        ],
+    }
+    (conv,) = locomo_to_generic([sample])["conversations"]
+    assert conv["questions"] == [{"question": "Which pet?", "evidence": ["D1:1"], "category": "1"}]
+
+
 def test_locomo_converter_reads_image_captions_only() -> None:
     turn = {
         "speaker": "Mel",

@@ -106,7 +106,10 @@ def locomo_to_generic(
         ids = {t["id"] for t in turns}
         questions = []
         for qa in sample.get("qa", []):
-            if qa.get("category") not in categories:
+            category = qa.get("category")
+            if isinstance(category, str) and category.strip().isdigit():
+                category = int(category)  # "1", as a file converted through strings has it
+            if isinstance(category, bool) or category not in categories:
                 continue
             evidence = [
                 e for raw in qa.get("evidence", []) for e in _EVIDENCE.findall(str(raw)) if e in ids
@@ -117,7 +120,7 @@ def locomo_to_generic(
                 {
                     "question": qa["question"],
                     "evidence": sorted(set(evidence)),
-                    "category": str(qa["category"]),
+                    "category": str(category),
                 }
             )
         conversations.append(
