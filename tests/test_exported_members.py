@@ -134,6 +134,7 @@ ALLOWLIST: dict[str, set[str]] = {
     "helpers of one module: reached as ctxwise.<module>.x": {
         "ctxwise.embeddings.tokenize",
         "ctxwise.messages.block_text",
+        "ctxwise.messages.check_messages",
         "ctxwise.messages.message_problem",
         "ctxwise.pairing.placement_for",
         "ctxwise.pairing.problems",

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from ctxwise.errors import UsageError
+
 __all__ = [
     "CompactBoundary",
     "ContentBlock",
@@ -36,6 +38,7 @@ __all__ = [
     "ToolUseBlock",
     "Transcript",
     "block_text",
+    "check_messages",
     "message_problem",
 ]
 
@@ -351,6 +354,17 @@ def message_problem(message: Message) -> str | None:
         if problem is not None:
             return problem
     return None
+
+
+def check_messages(value: object, name: str = "messages") -> None:
+    """A :class:`~ctxwise.errors.UsageError` unless ``value`` is a sequence of
+    :class:`Message` (not one message, a string, or dicts); ``name`` is the
+    argument's name in the message."""
+    if isinstance(value, str | Message) or not isinstance(value, Sequence):
+        raise UsageError(f"{name} are a sequence of Message, got {type(value).__name__}")
+    for i, m in enumerate(value):
+        if not isinstance(m, Message):
+            raise UsageError(f"{name}[{i}] is not a Message: {type(m).__name__}")
 
 
 def block_text(block: ContentBlock) -> str:

@@ -35,7 +35,14 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from ctxwise.errors import UsageError
-from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, block_text
+from ctxwise.messages import (
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    block_text,
+    check_messages,
+)
 
 __all__ = ["Retention", "Specific", "SpecificKind", "retention", "specifics"]
 
@@ -180,12 +187,7 @@ def retention(
     """
     if not isinstance(summary, str):
         raise UsageError(f"the summary is text, got {type(summary).__name__}")
-    given: object = messages
-    if isinstance(given, str | Message) or not isinstance(given, Sequence):
-        raise UsageError(f"messages are a sequence of Message, got {type(given).__name__}")
-    for i, m in enumerate(messages):
-        if not isinstance(m, Message):
-            raise UsageError(f"messages[{i}] is not a Message: {type(m).__name__}")
+    check_messages(messages)
     folded = _fold(summary)
     in_summary = specifics(summary)
     conversation: set[Specific] = set()

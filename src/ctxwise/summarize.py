@@ -40,6 +40,7 @@ from ctxwise.messages import (
     ToolResultBlock,
     ToolUseBlock,
     block_text,
+    check_messages,
 )
 from ctxwise.retention import specifics
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
@@ -583,12 +584,7 @@ def _check_input(previous: str, turns: Sequence[Message]) -> None:
         raise UsageError(
             f"the previous summary is text ('' for none), got {type(previous).__name__}"
         )
-    given: object = turns
-    if isinstance(given, str | Message) or not isinstance(given, Sequence):
-        raise UsageError(f"turns are a sequence of Message, got {type(given).__name__}")
-    for i, m in enumerate(turns):
-        if not isinstance(m, Message):
-            raise UsageError(f"turns[{i}] is not a Message: {type(m).__name__}")
+    check_messages(turns, "turns")
 
 
 class ExtractiveSummarizer:
