@@ -240,7 +240,7 @@ def test_eval_handoff_bad_input(tmp_path: Path) -> None:
     cases: list[tuple[list[str | Path], tuple[str, ...]]] = [
         (["--data", tmp_path / "missing.json"], ("no such file",)),
         (["--data", write("text.json", "not json")], ("invalid JSON",)),
-        (["--data", write("obj.json", '{"a": 1}')], ("obj.json", "neither")),
+        (["--data", write("obj.json", '{"a": 1}')], ("obj.json", "not LoCoMo or generic")),
         (["--data", write("none.json", '{"conversations": []}')], ("no conversations",)),
         (["--data", write("turns.json", '{"conversations": [{"turns": [1]}]}')], ("turns",)),
         (

@@ -176,8 +176,8 @@ def test_out_dev_stdout_is_written_not_replaced(results_file: Path) -> None:
         pytest.skip("no /dev/stdout")
     was_link = dev.is_symlink()
     res = ok(ctxwise("clear", results_file, "--out", dev, "--json"))
-    body, end = json.JSONDecoder().raw_decode(res.stdout)  # the transcript, then the report
-    assert len(body) == 3 and json.loads(res.stdout[end:])["out"] == str(dev)
+    body = json.loads(res.stdout)  # only the transcript: the report goes to stderr
+    assert len(body) == 3 and json.loads(res.stderr)["out"] == str(dev)
     assert dev.is_symlink() == was_link
     assert not stat.S_ISREG(os.lstat(dev).st_mode)  # never replaced by a regular file
 

@@ -138,15 +138,7 @@ def eval_handoff_cmd(
 
         _check_budget(budget)
         ctr = get_counter(counter)
-        try:
-            conversations = load_conversations(data)
-        except FormatError as exc:
-            if exc.source == str(data):
-                raise
-            # locomo_to_generic names its source "locomo", not the file
-            raise FormatError(
-                str(data), f"neither the generic format nor LoCoMo ({exc.detail})"
-            ) from None
+        conversations = load_conversations(data)  # its errors name the file
         return evaluate_handoff(conversations, budget, counter=ctr)
 
     result = _guard(run)
