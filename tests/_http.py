@@ -27,3 +27,33 @@ def mock_client(sdk: str, handler: Callable[[Any], Any]) -> Any:
 
 def response(sdk: str, status: int, payload: Any) -> Any:
     return http_module(sdk).Response(status, json=payload)
+
+
+def anthropic_message(content: Any, stop_reason: str = "end_turn") -> dict[str, Any]:
+    """A Messages API response body, as Anthropic documents it."""
+    return {
+        "id": "msg_01",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-5-5",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 12, "output_tokens": 3},
+    }
+
+
+def openai_completion(choices: Any, completion_tokens: int = 1) -> dict[str, Any]:
+    """A Chat Completions response body, as OpenAI documents it."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "gpt-4o-mini",
+        "choices": choices,
+        "usage": {
+            "prompt_tokens": 40,
+            "completion_tokens": completion_tokens,
+            "total_tokens": 40 + completion_tokens,
+        },
+    }

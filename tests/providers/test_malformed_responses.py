@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ctxwise.errors import ProviderError
-from tests._http import http_module, mock_client
+from tests._http import anthropic_message, http_module, mock_client, openai_completion
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -40,27 +40,11 @@ def _client(sdk: str, replies: list[Any], seen: list[Any] | None = None) -> Any:
 
 
 def _message(content: Any) -> dict[str, Any]:
-    return {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5-5",
-        "content": content,
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 12, "output_tokens": 3},
-    }
+    return anthropic_message(content)
 
 
 def _completion(choices: Any) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": "gpt-4o-mini",
-        "choices": choices,
-        "usage": {"prompt_tokens": 40, "completion_tokens": 1, "total_tokens": 41},
-    }
+    return openai_completion(choices)
 
 
 def _choice(message: Any, logprobs: Any = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ctxwise.errors import ProviderError
-from tests._http import http_module, mock_client
+from tests._http import anthropic_message, http_module, mock_client, openai_completion
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -78,16 +78,7 @@ def test_a_body_nested_past_the_json_decoder_is_a_provider_error(adapter: str, w
 
 
 def _message(content: list[dict[str, Any]], stop_reason: str) -> dict[str, Any]:
-    return {
-        "id": "msg_01",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-5-5",
-        "content": content,
-        "stop_reason": stop_reason,
-        "stop_sequence": None,
-        "usage": {"input_tokens": 12, "output_tokens": 3},
-    }
+    return anthropic_message(content, stop_reason)
 
 
 @pytest.mark.parametrize(
@@ -118,16 +109,8 @@ def test_anthropic_other_stop_reasons_still_answer(stop: str) -> None:
 
 
 def _completion(message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1_700_000_000,
-        "model": "gpt-4o-mini",
-        "choices": [
-            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
-        ],
-        "usage": {"prompt_tokens": 40, "completion_tokens": 5, "total_tokens": 45},
-    }
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+    return openai_completion([choice], completion_tokens=5)
 
 
 def test_openai_refusal_text_is_in_the_error() -> None:
