@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
-from ctxwise.formats import read_transcript_file, save_transcript_file, write_back
+from ctxwise.editing import DEFAULT_PLACEHOLDER
+from ctxwise.formats import save_transcript_file
 from ctxwise.formats.claude_code import read_claude_code_lines
+from tests.formats._clear import clear_file
 
 BASE = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": "s1"}
 
@@ -92,13 +93,9 @@ def test_a_quoted_notice_from_the_model_stays() -> None:
 
 
 def test_clear_keeps_the_error_lines(tmp_path: Path) -> None:
-    src = tmp_path / "s.jsonl"
     text = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in session())
-    src.write_text(text, encoding="utf-8")
-    f = read_transcript_file(src)
-    edit = clear_tool_uses(f.transcripts[0], trigger_tokens=0, keep_last=0)
+    f, edit, data, shape = clear_file(tmp_path / "s.jsonl", text, keep_last=0)
     assert edit.applied
-    data, shape = write_back(f, {0: edit.transcript})
     assert shape == "session"
     out = tmp_path / "out.jsonl"
     save_transcript_file(f, data, out)

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ctxwise.compaction.core import compact
-from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
-from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+from ctxwise.editing import DEFAULT_PLACEHOLDER
+from ctxwise.formats import read_transcript_file, write_back_compaction
 from ctxwise.formats.claude_code import read_claude_code_lines
 from ctxwise.messages import ToolResultBlock, Transcript
 from ctxwise.tokens import CharCounter
+from tests.formats._clear import clear_file
 
 CLEARED = "[Old tool result content cleared]"
 BASE = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": "s1"}
@@ -86,12 +87,8 @@ def test_microcompacted_results_read_as_claude_code_sends_them() -> None:
 
 def test_clear_rewrites_only_what_it_cleared(tmp_path: Path) -> None:
     text = session().text()
-    p = tmp_path / "s.jsonl"
-    p.write_text(text, encoding="utf-8")
-    f = read_transcript_file(p)
-    edit = clear_tool_uses(f.transcripts[0], trigger_tokens=0, keep_last=1)
+    _, edit, data, _ = clear_file(tmp_path / "s.jsonl", text, keep_last=1)
     assert [i.tool_use_id for i in edit.cleared] == ["toolu_3"]
-    data, _ = write_back(f, {0: edit.transcript})
     old, new = text.split("\n"), data.decode("utf-8").split("\n")
     # the microcompacted results' lines (3 and 5) stay as they were
     assert [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b] == [6]

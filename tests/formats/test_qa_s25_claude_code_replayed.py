@@ -14,6 +14,7 @@ from ctxwise.compaction.core import compact
 from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
 from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
 from ctxwise.formats.claude_code import read_claude_code_lines
+from tests.formats._clear import clear_file
 from tests.formats.test_qa_s25_claude_code_microcompact import Chain
 
 
@@ -40,12 +41,8 @@ def test_a_replayed_event_is_read_once() -> None:
 
 def test_clear_edits_every_copy_alike(tmp_path: Path) -> None:
     text = session().text()
-    p = tmp_path / "s.jsonl"
-    p.write_text(text, encoding="utf-8")
-    f = read_transcript_file(p)
-    edit = clear_tool_uses(f.transcripts[0], trigger_tokens=0, keep_last=1)
+    _, edit, data, _ = clear_file(tmp_path / "s.jsonl", text, keep_last=1)
     assert [c.tool_use_id for c in edit.cleared] == ["toolu_1"]
-    data, _ = write_back(f, {0: edit.transcript})
     old, new = text.split("\n"), data.decode("utf-8").split("\n")
     assert [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b] == [2, 6]
     for i in (2, 6):

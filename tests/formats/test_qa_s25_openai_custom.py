@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
+from ctxwise.editing import DEFAULT_PLACEHOLDER
 from ctxwise.errors import FormatError
-from ctxwise.formats import openai, read_transcript_file, write_back
+from ctxwise.formats import openai
 from ctxwise.messages import ToolUseBlock
 from ctxwise.pairing import problems
+from tests.formats._clear import clear_file
 
 PATCH = "*** Begin Patch\n*** Update File: a.py\n-x = 1\n+x = 2\n*** End Patch"
 
@@ -67,12 +68,10 @@ def test_custom_call_is_a_tool_use_and_round_trips() -> None:
 
 def test_cleared_custom_input_is_written_as_a_custom_call(tmp_path: Path) -> None:
     doc = request()
-    p = tmp_path / "req.json"
-    p.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    f = read_transcript_file(p)
-    edit = clear_tool_uses(f.transcripts[0], trigger_tokens=0, keep_last=0, clear_inputs=True)
+    text = json.dumps(doc, indent=1) + "\n"
+    _, edit, data, _ = clear_file(tmp_path / "req.json", text, keep_last=0, clear_inputs=True)
     assert edit.applied
-    back = json.loads(write_back(f, {0: edit.transcript})[0])
+    back = json.loads(data)
     calls = back["messages"][2]["tool_calls"]
     assert calls[0] == {
         "id": "call_custom_1",

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
+from ctxwise.editing import DEFAULT_PLACEHOLDER
 from ctxwise.errors import FormatError
-from ctxwise.formats import openai, read_transcript_file, write_back
+from ctxwise.formats import openai
 from ctxwise.messages import ToolResultBlock, ToolUseBlock
 from ctxwise.pairing import problems
+from tests.formats._clear import clear_file
 
 
 def request() -> dict[str, Any]:
@@ -59,13 +60,11 @@ def test_function_calls_pair_with_their_function_messages() -> None:
 
 
 def test_cleared_function_result_is_written_as_a_function_message(tmp_path: Path) -> None:
-    p = tmp_path / "req.json"
-    p.write_text(json.dumps(request(), indent=1) + "\n", encoding="utf-8")
-    f = read_transcript_file(p)
+    text = json.dumps(request(), indent=1) + "\n"
+    f, edit, data, _ = clear_file(tmp_path / "req.json", text, keep_last=1, clear_inputs=True)
     assert f.format == "openai"
-    edit = clear_tool_uses(f.transcripts[0], trigger_tokens=0, keep_last=1, clear_inputs=True)
     assert edit.applied
-    back = json.loads(write_back(f, {0: edit.transcript})[0])
+    back = json.loads(data)
     assert back["messages"][1]["function_call"] == {"name": "get_weather", "arguments": "{}"}
     assert "tool_calls" not in back["messages"][1]
     assert back["messages"][2] == {
