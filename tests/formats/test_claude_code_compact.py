@@ -30,6 +30,11 @@ def _view(messages: tuple[Message, ...] | list[Message]) -> list[tuple[str, str,
     return [(m.role, m.kind, m.content) for m in messages]
 
 
+def _conversational(e: dict[str, Any]) -> bool:
+    """An event the model sees: a message, or a slash command's echo (sent as user text)."""
+    return e["type"] in ("user", "assistant") or e.get("subtype") == "local_command"
+
+
 def check_written(text: str, result: Compaction, out: str, *, copied: bool = True) -> None:
     """Every property of a compaction written back into its session file."""
     assert out.startswith(text)  # the original lines, byte-identical
@@ -86,7 +91,7 @@ def check_written(text: str, result: Compaction, out: str, *, copied: bool = Tru
     assert summary["parentUuid"] == boundary["uuid"]
     parent = summary["uuid"]
     for e in tail:
-        assert e["type"] in ("user", "assistant") and e["parentUuid"] == parent
+        assert _conversational(e) and e["parentUuid"] == parent
         parent = e["uuid"]
     uuids = [e["uuid"] for e in original + added if "uuid" in e]
     assert len(uuids) == len(set(uuids))
@@ -104,7 +109,7 @@ def check_written(text: str, result: Compaction, out: str, *, copied: bool = Tru
     kept = [
         e
         for e in (original[starts[-1] :] if starts else [])
-        if e["type"] in ("user", "assistant") and not (has_main and e.get("isSidechain"))
+        if _conversational(e) and not (has_main and e.get("isSidechain"))
     ]
     assert ([bare(e) for e in kept] == [bare(e) for e in tail]) == copied
     assert len(tail) >= len(tail_msgs)

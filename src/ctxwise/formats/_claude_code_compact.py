@@ -48,7 +48,13 @@ from ctxwise.compaction.pinned import PINNED_KEY
 from ctxwise.compaction.result import Compaction
 from ctxwise.errors import ClaudeCodeWriteError
 from ctxwise.formats.anthropic import decode_block, encode_block
-from ctxwise.formats.claude_code import PINNED_EVENT_KEY, read_claude_code_lines
+from ctxwise.formats.claude_code import (
+    _CHAIN_TYPES,
+    PINNED_EVENT_KEY,
+    _is_local_command,
+    _live_branch,
+    read_claude_code_lines,
+)
 from ctxwise.messages import ContentBlock, Message, TextBlock
 
 __all__ = ["ClaudeCodeWriteError", "compacted_claude_code"]
@@ -127,6 +133,12 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
     has_main = any(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for e in events
     )
+    # the conversation the model has (the reader reads no other branch of the tree)
+    branch = _live_branch(events, has_main)
+    if branch is not None:
+        events = [
+            e for i, e in enumerate(events) if i in branch.live or e.get("type") not in _CHAIN_TYPES
+        ]
     # the window that was compacted: the events after the last compaction boundary
     last_boundary = max(
         (
@@ -139,7 +151,8 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
     convo = [
         e
         for e in events[last_boundary + 1 :]
-        if e.get("type") in ("user", "assistant") and not (has_main and e.get("isSidechain"))
+        if (e.get("type") in ("user", "assistant") or _is_local_command(e))
+        and not (has_main and e.get("isSidechain"))
     ]
     # a replayed copy of an event (same uuid) is read once: the tail copies it once
     firsts: set[str] = set()
@@ -152,7 +165,12 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
             firsts.add(uid)
         unique.append(e)
     convo = unique
-    last_uuid = next((e["uuid"] for e in reversed(events) if isinstance(e.get("uuid"), str)), None)
+    # the boundary follows the conversation's leaf (the last entry of its branch)
+    last_uuid = (
+        branch.leaf
+        if branch is not None and branch.leaf is not None
+        else next((e["uuid"] for e in reversed(events) if isinstance(e.get("uuid"), str)), None)
+    )
     timestamp = next(
         (e["timestamp"] for e in reversed(events) if isinstance(e.get("timestamp"), str)), None
     )
@@ -235,7 +253,9 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
         ][:1]
     else:
         starts = [
-            i for i, e in enumerate(convo) if e.get("type") == "user" and e.get("uuid") == first
+            i
+            for i, e in enumerate(convo)
+            if e.get("type") != "assistant" and e.get("uuid") == first
         ]
     appended = chain(convo[starts[0] :]) if first is not None and len(starts) == 1 else None
     if appended is None or not _reads_back(appended, summary_event, expected, source):

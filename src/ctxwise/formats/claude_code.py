@@ -17,17 +17,66 @@ What becomes a message:
   compaction segment, read as Claude Code sends them, ``[Old tool result content
   cleared]`` (counted in :attr:`ClaudeCodeReadReport.microcompacted`).
 
+- A ``system`` event with ``subtype: "local_command"`` (a slash command such as
+  ``/model`` or ``/cost`` and its output, ``<command-name>/model</command-name>…``
+  and ``<local-command-stdout>…</local-command-stdout>``) becomes a ``user``
+  message holding its ``content`` as it is, tags included: Claude Code sends these
+  to the model as user text (``normalizeMessagesForAPI`` turns them into user
+  messages "so the model can reference previous command output in later turns").
+
 A ``user`` or ``assistant`` event whose ``uuid`` an earlier one in the same
 compaction segment has is a copy Claude Code appended again (reopening a session
 in the IDE replays its entries): it is read once, as Claude Code loads entries by
 uuid, and counted as ``duplicate``.
 
+Only the conversation the model has is read. A session file is a tree: every
+entry has a ``uuid`` and a ``parentUuid``, and when the user rewinds (double Esc,
+``/rewind``, editing an earlier prompt) or a request is retried, the abandoned
+branch stays in the file and the new one starts from an earlier parent. Claude
+Code resumes from the newest entry that is not a subagent's and walks
+``parentUuid`` back to the root (``buildConversationChain``); the reader does the
+same, then reads the entries on that chain in file order.
+Events of the file on no branch the model has are counted as ``off_branch``. In
+detail:
+
+- the entries of the tree are the ``user``, ``assistant``, ``system`` and
+  ``attachment`` events (in a main session file, not the ``isSidechain`` ones);
+  older Claude Code versions put ``progress`` events in the chain, and a link to
+  one stands for a link to its parent, as Claude Code bridges them;
+- the leaf is the last entry in the file that is not a replayed copy (Claude
+  Code takes the newest ``timestamp``; in the files it writes the two agree, and
+  file order also holds for a file ctxwise compacted, whose copied tail keeps its
+  original timestamps, and needs no clock);
+- a ``compact_boundary`` has ``parentUuid: null``; the walk goes on through its
+  ``logicalParentUuid``, so the history before a compaction is read too (as a
+  :class:`~ctxwise.messages.CompactBoundary`; Claude Code's own walk stops there);
+- the parallel tool calls of one response are separate assistant events with the
+  same ``message.id``, each tool result a child of its own call, so one chain
+  misses some of them: every assistant event with the ``message.id`` of one on
+  the chain, and every tool result answering an assistant event on the chain, is
+  on it too (Claude Code's ``recoverOrphanedParallelToolResults``);
+- an entry whose ``parentUuid`` (or a boundary's ``logicalParentUuid``) names no
+  entry of the file (Claude Code sometimes writes such links, a subagent's file
+  starts with links into its parent session, hand-edited files lose lines)
+  continues the walk at the closest earlier entry in the file not yet on it,
+  rather than ending it and losing what came before (Claude Code stops there);
+  such links are counted in :attr:`ClaudeCodeReadReport.unresolved_links`;
+- an entry without a ``parentUuid`` key follows the entry before it in the file;
+  an entry without a ``uuid`` is on the chain when its parent is; a loop in the
+  links ends the walk;
+- a file without any ``uuid`` (older or hand-written transcripts) is read in
+  file order, every event, as are the entries of a file the walk reaches all of.
+
+``summary`` events and their ``leafUuid`` are not used: they title the
+conversation ending at that leaf, which may be in another session's file.
+
 Skipped (counted in :attr:`ClaudeCodeReadReport.skipped`): ``progress``,
 ``file-history-snapshot``, ``queue-operation`` and other bookkeeping events,
-``system`` events other than compaction boundaries (hook summaries, turn
-durations, local command echoes), and the API errors Claude Code records as
-assistant events (``isApiErrorMessage`` with model ``<synthetic>``: "API Error:
-529 Overloaded", a usage limit notice), which the model never sees.
+``system`` events other than compaction boundaries and local commands (hook
+summaries, turn durations), the events on an abandoned branch (``off_branch``),
+and the API errors Claude Code records as assistant events
+(``isApiErrorMessage`` with model ``<synthetic>``: "API Error: 529 Overloaded",
+a usage limit notice), which the model never sees.
 
 Writing: ctxwise does not generate sessions from scratch (the events carry uuids,
 parent links, cwd, version and UI state it has no model for). It writes edits
@@ -82,6 +131,10 @@ class ClaudeCodeReadReport:
     skipped: Counter[str] = field(default_factory=Counter)
     microcompacted: int = 0
     """Tool results read as cleared because a ``microcompact_boundary`` names them."""
+    unresolved_links: int = 0
+    """Links of the conversation read (``parentUuid``, a boundary's
+    ``logicalParentUuid``) that name no entry of the file: the walk went on at the
+    closest earlier entry (see the module docstring)."""
 
 
 _MICROCOMPACT_CLEARED = "[Old tool result content cleared]"
@@ -90,6 +143,125 @@ _MICROCOMPACT_CLEARED = "[Old tool result content cleared]"
 
 def _is_boundary(event: Mapping[str, Any]) -> bool:
     return event.get("type") == "system" and event.get("subtype") == "compact_boundary"
+
+
+def _is_local_command(event: Mapping[str, Any]) -> bool:
+    return event.get("type") == "system" and event.get("subtype") == "local_command"
+
+
+_CHAIN_TYPES = frozenset({"user", "assistant", "system", "attachment"})
+"""The events Claude Code keeps in its tree of entries (``isTranscriptMessage``)."""
+
+_BROKEN = "\x00broken"
+"""The parent of an entry whose link is not a uuid (it names no entry)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Branch:
+    """The conversation the model has, in a session file that is a tree."""
+
+    live: frozenset[int]
+    """Positions (in the event sequence walked) of the entries on it, replayed
+    copies included; events of other kinds (progress, snapshots) are not listed."""
+    leaf: str | None
+    """The ``uuid`` of its last entry (``None`` when that entry has none)."""
+    unresolved: int
+    """Links that named no entry of the file (the walk went on in file order)."""
+
+
+def _has_tool_result(event: Mapping[str, Any]) -> bool:
+    raw = event.get("message")
+    content = raw.get("content") if isinstance(raw, Mapping) else None
+    return isinstance(content, list) and any(
+        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content
+    )
+
+
+def _live_branch(events: Sequence[Mapping[str, Any]], has_main: bool) -> _Branch | None:
+    """The entries on the branch from the session's leaf back to its root (the
+    rules are in the module docstring); ``None`` for a file without uuids, which
+    is read in file order."""
+    if not any(isinstance(e.get("uuid"), str) for e in events):
+        return None
+    bridge: dict[str, str | None] = {}  # a legacy progress entry -> the parent it stands for
+    keys: list[str] = []  # the entries, in the order of their first line
+    order: dict[str, int] = {}  # entry -> its index in keys
+    parent: dict[str, str | None] = {}
+    first: dict[str, Mapping[str, Any]] = {}  # entry -> its first event
+    at: dict[int, str] = {}  # position -> entry
+    previous: str | None = None
+
+    def bridged(link: Any) -> str | None:
+        if link is None:
+            return None
+        if not isinstance(link, str):
+            return _BROKEN
+        return bridge.get(link, link)
+
+    for i, e in enumerate(events):
+        etype, uid = e.get("type"), e.get("uuid")
+        if etype == "progress" and isinstance(uid, str):
+            bridge[uid] = bridged(e.get("parentUuid"))
+            continue
+        if etype not in _CHAIN_TYPES or (has_main and e.get("isSidechain")):
+            continue
+        key = uid if isinstance(uid, str) else f"\x00line {i}"
+        at[i] = key
+        if key not in parent:  # a replayed copy keeps its first event's place and link
+            if "parentUuid" not in e:
+                link = previous
+            elif e["parentUuid"] is None and _is_boundary(e):
+                link = bridged(e.get("logicalParentUuid"))
+            else:
+                link = bridged(e["parentUuid"])
+            parent[key], order[key], first[key] = link, len(keys), e
+            keys.append(key)
+        previous = key
+    if not keys:
+        return None
+    on: set[str] = set()
+    unresolved = 0
+    current: str | None = keys[-1]
+    while current is not None and current not in on:  # a loop ends the walk
+        on.add(current)
+        link = parent[current]
+        if link is None or link in parent:
+            current = link
+            continue
+        unresolved += 1  # a link to no entry: go on at the closest earlier entry
+        j = order[current] - 1
+        while j >= 0 and keys[j] in on:
+            j -= 1
+        current = keys[j] if j >= 0 else None
+    # the parallel calls of a response on the chain, and the results answering them
+    responses = {
+        _text(first[k]["message"].get("id"))
+        for k in on
+        if first[k].get("type") == "assistant" and isinstance(first[k].get("message"), Mapping)
+    } - {None}
+    for k in keys:
+        e = first[k]
+        raw = e.get("message")
+        if (
+            k not in on
+            and e.get("type") == "assistant"
+            and isinstance(raw, Mapping)
+            and raw.get("id") in responses
+        ):
+            on.add(k)
+    for k in keys:  # in file order, so an entry attached to an added one follows it
+        link = parent[k]
+        if k in on or link not in on or link is None:
+            continue
+        answers = first[k].get("type") == "user" and first[link].get("type") == "assistant"
+        if (answers and _has_tool_result(first[k])) or k.startswith("\x00"):
+            on.add(k)
+    leaf = keys[-1]
+    return _Branch(
+        frozenset(i for i, k in at.items() if k in on),
+        None if leaf.startswith("\x00") else leaf,
+        unresolved,
+    )
 
 
 def _microcompacted_ids(events: Iterable[Mapping[str, Any]]) -> frozenset[str]:
@@ -175,10 +347,22 @@ def read_claude_code_lines(
     has_main = any(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for _, e in events
     )
+    report.events = len(events)
+    branch = _live_branch([e for _, e in events], has_main)
+    if branch is not None:
+        report.unresolved_links = branch.unresolved
+        kept = []
+        for i, (lineno, event) in enumerate(events):
+            if has_main and event.get("isSidechain") and event.get("type") in ("user", "assistant"):
+                report.skipped["sidechain"] += 1
+            elif event.get("type") in _CHAIN_TYPES and i not in branch.live:
+                report.skipped["off_branch"] += 1
+            else:
+                kept.append((lineno, event))
+        events = kept
     cleared_in = _segments(events)
     seen_uuids: set[str] = set()  # of the user and assistant events in this segment
     for (lineno, event), cleared in zip(events, cleared_in, strict=True):
-        report.events += 1
         etype = event.get("type")
         if has_main and event.get("isSidechain") and etype in ("user", "assistant"):
             report.skipped["sidechain"] += 1
@@ -196,6 +380,10 @@ def read_claude_code_lines(
             )
             open_assistant = open_results = None
             seen_uuids.clear()
+            continue
+        if _is_local_command(event):
+            _read_local_command(event, lineno, source, out, seen_uuids, report)
+            open_assistant = open_results = None
             continue
         if etype not in ("user", "assistant"):
             report.skipped[
@@ -281,6 +469,35 @@ def read_claude_code_lines(
     return (
         Transcript(tuple(out), compactions=tuple(boundaries), source=source, format="claude-code"),
         report,
+    )
+
+
+def _read_local_command(
+    event: Mapping[str, Any],
+    lineno: int,
+    source: str,
+    out: list[Message],
+    seen_uuids: set[str],
+    report: ClaudeCodeReadReport,
+) -> None:
+    """A slash command's echo or output, as the user message Claude Code sends for it."""
+    uid = event.get("uuid")
+    if isinstance(uid, str):
+        if uid in seen_uuids:
+            report.skipped["duplicate"] += 1
+            return
+        seen_uuids.add(uid)
+    content = event.get("content")
+    if not isinstance(content, str | list):
+        raise FormatError(source, "local_command event without a content", line=lineno)
+    out.append(
+        Message(
+            "user",
+            _blocks(content, source, lineno),
+            plain=isinstance(content, str),
+            id=_text(uid),
+            timestamp=_text(event.get("timestamp")),
+        )
     )
 
 
@@ -380,13 +597,18 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
     has_main = any(
         e.get("type") in ("user", "assistant") and not e.get("isSidechain") for e in events.values()
     )
+    # the events the reader reads: those of the conversation the model has
+    numbered = list(events.items())
+    branch = _live_branch([e for _, e in numbered], has_main)
+    if branch is not None:
+        events = {
+            i: e
+            for n, (i, e) in enumerate(numbered)
+            if n in branch.live or e.get("type") not in _CHAIN_TYPES
+        }
     # One compaction segment at a time: the API never sees two, so a tool id may
     # repeat across a boundary (a compacted tail copies its calls), never within one.
-    boundaries = [
-        i
-        for i, e in events.items()
-        if e.get("type") == "system" and e.get("subtype") == "compact_boundary"
-    ]
+    boundaries = [i for i, e in events.items() if _is_boundary(e)]
     line_ranges = list(
         zip([-1, *boundaries], [*boundaries, len(lines)], strict=True)
     )  # (after this line, before that one)
