@@ -259,10 +259,14 @@ class PostgresSessionStore(SessionStore):
         return [self._json(r[1], f"session {session_id!r}: log message {r[0]}") for r in rows]
 
     def sessions(self) -> list[str]:
+        # COLLATE "C": by code point, as SQLite (BINARY) and the in-memory store sort,
+        # whatever the database's collation (en_US puts "a_b" before "a-b" and
+        # "B" before "b"; that order would differ from one server to the next)
         with self._db() as c:
             rows = c.execute(
                 self._sql(
-                    "SELECT session_id FROM {schema}.sessions WHERE version > 0 ORDER BY session_id"
+                    "SELECT session_id FROM {schema}.sessions WHERE version > 0"
+                    ' ORDER BY session_id COLLATE "C"'
                 )
             ).fetchall()
         return [r[0] for r in rows]

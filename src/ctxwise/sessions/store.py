@@ -146,7 +146,9 @@ class SessionStore(ABC):
 
     @abstractmethod
     def sessions(self) -> list[str]:
-        """The ids of every stored session, sorted."""
+        """The ids of every stored session, sorted by code point (Python's ``sorted``,
+        SQLite's BINARY, PostgreSQL's ``COLLATE "C"``): the same order on every
+        backend, whatever a database's collation."""
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release the backend's resources."""
