@@ -93,11 +93,17 @@ def summarize_range(
 
 def render_turns(turns: Sequence[Message]) -> str:
     """Turns as plain lines (``role: text``; tool calls and results labelled).
-    Redacted thinking is left out: its ``thinking`` is encrypted data, not text."""
+
+    Thinking is left out, redacted or not: it is the model's private reasoning, not
+    something it said, so it is neither remembered (TieredMemory's recent turns and
+    long-term items), nor summarized (the LLM summarizer's prompt), nor archived by
+    compaction as text (a redacted block's ``thinking`` is encrypted data anyway).
+    The blocks themselves stay in the messages, where a provider needs them sent
+    back (Anthropic thinking in a tool loop is the render path, not this text)."""
     lines = []
     for m in turns:
         for b in m.content:
-            if isinstance(b, ThinkingBlock) and b.redacted:
+            if isinstance(b, ThinkingBlock):
                 continue
             text = block_text(b).strip()
             if not text:
