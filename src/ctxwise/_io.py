@@ -1,8 +1,17 @@
 """Reading user-supplied text files and writing output files safely.
 
-:func:`read_text_file` gives one clear error for every way a read fails and
-decodes UTF-8 (with or without a byte order mark) and, when a byte order mark
-says so, UTF-16 and UTF-32 in either byte order.
+:func:`read_user_file` is the one way ctxwise reads a file the user named (a
+config, a spec, a source or section file, a transcript, a CLI input): it opens
+the path without blocking and refuses anything but a regular file (a FIFO, a
+character or block device such as ``/dev/zero`` or ``/dev/urandom``, a socket,
+``/dev/stdin`` when standard input is a pipe or a terminal) before reading a byte,
+so a read never waits for a writer nor grows without bound; with ``max_bytes`` a
+file larger than that is refused too (reading stops one byte past the cap, so a
+file that grows while it is read is bounded as well).
+
+:func:`read_text_file` reads through it, gives one clear error for every way a
+read fails and decodes UTF-8 (with or without a byte order mark) and, when a byte
+order mark says so, UTF-16 and UTF-32 in either byte order.
 
 :func:`write_output` writes a file the user named so that an error never leaves
 it half-written and never replaces what is not a regular file:
@@ -47,6 +56,7 @@ __all__ = [
     "decode_text",
     "is_stdout",
     "read_text_file",
+    "read_user_file",
     "replace_file",
     "same_file",
     "write_output",
@@ -81,22 +91,123 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
     return data.decode("utf-8"), None
 
 
-def read_text_file(path: str | Path, what: str, error: Callable[[str, str], UsageError]) -> str:
-    """The text of ``path``; ``error(source, detail)`` builds the exception for a
-    missing file, a directory, an unreadable or binary file, or text that does not
-    decode. UTF-8 is read with or without a byte order mark; UTF-16 and UTF-32 (LE
-    or BE) are read when their byte order mark says so."""
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NONBLOCK", 0)  # a FIFO opens at once instead of waiting for a writer
+    | getattr(os, "O_NOCTTY", 0)  # a terminal never becomes the controlling one
+    | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)  # Windows: no newline translation
+)
+_READ_CHUNK = 1 << 20
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not regular is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _check_regular(
+    name: str, mode: int, what: str, error: Callable[[str, str], UsageError]
+) -> None:
+    if stat.S_ISDIR(mode):
+        raise error(name, f"is a directory, not {what}")
+    if not stat.S_ISREG(mode):
+        raise error(name, f"is {_kind(mode)}, not a regular file: not read as {what}")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def read_user_file(
+    path: str | Path,
+    what: str,
+    error: Callable[[str, str], UsageError],
+    *,
+    max_bytes: int | None = None,
+) -> bytes:
+    """The bytes of the regular file ``path``, a file the user named as ``what``
+    (``"a TOML config"``); ``error(source, detail)`` builds the exception, with
+    ``source`` the path, for a missing or unreadable file, a directory, anything
+    that is not a regular file (a FIFO, a device, a socket: refused before any read,
+    see the module docstring) and, with ``max_bytes``, a file larger than that.
+
+    The path is opened without blocking and checked on the open descriptor, so a
+    FIFO swapped in after a check cannot make the read wait. ``-`` is a file named
+    ``-`` here: a caller that documents ``-`` as standard input reads it itself.
+    """
     p = Path(path)
+    name = str(p)
+    try:  # a device is not even opened (opening some has effects: a tape rewinds)
+        first: os.stat_result | None = os.stat(p)
+    except (OSError, ValueError):  # the open below says what is wrong
+        first = None
+    if first is not None:
+        _check_regular(name, first.st_mode, what, error)
     try:
-        data = p.read_bytes()
+        fd = os.open(p, _OPEN_FLAGS)
     except FileNotFoundError:
-        raise error(str(p), "no such file") from None
+        raise error(name, "no such file") from None
     except IsADirectoryError:
-        raise error(str(p), f"is a directory, not {what}") from None
+        raise error(name, f"is a directory, not {what}") from None
     except OSError as exc:
-        raise error(str(p), f"cannot read: {exc.strerror}") from None
+        if os.path.isdir(p):  # Windows opens no folder: say what it is
+            raise error(name, f"is a directory, not {what}") from None
+        raise error(name, f"cannot read: {exc.strerror or exc}") from None
     except ValueError as exc:  # e.g. a NUL byte in the path
-        raise error(repr(str(p)), f"invalid path: {exc}") from None
+        raise error(repr(name), f"invalid path: {exc}") from None
+    try:
+        st = os.fstat(fd)  # again on the descriptor: the path may have been swapped
+        _check_regular(name, st.st_mode, what, error)
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise error(
+                name, f"too large for {what}: {_size(st.st_size)}, at most {_size(max_bytes)}"
+            )
+        chunks: list[bytes] = []
+        total = 0
+        limit = None if max_bytes is None else max_bytes + 1
+        while True:
+            want = _READ_CHUNK if limit is None else min(_READ_CHUNK, limit - total)
+            if want <= 0:
+                break
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if max_bytes is not None and total > max_bytes:  # it grew while it was read
+            raise error(name, f"too large for {what}: more than {_size(max_bytes)}")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise error(name, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def read_text_file(
+    path: str | Path,
+    what: str,
+    error: Callable[[str, str], UsageError],
+    *,
+    max_bytes: int | None = None,
+) -> str:
+    """The text of ``path``, read by :func:`read_user_file` (so only a regular file,
+    at most ``max_bytes`` when given); ``error(source, detail)`` builds the exception
+    for a missing file, a directory, a FIFO or device, an unreadable or binary file,
+    or text that does not decode. UTF-8 is read with or without a byte order mark;
+    UTF-16 and UTF-32 (LE or BE) are read when their byte order mark says so."""
+    p = Path(path)
+    data = read_user_file(p, what, error, max_bytes=max_bytes)
     try:
         text, _ = decode_text(data)
     except ValueError as exc:

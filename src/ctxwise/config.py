@@ -476,15 +476,21 @@ def config_from_dict(
         raise ConfigError(source, e.detail) from None
 
 
+# a config is a few kilobytes: a larger file is a mistake (a log, a data file)
+MAX_CONFIG_BYTES = 16 * 2**20
+
+
 def load_config(path: str | Path) -> EngineConfig:
     """Read a ``ctxwise.toml``; :class:`ConfigError` for a missing file, bad TOML
-    or a bad key (named with its path, e.g. ``clearing.trigger``)."""
+    or a bad key (named with its path, e.g. ``clearing.trigger``), and for a path
+    that is not a regular file (a FIFO, ``/dev/zero``, ``/dev/stdin``: refused
+    before it is read) or holds more than ``MAX_CONFIG_BYTES`` (16 MiB)."""
     if not isinstance(path, str | Path):
         raise ConfigError(repr(path), "a config path is a str or a Path")
     p = Path(path)
     # as every file ctxwise reads: UTF-8 with or without a byte order mark (as
     # Windows editors save it), UTF-16 or UTF-32 when a mark says so
-    text = read_text_file(p, "a TOML config", ConfigError)
+    text = read_text_file(p, "a TOML config", ConfigError, max_bytes=MAX_CONFIG_BYTES)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

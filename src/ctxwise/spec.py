@@ -133,10 +133,18 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# a spec is a few kilobytes (its sections' text lives in their files): a larger
+# file is a mistake, and parsing YAML that size would take minutes
+MAX_SPEC_BYTES = 16 * 2**20
+
+
 def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
-    """Read and validate a spec file; sections come back with file contents loaded."""
+    """Read and validate a spec file; sections come back with file contents loaded.
+    The spec and every section file must be regular files (a FIFO or a device such
+    as ``/dev/urandom`` is refused before it is read, with :class:`SpecError`); the
+    spec itself holds at most ``MAX_SPEC_BYTES`` (16 MiB)."""
     p = Path(path)
-    text = read_text_file(p, "a YAML or JSON spec", SpecError)
+    text = read_text_file(p, "a YAML or JSON spec", SpecError, max_bytes=MAX_SPEC_BYTES)
     data: Any
     try:
         if p.suffix == ".json":

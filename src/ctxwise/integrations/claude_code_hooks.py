@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ctxwise._io import replace_file
+from ctxwise._io import read_user_file, replace_file
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
@@ -909,15 +909,14 @@ def install_settings(
     p = Path(path)
     existing: Any = {}
     if p.exists():
+        blob = read_user_file(
+            p, "a settings file", lambda where, why: FormatError(where, f"{why}; left unchanged")
+        )
         try:
-            raw = p.read_text(encoding="utf-8")
+            raw = blob.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FormatError(
                 str(p), f"is not UTF-8 text (byte {exc.start}: {exc.reason}); left unchanged"
-            ) from None
-        except OSError as exc:
-            raise FormatError(
-                str(p), f"cannot be read ({exc.strerror or exc}); left unchanged"
             ) from None
         if raw.strip():
             try:

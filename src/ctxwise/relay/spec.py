@@ -39,6 +39,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from ctxwise._io import read_user_file
 from ctxwise._schema import describe, field_path
 from ctxwise.errors import RelayError
 from ctxwise.relay.carry import Shares
@@ -139,10 +140,11 @@ def load_spec(path: str | Path) -> RelaySpec:
             unknown key or a bad value.
     """
     p = Path(path)
+    blob = read_user_file(
+        p, "a relay spec", lambda where, detail: RelayError("spec", detail, path=where)
+    )
     try:
-        raw = p.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise RelayError("spec", f"cannot read ({exc.strerror or exc})", path=str(p)) from None
+        raw = blob.decode("utf-8")
     except UnicodeDecodeError:
         raise RelayError("spec", "not UTF-8 text", path=str(p)) from None
     try:

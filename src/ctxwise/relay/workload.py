@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise._io import read_user_file
 from ctxwise._schema import describe
 from ctxwise.errors import RelayError
 from ctxwise.tokens import CharCounter, TokenCounter
@@ -191,13 +192,16 @@ def load_workload(folder: str | Path) -> Workload:
     def bad(detail: str) -> RelayError:
         return RelayError("workload", detail, path=str(root))
 
+    def read(name: str) -> bytes:  # a FIFO or device in the folder: refused, not read
+        def error(_where: str, detail: str) -> RelayError:
+            return bad(f"cannot read {name} ({detail})")
+
+        return read_user_file(root / name, name, error)
+
     if not root.is_dir():
         raise bad("not a folder")
     meta_path = root / "workload.json"
-    try:
-        raw = meta_path.read_bytes()
-    except OSError as exc:
-        raise bad(f"cannot read workload.json ({exc.strerror or exc})") from None
+    raw = read(meta_path.name)
     try:
         meta = _WorkloadFile.model_validate_json(raw)
     except ValidationError as exc:
@@ -214,18 +218,14 @@ def load_workload(folder: str | Path) -> Workload:
     chunks = []
     for i in range(meta.chunks):
         try:
-            chunks.append((chunk_dir / _chunk_name(i)).read_bytes().decode("utf-8"))
+            chunks.append(read(f"chunks/{_chunk_name(i)}").decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise bad(f"chunks/{_chunk_name(i)} is not UTF-8 (byte {exc.start})") from None
-        except OSError as exc:
-            raise bad(f"cannot read chunks/{_chunk_name(i)} ({exc.strerror or exc})") from None
     answers = None
     answers_path = root / "answers.json"
     if answers_path.exists():
         try:
-            answers = Answers.model_validate_json(answers_path.read_bytes())
-        except OSError as exc:
-            raise bad(f"cannot read answers.json ({exc.strerror or exc})") from None
+            answers = Answers.model_validate_json(read(answers_path.name))
         except ValidationError as exc:
             raise bad(f"answers.json: {describe(exc)}") from None
     if meta.table is not None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxwise._io import read_text_file, write_output
+from ctxwise._io import read_text_file, read_user_file, write_output
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.routing.calibration import (
     DEFAULT_OBJECTIVE,
@@ -278,11 +278,10 @@ def clinc150_splits(
             f"offset {offset!r} applies to a held-out-intent split: give hold_out_every too"
         )
     src = Path(data_full)
+    raw = read_user_file(src, "CLINC150 data", FormatError)  # a FIFO or device: refused
     try:
-        data = json.loads(src.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise FormatError(str(src), "no such file") from None
-    except (OSError, ValueError, RecursionError) as exc:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
         raise FormatError(str(src), f"cannot read CLINC150 data: {exc}") from None
     splits = {
         "train": ("train", "oos_train"),

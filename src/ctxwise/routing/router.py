@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 from pydantic import ValidationError
 
-from ctxwise._io import write_output
+from ctxwise._io import read_user_file, write_output
 from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.routing._schema import RouterFile, StateItem
@@ -534,14 +534,10 @@ class IntentRouter:
                 unreadable, not the one saved with it, or inconsistent with it.
         """
         p = Path(path)
+        raw = read_user_file(p, "a router file", FormatError)  # a FIFO or device: refused
         try:
-            raw = p.read_bytes()
             # a UTF-8 byte order mark (an editor's) is UTF-8 still, as in the JSONL readers
             data = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
-        except FileNotFoundError:
-            raise FormatError(str(p), "no such file") from None
-        except IsADirectoryError:
-            raise FormatError(str(p), "is a directory, not a router file") from None
         except UnicodeDecodeError as exc:
             raise FormatError(
                 str(p), f"not a router file (not UTF-8 text, byte {exc.start})"
