@@ -8,6 +8,27 @@ do the same for a response (``"type": "message"``).
 ``render_request`` turns an :class:`~ctxwise.assembly.Assembly` into a request:
 stable sections first as system blocks with a ``cache_control`` breakpoint
 after the last one, the other sections next, and the live task last.
+
+Blocks read from OpenAI's formats (a transcript read there, rendered here) are
+written in their Messages API form when there is a faithful one, and are a
+:class:`~ctxwise.errors.UsageError` naming the part otherwise, so a request is
+never sent with a part the API refuses (the rule every codec follows):
+
+- a ``refusal`` part, and a Responses ``input_text`` / ``output_text`` part, is a
+  ``text`` block (a refusal is what the assistant said);
+- a ``file`` part (``input_file`` too) holding base64 data is a ``document`` (a PDF,
+  its ``filename`` the title) or an ``image`` (an image type); one given by a
+  ``file_url`` is a URL document; an ``image_url`` (``input_image``) given as a
+  ``data:`` URL is a base64 image, a web URL stays a URL image;
+- what has no Messages API form is refused: ``input_audio`` (the API takes no
+  audio), a file or image given by an OpenAI ``file_id`` (an id of OpenAI's file
+  store), data of another media type.
+
+A block type neither format documents is written as it was read: ctxwise cannot
+tell it is foreign, and a transcript read from this format is written back
+byte for byte (every Anthropic block type, ``server_tool_use``,
+``web_search_tool_result``, ``mcp_tool_use``, ``container_upload``, thinking with
+its signature, … included).
 """
 
 from __future__ import annotations
@@ -167,8 +188,108 @@ def encode_block(block: ContentBlock) -> dict[str, Any]:
         out.update(extra)
         return out
     if isinstance(block, MediaBlock):
+        if _OPENAI_IMAGE in block.extra:  # an image_url part read from Chat Completions
+            return encode_block(_image_from_url(block.source.get("url"), "an image_url part"))
         return {"type": block.media, "source": dict(block.source), **_own(block.extra)}
+    if block.type in _OPENAI_TYPES:
+        return encode_block(_from_openai(block))
     return dict(block.data)
+
+
+_OPENAI_TYPES = frozenset(
+    {
+        # Chat Completions content parts (text is a TextBlock)
+        "image_url",
+        "input_audio",
+        "file",
+        "refusal",
+        # Responses API input and output content
+        "input_text",
+        "input_image",
+        "input_file",
+        "output_text",
+    }
+)
+"""Content part types of OpenAI's formats that the Messages API does not take:
+:func:`encode_block` converts each (see the module docstring) or refuses it."""
+
+_OPENAI_IMAGE = "openai.image_url"
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_DATA_URL = "data:"
+
+
+def _no_form(what: str, why: str) -> UsageError:
+    return UsageError(f"{what} has no Anthropic Messages form: {why}")
+
+
+def _base64_media(data: str, filename: Any, what: str) -> MediaBlock:
+    """A ``data:<type>;base64,<data>`` URL (or bare base64, a PDF by its filename)
+    as a base64 document or image."""
+    if data.startswith(_DATA_URL):
+        header, sep, payload = data[len(_DATA_URL) :].partition(",")
+        media_type, _, encoding = header.partition(";")
+        if not sep or encoding != "base64":
+            raise _no_form(what, "its data is not a base64 data: URL")
+    elif isinstance(filename, str) and filename.lower().endswith(".pdf"):
+        media_type, payload = "application/pdf", data
+    else:
+        raise _no_form(what, "its data names no media type (a data: URL or a .pdf filename)")
+    source = {"type": "base64", "media_type": media_type, "data": payload}
+    if media_type in _IMAGE_TYPES:
+        return MediaBlock("image", source)
+    if media_type == "application/pdf":
+        title = {f"{_NS}.title": filename} if isinstance(filename, str) and filename else {}
+        return MediaBlock("document", source, title)
+    raise _no_form(what, f"{media_type!r} is neither a PDF nor a JPEG, PNG, GIF or WebP image")
+
+
+def _image_from_url(url: Any, what: str) -> MediaBlock:
+    if not isinstance(url, str) or not url:
+        raise _no_form(what, "it has no URL")
+    if url.startswith(_DATA_URL):
+        image = _base64_media(url, None, what)
+        if image.media != "image":
+            raise _no_form(what, f"its data URL holds a {image.source['media_type']!r}")
+        return image
+    return MediaBlock("image", {"type": "url", "url": url})
+
+
+def _file(spec: Mapping[str, Any], what: str) -> MediaBlock:
+    data, url = spec.get("file_data"), spec.get("file_url")
+    if isinstance(data, str) and data:
+        return _base64_media(data, spec.get("filename"), what)
+    if isinstance(url, str) and url:
+        return MediaBlock("document", {"type": "url", "url": url})
+    if spec.get("file_id") is not None:
+        raise _no_form(what, "it is given by an OpenAI file_id, which Anthropic cannot read")
+    raise _no_form(what, "it holds no file_data")
+
+
+def _from_openai(block: OpaqueBlock) -> ContentBlock:
+    """The Messages API block for a part read from an OpenAI format, or the
+    :class:`~ctxwise.errors.UsageError` saying why there is none."""
+    d, kind = block.data, block.type
+    what = f"an OpenAI {kind!r} part"
+    if kind in ("refusal", "input_text", "output_text"):
+        text = d.get("refusal" if kind == "refusal" else "text")
+        if not isinstance(text, str) or not text:
+            raise _no_form(what, "it holds no text")
+        return TextBlock(text)
+    if kind == "file":
+        spec = d.get("file")
+        if not isinstance(spec, Mapping):
+            raise _no_form(what, "it has no 'file' object")
+        return _file(spec, what)
+    if kind == "input_file":
+        return _file(d, what)
+    if kind == "input_image":
+        if d.get("image_url") is None and d.get("file_id") is not None:
+            raise _no_form(what, "it is given by an OpenAI file_id, which Anthropic cannot read")
+        return _image_from_url(d.get("image_url"), what)
+    if kind == "image_url":
+        image = d.get("image_url")
+        return _image_from_url(image.get("url") if isinstance(image, Mapping) else image, what)
+    raise _no_form(what, "the Messages API takes no audio" if kind == "input_audio" else kind)
 
 
 def _decode_message(raw: Any, index: int, source: str) -> Message:

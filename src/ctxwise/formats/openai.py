@@ -16,13 +16,38 @@ Mapping to the neutral model:
   such call before it; both are written back in their legacy form.
 
 Chat Completions has no thinking blocks and no ``is_error``; encoding a transcript
-that has them drops them (Anthropic → OpenAI is lossy there, by the format).
+that has them drops them (Anthropic → OpenAI is lossy there, by the format:
+thinking is the model's private reasoning, which Chat Completions is never sent).
+
+Blocks read from the Anthropic format (a transcript read there, rendered here) are
+written in their Chat Completions form when there is a faithful one, as a visible
+text placeholder when they record a provider's own machinery, and are a
+:class:`~ctxwise.errors.UsageError` when they are content the user gave that has
+no form here, so a request is never sent with a part the API refuses:
+
+- text-like blocks are ``text`` parts: a ``search_result`` (its title, source and
+  texts), a ``compaction`` block's summary, a document given as text or as text
+  content blocks (under its title); an image is an ``image_url`` (base64 as a
+  ``data:`` URL), a base64 PDF a ``file`` part;
+- the blocks of Anthropic's server-run tools and services (``server_tool_use``,
+  ``web_search_tool_result`` and every other ``*_tool_result``, ``mcp_tool_use``,
+  ``mcp_tool_result``, ``container_upload``, ``tool_reference``, …) have no Chat
+  Completions form: each becomes a ``text`` part saying which block was left out
+  (:data:`LEFT_OUT`), so the model sees that something happened there and no
+  request carries the block;
+- a document given by URL or by an Anthropic file id, an image given by a file id,
+  are refused (the user's content is never silently replaced).
+
+A block type neither format documents is written as it was read: ctxwise cannot
+tell it is foreign, and a transcript read from this format is written back byte
+for byte (``input_audio``, ``file`` and ``refusal`` parts included).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ctxwise.errors import FormatError, UsageError
@@ -43,6 +68,7 @@ if TYPE_CHECKING:
     from ctxwise.assembly import Assembly
 
 __all__ = [
+    "LEFT_OUT",
     "decode_messages",
     "decode_request",
     "decode_response",
@@ -89,7 +115,100 @@ def _decode_part(raw: Any, source: str) -> ContentBlock:
     return OpaqueBlock(kind, dict(raw))
 
 
+LEFT_OUT = "[{block} left out: Chat Completions has no form for it]"
+"""The text part that stands for an Anthropic block with no Chat Completions form
+(``{block}`` is its type, and the tool's name when it has one:
+``server_tool_use (web_search)``)."""
+
+_ANTHROPIC_TYPES = frozenset(
+    {
+        # Messages API content blocks, requests and responses (text, image, document,
+        # thinking, tool_use and tool_result have neutral blocks of their own)
+        "search_result",
+        "server_tool_use",
+        "web_search_tool_result",
+        "web_fetch_tool_result",
+        "code_execution_tool_result",
+        "bash_code_execution_tool_result",
+        "text_editor_code_execution_tool_result",
+        "tool_search_tool_result",
+        "advisor_tool_result",
+        "mcp_tool_use",
+        "mcp_tool_result",
+        "mcp_tool_listing",
+        "container_upload",
+        "compaction",
+        "tool_reference",
+        "tool_addition",
+        "tool_removal",
+        "browser_state",
+        "fallback",
+    }
+)
+
+
+def _anthropic_block(kind: str) -> bool:
+    """An Anthropic block type: a documented one, or one named as its server tools
+    are (no Chat Completions part type ends so)."""
+    return (
+        kind in _ANTHROPIC_TYPES
+        or kind.endswith(("_tool_use", "_tool_result"))
+        or kind.startswith("mcp_")
+    )
+
+
+def _texts(blocks: Any) -> list[str] | None:
+    """The texts of a list of ``text`` blocks (JSON), or None when it holds another."""
+    if not isinstance(blocks, list):
+        return None
+    texts = [
+        b.get("text") if isinstance(b, Mapping) and b.get("type") == "text" else None
+        for b in blocks
+    ]
+    return [t for t in texts if isinstance(t, str)] if None not in texts else None
+
+
+def _titled(title: Any, body: str) -> str:
+    return f"{title}\n\n{body}" if isinstance(title, str) and title else body
+
+
+def _native(block: ContentBlock) -> ContentBlock:
+    """``block`` as Chat Completions can carry it (see the module docstring): a
+    text-like Anthropic block as text, one with no Chat Completions form as the
+    :data:`LEFT_OUT` placeholder, any other block as it is."""
+    if isinstance(block, MediaBlock) and block.media == "document":
+        if block.source.get("type") == "content":
+            texts = _texts(block.source.get("content"))
+            if texts is not None:
+                title = own("anthropic", block.extra).get("title")
+                return TextBlock(_titled(title, "\n\n".join(texts)))
+        return block
+    if not isinstance(block, OpaqueBlock) or not _anthropic_block(block.type):
+        return block
+    d = block.data
+    if block.type == "search_result":
+        texts = _texts(d.get("content"))
+        if texts is not None:
+            source = d.get("source")
+            head = "\n".join(x for x in (d.get("title"), source) if isinstance(x, str) and x)
+            return TextBlock("\n\n".join(x for x in (head, *texts) if x))
+    if block.type == "compaction" and isinstance(d.get("content"), str) and d["content"]:
+        return TextBlock(d["content"])  # the summary of what came before
+    name = d.get("name")
+    what = f"{block.type} ({name})" if isinstance(name, str) and name else block.type
+    return TextBlock(LEFT_OUT.format(block=what))
+
+
+def _natives(blocks: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
+    """:func:`_native` over ``blocks`` (the same tuple when nothing changes)."""
+    out = tuple(_native(b) for b in blocks)
+    return blocks if out == blocks else out
+
+
 def _encode_part(block: ContentBlock) -> dict[str, Any]:
+    native = _native(block)
+    if native is not block:
+        return _encode_part(native)
     if isinstance(block, TextBlock):
         return {"type": "text", "text": block.text, **_own(block.extra)}
     if isinstance(block, MediaBlock) and block.media == "image":
@@ -98,6 +217,11 @@ def _encode_part(block: ContentBlock) -> dict[str, Any]:
         url = block.source.get("url")
         if url is None and block.source.get("type") == "base64":
             url = f"data:{block.source.get('media_type')};base64,{block.source.get('data')}"
+        if not isinstance(url, str):
+            raise UsageError(
+                f"an image given by {block.source.get('type')!r} has no Chat Completions "
+                "form (images given by URL or as base64 data do)"
+            )
         return {"type": "image_url", "image_url": {"url": url, **image}, **extra}
     if isinstance(block, MediaBlock) and block.source.get("type") == "base64":
         # a base64 document (PDF) is a Chat Completions "file" part
@@ -344,6 +468,9 @@ def _with_content(out: dict[str, Any], content: Any) -> dict[str, Any]:
 
 
 def _encode_message(msg: Message) -> list[dict[str, Any]]:
+    native = _natives(msg.content)
+    if native is not msg.content:
+        msg = replace(msg, content=native)
     extra = _own(msg.extra)
     role_hint = extra.pop("_role", None)
     form = extra.pop("_content", None)
@@ -414,8 +541,9 @@ def _split_result(
     written as it was read."""
     if role_hint is not None or isinstance(result.content, str):
         return result.content, ()
-    texts = tuple(b for b in result.content if isinstance(b, TextBlock))
-    return texts, tuple(b for b in result.content if not isinstance(b, TextBlock))
+    content = _natives(result.content)  # a search result is text here
+    texts = tuple(b for b in content if isinstance(b, TextBlock))
+    return texts, tuple(b for b in content if not isinstance(b, TextBlock))
 
 
 def encode_message(message: Message) -> list[dict[str, Any]]:

@@ -21,6 +21,12 @@ next turn will share, so each turn reads the previous turn's cache. Blocks that
 cannot carry ``cache_control`` (thinking, empty text) are skipped over. For
 OpenAI (:func:`render_openai`), whose caching is automatic on the longest shared
 prefix, the system part is one system message and the history follows.
+
+Both renders write each message with its codec, so a block read from the other
+provider's format is converted, left out with a visible placeholder or refused by
+the rule of the target codec (:mod:`ctxwise.formats.anthropic`,
+:mod:`ctxwise.formats.openai`), and a block of the target's own format is sent as
+it was read.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from ctxwise.messages import (
     ContentBlock,
     Message,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     Transcript,
     block_text,
@@ -213,7 +220,13 @@ def _as_sent_openai(message: Message) -> list[Message]:
     """``message`` as the Chat Completions messages :func:`render_openai` sends for
     it, in neutral form: a system message's texts joined into one (as the system
     part is), a user message's tool results one message each, then its other
-    blocks (:func:`ctxwise.formats.openai.encode_message`)."""
+    blocks (:func:`ctxwise.formats.openai.encode_message`): without thinking (Chat
+    Completions is not sent it), Anthropic blocks with no Chat Completions form as
+    the text that stands for them."""
+    native = openai._natives(message.content)
+    native = tuple(b for b in native if not isinstance(b, ThinkingBlock))
+    if native != message.content:
+        message = replace(message, content=native)
     if message.role == "system":
         joined = "\n\n".join(t for t in (block_text(b) for b in message.content) if t)
         if len(message.content) > 1 and all(isinstance(b, TextBlock) for b in message.content):
