@@ -375,3 +375,13 @@ def test_compaction_writes_the_live_tail_after_the_leaf(tmp_path: Path) -> None:
     back = read_transcript_file(out).transcripts[0]
     assert _view(back.live_window().messages[1:]) == _view(result.transcript.messages[1:])
     assert back.messages[: back.compactions[-1].index] == f.transcripts[0].messages
+
+
+def test_a_message_id_that_is_not_a_string_is_no_response_id() -> None:
+    s = Session()
+    prompt = s.user("Hi.")
+    s.say("msg_1", "Hel")
+    s.events[-1]["message"]["id"] = ["msg_1"]  # on the abandoned branch
+    s.say("msg_2", "Hello.", parent=prompt)
+    t, _ = read_claude_code_lines(s.text().split("\n"))
+    assert texts(t) == [("user", "Hi."), ("assistant", "Hello.")]

@@ -16,7 +16,6 @@ What becomes a message:
   the results its ``microcompactMetadata.compactedToolIds`` name, in the same
   compaction segment, read as Claude Code sends them, ``[Old tool result content
   cleared]`` (counted in :attr:`ClaudeCodeReadReport.microcompacted`).
-
 - A ``system`` event with ``subtype: "local_command"`` (a slash command such as
   ``/model`` or ``/cost`` and its output, ``<command-name>/model</command-name>…``
   and ``<local-command-stdout>…</local-command-stdout>``) becomes a ``user``
@@ -24,7 +23,7 @@ What becomes a message:
   to the model as user text (``normalizeMessagesForAPI`` turns them into user
   messages "so the model can reference previous command output in later turns").
 
-A ``user`` or ``assistant`` event whose ``uuid`` an earlier one in the same
+A ``user``, ``assistant`` or ``local_command`` event whose ``uuid`` an earlier one in the same
 compaction segment has is a copy Claude Code appended again (reopening a session
 in the IDE replays its entries): it is read once, as Claude Code loads entries by
 uuid, and counted as ``duplicate``.
@@ -35,9 +34,8 @@ entry has a ``uuid`` and a ``parentUuid``, and when the user rewinds (double Esc
 branch stays in the file and the new one starts from an earlier parent. Claude
 Code resumes from the newest entry that is not a subagent's and walks
 ``parentUuid`` back to the root (``buildConversationChain``); the reader does the
-same, then reads the entries on that chain in file order.
-Events of the file on no branch the model has are counted as ``off_branch``. In
-detail:
+same, then reads the entries on that chain in file order. The events of other
+branches are counted as ``off_branch``. In detail:
 
 - the entries of the tree are the ``user``, ``assistant``, ``system`` and
   ``attachment`` events (in a main session file, not the ``isSidechain`` ones);
@@ -81,7 +79,8 @@ a usage limit notice), which the model never sees.
 Writing: ctxwise does not generate sessions from scratch (the events carry uuids,
 parent links, cwd, version and UI state it has no model for). It writes edits
 back: :func:`patch_claude_code` takes the original JSONL text and the edited
-transcript read from it and rewrites only the events whose tool blocks changed.
+transcript read from it and rewrites only the events whose tool blocks changed
+(on the branch read; the lines of other branches stay as they are).
 """
 
 from __future__ import annotations
@@ -246,7 +245,7 @@ def _live_branch(events: Sequence[Mapping[str, Any]], has_main: bool) -> _Branch
             k not in on
             and e.get("type") == "assistant"
             and isinstance(raw, Mapping)
-            and raw.get("id") in responses
+            and _text(raw.get("id")) in responses
         ):
             on.add(k)
     for k in keys:  # in file order, so an entry attached to an added one follows it
