@@ -48,10 +48,14 @@ Two baselines get the same chunks, budget and per-chunk cost (the chunk's header
 and text, plus two): ``recent`` (the most recent chunks that fit) and ``bm25``
 (plain BM25 over the chunk texts with the default analyzer, chunks scoring above
 zero best first, then the most recent of the rest, each taken while it fits).
+``--embedder NAME`` gives the default scorer another embedder (``minilm`` needs
+the ``minilm`` extra and loads offline); its results go to
+``bench_handoff_claude_code_<name>.json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -60,8 +64,9 @@ import numpy as np
 
 from _common import CLAUDE_CODE_DIR, REPO_ROOT, print_table, require, write_results
 from ctxwise._bm25 import BM25Index
+from ctxwise.embeddings import get_embedder
 from ctxwise.formats import read_transcript
-from ctxwise.handoff import Chunk, chunk_transcript, select_context
+from ctxwise.handoff import Chunk, ChunkScorer, HybridScorer, chunk_transcript, select_context
 from ctxwise.messages import Message, ToolUseBlock
 from ctxwise.text import DEFAULT_ANALYZER
 from ctxwise.tokens import CharCounter
@@ -110,7 +115,9 @@ def _pack(order: list[int], cost: list[int], budget: int) -> set[int]:
     return taken
 
 
-def _score_task(messages: tuple[Message, ...], case: dict[str, Any]) -> dict[str, Any]:
+def _score_task(
+    messages: tuple[Message, ...], case: dict[str, Any], scorer: ChunkScorer | None = None
+) -> dict[str, Any]:
     cut = case["cut_at_message"]
     transcript = messages[:cut]
     calls = {
@@ -130,7 +137,9 @@ def _score_task(messages: tuple[Message, ...], case: dict[str, Any]) -> dict[str
         pos, use = calls[e["tool_use_id"]]
         want.append(_call_chunk(chunks, pos, use))
 
-    handoff = select_context(transcript, case["task"], budget=BUDGET, counter=counter)
+    handoff = select_context(
+        transcript, case["task"], budget=BUDGET, counter=counter, scorer=scorer
+    )
     newest = list(range(len(chunks) - 1, -1, -1))
     scores = BM25Index([c.text for c in chunks], DEFAULT_ANALYZER).query(case["task"])
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
@@ -179,6 +188,15 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--embedder",
+        default=None,
+        help="the default scorer's embedder (default: hashing); e.g. minilm, which "
+        "needs the minilm extra; results go to bench_handoff_claude_code_<name>.json",
+    )
+    args = parser.parse_args()
+    scorer = None if args.embedder is None else HybridScorer(get_embedder(args.embedder))
     transcripts: dict[str, tuple[Message, ...]] = {}
     sets: dict[str, Any] = {}
     for label, path in TASK_FILES.items():
@@ -189,7 +207,7 @@ def main() -> None:
                 file = require(CLAUDE_CODE_DIR / session)
                 transcripts[session] = read_transcript(file).messages
             for case in cases:
-                rows.append({"session": session, **_score_task(transcripts[session], case)})
+                rows.append({"session": session, **_score_task(transcripts[session], case, scorer)})
         sets[label] = {"file": str(Path(path).relative_to(REPO_ROOT)), **_summary(rows)}
         sets[label]["rows"] = rows
 
@@ -247,7 +265,10 @@ def main() -> None:
             for r in held
         ],
     )
-    write_results("bench_handoff_claude_code", {"budget": BUDGET, "sets": sets})
+    name = "bench_handoff_claude_code"
+    if args.embedder is not None:
+        name += "_" + args.embedder.replace(":", "_").replace("/", "_")
+    write_results(name, {"budget": BUDGET, "embedder": args.embedder, "sets": sets})
 
 
 if __name__ == "__main__":

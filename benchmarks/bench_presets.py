@@ -17,15 +17,22 @@ dev-set figure) and, leaving each conversation out in turn, the setting chosen o
 the other four and its recall on the one left out, pooled over the 760 held-out
 questions, for the whole grid and for the first grid alone. Ties go to the
 setting that sorts last as JSON, so the run is deterministic.
+
+``--embedder NAME`` runs the same grids with another embedder (``minilm`` needs
+the ``minilm`` extra and loads offline); its results go to
+``bench_presets_<name>.json``. Each text is embedded once for the whole run.
 """
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from _common import DATA_DIR, print_table, require, say, write_results
+from ctxwise.embeddings import Embedder, get_embedder
 from ctxwise.memory.evaluation import load_conversations, turn_items
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.sqlite import SQLiteStore
@@ -59,7 +66,38 @@ def choose(results: dict[Setting, list[list[float]]], convs: Sequence[int]) -> S
     return max(results, key=lambda s: (score(results[s], convs), json.dumps(s)))
 
 
+class _Memo:
+    """An embedder that embeds each distinct text once (the grid asks for the same
+    questions 352 times)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._seen: dict[str, Any] = {}
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        new = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if new:
+            self._seen.update(zip(new, self.inner.embed(new), strict=True))
+        return np.stack([self._seen[t] for t in texts]) if texts else self.inner.embed([])
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--embedder", default="hashing", help="hashing (default) or minilm")
+    args = parser.parse_args()
+    embedder: Embedder | None = (
+        None if args.embedder == "hashing" else _Memo(get_embedder(args.embedder))
+    )
     data = load_conversations(require(DATA_DIR / "locomo" / "locomo_dev5.json"))
     convs = data["conversations"]
     first, second = grid()
@@ -69,7 +107,7 @@ def main() -> None:
         store = SQLiteStore(":memory:")
         for c in convs:
             LongTermMemory(
-                store, ("eval", c["id"]), preset="dialogue", context=context
+                store, ("eval", c["id"]), embedder, preset="dialogue", context=context
             ).remember_many(turn_items(c))
         for setting in (s for s in settings if s[0] == context):
             _, share, boost, w, k = setting
@@ -78,6 +116,7 @@ def main() -> None:
                 memory = LongTermMemory(
                     store,
                     ("eval", c["id"]),
+                    embedder,
                     preset="dialogue",
                     context=context,
                     successor_share=share,
@@ -117,7 +156,7 @@ def main() -> None:
         }
         rows.append([name, len(sub), str(best), f"{score(sub[best], range(n)):.4f}", f"{loco:.4f}"])
     print_table(
-        "dialogue preset: recall@10 on LoCoMo dev (hashing)",
+        f"dialogue preset: recall@10 on LoCoMo dev ({args.embedder})",
         [
             "grid",
             "settings",
@@ -127,7 +166,9 @@ def main() -> None:
         ],
         rows,
     )
-    write_results("bench_presets", payload)
+    payload["embedder"] = args.embedder
+    suffix = "" if args.embedder == "hashing" else "_" + args.embedder.replace(":", "_")
+    write_results("bench_presets" + suffix, payload)
 
 
 if __name__ == "__main__":
