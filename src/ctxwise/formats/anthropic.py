@@ -24,6 +24,11 @@ never sent with a part the API refuses (the rule every codec follows):
   audio), a file or image given by an OpenAI ``file_id`` (an id of OpenAI's file
   store), data of another media type.
 
+Thinking with no signature (a Responses API reasoning summary read by the OpenAI
+Agents SDK integration, say) is encoded as it is, so the codec round-trips; the
+request render, :func:`ctxwise.formats.request.render_anthropic`, leaves it out,
+since the API takes back only the thinking it signed.
+
 A block type neither format documents is written as it was read: ctxwise cannot
 tell it is foreign, and a transcript read from this format is written back
 byte for byte (every Anthropic block type, ``server_tool_use``,

@@ -18,6 +18,12 @@ Mapping to the neutral model:
 Chat Completions has no thinking blocks and no ``is_error``; encoding a transcript
 that has them drops them (Anthropic → OpenAI is lossy there, by the format:
 thinking is the model's private reasoning, which Chat Completions is never sent).
+An assistant message that held only thinking (and blank text, as Claude Code
+records before it) is left out of the messages, as ``clear_thinking`` removes
+it: without its thinking it would be ``content: null`` with no ``tool_calls``,
+which the API refuses (an assistant message's content is "required unless
+``tool_calls`` or ``function_call`` is specified"). Chat Completions asks no
+alternation of roles, so the messages around it are sent as they are.
 
 Blocks read from the Anthropic format (a transcript read there, rendered here) are
 written in their Chat Completions form when there is a faithful one, as a visible
@@ -172,10 +178,11 @@ def _titled(title: Any, body: str) -> str:
     return f"{title}\n\n{body}" if isinstance(title, str) and title else body
 
 
-def _native(block: ContentBlock) -> ContentBlock:
+def _native(block: ContentBlock, left_out: str = LEFT_OUT) -> ContentBlock:
     """``block`` as Chat Completions can carry it (see the module docstring): a
     text-like Anthropic block as text, one with no Chat Completions form as the
-    :data:`LEFT_OUT` placeholder, any other block as it is."""
+    ``left_out`` placeholder (the Responses API bridge names its own API there),
+    any other block as it is."""
     if isinstance(block, MediaBlock) and block.media == "document":
         if block.source.get("type") == "content":
             texts = _texts(block.source.get("content"))
@@ -196,7 +203,7 @@ def _native(block: ContentBlock) -> ContentBlock:
         return TextBlock(d["content"])  # the summary of what came before
     name = d.get("name")
     what = f"{block.type} ({name})" if isinstance(name, str) and name else block.type
-    return TextBlock(LEFT_OUT.format(block=what))
+    return TextBlock(left_out.format(block=what))
 
 
 def _natives(blocks: tuple[ContentBlock, ...]) -> tuple[ContentBlock, ...]:
@@ -546,10 +553,24 @@ def _split_result(
     return texts, tuple(b for b in content if not isinstance(b, TextBlock))
 
 
+def _left_out(message: Message) -> bool:
+    """An assistant message of thinking and, besides it, blank text at most: it has
+    no Chat Completions form (see the module docstring)."""
+    return (
+        message.role == "assistant"
+        and any(isinstance(b, ThinkingBlock) for b in message.content)
+        and all(
+            isinstance(b, ThinkingBlock) or (isinstance(b, TextBlock) and not b.text.strip())
+            for b in message.content
+        )
+    )
+
+
 def encode_message(message: Message) -> list[dict[str, Any]]:
     """One message as Chat Completions messages (a user message holding tool
-    results becomes one ``tool`` message per result, then the rest)."""
-    return _encode_message(message)
+    results becomes one ``tool`` message per result, then the rest; an assistant
+    message of thinking only becomes none)."""
+    return [] if _left_out(message) else _encode_message(message)
 
 
 def decode_messages(messages: Sequence[Any], *, source: str = _SOURCE) -> Transcript:
@@ -562,7 +583,7 @@ def decode_messages(messages: Sequence[Any], *, source: str = _SOURCE) -> Transc
 
 def encode_messages(transcript: Transcript) -> list[dict[str, Any]]:
     """A Chat Completions ``messages`` list."""
-    return [out for m in transcript.messages for out in _encode_message(m)]
+    return [out for m in transcript.messages for out in encode_message(m)]
 
 
 def decode_request(payload: Any, *, source: str = _SOURCE) -> Transcript:

@@ -18,7 +18,16 @@ become one user message, as the Messages API requires; ``system`` becomes text
 blocks and the last stable one carries ``cache_control``; a second breakpoint goes on the last
 block of the message before the context-bearing one, the end of the history the
 next turn will share, so each turn reads the previous turn's cache. Blocks that
-cannot carry ``cache_control`` (thinking, empty text) are skipped over. For
+cannot carry ``cache_control`` (thinking, empty text) are skipped over.
+Thinking with no signature (a reasoning summary from the OpenAI Agents SDK or
+another provider, a block given by hand) is left out: the Messages API requires
+the signature Anthropic returned with each thinking block sent back, and
+verifies it. Nothing the API requires is lost: the only thinking it requires
+back is that of the assistant turn whose tool calls the last user turn answers,
+signed, which no other source can supply; the thinking of earlier turns is
+optional (most models strip it from the context). An assistant message left with
+nothing else (or only blank text) is not sent; the API combines the consecutive
+turns of one role around it. For
 OpenAI (:func:`render_openai`), whose caching is automatic on the longest shared
 prefix, the system part is one system message and the history follows.
 
@@ -114,16 +123,41 @@ def _encoded(
     window: Window,
     encoded: Sequence[Any] | None,
     encode: Callable[[Message], Any],
-) -> list[Any]:
+    sent: Callable[[Message], Message | None] = lambda m: m,
+) -> tuple[list[Any], int | None]:
     """Each message's encoding: ``encoded[i]`` where given (encodings the caller
-    kept from earlier turns), a fresh one for the message carrying the context."""
+    kept from earlier turns), a fresh one for the message carrying the context and
+    for one ``sent`` changes; and where the context-bearing message went. A message
+    ``sent`` maps to ``None`` is not sent."""
     placed = window.with_context()
     if encoded is not None and len(encoded) != len(placed):
         raise ValueError("encoded must hold one encoding per window message")
-    return [
-        encode(m) if encoded is None or i == window.context_at else encoded[i]
-        for i, m in enumerate(placed)
-    ]
+    out: list[Any] = []
+    at = None
+    for i, m in enumerate(placed):
+        s = sent(m)
+        if s is None:
+            continue
+        if i == window.context_at:
+            at = len(out)
+        kept = encoded is not None and i != window.context_at and s is m
+        out.append(encoded[i] if kept and encoded is not None else encode(s))
+    return out, at
+
+
+def _unsigned(block: ContentBlock) -> bool:
+    return isinstance(block, ThinkingBlock) and not block.redacted and not block.signature
+
+
+def _signed_only(message: Message) -> Message | None:
+    """``message`` as :func:`render_anthropic` sends it: without thinking that has
+    no signature, and not at all when blank text is all that is left of it."""
+    if not any(_unsigned(b) for b in message.content):
+        return message
+    kept = tuple(b for b in message.content if not _unsigned(b))
+    if all(isinstance(b, TextBlock) and not b.text.strip() for b in kept):
+        return None
+    return replace(message, content=kept)
 
 
 def _is_results(message: dict[str, Any], *, only: bool) -> bool:
@@ -180,7 +214,7 @@ def render_anthropic(
             system[stable - 1]["cache_control"] = dict(mark)
         body["system"] = system
     messages, context_at = _join_results(
-        _encoded(window, encoded, anthropic.encode_message), window.context_at
+        *_encoded(window, encoded, anthropic.encode_message, _signed_only)
     )
     end = context_at if context_at is not None else len(messages)
     for i in range(end - 1, -1, -1):
@@ -211,7 +245,7 @@ def render_openai(
     text = "\n\n".join(s for s in window.system if s)
     if text:
         messages.append({"role": "system", "content": text})
-    for parts in _encoded(window, encoded, openai.encode_message):
+    for parts in _encoded(window, encoded, openai.encode_message)[0]:
         messages.extend(parts)
     return {"model": model, "max_completion_tokens": max_tokens, "messages": messages}
 
@@ -221,8 +255,11 @@ def _as_sent_openai(message: Message) -> list[Message]:
     it, in neutral form: a system message's texts joined into one (as the system
     part is), a user message's tool results one message each, then its other
     blocks (:func:`ctxwise.formats.openai.encode_message`): without thinking (Chat
-    Completions is not sent it), Anthropic blocks with no Chat Completions form as
-    the text that stands for them."""
+    Completions is not sent it; an assistant message of thinking only is not sent
+    at all), Anthropic blocks with no Chat Completions form as the text that stands
+    for them."""
+    if openai._left_out(message):
+        return []
     native = openai._natives(message.content)
     native = tuple(b for b in native if not isinstance(b, ThinkingBlock))
     if native != message.content:
@@ -255,11 +292,12 @@ class SentCounter:
 
     For ``"anthropic"`` the neutral messages are what is sent (parallel tool
     results share one user message, as in the neutral form), so counts are
-    ``counter``'s own. For ``"openai"`` (Chat Completions) a user turn of ``n`` tool
-    results is ``n`` ``tool`` messages (plus one for its other blocks), and the
-    system part one message of its texts joined by blank lines: counting the
-    neutral message instead leaves out that framing and those separators, which a
-    full window would send over its budget."""
+    ``counter``'s own, less the unsigned thinking the render leaves out. For
+    ``"openai"`` (Chat Completions) a user turn of ``n`` tool results is ``n``
+    ``tool`` messages (plus one for its other blocks), and the system part one
+    message of its texts joined by blank lines: counting the neutral message
+    instead leaves out that framing and those separators, which a full window
+    would send over its budget."""
 
     def __init__(self, counter: TokenCounter, render: Literal["anthropic", "openai"]) -> None:
         self.counter = counter
@@ -275,6 +313,8 @@ class SentCounter:
     def count_messages(self, messages: Sequence[Message]) -> int:
         if self.render == "openai":
             messages = [part for m in messages for part in _as_sent_openai(m)]
+        else:
+            messages = [s for s in map(_signed_only, messages) if s is not None]
         return self.counter.count_messages(messages)
 
     def __repr__(self) -> str:
