@@ -60,9 +60,11 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, cast
 
 from ctxwise.errors import IntegrationError, UsageError
+from ctxwise.formats import openai as openai_codec
+from ctxwise.formats._extra import own
 from ctxwise.formats.request import CONTEXT_CLOSE, CONTEXT_OPEN
 from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.memory.facts import CaseFacts
@@ -414,30 +416,102 @@ def _media_part(block: MediaBlock) -> dict[str, Any]:
         data = f"data:{source.get('media_type')};base64,{source.get('data')}"
     elif kind == "url":
         data = str(source.get("url"))
-    elif kind == "file":
-        data = ""
     else:
+        why = (
+            " (an id of Anthropic's file store, which OpenAI cannot read)" if kind == "file" else ""
+        )
         raise IntegrationError(
             FRAMEWORK,
             "message",
-            f"a {block.media} given by {kind!r} has no Responses API input part",
+            f"a {block.media} given by {kind!r}{why} has no Responses API input part",
         )
     if block.media == "image":
-        part: dict[str, Any] = {"type": "input_image", "detail": "auto"}
+        detail = own("openai", block.extra).get("image_url", {}).get("detail", "auto")
+        part: dict[str, Any] = {"type": "input_image", "detail": detail}
         key = "image_url"
     else:
         part = {"type": "input_file"}
         key = "file_data" if kind == "base64" else "file_url"
-    if kind == "file":
-        part["file_id"] = source.get("file_id")
-    else:
-        part[key] = data
+    part[key] = data
+    title = own("anthropic", block.extra).get("title")
+    if block.media == "document" and isinstance(title, str) and title:
+        part["filename"] = title
     return part
+
+
+_LEFT_OUT = "[{block} left out: the Responses API has no form for it]"
+"""The text that stands for a block of another provider with no Responses API form."""
+
+_RESPONSES_ITEMS = frozenset(
+    {"mcp_call", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"}
+)
+"""Responses API item types named as Anthropic's MCP blocks are (``mcp_*``): an
+opaque block of one is an item given by hand, and is sent as it is."""
+
+
+def _responses_form(block: ContentBlock) -> ContentBlock:
+    """``block`` (from another source) as Responses API input can carry it, by the
+    rule of the codecs (:mod:`ctxwise.formats.openai`): an Anthropic search result,
+    compaction summary or document of text blocks as text; an Anthropic block of a
+    server-run tool or service (``server_tool_use``, ``web_search_tool_result``,
+    ``mcp_tool_use``, ``container_upload``, …) as a text saying it was left out
+    (:data:`_LEFT_OUT`), since no request may carry it; a Chat Completions refusal as
+    the text it is. Content the user gave that has no Responses form (Chat
+    Completions audio) is an :class:`~ctxwise.errors.IntegrationError`."""
+    if isinstance(block, OpaqueBlock):
+        if block.type in _RESPONSES_ITEMS:
+            return block
+        if block.type == "refusal" and isinstance(block.data.get("refusal"), str):
+            return TextBlock(block.data["refusal"])
+        if block.type == "input_audio":
+            raise IntegrationError(
+                FRAMEWORK,
+                "message",
+                "an input_audio part has no Responses API input part "
+                "(message input takes text, images and files)",
+            )
+    return openai_codec._native(block, _LEFT_OUT)
+
+
+def _chat_file_part(block: OpaqueBlock) -> dict[str, Any]:
+    """A Chat Completions ``file`` part as a Responses ``input_file`` part (the same
+    fields: ``file_data``, ``file_id`` — an OpenAI file id —, ``filename``)."""
+    spec = block.data.get("file")
+    fields = spec if isinstance(spec, Mapping) else {}
+    part = {"type": "input_file"}
+    part.update({k: fields[k] for k in ("file_data", "file_id", "filename") if k in fields})
+    return part
+
+
+def _output(result: ToolResultBlock) -> str | list[dict[str, Any]]:
+    """A ``function_call_output``'s output for a result from another source: its
+    text, or (when it holds an image or a file, an Anthropic tool result with a
+    screenshot, say) its text, image and file parts, which the output takes."""
+    if isinstance(result.content, str):
+        return result.content
+    blocks = [_responses_form(b) for b in result.content]
+    if not any(isinstance(b, MediaBlock) or _is_chat_file(b) for b in blocks):
+        return "\n".join(block_text(b) for b in blocks)
+    parts: list[dict[str, Any]] = []
+    for b in blocks:
+        if isinstance(b, MediaBlock):
+            parts.append(_media_part(b))
+        elif _is_chat_file(b):
+            parts.append(_chat_file_part(b))
+        elif block_text(b):
+            parts.append({"type": "input_text", "text": block_text(b)})
+    return parts
+
+
+def _is_chat_file(block: ContentBlock) -> TypeGuard[OpaqueBlock]:
+    return isinstance(block, OpaqueBlock) and block.type == "file"
 
 
 def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any]]:
     """Items for blocks ctxwise wrote (a summary, the context block) or that did not
-    come from an SDK item (messages from another source given to :func:`to_items`)."""
+    come from an SDK item (messages from another source given to :func:`to_items`):
+    each block in its Responses form (:func:`_responses_form`), thinking left out (a
+    reasoning item cannot be made up: it is the Responses API's own, given by id)."""
     out: list[dict[str, Any]] = []
     texts: list[str] = []
     media: list[dict[str, Any]] = []
@@ -455,7 +529,7 @@ def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any
         texts.clear()
         media.clear()
 
-    for b in group:
+    for b in map(_responses_form, group):
         if isinstance(b, ToolUseBlock):
             flush()
             arguments = json.dumps(dict(b.input), ensure_ascii=False)
@@ -465,18 +539,18 @@ def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any
         elif isinstance(b, ToolResultBlock):
             flush()
             out.append(
-                {"type": "function_call_output", "call_id": b.tool_use_id, "output": block_text(b)}
+                {"type": "function_call_output", "call_id": b.tool_use_id, "output": _output(b)}
             )
         elif isinstance(b, ThinkingBlock):
             continue  # a reasoning item cannot be made up
-        elif isinstance(b, OpaqueBlock) and isinstance(b.data.get("type"), str):
-            flush()
-            out.append(dict(b.data))
-        elif isinstance(b, MediaBlock):
+        elif isinstance(b, MediaBlock) or _is_chat_file(b):
             if texts and not media:  # the text before the image stays before it
                 media.extend({"type": "input_text", "text": t} for t in texts)
                 texts.clear()
-            media.append(_media_part(b))
+            media.append(_media_part(b) if isinstance(b, MediaBlock) else _chat_file_part(b))
+        elif isinstance(b, OpaqueBlock) and isinstance(b.data.get("type"), str):
+            flush()
+            out.append(dict(b.data))
         elif block_text(b):
             if media:
                 media.append({"type": "input_text", "text": block_text(b)})
@@ -489,7 +563,19 @@ def _fresh_items(role: str, group: Sequence[ContentBlock]) -> list[dict[str, Any
 def to_items(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
     """A window (ctxwise messages) as the SDK's model input: the system messages'
     text as ``instructions`` (``None`` without any), the rest as input items.
-    Blocks that came from an item give it back as it was given, edits applied."""
+    Blocks that came from an item give it back as it was given, edits applied.
+
+    Messages from another source (a transcript read from the Anthropic or Chat
+    Completions format) give only items the Responses API takes: Anthropic's
+    search results, compaction summaries and documents of text blocks are text;
+    its server-run tool and service blocks (``server_tool_use``,
+    ``web_search_tool_result``, ``mcp_tool_use``, ``container_upload``, …) are a
+    text saying which block was left out; thinking is not sent (a reasoning item
+    cannot be made up); images and files in a tool result stay in its output; a
+    Chat Completions refusal is text and its ``file`` part an ``input_file``.
+    Content the user gave that has no Responses form (a file or image given by an
+    Anthropic file id, audio) raises :class:`~ctxwise.errors.IntegrationError`
+    (reason ``"message"``), never replaced in silence."""
     system: list[str] = []
     items: list[dict[str, Any]] = []
     for m in messages:
