@@ -57,6 +57,8 @@ metadata).
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import re
 import threading
@@ -70,6 +72,7 @@ from ctxwise.memory.store import (
     BM25_B,
     BM25_K1,
     INT64_MAX,
+    LockBusy,
     MemoryItem,
     Namespace,
     NewItem,
@@ -80,11 +83,14 @@ from ctxwise.memory.store import (
     check_ids,
     check_item,
     check_k,
+    check_lock_name,
     check_n,
     check_namespace,
     check_query,
     check_seqs,
     check_vector,
+    local_lock,
+    lock_held,
 )
 from ctxwise.text import Analyzer
 
@@ -779,6 +785,36 @@ class PostgresStore(Store):
         order = {name: i for i, (name, _) in enumerate(MIGRATIONS)}
         rows.sort(key=lambda r: order.get(r[0], len(order)))
         return [(name, at.isoformat()) for name, at in rows]
+
+    def _lock_key(self, name: str) -> int:
+        """The advisory lock key :meth:`exclusive` takes for ``name``: the first 8
+        bytes (signed) of the SHA-256 of the schema and the name, so two schemas
+        never share a lock, and no name is read as another."""
+        seed = b"\x00".join([b"ctxwise-exclusive", self.schema.encode(), name.encode("utf-8")])
+        return int.from_bytes(hashlib.sha256(seed).digest()[:8], "big", signed=True)
+
+    @contextmanager
+    def exclusive(self, name: str, *, busy: LockBusy | None = None) -> Iterator[None]:
+        """Hold ``name`` (see :meth:`Store.exclusive`): a session advisory lock
+        (``pg_try_advisory_lock``, keyed by the schema and the name) on this store's
+        connection, which every session of the database sees and the server drops
+        when the connection ends: a crash, or :meth:`close` inside the block. This
+        store's other holders are refused too (an advisory lock is re-entrant within
+        one session)."""
+        name = check_lock_name(name)
+        refuse = busy or lock_held(name)
+        key = self._lock_key(name)
+        with local_lock(self, name, refuse):
+            with self._db() as conn:
+                row = conn.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
+            if not (row and row[0]):
+                raise refuse()
+            try:
+                yield
+            finally:
+                # a closed store's connection holds no lock any more
+                with contextlib.suppress(StoreError), self._db() as conn:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", [key])
 
     def close(self) -> None:
         with self._lock:

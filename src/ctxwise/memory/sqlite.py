@@ -68,9 +68,11 @@ sqlite-vec is not used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -82,12 +84,18 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+try:
+    import fcntl
+except ImportError:  # Windows: exclusive() holds against this process only
+    fcntl = None  # type: ignore[assignment]
+
 from ctxwise._sqlite import use_wal
 from ctxwise.errors import UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
     BM25_K1,
     INT64_MAX,
+    LockBusy,
     MemoryItem,
     Namespace,
     NewItem,
@@ -99,12 +107,15 @@ from ctxwise.memory.store import (
     check_ids,
     check_item,
     check_k,
+    check_lock_name,
     check_n,
     check_namespace,
     check_query,
     check_seqs,
     check_vector,
     json_equal,
+    local_lock,
+    lock_held,
     unit,
 )
 from ctxwise.text import Analyzer
@@ -504,6 +515,45 @@ class _Matrix:
         if not self.n:
             return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
         return self.rowids[: self.n], self.vectors[: self.n]
+
+
+@contextmanager
+def _file_lock(path: str, busy: LockBusy) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created), refused at once (``busy()``) when
+    another open file holds it, in this process or another; the file is removed
+    when the lock is let go. A holder that opened the file just before its last
+    holder removed it finds its lock on a file no longer there and takes the new
+    one instead."""
+    assert fcntl is not None
+    for _ in range(100):
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError as exc:
+            raise StoreError(f"{path}: cannot open the lock file ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise busy() from None
+        except BaseException:
+            os.close(fd)
+            raise
+        mine = os.fstat(fd)
+        try:
+            there = os.stat(path)
+        except FileNotFoundError:
+            there = None
+        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)  # removed (and maybe made again) by its last holder: try again
+    else:
+        raise StoreError(f"{path}: the lock file keeps being replaced")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)  # still holding it: a newcomer's open makes a new file
+        os.close(fd)
 
 
 class SQLiteStore(Store):
@@ -1129,6 +1179,28 @@ class SQLiteStore(Store):
                 "SELECT n_items FROM counters WHERE ns = ?", (key,)
             ).fetchone()
         return int(found[0]) if found else 0
+
+    @contextmanager
+    def exclusive(self, name: str, *, busy: LockBusy | None = None) -> Iterator[None]:
+        """Hold ``name`` (see :meth:`Store.exclusive`): an exclusive ``flock`` on
+        ``DB.HASH.lock`` beside the database file (HASH: 16 hex digits of the name's
+        SHA-256; the file is removed when let go), which every process opening the
+        file sees and the system drops when its holder dies. A database with no
+        file (``":memory:"``), or a system without ``flock`` (Windows), is held
+        against this process only."""
+        name = check_lock_name(name)
+        refuse = busy or lock_held(name)
+        with self._db() as c:  # the file SQLite opened, wherever the path led
+            row = c.execute("SELECT file FROM pragma_database_list WHERE name = 'main'")
+            found = row.fetchone()
+        file = str(found[0]) if found and found[0] else ""
+        with local_lock(self, name, refuse):
+            if not file or fcntl is None:
+                yield
+                return
+            digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:16]
+            with _file_lock(f"{file}.{digest}.lock", refuse):
+                yield
 
     def close(self) -> None:
         """Save any HNSW index with unsaved changes, then close the file (again: nothing)."""

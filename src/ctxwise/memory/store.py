@@ -8,17 +8,23 @@ recency and neighbour expansion live above the store, in
 
 Backends: :class:`InMemoryStore` (the reference, shipped), ``SQLiteStore`` (the
 embedded default, one file), ``PostgresStore`` (extra ``postgres``).
+
+Besides items, a store lends named exclusive locks (:meth:`Store.exclusive`) that
+every process reaching the same data sees, so that a program sharing a store can
+keep a second worker off one job (the relay's ``StoreRuns`` holds its runs so).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import math
 import operator
+import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -335,6 +341,53 @@ def json_equal(a: Any, b: Any) -> bool:
     return a is None and b is None
 
 
+LockBusy: TypeAlias = Callable[[], BaseException]
+"""What :meth:`Store.exclusive` raises when another holder has the lock: a
+function of no arguments that returns the exception (called once, at the refusal)."""
+
+
+def check_lock_name(name: Any) -> str:
+    """A lock name for :meth:`Store.exclusive`: a non-empty string of valid Unicode
+    without NUL (of any length: backends key their locks by its hash); else a
+    :class:`UsageError`."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"a lock name is a non-empty string, got {name!r}")
+    if "\x00" in name or not _valid_unicode(name):
+        raise UsageError(f"bad lock name {name!r}: no NUL characters or lone surrogates")
+    return name
+
+
+def lock_held(name: str) -> LockBusy:
+    """The default refusal of :meth:`Store.exclusive`: a :class:`StoreError` naming
+    the lock."""
+    return lambda: StoreError(f"the lock {name!r} is held by another holder")
+
+
+# (id of the owner, lock name) of every lock a holder of this process has: the
+# owner is alive while its lock is held (the holder refers to it), so its id is
+# not reused meanwhile
+_LOCAL_HELD: set[tuple[int, str]] = set()
+_LOCAL_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def local_lock(owner: object, name: str, busy: LockBusy) -> Iterator[None]:
+    """Hold ``name`` on ``owner`` against the other holders of this process (every
+    thread): a second holder is refused at once with ``busy()``. The part of
+    :meth:`Store.exclusive` every backend shares; a backend that other processes
+    reach holds a lock of its own inside this one."""
+    key = (id(owner), name)
+    with _LOCAL_GUARD:
+        if key in _LOCAL_HELD:
+            raise busy()
+        _LOCAL_HELD.add(key)
+    try:
+        yield
+    finally:
+        with _LOCAL_GUARD:
+            _LOCAL_HELD.discard(key)
+
+
 def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> bool:
     """Whether ``metadata`` holds every filter's value (:func:`json_equal`); a
     ``None`` value matches a missing key too."""
@@ -408,6 +461,42 @@ class Store(ABC):
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release resources; the store is unusable afterwards."""
 
+    def exclusive(
+        self, name: str, *, busy: LockBusy | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the lock ``name`` until the block ends: ``with store.exclusive("job-7"):``.
+
+        While it is held, every other holder of ``name`` on this store's data is
+        refused at once (never kept waiting): another ``with`` on this store object
+        (any thread), on another store object over the same data, or in another
+        process. Locks of other names, and the same name in another SQLite file,
+        PostgreSQL schema or in-memory store, are independent. The lock is one that
+        ends with its holder: when the block ends (by an error too), and when the
+        process dies (SIGKILL included), so a crashed holder never blocks the next.
+
+        This base holds ``name`` against this process only (:func:`local_lock`),
+        which is all an in-memory store needs (no other process can reach it) and
+        what a third-party backend gets until it overrides this method. The
+        backends shipped:
+
+        - :class:`InMemoryStore`: this process only;
+        - ``SQLiteStore`` over a file: an exclusive ``flock`` on a lock file beside
+          the database (``DB.HASH.lock``, removed when let go); over ``:memory:``,
+          or where there is no ``flock`` (Windows), this process only;
+        - ``PostgresStore``: a session advisory lock (``pg_try_advisory_lock``) on
+          the store's connection, keyed by the schema and ``name``, which the
+          server drops when that connection ends (a crash, or :meth:`close`, too).
+
+        Raises:
+            what ``busy()`` returns (default: a :class:`StoreError` naming the lock)
+                when another holder has it, before the block runs;
+            UsageError: ``name`` is not a lock name (:func:`check_lock_name`);
+            StoreError: the store is closed, or the lock cannot be taken (a lock
+                file that cannot be made, a database that fails).
+        """
+        name = check_lock_name(name)
+        return local_lock(self, name, busy or lock_held(name))
+
     # convenience, built on the contract -----------------------------------------
 
     def put(self, namespace: Sequence[str], item: NewItem) -> str:
@@ -463,6 +552,15 @@ class InMemoryStore(Store):
         if self._closed:
             raise StoreError("the in-memory store is closed")
         return check_namespace(namespace)
+
+    def exclusive(
+        self, name: str, *, busy: LockBusy | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold ``name`` against this process's other holders (see
+        :meth:`Store.exclusive`): no other process can reach this store."""
+        if self._closed:
+            raise StoreError("the in-memory store is closed")
+        return super().exclusive(name, busy=busy)
 
     def close(self) -> None:
         """Forget every item; the store is unusable afterwards, as other stores are."""
