@@ -17,13 +17,11 @@ one the operating system or the database server drops when its holder dies, so a
 killed run never blocks its resume:
 
 - :class:`DirectoryRuns`: an exclusive ``flock`` on the run's folder;
-- :class:`StoreRuns` over a SQLite file: an exclusive ``flock`` on a lock file
-  beside the database (``DB.relay-HASH.lock``, removed when the run is let go);
-- :class:`StoreRuns` over PostgreSQL: a session advisory lock
-  (``pg_try_advisory_lock``) on the store's connection, which the server releases
-  when that connection ends, by a crash too;
-- :class:`StoreRuns` over an in-memory store (or another backend): this process
-  only, as no other process can reach an in-memory store.
+- :class:`StoreRuns`: the store's own lock, :meth:`Store.exclusive
+  <ctxwise.memory.Store.exclusive>` (a lock file beside a SQLite database, a
+  session advisory lock on PostgreSQL, this process only for an in-memory store),
+  named after the run's namespace; a third-party store that does not override it
+  (or an object without it) is held against this process only.
 
 On Windows (no ``flock``) folders and SQLite files are held against this process's
 other relays only.
@@ -36,10 +34,9 @@ import hashlib
 import json
 import os
 import re
-import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -52,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxwise._io import replace_file
 from ctxwise._schema import describe
-from ctxwise.errors import RelayError, RelayStateError, StoreError
+from ctxwise.errors import RelayError, RelayStateError
 from ctxwise.memory.store import NewItem, Store
 
 __all__ = [
@@ -224,62 +221,6 @@ class RunStore(ABC):
         return manifest, data
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path, busy: Callable[[], RelayError]) -> Iterator[None]:
-    """An exclusive ``flock`` on ``path`` (created), refused at once (``busy()``) when
-    another descriptor holds it; the file is removed when the lock is let go. A
-    holder that opened the file just before its last holder removed it finds its
-    lock on a file no longer there and takes the new one instead."""
-    assert fcntl is not None
-    for _ in range(100):
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
-        except OSError as exc:
-            raise RelayStateError(
-                f"cannot open the run's lock file ({exc.strerror or exc})", path=str(path)
-            ) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise busy() from None
-        except BaseException:
-            os.close(fd)
-            raise
-        mine = os.fstat(fd)
-        try:
-            there = os.stat(path)
-        except FileNotFoundError:
-            there = None
-        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
-            break
-        os.close(fd)  # removed (and maybe made again) by its last holder: try again
-    else:
-        raise RelayStateError("the run's lock file keeps being replaced", path=str(path))
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # still holding it: a newcomer's open makes a new file
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def _advisory_lock(store: Store, key: int, busy: Callable[[], RelayError]) -> Iterator[None]:
-    """A PostgreSQL session advisory lock on ``store``'s own connection, so it lasts
-    while the store is open and ends with its connection (a crash ends it)."""
-    with store._db() as conn:  # type: ignore[attr-defined]
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
-    if not (row and row[0]):
-        raise busy()
-    try:
-        yield
-    finally:
-        # a closed connection holds no lock
-        with contextlib.suppress(StoreError), store._db() as conn:  # type: ignore[attr-defined]
-            conn.execute("SELECT pg_advisory_unlock(%s)", [key])
-
-
 class DirectoryRuns(RunStore):
     """Runs as folders: ``ROOT/RUN_ID/manifest.json`` and ``ROOT/RUN_ID/state-NNNNNN.json``.
     Every file is written atomically (temporary file, fsync, rename)."""
@@ -364,9 +305,10 @@ class DirectoryRuns(RunStore):
                     os.unlink(old)
 
 
-# (id of the store, namespace) of every run a StoreRuns of this process holds: a
-# PostgreSQL advisory lock is re-entrant on one connection, and an in-memory store
-# has no other lock, so two relays of one process sharing a store meet here
+# (id of the store, namespace) of every run a StoreRuns of this process holds: two
+# relays of one process sharing a store object meet here (and are told so), before
+# the store's lock, which refuses every other holder; for a store object without
+# Store.exclusive this is the whole lock
 _HELD: set[tuple[int, tuple[str, ...]]] = set()
 _HELD_LOCK = threading.Lock()
 
@@ -376,10 +318,13 @@ class StoreRuns(RunStore):
     the items ``manifest`` and ``state-NNNNNN``, written by one ``put_many``.
 
     :meth:`hold` refuses a second holder of a run as :class:`DirectoryRuns` does
-    (two committing one run could delete the state the other's manifest names): a
-    lock file beside a SQLite database, a session advisory lock on PostgreSQL, this
-    process only for an in-memory store or another backend (see the module
-    docstring). A holder that dies drops its lock with it."""
+    (two committing one run could delete the state the other's manifest names),
+    with the store's lock :meth:`Store.exclusive <ctxwise.memory.Store.exclusive>`
+    named ``ctxwise-relay`` and the run's namespace (a lock file beside a SQLite
+    database, a session advisory lock on PostgreSQL; see the module docstring). A
+    holder that dies drops its lock with it. A store that does not override
+    ``exclusive`` (a third-party backend) is held against this process only, as is
+    an object passed as a store that lacks the method."""
 
     def __init__(self, store: Store, prefix: Sequence[str] = ("relay",)) -> None:
         self.store = store
@@ -402,7 +347,7 @@ class StoreRuns(RunStore):
                 )
             _HELD.add(key)
         try:
-            with self._backend_lock(run_id, ns):
+            with self._store_lock(run_id, ns):
                 yield
         finally:
             with _HELD_LOCK:
@@ -413,25 +358,17 @@ class StoreRuns(RunStore):
             "run", f"run {run_id!r} in {self.where(run_id)} is in use by another process"
         )
 
-    def _backend_lock(
+    def _store_lock(
         self, run_id: str, ns: tuple[str, ...]
     ) -> contextlib.AbstractContextManager[None]:
-        digest = hashlib.sha256(json.dumps(["ctxwise-relay", *ns]).encode("utf-8")).digest()
-        # the backends' modules are imported only when a store of theirs exists
-        sqlite = sys.modules.get("ctxwise.memory.sqlite")
-        if sqlite is not None and isinstance(self.store, sqlite.SQLiteStore):
-            if self.store.ann_dir is None or fcntl is None:  # in memory: this process only
-                return contextlib.nullcontext()
-            lock = Path(f"{self.store.path}.relay-{digest.hex()[:16]}.lock")
-            return _file_lock(lock, lambda: self._busy(run_id))
-        postgres = sys.modules.get("ctxwise.memory.postgres")
-        if postgres is not None and isinstance(self.store, postgres.PostgresStore):
-            schema = self.store.schema.encode("utf-8")
-            token = hashlib.sha256(schema + b"\x00" + digest).digest()[:8]
-            return _advisory_lock(
-                self.store, int.from_bytes(token, "big", signed=True), lambda: self._busy(run_id)
-            )
-        return contextlib.nullcontext()
+        exclusive = getattr(self.store, "exclusive", None)
+        if exclusive is None:  # not a Store (written before exclusive): _HELD only
+            return contextlib.nullcontext()
+        name = json.dumps(["ctxwise-relay", *ns])
+        lock: contextlib.AbstractContextManager[None] = exclusive(
+            name, busy=lambda: self._busy(run_id)
+        )
+        return lock
 
     def _get(self, run_id: str, item_id: str) -> bytes | None:
         found = self.store.get(self._ns(run_id), item_id)
