@@ -47,7 +47,7 @@ its default::
     [memory]
     recall = true                 # recall compacted turns by similarity ("memory" source)
     k = 5                         # items recalled per turn
-    preset = "neutral"            # neutral | dialogue: recall settings
+    preset = "neutral"            # neutral | dialogue | dialogue-minilm: recall settings
     namespace = "ctxwise"         # first part of each session's memory namespace
 
     [facts]
@@ -237,7 +237,7 @@ class SourceConfig(_Strict):
 class MemoryConfig(_Strict):
     recall: bool = True
     k: int = Field(default=5, ge=1, le=100)
-    preset: Literal["neutral", "dialogue"] = "neutral"
+    preset: Literal["neutral", "dialogue", "dialogue-minilm"] = "neutral"
     namespace: str = Field(default="ctxwise", min_length=1, pattern=r"^[^/\x00]+$")
 
 

@@ -282,7 +282,11 @@ def eval_memory_cmd(
         ),
     ] = "sqlite://",
     preset: Annotated[
-        str, typer.Option(help="Recall preset: neutral (the default) or dialogue.")
+        str,
+        typer.Option(
+            help="Recall preset: neutral (the default), dialogue, or dialogue-minilm"
+            " (dialogue with --embedder minilm)."
+        ),
     ] = "neutral",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:

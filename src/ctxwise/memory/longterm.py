@@ -3,7 +3,8 @@
 The settings are a :class:`RecallSettings`, named by a preset (:data:`PRESETS`):
 ``"neutral"``, the default, assumes nothing about the text beyond English function
 words; ``"dialogue"`` adds steps 3 and 4 below, which assume conversations between
-named speakers.
+named speakers; ``"dialogue-minilm"`` is ``"dialogue"`` tuned for a sentence
+embedder (MiniLM) instead of the hashing one.
 
 What is indexed (at ``remember``):
 
@@ -202,15 +203,25 @@ PRESETS: Mapping[str, RecallSettings] = {
         mention_field="speaker",
         mention_boost=1.0,
     ),
+    "dialogue-minilm": RecallSettings(
+        weights=(1.0, 0.5),
+        rrf_k=10,
+        successor_share=0.5,
+        mention_field="speaker",
+        mention_boost=1.0,
+    ),
 }
 """Named recall settings. ``neutral`` (the default) assumes nothing about the text;
 ``dialogue`` is for conversations between named speakers (items with a ``speaker``
 metadata value, each turn answering the one before): a turn gets 0.7 of its
 reply's score, a question naming one speaker doubles that speaker's turns' scores,
 and the vector ranking counts little (weight 0.1: chosen with the hashing
-embedder). Its values are the best of a grid on LoCoMo dev; choosing them on four
-conversations and scoring the fifth, in turn, is how ``benchmarks/bench_presets.py``
-reports them (see the Benchmarks page, docs/benchmarks.md)."""
+embedder). ``dialogue-minilm`` is the same kind of text with a sentence embedder
+(chosen with MiniLM, the ``minilm`` extra): the vector ranking at half weight, a
+turn gets 0.5 of its reply's score. Each is the best of the same grid on LoCoMo
+dev with its embedder; choosing them on four conversations and scoring the fifth,
+in turn, is how ``benchmarks/bench_presets.py`` (``--embedder minilm``) reports
+them (see the Benchmarks page, docs/benchmarks.md)."""
 
 
 def recall_settings(preset: str | RecallSettings = "neutral", **overrides: Any) -> RecallSettings:
@@ -230,9 +241,9 @@ class LongTermMemory:
 
     The module docstring says what is indexed and how recall ranks. ``preset``
     names the :class:`RecallSettings` (:data:`PRESETS`: ``"neutral"``, the
-    default, or ``"dialogue"``) or gives them; each keyword after it overrides one
-    setting (None keeps the preset's; ``mention_field=""`` turns the mention
-    boost off). ``settings()`` says what ran.
+    default, ``"dialogue"`` or ``"dialogue-minilm"``) or gives them; each keyword
+    after it overrides one setting (None keeps the preset's; ``mention_field=""``
+    turns the mention boost off). ``settings()`` says what ran.
     """
 
     def __init__(
