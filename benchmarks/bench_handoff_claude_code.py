@@ -62,7 +62,14 @@ from typing import Any
 
 import numpy as np
 
-from _common import CLAUDE_CODE_DIR, REPO_ROOT, print_table, require, write_results
+from _common import (
+    CLAUDE_CODE_DIR,
+    REPO_ROOT,
+    MemoEmbedder,
+    print_table,
+    require,
+    write_results,
+)
 from ctxwise._bm25 import BM25Index
 from ctxwise.embeddings import get_embedder
 from ctxwise.formats import read_transcript
@@ -196,7 +203,9 @@ def main() -> None:
         "needs the minilm extra; results go to bench_handoff_claude_code_<name>.json",
     )
     args = parser.parse_args()
-    scorer = None if args.embedder is None else HybridScorer(get_embedder(args.embedder))
+    scorer = (
+        None if args.embedder is None else HybridScorer(MemoEmbedder(get_embedder(args.embedder)))
+    )
     transcripts: dict[str, tuple[Message, ...]] = {}
     sets: dict[str, Any] = {}
     for label, path in TASK_FILES.items():

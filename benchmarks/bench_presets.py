@@ -29,9 +29,8 @@ import argparse
 import itertools
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from _common import DATA_DIR, print_table, require, say, write_results
+from _common import DATA_DIR, MemoEmbedder, print_table, require, say, write_results
 from ctxwise.embeddings import Embedder, get_embedder
 from ctxwise.memory.evaluation import load_conversations, turn_items
 from ctxwise.memory.longterm import LongTermMemory
@@ -66,37 +65,12 @@ def choose(results: dict[Setting, list[list[float]]], convs: Sequence[int]) -> S
     return max(results, key=lambda s: (score(results[s], convs), json.dumps(s)))
 
 
-class _Memo:
-    """An embedder that embeds each distinct text once (the grid asks for the same
-    questions 352 times)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._seen: dict[str, Any] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        import numpy as np
-
-        new = [t for t in dict.fromkeys(texts) if t not in self._seen]
-        if new:
-            self._seen.update(zip(new, self.inner.embed(new), strict=True))
-        return np.stack([self._seen[t] for t in texts]) if texts else self.inner.embed([])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="hashing", help="hashing (default) or minilm")
     args = parser.parse_args()
     embedder: Embedder | None = (
-        None if args.embedder == "hashing" else _Memo(get_embedder(args.embedder))
+        None if args.embedder == "hashing" else MemoEmbedder(get_embedder(args.embedder))
     )
     data = load_conversations(require(DATA_DIR / "locomo" / "locomo_dev5.json"))
     convs = data["conversations"]

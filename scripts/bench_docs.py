@@ -216,8 +216,11 @@ def presets(d: dict[str, Any]) -> str:
             ]
         )
     g = d["whole grid"]
+    embedder = d.get("embedder", "hashing")
+    preset = "dialogue" if embedder == "hashing" else f"dialogue-{embedder}"
     return (
-        f"Settings scored: {d['settings_scored']}. LoCoMo dev recall@10 of the `dialogue` "
+        f"Embedder: {embedder} (`bench_presets.py --embedder {embedder}`). "
+        f"Settings scored: {d['settings_scored']}. LoCoMo dev recall@10 of the `{preset}` "
         f"preset: {g['recall_best_on_all']:.3f} on all five conversations; chosen on four "
         f"and scored on the fifth, in turn: {g['loco_recall']:.3f}.\n\n"
         + table(
@@ -386,6 +389,26 @@ def handoff(d: dict[str, Any]) -> str:
     )
 
 
+def handoff_claude_code_minilm(d: dict[str, Any]) -> str:
+    """The same sets with MiniLM as the default scorer's embedder (nothing tuned for it)."""
+    rows = [
+        [
+            label,
+            s["tasks"],
+            f"{s['ctxwise']['carried']}/{s['expected']}",
+            f"{s['ctxwise']['all_carried']}/{s['tasks']}",
+            f"{s['ctxwise']['mean_tokens']:,.0f}",
+        ]
+        for label, s in d["sets"].items()
+    ]
+    return (
+        "`benchmarks/bench_handoff_claude_code.py --embedder minilm`: the sets above, the "
+        "default scorer with MiniLM in place of the hashing embedder, nothing else changed "
+        "and nothing tuned for it (the baselines do not use the embedder, so they are as "
+        "above).\n\n" + table(["tasks", "n", "ctxwise carried", "ctxwise all", "tokens"], rows)
+    )
+
+
 def handoff_claude_code(d: dict[str, Any]) -> str:
     def row(label: str, s: dict[str, Any]) -> list[object]:
         return [
@@ -544,14 +567,24 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Router load and CLI latency", "bench_route_cli", route_cli),
     ("Memory recall latency", "bench_memory", memory),
     ("Recall presets on LoCoMo", "bench_presets", presets),
+    ("Recall presets on LoCoMo, MiniLM", "bench_presets_minilm", presets),
     ("Tool catalog", "tools", tools),
     ("Handoffs on LoCoMo", "bench_handoff", handoff),
     ("Handoffs on Claude Code sessions", "bench_handoff_claude_code", handoff_claude_code),
+    (
+        "Handoffs on Claude Code sessions, MiniLM",
+        "bench_handoff_claude_code_minilm",
+        handoff_claude_code_minilm,
+    ),
     ("Relay on the synthetic log", "bench_relay", relay),
     ("Framework hooks: invalid model inputs", "bench_frameworks", frameworks),
 ]
 
-SCRIPTS = {"tools": "bench_tools"}
+SCRIPTS = {
+    "tools": "bench_tools.py",
+    "bench_presets_minilm": "bench_presets.py --embedder minilm",
+    "bench_handoff_claude_code_minilm": "bench_handoff_claude_code.py --embedder minilm",
+}
 """Results files not named after their script."""
 
 
@@ -568,8 +601,8 @@ def main() -> int:
         path = RESULTS / f"{name}.json"
         parts += ["", f"## {title}", ""]
         if not path.is_file():
-            script = SCRIPTS.get(name, name.split("_holdout")[0])
-            parts.append(f"Not run yet (`benchmarks/{script}.py`).")
+            script = SCRIPTS.get(name, name.split("_holdout")[0] + ".py")
+            parts.append(f"Not run yet (`benchmarks/{script}`).")
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
         parts.append(render(data))
