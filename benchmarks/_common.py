@@ -50,30 +50,6 @@ _console = Console() if sys.stdout.isatty() else Console(width=200)
 # --------------------------------------------------------------------------- data
 
 
-class MemoEmbedder:
-    """An embedder that embeds each distinct text once per run (a grid asks for the
-    same questions hundreds of times; handoff tasks cut one transcript at many
-    points, so most chunks recur)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self._seen: dict[str, Any] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        new = [t for t in dict.fromkeys(texts) if t not in self._seen]
-        if new:
-            self._seen.update(zip(new, self.inner.embed(new), strict=True))
-        return np.stack([self._seen[t] for t in texts]) if texts else self.inner.embed([])
-
-
 def require(path: Path) -> Path:
     """``path``, or exit with a clear message when the shared data is missing."""
     if not path.exists():

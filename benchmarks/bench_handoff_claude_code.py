@@ -65,7 +65,7 @@ import numpy as np
 from _common import (
     CLAUDE_CODE_DIR,
     REPO_ROOT,
-    MemoEmbedder,
+    CachedEmbedder,
     print_table,
     require,
     write_results,
@@ -204,7 +204,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     scorer = (
-        None if args.embedder is None else HybridScorer(MemoEmbedder(get_embedder(args.embedder)))
+        None if args.embedder is None else HybridScorer(CachedEmbedder(get_embedder(args.embedder)))
     )
     transcripts: dict[str, tuple[Message, ...]] = {}
     sets: dict[str, Any] = {}

@@ -30,7 +30,7 @@ import itertools
 import json
 from collections.abc import Iterable, Sequence
 
-from _common import DATA_DIR, MemoEmbedder, print_table, require, say, write_results
+from _common import DATA_DIR, CachedEmbedder, print_table, require, say, write_results
 from ctxwise.embeddings import Embedder, get_embedder
 from ctxwise.memory.evaluation import load_conversations, turn_items
 from ctxwise.memory.longterm import LongTermMemory
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--embedder", default="hashing", help="hashing (default) or minilm")
     args = parser.parse_args()
     embedder: Embedder | None = (
-        None if args.embedder == "hashing" else MemoEmbedder(get_embedder(args.embedder))
+        None if args.embedder == "hashing" else CachedEmbedder(get_embedder(args.embedder))
     )
     data = load_conversations(require(DATA_DIR / "locomo" / "locomo_dev5.json"))
     convs = data["conversations"]
