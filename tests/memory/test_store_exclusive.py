@@ -10,10 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import selectors
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,11 +23,9 @@ import pytest
 from ctxwise import UsageError
 from ctxwise.errors import RelayError
 from ctxwise.memory import InMemoryStore, Store, StoreError
+from tests._children import DEADLINE, child_line, python_child
 from tests._stores import store_factory
 from tests.memory.conftest import BACKENDS, DIM
-
-REPO = Path(__file__).resolve().parents[2]
-DEADLINE = 120.0  # seconds for a child to start (an import, a store) or to be seen gone
 
 Stores = Callable[[], Store]
 
@@ -220,40 +216,15 @@ def _where(kind: str, store: Any) -> list[str]:
     return [kind, os.environ["CTXWISE_PG_DSN"], store.schema]
 
 
-def _line(child: subprocess.Popen[str]) -> str:
-    assert child.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(child.stdout, selectors.EVENT_READ)
-        if not sel.select(DEADLINE):
-            child.kill()
-            pytest.fail(f"the child said nothing in {DEADLINE:.0f} s")
-    return child.stdout.readline().strip()
-
-
 @contextlib.contextmanager
 def _holder(kind: str, store: Store, name: str) -> Iterator[subprocess.Popen[str]]:
     """A second process holding ``name`` on ``store``'s database; killed at the end
     if it still runs."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, *_where(kind, store), name],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        if _line(child) != "held":
+    with python_child(CHILD, *_where(kind, store), name) as child:
+        if child_line(child) != "held":
             child.kill()
             pytest.fail(f"the child did not take the lock: {child.communicate()[1][-3000:]}")
         yield child
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        for pipe in (child.stdin, child.stdout, child.stderr):
-            if pipe is not None:
-                pipe.close()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -275,7 +246,7 @@ def test_a_second_process_is_refused_until_the_holder_lets_go(
         _free(store, "other-job")
         assert child.stdin is not None
         child.stdin.close()
-        assert _line(child) == "let go"
+        assert child_line(child) == "let go"
         assert child.wait(DEADLINE) == 0
     _free(store, "job")
     _no_lock_files(tmp_path)

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import selectors
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,10 +30,9 @@ from ctxwise.relay import (
     StoreRuns,
     generate,
 )
+from tests._children import DEADLINE, child_line, python_child
 from tests._stores import store_factory
 
-REPO = Path(__file__).resolve().parents[2]
-DEADLINE = 120.0  # seconds for the child to start its run (an import, a store, a step)
 CHUNKS = 6
 
 # The child: run the job over the store named on the command line; after step 0
@@ -93,38 +90,12 @@ def backend(
 def _holder(kind: str, store: Store) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """The child, inside its run, and its PostgreSQL session's pid (0: SQLite);
     killed at the end if it still runs."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, *_where(kind, store)],
-        cwd=REPO,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        said = _line(child).split()
+    with python_child(CHILD, *_where(kind, store)) as child:
+        said = child_line(child).split()
         if said[:1] != ["held"]:
             child.kill()
             pytest.fail(f"the child did not start its run: {child.communicate()[1][-3000:]}")
         yield child, int(said[1])
-    finally:
-        if child.poll() is None:
-            child.kill()
-        child.wait()
-        for pipe in (child.stdin, child.stdout, child.stderr):
-            if pipe is not None:
-                pipe.close()
-
-
-def _line(child: subprocess.Popen[str]) -> str:
-    """The child's next line of output, or fail (it died, or said nothing in time)."""
-    assert child.stdout is not None
-    with selectors.DefaultSelector() as sel:
-        sel.register(child.stdout, selectors.EVENT_READ)
-        if not sel.select(DEADLINE):
-            child.kill()
-            pytest.fail(f"the child said nothing in {DEADLINE:.0f} s")
-    return child.stdout.readline().strip()
 
 
 def _refused(runs: RunStore) -> None:
@@ -156,7 +127,7 @@ def test_a_second_process_is_refused_while_the_first_runs(
         _refused(StoreRuns(stores()))
         assert child.stdin is not None
         child.stdin.close()  # the holder finishes its run and lets go
-        assert _line(child) == "done"
+        assert child_line(child) == "done"
         assert child.wait(DEADLINE) == 0
     runs = StoreRuns(stores())
     _finished(relay_job(runs).resume("job"))  # a finished run returns its result
