@@ -219,18 +219,29 @@ def _live_branch(events: Sequence[Mapping[str, Any]], has_main: bool) -> _Branch
     if not keys:
         return None
     on: set[str] = set()
+    # below[j] leads down to the closest entry at or before index j not on the chain
+    # (j itself when it is not; path-halved as it is followed, so the walk stays
+    # linear however the links jump: a scan over the entries already on it made a
+    # crafted file of 8,000 entries take seconds)
+    below = list(range(len(keys)))
+
+    def free_at_or_before(j: int) -> int:
+        while j >= 0 and below[j] != j:
+            below[j] = below[below[j]] if below[j] >= 0 else -1
+            j = below[j]
+        return j
+
     unresolved = 0
     current: str | None = keys[-1]
     while current is not None and current not in on:  # a loop ends the walk
         on.add(current)
+        below[order[current]] = order[current] - 1
         link = parent[current]
         if link is None or link in parent:
             current = link
             continue
         unresolved += 1  # a link to no entry: go on at the closest earlier entry
-        j = order[current] - 1
-        while j >= 0 and keys[j] in on:
-            j -= 1
+        j = free_at_or_before(order[current] - 1)
         current = keys[j] if j >= 0 else None
     # the parallel calls of a response on the chain, and the results answering them
     responses = {
