@@ -548,11 +548,16 @@ def _file_lock(path: str, busy: LockBusy) -> Iterator[None]:
         os.close(fd)  # removed (and maybe made again) by its last holder: try again
     else:
         raise StoreError(f"{path}: the lock file keeps being replaced")
+    holder = os.getpid()
     try:
         yield
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)  # still holding it: a newcomer's open makes a new file
+        # only the holder removes the file: a child forked inside the block that
+        # leaves it too shares the lock, and removing the file there would let a
+        # newcomer make a new one and take it while the holder still runs
+        if os.getpid() == holder:
+            with contextlib.suppress(OSError):
+                os.unlink(path)  # still holding it: a newcomer's open makes a new file
         os.close(fd)
 
 
