@@ -1,11 +1,13 @@
 """A child forked inside ``Store.exclusive`` that leaves the block there does not
 let the lock go for its parent.
 
-The SQLite lock file was removed by whoever left the block: a forked child that
-returned through the ``with`` removed the file its parent still held a lock on, so
-the next store to ask made a new file and took the lock while the parent held it
-(two holders). The child here is a real second process (``os.fork`` in a child
-Python, not in the test process, which may run threads).
+SQLite: the lock file was removed by whoever left the block, so a forked child
+that returned through the ``with`` removed the file its parent still held a lock
+on, and the next store to ask made a new file and took the lock (two holders).
+PostgreSQL: the child sent ``pg_advisory_unlock`` over the connection it shares
+with its parent, which let the parent's session lock go. The child here is a real
+second process (``os.fork`` in a child Python, not in the test process, which may
+run threads).
 """
 
 from __future__ import annotations
@@ -15,16 +17,26 @@ from pathlib import Path
 import pytest
 
 from tests._children import child_line, python_child
+from tests._stores import fresh_schema, postgres_dsn
 
-pytest.importorskip("fcntl", reason="flock: POSIX only")
+pytest.importorskip("fcntl", reason="flock and fork: POSIX only")
 
 _FORKING_HOLDER = """
 import os, sys
 from ctxwise.errors import StoreError
-from ctxwise.memory.sqlite import SQLiteStore
 
-path = sys.argv[1]
-store = SQLiteStore(path)
+kind, where, schema = sys.argv[1:]
+
+
+def open_store():
+    if kind == "sqlite":
+        from ctxwise.memory.sqlite import SQLiteStore
+        return SQLiteStore(where)
+    from ctxwise.memory.postgres import PostgresStore
+    return PostgresStore(where, dim=8, schema=schema)
+
+
+store = open_store()
 
 
 def hold() -> str:
@@ -34,7 +46,7 @@ def hold() -> str:
             return "child"  # the child leaves the block: its exit code runs there
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
-        other = SQLiteStore(path)
+        other = open_store()
         try:
             with other.exclusive("job-7"):
                 return "taken twice"
@@ -48,14 +60,19 @@ result = hold()
 if result == "child":
     os._exit(0)
 print(result, flush=True)
+with store.exclusive("job-7"):  # the parent let it go: free again
+    print("free", flush=True)
+if kind == "postgres":
+    store.drop()
+store.close()
 """
 
 
-def test_a_forked_child_leaving_the_block_keeps_the_parents_lock(tmp_path: Path) -> None:
-    db = tmp_path / "store.db"
-    with python_child(_FORKING_HOLDER, str(db)) as child:
-        line = child_line(child)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_forked_child_leaving_the_block_keeps_the_parents_lock(kind: str, tmp_path: Path) -> None:
+    where = str(tmp_path / "store.db") if kind == "sqlite" else postgres_dsn()
+    with python_child(_FORKING_HOLDER, kind, where, fresh_schema()) as child:
+        lines = [child_line(child), child_line(child)]
         assert child.wait() == 0
-    assert line == "refused"
-    # the parent let go at the end of its block: the lock file is gone, the lock free
-    assert not list(tmp_path.glob("store.db.*.lock"))
+    assert lines == ["refused", "free"]
+    assert not list(tmp_path.glob("store.db.*.lock"))  # SQLite: removed when let go

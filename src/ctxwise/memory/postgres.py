@@ -60,6 +60,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import re
 import threading
 from collections import Counter
@@ -809,12 +810,17 @@ class PostgresStore(Store):
                 row = conn.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
             if not (row and row[0]):
                 raise refuse()
+            holder = os.getpid()
             try:
                 yield
             finally:
-                # a closed store's connection holds no lock any more
-                with contextlib.suppress(StoreError), self._db() as conn:
-                    conn.execute("SELECT pg_advisory_unlock(%s)", [key])
+                # only the holder unlocks: a child forked inside the block shares the
+                # connection's socket, and its unlock there would let the lock go
+                # while the holder still runs (and garble the holder's connection)
+                if os.getpid() == holder:
+                    # a closed store's connection holds no lock any more
+                    with contextlib.suppress(StoreError), self._db() as conn:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", [key])
 
     def close(self) -> None:
         with self._lock:
