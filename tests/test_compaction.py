@@ -639,7 +639,7 @@ def test_recompaction_rolls_the_summary_and_keeps_one_pinned_block() -> None:
     rec = Recording("Address check requested for 4417.")
     second = compact(grown, rec, keep_tail_turns=1, extractor=SUPPORT)
     previous, turns, _ = rec.calls[0]
-    old_lines = first.summary.splitlines()[1:]
+    old_lines = [ln for ln in first.summary.splitlines()[1:] if ln]  # no blank separator
     # the old summary's excerpts roll into the new one; its user lines stay user lines
     assert previous.splitlines() == [
         ln for ln in old_lines if not ln.startswith("[m") or " user] " not in ln
@@ -790,6 +790,93 @@ def test_the_latest_user_messages_media_stays_with_it() -> None:
     summary = summary_message(r.transcript)
     assert summary.content[-1] == shot and user_kept_verbatim(t, r, 2)
     assert_valid_and_round_trips(r.transcript)
+
+
+# --------------------------------------------------------------------------- chained compaction
+
+
+def _task_kept(original: Message, index: int, r: Compaction) -> bool:
+    """The task (``original``, message ``index`` before any compaction) is in the
+    window: as a user message whose text holds its lines in order (blank lines
+    aside), or as one ``[m<index> user]`` excerpt per line in the summary."""
+    lines = [ln for ln in original.text.splitlines() if ln.strip()]
+    for m in r.transcript.messages:
+        if m.role != "user":
+            continue
+        text = "\n".join(b.text for b in m.content if isinstance(b, TextBlock))
+        if m.kind == "message" and [x for x in text.splitlines() if x.strip()] == lines:
+            return True
+        if m.kind == "compact_summary" and all(
+            f"[m{index} user] {ln}" in text.splitlines() for ln in lines
+        ):
+            return True
+    return False
+
+
+def test_a_summary_quoting_an_older_user_message_keeps_the_task_as_the_task() -> None:
+    """The offline summarizer quotes user messages it did not keep whole (``[m1 user]
+    …`` after the kept ones). A second compaction took the last such quote for the
+    latest user message; the user part now ends at the blank line before the body."""
+    t = support()
+    quote = "[m1 user] Hi, my order number is W2378156 and it arrived damaged."
+    first = compact(t, Recording(quote), keep_tail_tokens=5, user_share=0.0)
+    assert first.cut_index == len(t.messages) and first.user_messages == (14,)
+    assert quote in first.summary.splitlines()
+    second = compact(first.transcript, Recording("rolled"), budget=first.tokens_after - 1)
+    assert second.compacted and _task_kept(t.messages[14], 14, second)
+    assert_valid_and_round_trips(second.transcript)
+
+
+def test_the_tasks_media_stay_with_it_through_a_second_compaction() -> None:
+    shot = MediaBlock("image", {"type": "file", "file_id": "file_abc"})
+    msgs = (
+        user("Look at order W2378156."),
+        assistant("Sure."),
+        Message("user", (TextBlock("Here is the box:"), shot)),
+        call(1, "inspect"),
+        result(1, "damaged " * 200),
+        assistant("It is damaged."),
+    )
+    t = Transcript(msgs, format="anthropic")
+    first = compact(t, Recording("An inspection: damaged. " * 20), keep_tail_tokens=5)
+    assert summary_message(first.transcript).content[-1] == shot
+    second = compact(first.transcript, Recording("damaged"), budget=first.tokens_after - 1)
+    assert second.compacted and second.dropped_media == ()
+    assert summary_message(second.transcript).content[-1] == shot
+    assert "Dropped with the summarized messages" not in second.summary
+    assert_valid_and_round_trips(second.transcript)
+
+
+def _subagents() -> list[Path]:
+    return [p for p in claude_code_files() if p.parent.name == "subagents" or "agent" in p.stem]
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", _subagents(), ids=lambda p: p.stem)
+def test_compacting_a_compacted_subagent_transcript_holds_at_the_direct_budget(
+    path: Path, data_dir: Path
+) -> None:
+    """The least budget a transcript compacts to directly (what the refusal at one
+    token names) holds for it after one compaction too: the earlier summary is the
+    summary, and the task it carries is rebuilt as the user wrote it, not as its
+    excerpt lines. ``agent-acompact-fffbd0`` (its task: Claude Code's compaction
+    prompt) was refused that way, the summary's excerpt lines taken as the latest user
+    message and counted with their ``[m2 user]`` origins."""
+    t = _claude_code(path)
+    with pytest.raises(CompactionBudgetError) as refused:
+        compact(t, budget=1)
+    least = refused.value.required
+    direct = compact(t, budget=least)
+    assert direct.compacted and direct.tokens_after <= least
+    task = last_user_index(t)
+    for first_budget in (2 * least, 3 * least, 4 * least):
+        first = compact(t, budget=first_budget)
+        if not (first.compacted and first.summary):
+            continue  # the window fits, or no summary to read back
+        again = compact(first.transcript, budget=least)
+        assert again.compacted and again.tokens_after <= least, (first_budget, again.reason)
+        assert _task_kept(t.messages[task], task, again), first_budget
+        assert_valid_and_round_trips(again.transcript)
 
 
 # --------------------------------------------------------------------------- archive

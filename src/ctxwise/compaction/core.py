@@ -220,6 +220,9 @@ def compact(
     bare_tokens = tokens_of(bare_system)
     previous = read_previous(messages[s] if start > s else None)
     latest = users[-1] if users else None
+    # the message holding the task: the latest user message, or else the previous
+    # summary, whose last kept user message is the task (its media are its blocks)
+    task_at = latest if latest is not None else (s if previous.users else None)
 
     def required(c: int) -> tuple[list[str], tuple[ContentBlock, ...]]:
         """The user lines and blocks the summary must hold for a cut at ``c``."""
@@ -227,13 +230,15 @@ def compact(
             if latest < c:
                 return user_lines(latest, messages[latest]), extra_blocks(messages[latest])
             return [], ()
-        return (list(previous.users[-1]) if previous.users else []), ()
+        if not previous.users:
+            return [], ()
+        return list(previous.users[-1]), extra_blocks(messages[s])
 
     # media leaving with messages[s:c], counted once: (images, documents) before c
     media_before = [(0, 0)] * (n + 1)
     images = docs = 0
     for i in range(n):
-        if i >= s and i != latest:
+        if i >= s and i != task_at:
             for d in dropped_media(messages, i, i + 1):
                 images, docs = (images + 1, docs) if d.media == "image" else (images, docs + 1)
         media_before[i + 1] = (images, docs)
@@ -244,7 +249,7 @@ def compact(
         key = (latest is not None and latest < c, *media_before[c])
         if key not in floors:
             lines, blocks = required(c)
-            note = media_note(_dropped(messages, s, c, latest), None) if key[1] + key[2] else ""
+            note = media_note(_dropped(messages, s, c, task_at), None) if key[1] + key[2] else ""
             msg = compose(lines, "", note, blocks)
             floors[key] = (msg, tokens_of((msg,)))
         return floors[key]
@@ -280,9 +285,11 @@ def compact(
             # it (no summary framing) and whatever tail cannot be cut
             if latest is not None:
                 task: tuple[Message, ...] = (messages[latest],) if latest < c else ()
-            else:  # the task lives in the previous summary's user lines
-                lines = required(c)[0]
-                task = (Message.text_message("user", "\n".join(lines)),) if lines else ()
+            elif previous.written:  # the task, as the user wrote it, from the summary
+                blocks = (TextBlock(previous.written[-1]), *required(c)[1])
+                task = (Message("user", blocks, plain=len(blocks) == 1),)
+            else:
+                task = ()
             bare = (*new_system, *task, *messages[c:])
             first = next((m for m in bare if m.role != "system"), None)
             if first is not None and first.role == "user" and ctr.count_messages(bare) <= budget:
@@ -296,7 +303,7 @@ def compact(
                     tail_tokens=suffix[c],
                     summary_tokens=0,
                     summarized_messages=c - s,
-                    dropped_media=_dropped(messages, s, c, latest),
+                    dropped_media=_dropped(messages, s, c, task_at),
                     archive_id=archive_id,
                     facts=tuple(state.facts),
                     rules=tuple(state.rules),
@@ -400,7 +407,7 @@ def compact(
 
     # archive first: the full input, in one atomic write, before the summarizer runs
     archive_id = archive(store, ns, transcript) if store is not None else None
-    dropped = _dropped(messages, s, cut, latest)
+    dropped = _dropped(messages, s, cut, task_at)
     note = media_note(dropped, archive_id)
 
     name = type(chosen).__name__
@@ -506,7 +513,7 @@ def compact(
 
 
 def _dropped(
-    messages: Sequence[Message], lo: int, hi: int, latest: int | None
+    messages: Sequence[Message], lo: int, hi: int, task_at: int | None
 ) -> tuple[DroppedMedia, ...]:
-    """Media leaving with ``messages[lo:hi]``, except the latest user message's (kept)."""
-    return tuple(d for d in dropped_media(messages, lo, hi) if d.message_index != latest)
+    """Media leaving with ``messages[lo:hi]``, except the task's (kept with it)."""
+    return tuple(d for d in dropped_media(messages, lo, hi) if d.message_index != task_at)

@@ -57,13 +57,6 @@ def starts_with_header(text: str) -> bool:
     return text.startswith(SUMMARY_HEADER) or text.startswith(LEGACY_HEADERS)
 
 
-def strip_header(text: str) -> str:
-    for header in (SUMMARY_HEADER, *LEGACY_HEADERS):
-        if text.startswith(header):
-            return text[len(header) :].lstrip("\n")
-    return text
-
-
 def system_prefix(messages: Sequence[Message]) -> int:
     """How many system messages lead the transcript."""
     s = 0

@@ -7,12 +7,20 @@ A summary message is one ``user`` message of kind ``compact_summary``. Its text 
    text, each as an excerpt with its origin (``[m12 user] …``): the latest one
    always, the earlier ones newest first while they fit ``user_share`` of the
    summary budget (whole messages only), written oldest first;
-3. what the summarizer returned for the rest of the range (the offline summarizer
-   writes excerpts with their origin too: ``[m40 Bash result] …``);
+3. a blank line, then what the summarizer returned for the rest of the range (the
+   offline summarizer writes excerpts with their origin too: ``[m40 Bash result] …``,
+   and ``[m3 user] …`` for a user message it quotes in part);
 4. a note listing the images and documents that left with the range.
 
 The latest user message's images and documents stay with it, as blocks of the
 summary message after the text.
+
+A later compaction reads a summary back (:func:`read_previous`): the user's
+messages are the excerpt lines before the first blank line, and the last of them
+is the latest user message, the task; what follows is the summary proper. Without
+the blank line, a summarizer's quote of an older user message would be read as
+the latest one (a summary written before the blank line was added is read up to
+its first line that is not a user excerpt).
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxwise.compaction.cuts import SUMMARY_HEADER, starts_with_header, strip_header
+from ctxwise.compaction.cuts import SUMMARY_HEADER, starts_with_header
 from ctxwise.compaction.pinned import is_pinned
 from ctxwise.errors import UsageError
 from ctxwise.memory.facts import Rules
@@ -59,12 +67,20 @@ class PreviousSummary:
     """A leading summary message, split into the user's lines and the rest."""
 
     users: tuple[tuple[str, ...], ...]
-    """The user messages it kept verbatim, oldest first, each as its lines."""
+    """The user messages it kept verbatim, oldest first, each as its lines (the
+    excerpt lines of a summary, the text's lines for a bare task)."""
     rest: str
     """Everything else it said, for the summarizer as ``previous``."""
+    written: tuple[str, ...] = ()
+    """The same user messages as the user wrote them (no excerpt origins), one
+    text each, so a window with no room for a summary can hold the task itself."""
+
+
+_NOTE_LEAD = "[Dropped with the summarized messages"
 
 
 def read_previous(message: Message | None) -> PreviousSummary:
+    """The user's messages and the rest of a leading summary (see the module doc)."""
     if message is None:
         return PreviousSummary((), "")
     text = "\n".join(
@@ -73,25 +89,37 @@ def read_previous(message: Message | None) -> PreviousSummary:
     if not starts_with_header(text):
         # a window that held only the task: the user's message as it was written
         lines = tuple(x for x in text.splitlines() if x.strip())
-        return PreviousSummary((lines,) if lines else (), "")
+        return PreviousSummary((lines,) if lines else (), "", ("\n".join(lines),) if lines else ())
+    body = text.split("\n", 1)[1] if "\n" in text else ""
     groups: list[list[str]] = []
     last: int | None = None
     rest: list[str] = []
-    for line in strip_header(text).splitlines():
-        ex = parse_excerpt(line)
+    in_users = True
+    for line in body.split("\n"):
+        ex = parse_excerpt(line) if in_users else None
         if ex is not None and ex.who == "user":
             if ex.index != last or not groups:
                 groups.append([])
             groups[-1].append(line)
             last = ex.index
-        elif line.strip() and not line.startswith("[Dropped with the summarized messages"):
+            continue
+        # the user part ends at the first blank line (or, in a summary written
+        # before that line was added, at the first line that is not a user excerpt)
+        in_users = False
+        if line.strip() and not line.startswith(_NOTE_LEAD):
             rest.append(line)
-            last = None
-    return PreviousSummary(tuple(tuple(g) for g in groups), "\n".join(rest))
+    written = tuple(
+        "\n".join(ex.text if (ex := parse_excerpt(x)) is not None else x for x in g) for g in groups
+    )
+    return PreviousSummary(tuple(tuple(g) for g in groups), "\n".join(rest), written)
 
 
 def compose(users: Sequence[str], body: str, note: str, blocks: Sequence[ContentBlock]) -> Message:
-    text = "\n".join(x for x in (SUMMARY_HEADER, *users, body, note) if x)
+    """The summary message: the header and the user's lines, then (after a blank
+    line, so that a later compaction can tell them apart) the body and the note."""
+    head = "\n".join(x for x in (SUMMARY_HEADER, *users) if x)
+    tail = "\n".join(x for x in (body, note) if x)
+    text = f"{head}\n\n{tail}" if tail else head
     return Message("user", (TextBlock(text), *blocks), kind="compact_summary", plain=not blocks)
 
 
