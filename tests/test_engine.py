@@ -14,6 +14,7 @@ from ctxwise.errors import (
     PinnedOverflowError,
     SessionConflictError,
     UnknownSessionError,
+    UnsupportedInputError,
     UsageError,
 )
 from ctxwise.formats import anthropic, openai, read_transcript
@@ -179,8 +180,8 @@ def test_bad_input_leaves_the_session_unchanged(tmp_path: Path) -> None:
             engine.turn("s", [_call("x1", "a"), USER("user", "the call was never answered")])
         with pytest.raises(UsageError, match="awaiting"):
             engine.turn("s", [_call("x2", "a")])
-        with pytest.raises(UsageError, match="list of messages"):
-            engine.turn("s", USER("user", "one message"))  # type: ignore[arg-type]
+        with pytest.raises(UnsupportedInputError, match=r"new_messages is a int; a turn takes"):
+            engine.turn("s", 42)
         assert (engine.sessions.version("s"), engine.sessions.log("s")) == before
     huge = "policy " * 3000
     with Engine(_config(tmp_path, system=huge)) as engine, pytest.raises(PinnedOverflowError):

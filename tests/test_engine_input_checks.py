@@ -34,8 +34,11 @@ def _use(input_: Any, id_: str = "toolu_1") -> Message:
 
 
 BAD_TURNS: list[tuple[Any, str]] = [
-    (None, "new_messages is a list"),
-    ("hello", "new_messages is a list"),
+    (None, "new_messages is a NoneType; a turn takes ctxwise Messages, str"),
+    (42, "new_messages is a int; a turn takes"),
+    (b"raw", "new_messages is a bytes; a turn takes"),
+    ([Message.text_message("user", "hi"), 3.5], r"new_messages\[1\] is a float; a turn takes"),
+    ({"role": "user"}, r"message 0"),
     ([Message("user", "hello")], r"new_messages\[0\]: content is a str"),  # type: ignore[arg-type]
     ([Message.text_message("user", None)], r"new_messages\[0\]: content\[0\].*TextBlock"),  # type: ignore[arg-type]
     ([Message.text_message("tool", "x")], r"new_messages\[0\]: role 'tool'"),  # type: ignore[arg-type]
@@ -92,7 +95,8 @@ def test_expected_version_must_be_a_non_negative_int(tmp_path: Path, bad: Any) -
         with pytest.raises(UsageError, match="expected_version"):
             engine.turn("s", [Message.text_message("user", "again")], expected_version=bad)
         assert engine.sessions.version("s") == 1
-        engine.turn("s", [Message.text_message("user", "again")], expected_version=1)
+        reply = Message.text_message("assistant", "hi")
+        engine.turn("s", [reply, Message.text_message("user", "again")], expected_version=1)
 
 
 @pytest.mark.parametrize("bad", [datetime.date(2026, 1, 1), b"raw", {1, 2}, {"when": object()}])

@@ -54,7 +54,7 @@ def _exception_classes() -> set[type[BaseException]]:
                 and value.__module__.partition(".")[0] == "ctxwise"
             ):
                 found.add(value)
-    stack: list[type[BaseException]] = [CtxwiseError]
+    stack: list[type[BaseException]] = [CtxwiseError, errors.CtxwiseWarning]
     while stack:
         cls = stack.pop()
         if cls.__module__.partition(".")[0] == "ctxwise":
@@ -77,7 +77,9 @@ def test_every_exception_lives_in_errors_under_a_branch(cls: type[BaseException]
     assert cls.__module__ == "ctxwise.errors", f"{cls.__qualname__} is defined in {cls.__module__}"
     assert cls.__name__ in errors.__all__
     assert getattr(errors, cls.__name__) is cls
-    if cls is not CtxwiseError:
+    if issubclass(cls, Warning):
+        assert issubclass(cls, errors.CtxwiseWarning), f"{cls.__name__} hangs off no root"
+    elif cls is not CtxwiseError:
         assert issubclass(cls, UsageError | BackendError), f"{cls.__name__} hangs off the root"
     assert not issubclass(cls, UsageError) or not issubclass(cls, BackendError)
 
@@ -146,6 +148,7 @@ SAMPLES: dict[str, BaseException] = {
     "SpecError": errors.SpecError("spec.yaml", "budget: field required"),
     "FormatError": errors.FormatError("a.jsonl", "not JSON", line=7),
     "UnknownFormatError": errors.UnknownFormatError("a.txt", "unknown format"),
+    "UnsupportedInputError": errors.UnsupportedInputError("int", "a list of messages", index=2),
     "OutputError": errors.OutputError("/x/out.json", "is a directory"),
     "MissingDependencyError": MissingDependencyError("psycopg", "postgres", "PostgresStore"),
     "PairingError": errors.PairingError([_PROBLEM], "anthropic", "t.json", repairable=False),
@@ -180,6 +183,8 @@ SAMPLES: dict[str, BaseException] = {
     "IntegrationError": errors.IntegrationError(
         "langchain", "version", "langchain 0.3.27 is installed", supported=">=1.5,<2"
     ),
+    "CtxwiseWarning": errors.CtxwiseWarning("probably not what was meant"),
+    "UnansweredTurnWarning": errors.UnansweredTurnWarning("session-1"),
     "SubagentReportError": errors.SubagentReportError(
         [("findings[0].source", "needs a url or a document"), ("gaps[1].status", "bad")],
         source="market sizing",
@@ -200,7 +205,7 @@ def test_every_exception_pickles_with_its_fields(name: str) -> None:
     assert str(back) == str(err)
     assert back.args == err.args
     assert vars(back) == vars(err)
-    if type(err) not in (CtxwiseError, UsageError, BackendError):
+    if type(err) not in (CtxwiseError, UsageError, BackendError, errors.CtxwiseWarning):
         assert vars(err), f"{name} carries no structured field"
 
 

@@ -79,7 +79,9 @@ ALLOWLIST: dict[str, set[str]] = {
     "codecs and readers per format: reached as ctxwise.formats.<format>.X": {
         "ctxwise.formats.anthropic.*",
         "ctxwise.formats.claude_code.*",
+        "ctxwise.formats.inputs.*",
         "ctxwise.formats.openai.*",
+        "ctxwise.formats.responses.*",
     },
     "advanced compaction parts: reached as ctxwise.compaction.<part>.X": {
         "ctxwise.compaction.archive.archive",

@@ -56,6 +56,7 @@ import asyncio
 import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -79,9 +80,11 @@ from ctxwise.errors import (
     PairingError,
     PinnedOverflowError,
     SessionConflictError,
+    UnansweredTurnWarning,
     UsageError,
 )
 from ctxwise.formats import anthropic, neutral, openai
+from ctxwise.formats.inputs import TurnInput, decode_input
 from ctxwise.formats.request import SentCounter, Window, render_anthropic, render_openai
 from ctxwise.handoff.escalation import EscalationBrief, escalation_brief
 from ctxwise.handoff.scoring import ChunkScorer
@@ -259,6 +262,21 @@ class _Session:
 def _namespace_part(session_id: str) -> str:
     """A session id as one namespace part ('/' and '%' escaped)."""
     return session_id.replace("%", "%25").replace("/", "%2F")
+
+
+def _unanswered(history: Sequence[Message], new: Sequence[Message]) -> bool:
+    """Does a turn of ``new`` leave the previous request unanswered? The session ends
+    with a user message (the last request asked the model about it) and ``new``
+    begins with another user message, not with the model's reply."""
+    last = next((m for m in reversed(history) if m.role != "system"), None)
+    first = next((m for m in new if m.role != "system"), None)
+    return (
+        last is not None
+        and first is not None
+        and last.role == "user"
+        and first.role == "user"
+        and not any(isinstance(b, ToolResultBlock) for b in (*last.content, *first.content))
+    )
 
 
 class Engine:
@@ -675,9 +693,11 @@ class Engine:
         session = self._load(session_id)
         return self._gate(session).check(name, tool_input, session.facts)
 
-    def record(self, session_id: str, new_messages: Iterable[Message]) -> int:
-        """Append messages (a tool call's result, say) without building a request:
-        facts, rules and gates are updated as in :meth:`turn`. Returns the version."""
+    def record(self, session_id: str, new_messages: TurnInput) -> int:
+        """Append messages without building a request: the model's final answer (so
+        it joins the session), a tool call's result. ``new_messages`` takes what
+        :meth:`turn` takes (an SDK response object as it came back, say); facts, rules
+        and gates are updated as in :meth:`turn`. Returns the version."""
         messages = self._checked_input(new_messages)
         return self._commit_untraced(
             check_session_id(session_id), lambda work: self._append(work, messages)
@@ -979,13 +999,31 @@ class Engine:
     def turn(
         self,
         session_id: str,
-        new_messages: Iterable[Message],
+        new_messages: TurnInput,
         *,
         expected_version: int | None = None,
         system: str | None = None,
+        warn_unanswered: bool = True,
     ) -> TurnResult:
         """Append ``new_messages`` and build this turn's request (see the module
-        docstring). ``expected_version``: fail with ``SessionConflictError`` instead
+        docstring).
+
+        ``new_messages``: what the loop has at hand, one item or a list — ctxwise
+        :class:`~ctxwise.messages.Message` objects, a ``str`` (a user message), the
+        official SDKs' responses as they come back (an Anthropic ``Message``, an OpenAI
+        ``ChatCompletion`` or ``Response``, or their dicts), tool results
+        (:class:`~ctxwise.messages.ToolResultBlock`, Anthropic ``tool_result`` blocks,
+        ``function_call_output`` items; consecutive results are one user message) and
+        message dicts of either provider (:func:`ctxwise.formats.inputs.decode_input`).
+        Any other type is an :class:`~ctxwise.errors.UnsupportedInputError` naming the
+        types taken. Pass the model's reply first, then what answers it: a turn that
+        begins with a user message while the request the previous turn built was
+        never answered gives an :class:`~ctxwise.errors.UnansweredTurnWarning` (the
+        reply was dropped: record a final answer with :meth:`record`);
+        ``warn_unanswered=False`` for a history that leaves replies out on purpose (a
+        recorded transcript replayed, a framework run without a session).
+
+        ``expected_version``: fail with ``SessionConflictError`` instead
         of re-applying when the session is not at that version (0: a new session; a
         non-negative int, else :class:`UsageError`). A malformed message (a role
         other than system/user/assistant, content that is not a tuple of blocks, a
@@ -1032,6 +1070,7 @@ class Engine:
                 raise SessionConflictError(
                     session_id, expected=expected_version, found=base.version
                 )
+            unanswered = _unanswered(base.history, messages)
             work, change, result = self._apply(base, messages, attempt, prompt)
             try:
                 work.version = self.sessions.commit(session_id, base.version, change)
@@ -1041,48 +1080,36 @@ class Engine:
                     raise
                 continue
             self._cache[session_id] = work
+            if unanswered and warn_unanswered:  # said once committed: done as asked
+                warnings.warn(UnansweredTurnWarning(session_id), stacklevel=2)
             return result
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aturn(
         self,
         session_id: str,
-        new_messages: Iterable[Message],
+        new_messages: TurnInput,
         *,
         expected_version: int | None = None,
         system: str | None = None,
+        warn_unanswered: bool = True,
     ) -> TurnResult:
         """:meth:`turn` in a worker thread."""
         return await asyncio.to_thread(
             self.turn,
             session_id,
-            list(new_messages),
+            decode_input(new_messages),  # read here: a generator is not shared with the thread
             expected_version=expected_version,
             system=system,
+            warn_unanswered=warn_unanswered,
         )
 
     # ---------------------------------------------------------------- steps
 
     @staticmethod
-    def _checked_input(new_messages: Iterable[Message]) -> list[Message]:
-        if isinstance(new_messages, Message):
-            raise UsageError("new_messages is a list of messages; wrap the one message in [...]")
-        if new_messages is None or isinstance(new_messages, (str, bytes, Mapping)):
-            raise UsageError(
-                f"new_messages is a list of ctxwise Messages, got {type(new_messages).__name__}"
-            )
-        try:
-            messages = list(new_messages)
-        except TypeError:
-            raise UsageError(
-                f"new_messages is a list of ctxwise Messages, got {type(new_messages).__name__}"
-            ) from None
+    def _checked_input(new_messages: Any) -> list[Message]:
+        messages = decode_input(new_messages)
         for i, m in enumerate(messages):
-            if not isinstance(m, Message):
-                raise UsageError(
-                    f"new_messages[{i}] is a {type(m).__name__}, not a ctxwise Message "
-                    "(decode provider dicts with ctxwise.formats first)"
-                )
             problem = message_problem(m)
             if problem is not None:
                 raise UsageError(f"new_messages[{i}]: {problem}")

@@ -8,7 +8,8 @@ One root, two branches::
     │   ├── PinnedOverflowError         pinned sections alone exceed the budget
     │   ├── SpecError                   a malformed assembly spec file
     │   ├── FormatError                 a transcript or payload that does not decode
-    │   │   └── UnknownFormatError          a format name or file shape ctxwise does not know
+    │   │   ├── UnknownFormatError          a format name or file shape ctxwise does not know
+    │   │   └── UnsupportedInputError       a turn's input of a type ctxwise does not take
     │   ├── OutputError                 an output path that cannot be written (a folder, no folder)
     │   ├── MissingDependencyError      an optional extra is not installed
     │   ├── PairingError                tool calls and results that do not pair up
@@ -37,6 +38,12 @@ One root, two branches::
         ├── SessionStoreError           the session store failed
         ├── RelayStateError             a relay run's manifest or state files are damaged
         └── StepFailed                  a relay step could not produce an update (retried)
+
+Warnings have a root of their own: something was done as asked, but is probably not
+what was meant::
+
+    CtxwiseWarning (a UserWarning)
+    └── UnansweredTurnWarning       a turn began while the previous request was never answered
 
 Every subclass carries structured fields so a program can react without parsing
 the message, and pickles with them (``pickle.loads(pickle.dumps(e))`` gives the
@@ -67,6 +74,7 @@ __all__ = [
     "CompactionThrashError",
     "ConfigError",
     "CtxwiseError",
+    "CtxwiseWarning",
     "CursorError",
     "EditParameterError",
     "EmptyTranscriptError",
@@ -91,8 +99,10 @@ __all__ = [
     "SummarizerError",
     "TokenizerUnavailableError",
     "ToolCatalogError",
+    "UnansweredTurnWarning",
     "UnknownFormatError",
     "UnknownSessionError",
+    "UnsupportedInputError",
     "UsageError",
 ]
 
@@ -186,6 +196,23 @@ class UnknownFormatError(FormatError):
     """A format name that is not supported, or a file whose format cannot be detected."""
 
 
+class UnsupportedInputError(FormatError):
+    """An input to a turn (:meth:`Engine.turn <ctxwise.engine.Engine.turn>`,
+    :func:`ctxwise.formats.inputs.decode_input`) of a type ctxwise does not take:
+    ``got`` names its type, ``index`` its place in the input (``None`` for a single
+    item), and the message lists the types that are taken."""
+
+    def __init__(self, got: str, accepted: str, *, index: int | None = None) -> None:
+        self.got = got
+        self.accepted = accepted
+        self.index = index
+        where = f"new_messages[{index}]" if index is not None else "new_messages"
+        super().__init__("<input>", f"{where} is a {got}; a turn takes {accepted}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.got, self.accepted), {"index": self.index})
+
+
 class OutputError(UsageError):
     """An output file that cannot be written: a directory, a missing folder, a
     failed write. The original file is then unchanged."""
@@ -206,7 +233,15 @@ class MissingDependencyError(UsageError, ImportError):
         self.package = package
         self.extra = extra
         self.purpose = purpose
-        super().__init__(f"{purpose} needs the '{package}' package: pip install 'ctxwise[{extra}]'")
+        super().__init__(f"{purpose} needs the '{package}' package: {self.install_command(extra)}")
+
+    @staticmethod
+    def install_command(extra: str) -> str:
+        """The command that installs ``extra`` (``""``: ctxwise alone), the one place
+        its wording lives. ctxwise is not on PyPI: ``pip install 'ctxwise[…]'`` would
+        fetch whatever package holds that name there, so the command installs the
+        clone it is run in (from its root folder)."""
+        return f"pip install -e '.[{extra}]'" if extra else "pip install -e ."
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.package, self.extra, self.purpose))
@@ -743,3 +778,31 @@ class IntegrationError(UsageError):
         return self._reduced(
             (self.framework, self.reason, self.detail), {"supported": self.supported}
         )
+
+
+# warnings ---------------------------------------------------------------------------------
+
+
+class CtxwiseWarning(UserWarning):
+    """Root of every warning ctxwise gives: something was done as asked, but is
+    probably not what was meant."""
+
+
+class UnansweredTurnWarning(CtxwiseWarning):
+    """A turn of session ``session_id`` began with a user message while the request
+    the previous turn built was never answered: the model's reply to it was neither
+    passed to a turn (first in ``new_messages``) nor recorded
+    (:meth:`Engine.record <ctxwise.engine.Engine.record>`), so the session, and every
+    later request, leaves that reply out."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r}: this turn begins with a user message, but the reply "
+            "to the previous turn's request was never given to the Engine; pass the "
+            "model's response first (engine.turn(session, [response, ...])) or record it "
+            "(engine.record(session, response)), or the session leaves it out"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.session_id,), dict(self.__dict__))

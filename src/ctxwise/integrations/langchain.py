@@ -520,7 +520,11 @@ class CtxwiseMiddleware(AgentMiddleware):
                     # what is new was worked out at this version: another writer's
                     # commit in between changes it, so the turn is worked out again
                     result = self.engine.turn(
-                        session_id, mapped, expected_version=known.version, system=prompt
+                        session_id,
+                        mapped,
+                        expected_version=known.version,
+                        system=prompt,
+                        warn_unanswered=False,  # the framework's history is what it is
                     )
                 except SessionConflictError:
                     if attempt == self.engine.max_attempts:

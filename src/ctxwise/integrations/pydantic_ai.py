@@ -611,7 +611,7 @@ class CtxwiseCapability(AbstractCapability[Any]):
         if instructions and instructions.strip():
             texts.append(instructions)
         prompt = "\n\n".join(texts) or None
-        result = await self.engine.aturn(sid, new, system=prompt)
+        result = await self.engine.aturn(sid, new, system=prompt, warn_unanswered=False)
         shown = list(result.window.messages)
         # statements an older ctxwise recorded in the session: never sent
         recorded = self._recorded_dynamic() if dynamic else {}
