@@ -5,6 +5,7 @@ and its thrash protection, and every real transcript."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
@@ -49,6 +50,7 @@ from ctxwise.compaction import (
     PinnedState,
 )
 from ctxwise.compaction.cuts import is_real_user
+from ctxwise.compaction.pinned import is_pinned
 from ctxwise.formats import anthropic, openai
 from ctxwise.memory import Fact, FactExtractor, NewItem, Rule, StoreError
 from ctxwise.messages import ContentBlock, Placement
@@ -877,6 +879,28 @@ def test_compacting_a_compacted_subagent_transcript_holds_at_the_direct_budget(
         assert again.compacted and again.tokens_after <= least, (first_budget, again.reason)
         assert _task_kept(t.messages[task], task, again), first_budget
         assert_valid_and_round_trips(again.transcript)
+
+
+@pytest.mark.data
+@pytest.mark.parametrize("path", claude_code_files(), ids=lambda p: p.stem)
+def test_no_harness_text_is_pinned_as_a_rule_or_fact(path: Path, data_dir: Path) -> None:
+    """Claude Code's caveat ("DO NOT respond to these messages …
+    </local-command-caveat>", tool_heavy) and its compaction prompt ("Do not start on
+    tangential requests …", the agent-acompact files) were pinned as standing rules;
+    harness text is read by no rule or fact extractor, so nothing of it is pinned."""
+    t = _claude_code(path)
+    with pytest.raises(CompactionBudgetError) as refused:
+        compact(t, budget=1)
+    budget = max(refused.value.required, CharCounter().count_messages(t.messages) // 2)
+    for extractor in (None, SUPPORT):
+        r = compact(t, budget=budget, extractor=extractor)
+        pinned = system_text(r.transcript) + "".join(
+            b.text for m in r.transcript.messages for b in m.content if is_pinned(b)
+        )
+        for text in [*(x.text for x in r.rules), *(f.value for f in r.facts), pinned]:
+            assert "DO NOT respond to these messages" not in text
+            assert "Do not start on tangential requests" not in text
+            assert not re.search(r"</?(?:local-command-caveat|system-reminder|command-\w+)>", text)
 
 
 # --------------------------------------------------------------------------- archive

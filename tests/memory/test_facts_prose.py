@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ctxwise import read_transcript
 from ctxwise.errors import UsageError
 from ctxwise.memory import CaseFacts, FactExtractor
-from ctxwise.memory._prose import MASK, prose_only
+from ctxwise.memory._prose import MASK, prose_only, without_harness
 from ctxwise.memory.facts import DEFAULT_KINDS, KINDS, LIST_KEYS, PRESETS, Extraction
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from tests.conftest import claude_code_files
@@ -122,18 +122,16 @@ def test_spans_refer_to_the_original_text() -> None:
 # --------------------------------------------------------------------------- tool output
 
 
-def test_harness_tool_output_in_user_text_is_not_read_by_default() -> None:
+def test_harness_output_in_user_text_is_never_read() -> None:
+    """Not by default, and not by an extractor that reads tool results either: tool
+    output in user text is the harness's, not a tool result the agent asked for."""
     text = (
         "<system-reminder>\nPostToolUse hook: Last updated: 2024-05-20\n</system-reminder>\n"
         "<local-command-stdout>owner ops@corp.io</local-command-stdout>\n"
         "Please move the review to 2024-06-01."
     )
-    assert found(PROSE, text) == [("date", "2024-06-01")]
-    assert found(FactExtractor(tool_output=True), text) == [
-        ("date", "2024-05-20"),
-        ("email", "ops@corp.io"),
-        ("date", "2024-06-01"),
-    ]
+    for extractor in (PROSE, FactExtractor(tool_output=True), SUPPORT):
+        assert found(extractor, text) == [("date", "2024-06-01")]
     # an unclosed element runs to the end
     assert found(PROSE, "due 2024-06-01 <task-notification>on 2024-05-20") == [
         ("date", "2024-06-01")
@@ -212,16 +210,16 @@ prose = st.lists(st.sampled_from(_PROSE_PIECES), max_size=25).map(" ".join)
 code = st.lists(st.sampled_from(_PROSE_PIECES), max_size=25).map(" ".join)
 
 
-@given(texts, st.booleans(), st.booleans())
-def test_prose_only_keeps_length_newlines_and_what_it_keeps(
-    text: str, keep_code: bool, keep_tools: bool
-) -> None:
-    out = prose_only(text, code=keep_code, tool_output=keep_tools)
+@given(texts, st.booleans())
+def test_prose_only_keeps_length_newlines_and_what_it_keeps(text: str, keep_code: bool) -> None:
+    out = prose_only(text, code=keep_code)
     assert len(out) == len(text)
     for a, b in zip(text, out, strict=True):
         assert b == a or (b == MASK and a != "\n")
-    assert prose_only(out, code=keep_code, tool_output=keep_tools) == out
-    assert prose_only(text, code=True, tool_output=True) == text
+    assert prose_only(out, code=keep_code) == out
+    # with code kept, only harness text is blanked
+    assert prose_only(text, code=True) == without_harness(text)
+    assert without_harness(without_harness(text)) == without_harness(text)
 
 
 @given(prose, code, prose)

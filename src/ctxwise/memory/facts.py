@@ -15,9 +15,7 @@ What it reads is chosen explicitly; :data:`PRESETS` names two configurations:
   when given no extractor): the generic kinds in :data:`DEFAULT_KINDS`, ``date``
   and ``email``, from what the user and the assistant wrote. Code is blanked out
   first (Markdown code fences of backticks or tildes, inline code spans,
-  ``<bash-input>``), and so is the tool output a harness puts into user text
-  (``<system-reminder>``, ``<local-command-stdout>``, ``<task-notification>``, …;
-  see :mod:`ctxwise.memory._prose`); tool results are not scanned at all. Dates
+  ``<bash-input>``); tool results are not scanned at all. Dates
   are in the default because a date means the same in any conversation; the
   domain kinds are not, because their cues ("order", "$", "user") occur in any
   code or log (an Elixir ``{:"$1", id}`` pattern reads as ``USD 1.00``).
@@ -27,6 +25,16 @@ What it reads is chosen explicitly; :data:`PRESETS` names two configurations:
   ``extractor=FactExtractor.preset("support")``, or build any mix:
   ``FactExtractor(["order_id", "amount"], tool_output=True)``; ``code=True``
   reads code too.
+
+**Harness text is never read**, by any extractor or preset, as a fact or a rule:
+the elements a harness puts into user text (Claude Code's ``<system-reminder>``,
+``<local-command-caveat>``, ``<command-name>`` / ``<command-message>`` /
+``<command-args>``, ``<local-command-stdout>``, ``<task-notification>``, …) and the
+messages it writes itself (its compaction prompt, the "This session is being
+continued from a previous conversation …" summary). One function,
+:func:`ctxwise.memory._prose.harness_spans`, says what that is; :class:`CaseFacts`
+hands every extractor the text with it blanked (:data:`~ctxwise.memory._prose.MASK`,
+offsets kept) and :class:`Rules` reads around it.
 
 Every :class:`Extraction` has a ``key`` from a small vocabulary, a normalized
 ``value`` and the ``start``/``end`` span of the text it came from (blanking keeps
@@ -102,7 +110,7 @@ from ctxwise._schema import as_dict, describe
 from ctxwise.assembly import Section
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory._facts_schema import CaseFactsFile, RulesFile
-from ctxwise.memory._prose import prose_only
+from ctxwise.memory._prose import MASK, prose_only, without_harness
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, block_text
 
 __all__ = [
@@ -785,11 +793,10 @@ class FactExtractor:
     :data:`DEFAULT_KINDS` (dates and e-mail addresses, the kinds that mean the same
     in any conversation). ``code=False`` (the default) blanks Markdown code fences,
     inline code spans and ``<bash-input>`` before scanning; ``tool_output=False``
-    (the default) blanks the tool output a harness puts in user text
-    (``<system-reminder>``, ``<local-command-stdout>``, …) and tells
-    :meth:`CaseFacts.update_from_messages` to skip tool results. Spans always refer
-    to the text given. :meth:`preset` builds the named configurations in
-    :data:`PRESETS`.
+    (the default) tells :meth:`CaseFacts.update_from_messages` to skip tool results.
+    Harness text (``<system-reminder>``, ``<local-command-stdout>``, a compaction
+    prompt, …) is blanked whatever the flags. Spans always refer to the text given.
+    :meth:`preset` builds the named configurations in :data:`PRESETS`.
 
     :meth:`extract` returns extractions in text order; where two rules claim
     overlapping text, the longer (then the earlier-listed kind) wins. An extractor
@@ -827,8 +834,8 @@ class FactExtractor:
 
     @property
     def tool_output(self) -> bool:
-        """Whether tool output is read: tool results in
-        :meth:`CaseFacts.update_from_messages`, harness output elements in text."""
+        """Whether tool results are read by :meth:`CaseFacts.update_from_messages`
+        (harness output in user text never is)."""
         return self._tool_output
 
     @property
@@ -862,9 +869,7 @@ class FactExtractor:
         )
 
     def extract(self, text: str) -> list[Extraction]:
-        text = _check_text(text, "text")
-        if not (self._code and self._tool_output):
-            text = prose_only(text, code=self._code, tool_output=self._tool_output)
+        text = prose_only(_check_text(text, "text"), code=self._code)
         structured = text.lstrip()[:1] in ("{", "[")
         low = text.lower()
         found: list[Extraction] = [e for e in _json_fields(text, low) if e.key in self._kinds]
@@ -1045,7 +1050,8 @@ class CaseFacts:
         """Extract facts from ``text`` and set them; return the facts that changed.
 
         ``extractor`` defaults to the ``"prose"`` preset (dates and e-mail addresses
-        outside code). Each changed key appears once, with its final value, in the
+        outside code). The extractor reads ``text`` with its harness text blanked
+        (see the module doc). Each changed key appears once, with its final value, in the
         order it first changed. All or nothing: when the extractor raises or gives
         a value a fact cannot hold, the error propagates and no fact changes.
         """
@@ -1054,7 +1060,7 @@ class CaseFacts:
         _check_optional(at, "at")
         before = {k: f.value for k, f in self._facts.items()}
         with self._all_or_nothing():
-            found = (extractor or _DEFAULT_EXTRACTOR).extract(text)
+            found = (extractor or _DEFAULT_EXTRACTOR).extract(without_harness(text))
             return self._changed(before, self._apply(found, source, at))
 
     def update_from_messages(
@@ -1074,7 +1080,8 @@ class CaseFacts:
         gets none. The source of a fact is ``f"message {offset + i}"`` for
         ``messages[i]``; pass ``offset`` when feeding a conversation in increments.
         ``at`` is the message's own ``timestamp`` when it has one (not blank), else
-        the ``at`` given. System messages, thinking and tool calls are never scanned.
+        the ``at`` given. System messages, thinking and tool calls are never scanned,
+        and the extractor gets each text with its harness text blanked.
         All or nothing: when a message cannot be read (not a Message, a text over
         :data:`MAX_TEXT_CHARS`) or the extractor fails, the error propagates and no
         fact changes, not even those of the messages before it.
@@ -1103,7 +1110,8 @@ class CaseFacts:
                         continue
                     if not text.strip():
                         continue
-                    found = chosen.extract(_check_text(text, f"messages[{i}]"))
+                    text = without_harness(_check_text(text, f"messages[{i}]"))
+                    found = chosen.extract(text)
                     touched += self._apply(found, f"message {offset + i}", when)
             return self._changed(before, touched)
 
@@ -1232,6 +1240,7 @@ def _sentences(text: str) -> Iterator[str]:
     yield text[start:]
 
 
+_BLANKED = re.compile(f"{MASK}+")  # harness text: a rule is read on either side of it
 _CLAUSE = re.compile(r"(?:[,;:]|\s[-–—])\s*(?=(?:and|also|but|so|please|plus|oh)\b)", _I)
 
 
@@ -1289,6 +1298,9 @@ class Rules:
     from now on / stop …ing". Statements about the past ("I never received my
     order"), complaints ("you never listen"), "never mind", "don't worry" and
     one-off requests ("don't cancel it yet", "can you not charge it today?") are not.
+    Harness text is never read (see the module doc): Claude Code's "DO NOT respond
+    to these messages …" caveat and its compaction prompt's "Do not start on
+    tangential requests …" are not the user's rules.
     """
 
     def __init__(self, rules: Iterable[Rule | str] = ()) -> None:
@@ -1329,10 +1341,11 @@ class Rules:
         text = _check_text(text, "text")
         _check_optional(source, "source")
         added: list[str] = []
-        for sentence in _sentences(text):
-            sentence = sentence.strip()
-            if _is_rule(sentence) and self.add(sentence, source=source):
-                added.append(sentence)
+        for piece in _BLANKED.split(without_harness(text)):
+            for sentence in _sentences(piece):
+                sentence = sentence.strip()
+                if _is_rule(sentence) and self.add(sentence, source=source):
+                    added.append(sentence)
         return added
 
     def capture_messages(self, messages: Sequence[Message], *, offset: int = 0) -> list[str]:
