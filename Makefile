@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann,langchain,pydantic-ai,openai-agents,claude-agent-sdk,mcp
 
-.PHONY: demo test lint typecheck docs bench bench-routing bench-env clean
+.PHONY: demo test lint typecheck docs docs-serve bench bench-routing bench-env clean
 
 $(BIN)/.installed-demo: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test: lint typecheck
 # benchmarks/results/*.json through scripts/bench_docs.py (run after make bench)
 docs: $(BIN)/.installed-dev
 	$(BIN)/mkdocs build --strict --quiet
+
+# the same site served on http://127.0.0.1:8000 (search works there, not from a file)
+docs-serve: $(BIN)/.installed-dev
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_tokens.py

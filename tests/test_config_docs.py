@@ -102,3 +102,23 @@ def test_documented_defaults_match_the_model() -> None:
         if not ok:
             wrong.append(f"{current}.{m.group(1)}: docs say {value}, default is {default!r}")
     assert not wrong, wrong
+
+
+EXAMPLE = DOCS.parents[1] / "examples" / "ctxwise.toml"
+
+
+def test_the_reference_block_is_the_shipped_example() -> None:
+    assert _toml_block(DOCS.read_text(encoding="utf-8")) == EXAMPLE.read_text(encoding="utf-8")
+
+
+def test_the_shipped_example_loads_and_builds_an_engine(tmp_path: Path) -> None:
+    from ctxwise import Engine
+    from ctxwise.config import load_config
+
+    copy = tmp_path / "ctxwise.toml"  # its store is relative to the file: keep it out of the repo
+    copy.write_text(EXAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert load_config(copy).router is not None
+    with Engine.from_file(str(copy)) as engine:
+        result = engine.turn("s", "I was charged twice, I want a refund")
+        assert result.trace.route is not None and result.trace.route.label == "billing"
+    assert (tmp_path / "ctxwise.db").is_file()
