@@ -14,6 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_plots  # a sibling script: the plots the page links
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "benchmarks.md"
@@ -605,6 +609,10 @@ def main() -> int:
             parts.append(f"Not run yet (`benchmarks/{script}`).")
             continue
         data = json.loads(path.read_text(encoding="utf-8"))
+        for plot, (source, draw) in bench_plots.PLOTS.items():
+            if source == name:  # drawn from the results at build time (mkdocs_hooks.py)
+                caption = (draw.__doc__ or plot).split("\n\n")[0].replace("\n", " ").strip()
+                parts += [f"![{caption}](img/bench/{plot}.svg)", ""]
         parts.append(render(data))
         env = data.get("environment", {})
         machine = ", ".join(str(env[k]) for k in ("platform", "python", "cpu_count") if k in env)
