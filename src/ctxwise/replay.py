@@ -182,13 +182,16 @@ def replay(
     session_id: str = "replay",
     clock: Callable[[], float] | None = None,
     engine: Engine | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
     """Drive ``transcript`` through an Engine and check every request (see the
     module docstring). ``config`` gives the Engine's settings (default: an
     in-memory store), with ``budget`` replacing its budget; or pass a built
     ``engine`` (its budget is used as it is). A store that outlives the call (the
     config's SQLite file, say) gets the session only when every turn ran: the
-    turns run first on in-memory stores, so a failed replay leaves none of it."""
+    turns run first on in-memory stores, so a failed replay leaves none of it.
+    ``progress(done, total)`` is called after each turn the Engine runs (the dry
+    run's turns count too); nothing is printed."""
     if not isinstance(transcript, Transcript):
         raise UsageError(f"replay() takes a Transcript, got {type(transcript).__name__}")
     tick = clock if clock is not None else time.perf_counter
@@ -232,14 +235,27 @@ def replay(
         prefix.append(prefix[-1] + count.count_messages([x]))
     times: list[float] = []
     problems: list[str] = []
+    dry_run = own and store_kind(cfg.store) != "memory"
+    work = sum(1 for _ in _turns(messages)) * (2 if dry_run else 1)
+    done = 0
+
+    def advance() -> None:
+        nonlocal done
+        if progress is not None:
+            done += 1
+            progress(done, work)
+
+    if progress is not None:
+        progress(0, work)
     try:
-        if own and store_kind(cfg.store) != "memory":
+        if dry_run:
             # a store that outlives the call gets the session only if every turn runs:
             # the turns run first on in-memory stores, so one that fails (a budget too
             # small for what a later turn must keep) leaves no partial session behind
             with Engine(cfg.model_copy(update={"store": "memory"}), counter=counter) as dry:
                 for _, _, new in _turns(messages):
-                    dry.turn(session_id, new)
+                    dry.turn(session_id, new, warn_unanswered=False)
+                    advance()
         for i, last, new in _turns(messages):
             body = [x for x in new if x.role != "system"]
             if extractor is not None and body:
@@ -247,7 +263,7 @@ def replay(
             if cfg.facts.rules and body:
                 rules.capture_messages(body, offset=last)
             start = tick()
-            result = engine.turn(session_id, new)
+            result = engine.turn(session_id, new, warn_unanswered=False)
             times.append((tick() - start) * 1000)
             trace = result.trace
             stats["turns"] += 1
@@ -271,6 +287,7 @@ def replay(
                     problems.append(f"turn {trace.turn}: pinned item missing: {line[:80]}")
             stats["comp"] += trace.compacted is not None
             stats["clear"] += trace.cleared is not None
+            advance()
     finally:
         if own:
             engine.close()
