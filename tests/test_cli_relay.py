@@ -15,6 +15,7 @@ from ctxwise.relay import (
     write_workload,
 )
 from tests._cli import assert_usage_error, ok_json, run
+from tests.relay.conftest import rephrased
 
 SMALL = ("--chunks", "8", "--needles", "30")
 
@@ -126,7 +127,10 @@ def test_eval_relay_with_the_parser_keeps_every_needle_and_no_filler() -> None:
         "rows_total",
         "rejected_updates",
         "steps",
+        "unrecognised_chunks",
+        "warnings",
     }
+    assert score["unrecognised_chunks"] == 0 and score["warnings"] == []
 
 
 def test_eval_relay_rejects_the_faulty_parsers_breaks(workload_dir: Path) -> None:
@@ -134,6 +138,34 @@ def test_eval_relay_rejects_the_faulty_parsers_breaks(workload_dir: Path) -> Non
     assert score["rejected_updates"] > 0
     assert score["counts_exact"] == score["rows_total"] == 40
     assert score["holders_correct"] == score["rows_total"]
+
+
+@pytest.fixture
+def rephrased_dir(tmp_path: Path) -> Path:
+    """The workload of ``workload_dir`` with its handovers worded as another log would."""
+    return write_workload(rephrased(generate(3, chunks=8, needles=30)), tmp_path / "other")
+
+
+def test_eval_relay_warns_when_the_parser_recognises_no_chunk(rephrased_dir: Path) -> None:
+    """The default step on a log of other phrasings kept every needle, parsed no
+    handover and said nothing; now one warning line names the count and the step to
+    use instead (in the JSON, not on stderr, with --json)."""
+    text = run("eval", "relay", "--workload", rephrased_dir)
+    assert text.exit_code == 0, text.stderr
+    (line,) = text.stderr.splitlines()
+    assert line.startswith("ctxwise: warning: the parser recognised nothing in 8 of 8 chunks")
+    assert "--step none" in line and 'kind = "anthropic"' in line
+    assert "chunks unrecognised" in text.stdout
+    result = run("eval", "relay", "--workload", rephrased_dir, "--json")
+    assert result.exit_code == 0 and result.stderr == ""
+    score = json.loads(result.stdout)
+    assert score["unrecognised_chunks"] == score["steps"] == 8
+    assert score["warnings"] == [line.removeprefix("ctxwise: warning: ")]
+    assert score["needles_kept"] == score["needles_total"]  # the line store is fine
+    # the step that only keeps lines recognises nothing by design, and says nothing
+    quiet = run("eval", "relay", "--workload", rephrased_dir, "--step", "none")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    assert ok_json("eval", "relay", "--workload", rephrased_dir, "--step", "none")["warnings"] == []
 
 
 def test_eval_relay_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,6 +210,21 @@ def test_relay_run_then_resume_gives_the_same_output(tmp_path: Path, workload_di
     text_run = run("relay", "resume", "job", "--runs", tmp_path / "runs")
     assert text_run.exit_code == 0, text_run.stderr
     assert "rejected updates" in text_run.stdout
+
+
+def test_relay_run_and_resume_warn_when_the_parser_recognises_nothing(
+    tmp_path: Path, rephrased_dir: Path
+) -> None:
+    spec = _spec(tmp_path, rephrased_dir)
+    report = ok_json("relay", "run", spec)
+    assert report["unrecognised_chunks"] == 8 and report["score"]["unrecognised_chunks"] == 8
+    (warning,) = report["warnings"]
+    assert warning.startswith("the parser recognised nothing in 8 of 8 chunks")
+    assert '[step] kind = "none"' in warning
+    text = run("relay", "resume", "job", "--runs", tmp_path / "runs")
+    assert text.exit_code == 0, text.stderr
+    assert text.stderr.splitlines() == [f"ctxwise: warning: {warning}"]
+    assert "chunks unrecognised" in text.stdout
 
 
 def test_relay_resume_continues_a_stopped_run(tmp_path: Path, workload_dir: Path) -> None:

@@ -3,14 +3,19 @@ every backend (a folder, and a namespace in each memory store)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
 from ctxwise.relay import (
+    Answers,
     DirectoryRuns,
+    Examples,
     HandoverParser,
+    NeedleLine,
     RelayResult,
     RunStore,
     StepRequest,
@@ -32,6 +37,7 @@ RESULT_FIELDS = (
     "rejections",
     "records",
     "carry",
+    "unrecognised_chunks",
 )
 
 
@@ -43,6 +49,45 @@ def small_needles(seed: int = 0, chunks: int = 12) -> Workload:
 def small_counting(seed: int = 0, chunks: int = 12) -> Workload:
     """The counting log (40 assets, 16 handovers a chunk) over ``chunks`` chunks."""
     return generate(seed, variant="counting", chunks=chunks, needles=16 * chunks)
+
+
+OTHER_PHRASINGS = (
+    "{a}: keeper now {r}, formerly {g}.",
+    "Log: {r} assumes charge of {a} (from {g}).",
+    "{a} went from {g}'s watch to {r}'s.",
+    "Sign-over of {a} recorded, {g} to {r}.",
+)
+"""Handover phrasings :func:`generate` never writes (so the parser knows none)."""
+_ENTRY = re.compile(r"^day \d+ \d\d:\d\d \[[A-Z0-9]{6}\] hall [A-F], bay \d\d: ")
+
+
+def rephrased(workload: Workload) -> Workload:
+    """A log :func:`generate` wrote, with every handover line (and every example of
+    one) written in :data:`OTHER_PHRASINGS` instead: the same events at the same
+    places, as another team's log would word them; the answers follow the text."""
+    parser = HandoverParser()
+    assert workload.answers is not None
+
+    def reword(line: str, n: int) -> str:
+        ((asset, giver, receiver),) = parser.parse(line)
+        entry = _ENTRY.match(line)
+        assert entry is not None
+        said = OTHER_PHRASINGS[n % len(OTHER_PHRASINGS)].format(a=asset, g=giver, r=receiver)
+        return entry.group() + said
+
+    where = [(n.chunk, n.line) for n in workload.answers.needles]
+    chunks = [c.split("\n") for c in workload.chunks]
+    for n, (c, i) in enumerate(where):
+        chunks[c][i] = reword(chunks[c][i], n)
+    needles = tuple(NeedleLine(chunk=c, line=i, text=chunks[c][i]) for c, i in where)
+    keep = tuple(reword(x, n) for n, x in enumerate(workload.examples.keep))
+    return dataclasses.replace(
+        workload,
+        chunks=tuple("\n".join(c) for c in chunks),
+        examples=Examples(keep=keep, skip=workload.examples.skip),
+        answers=Answers(needles=needles, table=workload.answers.table),
+        name=f"{workload.name}-rephrased",
+    )
 
 
 def assert_same_result(a: RelayResult, b: RelayResult) -> None:

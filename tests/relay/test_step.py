@@ -3,6 +3,7 @@ and a step that returns garbage."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,12 +21,19 @@ from ctxwise.relay import (
     StepFailed,
     StepRequest,
     StepResult,
+    Workload,
     generate,
     keep_state,
     score_run,
 )
 from ctxwise.relay.step import parse_reply
-from tests.relay.conftest import NoLines, assert_same_result, small_counting
+from tests.relay.conftest import (
+    NoLines,
+    assert_same_result,
+    rephrased,
+    small_counting,
+    small_needles,
+)
 
 # -- FaultyStep ----------------------------------------------------------------
 
@@ -299,3 +307,74 @@ def test_a_step_that_raises_is_a_step_error_and_keeps_the_last_good_state(
     assert resumed.done and [r.step for r in resumed.records] == list(range(6))
     assert workload.answers is not None
     assert list(resumed.table) == list(workload.answers.table)
+
+
+# -- steps that recognise nothing ----------------------------------------------------
+
+
+def _per_chunk(workload: Workload) -> list[int]:
+    assert workload.answers is not None
+    counts = [0] * len(workload.chunks)
+    for needle in workload.answers.needles:
+        counts[needle.chunk] += 1
+    return counts
+
+
+def test_the_parser_says_how_many_handovers_each_chunk_held(tmp_path: Path) -> None:
+    workload = small_needles(2, chunks=6)
+    result = Relay(workload, HandoverParser(), runs=tmp_path).run("p")
+    assert [r.recognised for r in result.records] == _per_chunk(workload)
+    assert result.unrecognised_chunks == 0 == score_run(result, workload).unrecognised_chunks
+    # the faulty parser passes the count on; steps that do not count say None
+    faulty = FaultyStep(HandoverParser(), rate=1.0, seed=3)
+    broken = Relay(workload, faulty, runs=tmp_path, scorer=NoLines()).run("f")
+    assert [r.recognised for r in broken.records] == _per_chunk(workload)
+    kept = Relay(workload, keep_state, runs=tmp_path).run("k")
+    assert {r.recognised for r in kept.records} == {None} and kept.unrecognised_chunks == 0
+
+
+def test_a_log_of_other_phrasings_is_reported_as_unrecognised_not_left_silent(
+    tmp_path: Path,
+) -> None:
+    """The parser knows the generator's phrasing only: on the same events worded
+    otherwise it parses nothing, the table never changes, and the run said nothing
+    of it. Now every such chunk counts in the result and in the score."""
+    original = small_needles(2, chunks=6)
+    other = rephrased(original)
+    assert all(n > 0 for n in _per_chunk(other))  # every chunk holds handovers
+    result = Relay(other, HandoverParser(), runs=tmp_path).run("r")
+    assert [r.recognised for r in result.records] == [0] * len(other.chunks)
+    assert result.unrecognised_chunks == len(other.chunks)
+    assert other.table is not None and list(result.table) == list(other.table.rows)
+    score = score_run(result, other)
+    assert score.unrecognised_chunks == len(other.chunks) == score.steps
+    assert score.as_dict()["unrecognised_chunks"] == len(other.chunks)
+    # the line store is the scorer's and is not affected: the needles are still kept
+    assert score.needles_kept == score.needles_total
+    # a run that mixes both logs counts the chunks of the other phrasing only
+    mixed = dataclasses.replace(original, chunks=(*original.chunks[:3], *other.chunks[3:]))
+    both = Relay(mixed, HandoverParser(), runs=tmp_path).run("m")
+    assert both.unrecognised_chunks == len(other.chunks) - 3
+
+
+def test_the_count_survives_a_resume_and_a_state_written_before_it(tmp_path: Path) -> None:
+    other = rephrased(small_needles(2, chunks=6))
+    runs = DirectoryRuns(tmp_path / "runs")
+    Relay(other, HandoverParser(), runs=runs).run("old", stop_after=2)
+    manifest, data = runs.load("old")
+    assert data is not None
+    state = json.loads(data)
+    for record in state["records"]:  # as a run started before the field was written
+        del record["recognised"]
+    runs.commit(manifest, json.dumps(state).encode())
+    resumed = Relay(other, HandoverParser(), runs=runs).resume("old")
+    assert [r.recognised for r in resumed.records] == [None, None, 0, 0, 0, 0]
+    assert resumed.unrecognised_chunks == 4
+
+
+@pytest.mark.parametrize("said", [-1, True, 1.5, "3"])
+def test_a_step_whose_count_is_not_a_count_is_a_step_error(tmp_path: Path, said: Any) -> None:
+    workload = small_needles(2, chunks=2)
+    with pytest.raises(RelayError) as err:
+        Relay(workload, lambda r: StepResult(recognised=said), runs=tmp_path).run("bad")
+    assert err.value.reason == "step" and "recognised=" in str(err.value)

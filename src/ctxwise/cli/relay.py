@@ -7,6 +7,11 @@ last committed step. ``eval relay`` runs a workload (a folder, or the synthetic
 equipment log of :func:`ctxwise.relay.generate`) in memory, nothing written, and
 scores it against its answers; ``data relay`` writes the synthetic log as a workload
 folder. Any error prints one line on stderr and nothing on stdout.
+
+A run in which the step recognised nothing in some chunks (the parser on a log
+written with other phrasings) says so: one ``ctxwise: warning:`` line on stderr
+naming the count and the step to use instead, or, with ``--json``, the same text in
+the ``warnings`` list beside ``unrecognised_chunks``.
 """
 
 from __future__ import annotations
@@ -62,6 +67,44 @@ RunsOpt = Annotated[
 ]
 
 
+# -- the unrecognised-chunks warning ----------------------------------------------
+
+
+def _warnings(unrecognised: int, steps: int, parser: bool, instead: str) -> list[str]:
+    """The warning for a run whose step recognised nothing in ``unrecognised`` of
+    its ``steps`` chunks (none when it recognised something in every one).
+    ``parser``: the step is the handover parser, which knows one phrasing; ``instead``
+    names, in the command's own terms, the step that only keeps lines."""
+    if not unrecognised:
+        return []
+    head = (
+        f"the {'parser' if parser else 'step'} recognised nothing in {unrecognised:,} of "
+        f"{steps:,} chunks, so the table did not change there"
+    )
+    if not parser:
+        return [head]
+    return [
+        f"{head}: it knows only the synthetic equipment log's phrasing; for a log it "
+        'does not know, use a model step ([step] kind = "anthropic" or "openai" in a '
+        '`ctxwise relay run` spec) or your own (kind = "python"), or '
+        f"{instead} to keep and score the lines alone"
+    ]
+
+
+def _is_parser(step: object) -> bool:
+    """The handover parser, or the faulty parser around it."""
+    from ctxwise.relay import FaultyStep, HandoverParser
+
+    return isinstance(step, HandoverParser) or (
+        isinstance(step, FaultyStep) and isinstance(step.inner, HandoverParser)
+    )
+
+
+def _warn(warnings: list[str]) -> None:
+    for text in warnings:
+        typer.echo(f"ctxwise: warning: {text}", err=True)
+
+
 # -- relay run / relay resume ---------------------------------------------------
 
 
@@ -78,7 +121,14 @@ def _report(relay: Relay, result: RelayResult) -> dict[str, Any]:
         "dropped": len(result.dropped),
         "rejected_updates": len(result.rejections),
         "carry_tokens_max": result.carry_tokens_max,
+        "unrecognised_chunks": result.unrecognised_chunks,
         "table": [dict(row) for row in result.table],
+        "warnings": _warnings(
+            result.unrecognised_chunks,
+            result.steps,
+            _is_parser(relay.step),
+            '[step] kind = "none"',
+        ),
     }
     if relay.workload.answers is not None:
         report["score"] = score_run(result, relay.workload).as_dict()
@@ -89,6 +139,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
     if as_json:
         _print_json(report)
         return
+    _warn(report["warnings"])
     console, buf = _buffered_console()
     state = "done" if report["done"] else "stopped"
     console.print(Text(f"relay run {report['run_id']}: {state}"))
@@ -100,6 +151,7 @@ def _print_report(report: dict[str, Any], as_json: bool) -> None:
         ("lines kept", f"{report['lines_kept']:,}"),
         ("lines dropped", f"{report['dropped']:,}"),
         ("rejected updates", f"{report['rejected_updates']:,}"),
+        ("chunks unrecognised", f"{report['unrecognised_chunks']:,}"),
         ("carry tokens max", f"{report['carry_tokens_max']:,}"),
         ("table rows", f"{len(report['table']):,}"),
     ]
@@ -306,12 +358,17 @@ def eval_relay_cmd(
             drop_policy=drop_policy.value,
         )
         result = relay.run("eval")
-        return name, score_run(result, job).as_dict()
+        score = score_run(result, job).as_dict()
+        warnings = _warnings(
+            result.unrecognised_chunks, result.steps, _is_parser(relay.step), "--step none"
+        )
+        return name, {**score, "warnings": warnings}
 
     name, score = _guard(go)
     if as_json:
         _print_json(score)
         return
+    _warn(score["warnings"])
     console, buf = _buffered_console()
     console.print(Text(f"relay on {name}: {score['steps']:,} steps, step {step.value}"))
     table = Table(show_header=False)
@@ -325,6 +382,7 @@ def eval_relay_cmd(
         ("holders correct", f"{score['holders_correct']:,} of {score['rows_total']:,}"),
         ("counts exact", f"{score['counts_exact']:,} of {score['rows_total']:,}"),
         ("rejected updates", f"{score['rejected_updates']:,}"),
+        ("chunks unrecognised", f"{score['unrecognised_chunks']:,}"),
     ):
         table.add_row(label, value)
     console.print(table)

@@ -23,7 +23,8 @@ class RelayScore:
     largest carry of any step; ``holders_correct`` / ``counts_exact``: final table
     rows whose non-key columns match the answer (the first non-counter column, and
     every counter column); ``rejected_updates``: proposals code refused;
-    ``steps``: steps completed.
+    ``steps``: steps completed; ``unrecognised_chunks``: chunks in which the step
+    recognised nothing (:attr:`~ctxwise.relay.RelayResult.unrecognised_chunks`).
     """
 
     needles_total: int
@@ -36,6 +37,7 @@ class RelayScore:
     rows_total: int
     rejected_updates: int
     steps: int
+    unrecognised_chunks: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The figures as a plain dict (the ``eval relay --json`` keys)."""
@@ -89,4 +91,5 @@ def score_run(result: RelayResult, workload: Workload) -> RelayScore:
         rows_total=len(answers.table),
         rejected_updates=len(result.rejections),
         steps=result.steps,
+        unrecognised_chunks=result.unrecognised_chunks,
     )

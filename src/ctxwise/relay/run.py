@@ -5,7 +5,9 @@ For each chunk, in order:
 1. the line scorer scores the chunk's lines; those above its threshold go into
    the line store, verbatim; the store drops by its policy to stay in its share;
 2. the step sees the chunk and the carry (kept lines, table, notes) and proposes
-   the next table and notes;
+   the next table and notes (and may say how many items of the chunk it recognised:
+   a chunk it recognised nothing in is counted in
+   :attr:`RelayResult.unrecognised_chunks`);
 3. code checks the proposal against the table's invariants and the state share;
    a violation (or a step that raised :class:`~ctxwise.relay.step.StepFailed`)
    rejects it and the step runs once more with feedback; if that fails too, the
@@ -72,7 +74,9 @@ class Rejection:
 @dataclass(frozen=True, slots=True)
 class StepRecord:
     """What one step did: lines kept from its chunk, lines the store dropped,
-    attempts made, whether an update was accepted, and the carry's tokens after it."""
+    attempts made, whether an update was accepted, the carry's tokens after it, and
+    how many items of the chunk the step said it recognised (``None``: it did not
+    say; from its accepted proposal, else its last one)."""
 
     step: int
     kept: int
@@ -81,6 +85,7 @@ class StepRecord:
     accepted: bool
     notes_cut: bool
     carry_tokens: int
+    recognised: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +102,11 @@ class RelayResult:
     rejections: tuple[Rejection, ...]
     records: tuple[StepRecord, ...]
     carry: str
+    unrecognised_chunks: int = 0
+    """Chunks in which the step recognised nothing (its result said ``recognised=0``):
+    a parser that does not know the input's phrasing leaves the table as it was
+    there, and this says so. Steps that do not count (``recognised=None``) add
+    nothing."""
 
     @property
     def done(self) -> bool:
@@ -581,6 +591,7 @@ class Relay:
         failures = 0
         accepted = False
         proposal: StepResult | None = None
+        recognised: int | None = None
         for attempt in range(self.retries + 1):
             request = StepRequest(
                 index=index,
@@ -614,6 +625,15 @@ class Relay:
                     "step",
                     f"step {index} returned {type(result).__name__}, not a StepResult",
                 )
+            said: object = result.recognised  # a Python step may return anything
+            if said is not None and (
+                isinstance(said, bool) or not isinstance(said, int) or said < 0
+            ):
+                raise RelayError(
+                    "step",
+                    f"step {index} returned recognised={said!r}, not a whole number ≥ 0 or None",
+                )
+            recognised = result.recognised
             problems = self._check(result, current_table, columns)
             if problems:
                 failures += 1
@@ -655,6 +675,7 @@ class Relay:
                 accepted=accepted,
                 notes_cut=notes_cut,
                 carry_tokens=max(carry_in, carry_out),
+                recognised=recognised,
             )
         )
         state.step = index
@@ -703,4 +724,5 @@ class Relay:
             rejections=tuple(state.rejections),
             records=tuple(state.records),
             carry=render_carry(store_text, render_table(state.table, columns), state.notes),
+            unrecognised_chunks=sum(1 for r in state.records if r.recognised == 0),
         )

@@ -54,10 +54,18 @@ class StepRequest:
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """A step's proposal: the whole next ``table`` (None: unchanged) and the next
-    ``notes`` (None: unchanged)."""
+    ``notes`` (None: unchanged).
+
+    ``recognised``: how many items of the chunk the step recognised (a parser: the
+    lines it parsed), or None when the step does not count them (a model, the
+    ``none`` step). A 0 is reported: the chunk counts in the run's
+    :attr:`~ctxwise.relay.RelayResult.unrecognised_chunks`, so a parser that knows
+    none of a log's phrasing says so instead of leaving the table as it was in silence.
+    """
 
     table: tuple[Mapping[str, Any], ...] | None = None
     notes: str | None = None
+    recognised: int | None = None
 
 
 class Step(Protocol):
@@ -190,7 +198,7 @@ class FaultyStep:
                     for c in self.counters:
                         if _count(before[lowered].get(c)) > 0:
                             row[c] = _count(before[lowered].get(c)) - 1
-        return StepResult(table=tuple(rows), notes=result.notes)
+        return StepResult(table=tuple(rows), notes=result.notes, recognised=result.recognised)
 
 
 def _count(value: Any) -> int | float:

@@ -678,7 +678,10 @@ class HandoverParser:
     moves each asset to its new holder, adding one to its count.
 
     It knows this workload's phrasing (it is a parser, not a reader) and serves to
-    test the relay machinery: the table, its invariants, resume.
+    test the relay machinery: the table, its invariants, resume. Each result says how
+    many handover lines it parsed (:attr:`~ctxwise.relay.StepResult.recognised`), so
+    a log written with other phrasings shows up as unrecognised chunks in the run's
+    report rather than as a table that silently never changes.
     """
 
     key: str = "asset"
@@ -729,8 +732,9 @@ class HandoverParser:
         from ctxwise.relay.step import StepResult
 
         rows = {str(row[self.key]): dict(row) for row in request.table}
-        for asset, _giver, receiver in self.parse(request.chunk):
+        parsed = self.parse(request.chunk)
+        for asset, _giver, receiver in parsed:
             row = rows.setdefault(asset, {self.key: asset, self.holder: receiver, self.count: 0})
             row[self.holder] = receiver
             row[self.count] = int(row[self.count]) + 1
-        return StepResult(table=tuple(rows.values()))
+        return StepResult(table=tuple(rows.values()), recognised=len(parsed))
