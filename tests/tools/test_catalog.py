@@ -126,25 +126,25 @@ def _small() -> ToolCatalog:
 # -- loading every shared listing -----------------------------------------------------
 
 
-def test_livemcpbench_strict_load_names_the_invalid_schema() -> None:
-    with pytest.raises(ToolCatalogError) as info:
-        ToolCatalog.load(_need(LIVEMCP))
-    assert info.value.reason == "invalid_schema"
-    assert info.value.tool == "read_pdf"
-    assert "read_pdf" in str(info.value)
-
-
-def test_livemcpbench_skip_invalid_loads_the_rest(livemcp: ToolCatalog) -> None:
-    assert len(livemcp) == 526
-    assert len(livemcp.skipped) == 1
-    (skipped,) = livemcp.skipped
-    assert skipped.reason == "invalid_schema"
-    assert skipped.tool == "read_pdf"
-    assert all(t.server for t in livemcp)
+def test_livemcpbench_loads_whole_without_skip_invalid() -> None:
+    # read_pdf writes draft 4's {"minimum": 0, "exclusiveMinimum": true}: it was refused
+    catalog = ToolCatalog.load(_need(LIVEMCP))
     rows = [json.loads(x) for x in LIVEMCP.read_text(encoding="utf-8").splitlines() if x.strip()]
-    assert {(r["server"], r["name"]) for r in rows} - {t.key for t in livemcp} == {
-        (skipped.server, "read_pdf")
-    }
+    assert len(catalog) == len(rows) == 527 and catalog.skipped == []
+    assert {(r["server"], r["name"]) for r in rows} == {t.key for t in catalog}
+    assert all(t.server for t in catalog)
+    pdf = catalog.find("read_pdf")
+    pages = pdf.input_schema["properties"]["sources"]["items"]["properties"]["pages"]
+    # kept in the 2020-12 form the providers take: page numbers above 0
+    assert pages["anyOf"][0]["items"] == {"type": "integer", "exclusiveMinimum": 0}
+    (raw,) = [r for r in rows if r["name"] == "read_pdf"]
+    assert raw["inputSchema"]["properties"]["sources"]["items"]["properties"]["pages"]["anyOf"][0][
+        "items"
+    ] == {"type": "integer", "exclusiveMinimum": True, "minimum": 0}
+
+
+def test_livemcpbench_skip_invalid_skips_nothing(livemcp: ToolCatalog) -> None:
+    assert len(livemcp) == 527 and livemcp.skipped == []
 
 
 def test_github_listing(github: ToolCatalog) -> None:
@@ -415,8 +415,89 @@ def test_schema_draft_is_the_schemas_own() -> None:
     }
     cat = ToolCatalog()
     cat.add_mcp([{"name": "ok", "inputSchema": draft4}], server="s")
-    plain = {k: v for k, v in draft4.items() if k != "$schema"}
-    _refused(cat, "invalid_schema", cat.add_mcp, [{"name": "no", "inputSchema": plain}], server="s")
+    assert cat.find("ok").input_schema == draft4  # checked as draft 4, kept as written
+    # a schema that names 2020-12 means it: the boolean form is refused there
+    named = {**draft4, "$schema": "https://json-schema.org/draft/2020-12/schema"}
+    _refused(cat, "invalid_schema", cat.add_mcp, [{"name": "no", "inputSchema": named}], server="s")
+
+
+def _number(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema of property ``n`` once a catalog has taken it (no ``$schema``)."""
+    cat = ToolCatalog()
+    obj = {"type": "object", "properties": {"n": schema}}
+    cat.add_mcp([{"name": "t", "inputSchema": obj}], server="s")
+    return dict(cat.find("t").input_schema["properties"]["n"])
+
+
+def test_draft4_boolean_bounds_without_a_schema_uri_are_read_as_draft_4() -> None:
+    assert _number({"type": "number", "minimum": 0, "exclusiveMinimum": True}) == {
+        "type": "number",
+        "exclusiveMinimum": 0,
+    }
+    assert _number({"maximum": 9.5, "exclusiveMaximum": True, "description": "d"}) == {
+        "exclusiveMaximum": 9.5,
+        "description": "d",
+    }
+    # false: the bound is inclusive, as minimum alone says
+    assert _number({"minimum": 1, "exclusiveMinimum": False}) == {"minimum": 1}
+    # the 2020-12 form and a schema without bounds are kept as they are
+    assert _number({"exclusiveMinimum": 3}) == {"exclusiveMinimum": 3}
+    assert _number({"type": "string", "minLength": 1}) == {"type": "string", "minLength": 1}
+
+
+def test_draft4_bounds_are_rewritten_in_subschemas_only() -> None:
+    data = {"minimum": 1, "exclusiveMinimum": True}  # data, not a schema: kept
+    inclusive = {"minimum": 0, "exclusiveMinimum": False}
+    schema = {
+        "type": "object",
+        "properties": {
+            "exclusiveMinimum": {"type": "integer", "minimum": 2, "exclusiveMinimum": True},
+            "choice": {"enum": [data], "default": data, "const": data},
+            "list": {"prefixItems": [{"maximum": 5, "exclusiveMaximum": True}]},
+            "any": {"anyOf": [{"$ref": "#/$defs/pos"}, {"not": inclusive}]},
+        },
+        "$defs": {"pos": {"minimum": 0, "exclusiveMinimum": True}},
+    }  # fmt: skip
+    cat = ToolCatalog()
+    cat.add_mcp([{"name": "t", "inputSchema": schema}], server="s")
+    got = cat.find("t").input_schema
+    assert got["properties"]["exclusiveMinimum"] == {"type": "integer", "exclusiveMinimum": 2}
+    assert got["properties"]["choice"] == {"enum": [data], "default": data, "const": data}
+    assert got["properties"]["list"]["prefixItems"] == [{"exclusiveMaximum": 5}]
+    assert got["properties"]["any"]["anyOf"][1] == {"not": {"minimum": 0}}
+    assert got["$defs"] == {"pos": {"exclusiveMinimum": 0}}
+    assert schema["$defs"] == {"pos": {"minimum": 0, "exclusiveMinimum": True}}  # not changed
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"exclusiveMinimum": True},  # draft 4 needs the minimum beside it
+        {"exclusiveMaximum": False, "maximum": "9"},
+        {"minimum": True, "exclusiveMinimum": True},
+    ],
+)
+def test_draft4_boolean_bounds_without_a_number_are_refused(bad: dict[str, Any]) -> None:
+    cat = ToolCatalog()
+    schema = {"type": "object", "properties": {"n": bad}}
+    _refused(cat, "invalid_schema", cat.add_mcp, [{"name": "t", "inputSchema": schema}], server="s")
+
+
+@given(
+    bound=st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False)),
+    exclusive=st.booleans(),
+    upper=st.booleans(),
+    value=st.one_of(st.integers(-6, 6), st.floats(-6, 6, allow_nan=False)),
+)
+def test_draft4_bounds_keep_what_a_draft_4_validator_accepts(
+    bound: float, exclusive: bool, upper: bool, value: float
+) -> None:
+    from jsonschema import Draft4Validator, Draft202012Validator
+
+    flag, limit = ("exclusiveMaximum", "maximum") if upper else ("exclusiveMinimum", "minimum")
+    written = {"type": "number", limit: bound, flag: exclusive}
+    taken = _number(written)
+    assert Draft202012Validator(taken).is_valid(value) == Draft4Validator(written).is_valid(value)
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,10 @@ needed); a name that is unique stays as it is, unless it is a search tool's name
 (``fetch_more``, ``memory``), which gets a hash suffix. The same
 name twice on one server, or an input schema that is not valid JSON Schema (checked
 against the schema's own ``$schema`` draft, 2020-12 when it names none, with the
-``jsonschema`` package), that names a ``$schema`` jsonschema does not know, has a
+``jsonschema`` package; in a schema that names none, draft 4's boolean
+``exclusiveMinimum`` / ``exclusiveMaximum`` beside a ``minimum`` / ``maximum``, which
+older MCP servers still write, is read as draft 4 reads it and kept in the 2020-12
+form, ``{"exclusiveMinimum": 0}``), that names a ``$schema`` jsonschema does not know, has a
 ``$ref`` that resolves to nothing (nothing is fetched: a remote ``$ref`` is one),
 nests more than 64 levels, or whose top-level ``type`` is not ``"object"``, raises
 :class:`~ctxwise.errors.ToolCatalogError` and adds nothing.
@@ -238,6 +241,7 @@ def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
         if "$schema" in body:
             raise refuse(f"unknown $schema {body['$schema']!r}")
         cls = _draft_2020()
+        body = _draft4_bounds(body)
     try:
         cls.check_schema(body)
     except SchemaError as e:
@@ -283,6 +287,67 @@ def _dangling_ref(body: dict[str, Any], cls: Any) -> str | None:
                 return f"$ref {ref!r} names a schema that is not here (none is fetched)"
         stack.extend((sub, resolver) for sub in resource.subresources())
     return None
+
+
+_SUBSCHEMA = frozenset(
+    {
+        "additionalItems",
+        "additionalProperties",
+        "contains",
+        "contentSchema",
+        "else",
+        "if",
+        "items",
+        "not",
+        "propertyNames",
+        "then",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+    }
+)
+"""Keywords whose value is one subschema (in any draft)."""
+_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "items", "oneOf", "prefixItems"})
+"""Keywords whose value is a list of subschemas (``items`` as draft 4 to 2019-09 allow)."""
+_SUBSCHEMA_MAPS = frozenset(
+    {"$defs", "definitions", "dependencies", "dependentSchemas", "patternProperties", "properties"}
+)
+"""Keywords whose value maps names to subschemas (a name is never read as a keyword)."""
+_DRAFT4_BOUNDS = (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum"))
+
+
+def _draft4_bounds(schema: Any) -> Any:
+    """``schema`` (a subschema of one that names no ``$schema``) with draft 4's
+    boolean ``exclusiveMinimum`` / ``exclusiveMaximum`` read as draft 4 reads them
+    and written in the 2020-12 form the providers take: ``{"minimum": 0,
+    "exclusiveMinimum": true}`` (more than 0) becomes ``{"exclusiveMinimum": 0}``,
+    and ``false`` (the bound is inclusive) is dropped. A boolean with no numeric
+    ``minimum`` / ``maximum`` beside it is left for the check to refuse, as draft 4's
+    metaschema does. Only subschemas are walked, never data such as ``enum`` or
+    ``default``; a schema without the boolean form comes back equal to itself."""
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: _draft4_bounds(sub) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_draft4_bounds(sub) for sub in value]
+        elif key in _SUBSCHEMA:
+            out[key] = _draft4_bounds(value)
+        else:
+            out[key] = value
+    for flag, limit in _DRAFT4_BOUNDS:
+        exclusive, bound = out.get(flag), out.get(limit)
+        if not isinstance(exclusive, bool):
+            continue
+        if isinstance(bound, bool) or not isinstance(bound, int | float):
+            continue
+        if exclusive:  # the bound moves to the flag's place; the inclusive one goes
+            out = {flag if k == flag else k: bound if k == flag else v for k, v in out.items()}
+            del out[limit]
+        else:
+            del out[flag]
+    return out
 
 
 def _draft_2020() -> Any:
