@@ -1,6 +1,6 @@
 """A real agent loop on the Anthropic Messages API, with ctxwise deciding the context.
 
-    pip install 'ctxwise[anthropic]'
+    pip install -e '.[anthropic]'
     export ANTHROPIC_API_KEY=sk-ant-...
     python examples/anthropic_agent.py "Where is my order 4417?"
     python examples/anthropic_agent.py --store ./agent-data --session alice \\
@@ -233,7 +233,7 @@ def run(
 ) -> AgentRun:
     """Answer ``question`` with the tools, every call gated by the Engine."""
     if client is None:
-        import anthropic  # extra: pip install 'ctxwise[anthropic]'
+        import anthropic  # extra: pip install -e '.[anthropic]'
 
         client = anthropic.Anthropic(base_url=base_url, http_client=http_client)
     if max_iterations < 1:

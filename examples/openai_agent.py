@@ -1,6 +1,6 @@
 """A real agent loop on OpenAI Chat Completions, with ctxwise deciding the context.
 
-    pip install 'ctxwise[openai]'
+    pip install -e '.[openai]'
     export OPENAI_API_KEY=sk-...
     python examples/openai_agent.py "Where is my order 4417?"
     python examples/openai_agent.py --store ./agent-data --session alice \\
@@ -244,7 +244,7 @@ def run(
 ) -> AgentRun:
     """Answer ``question`` with the tools, every call gated by the Engine."""
     if client is None:
-        import openai  # extra: pip install 'ctxwise[openai]'
+        import openai  # extra: pip install -e '.[openai]'
 
         client = openai.OpenAI(base_url=base_url, http_client=http_client)
     if max_iterations < 1:

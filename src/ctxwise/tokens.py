@@ -236,7 +236,7 @@ class TiktokenCounter(_TextCounter):
     offline, so this class checks first and raises
     :class:`~ctxwise.errors.TokenizerUnavailableError`). ``auto`` prefers quicktok.
 
-    Install with ``pip install 'ctxwise[tiktoken]'``.
+    Install with ``pip install -e '.[tiktoken]'`` (from the clone's root folder).
     """
 
     message_overhead = 3

@@ -340,7 +340,7 @@ def test_without_usearch_vectors_are_searched_exactly(
     store = SQLiteStore(tmp_path / "v.db", ann_min_items=10)
     store.put_many(NS, _items(_texts(50)))
     info = store.index_info(NS)
-    assert info.method == "exact" and "ctxwise[ann]" in info.reason
+    assert info.method == "exact" and "pip install -e '.[ann]'" in info.reason
     assert _ids(store, _texts(50)[3], 1) == ["m3"]
     assert not (tmp_path / "v.db.ann").exists()
     store.close()

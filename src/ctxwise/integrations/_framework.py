@@ -49,7 +49,7 @@ def require_framework(distribution: str, supported: str, extra: str, purpose: st
     (comma-separated clauses such as ``">=1.5,<2"``).
 
     Raises:
-        MissingDependencyError: it is not installed (naming ``pip install 'ctxwise[extra]'``).
+        MissingDependencyError: it is not installed (naming ``pip install -e '.[extra]'``).
         IntegrationError: (reason ``"version"``) it is installed outside ``supported``.
     """
     try:

@@ -90,7 +90,7 @@ except ImportError:  # Windows: exclusive() holds against this process only
     fcntl = None  # type: ignore[assignment]
 
 from ctxwise._sqlite import use_wal
-from ctxwise.errors import UsageError
+from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
     BM25_K1,
@@ -1140,7 +1140,9 @@ class SQLiteStore(Store):
                 return VectorIndexInfo("exact", vectors, "the index is switched off")
             if not _ann.available():
                 return VectorIndexInfo(
-                    "exact", vectors, "usearch is not installed: pip install 'ctxwise[ann]'"
+                    "exact",
+                    vectors,
+                    f"usearch is not installed: {MissingDependencyError.install_command('ann')}",
                 )
             if self._index(key) is None:
                 return VectorIndexInfo(

@@ -41,7 +41,7 @@ class AnthropicCounter:
     ``count_messages`` sends the whole conversation (system messages as the
     top-level ``system``) and so includes every overhead the API charges.
     Pass a configured ``anthropic.Anthropic`` client; ctxwise never reads keys
-    from the environment by itself. Install with ``pip install 'ctxwise[anthropic]'``.
+    from the environment by itself. Install with ``pip install -e '.[anthropic]'``.
     """
 
     def __init__(
