@@ -13,7 +13,8 @@ What each iteration does:
    the Chat Completions body (model, max_completion_tokens, messages with the
    system message first) for this turn;
 2. the official SDK sends it, with the tool definitions of this script;
-3. the response becomes a ctxwise ``Message`` (``formats.openai.decode_response``);
+3. the SDK's response object goes back to the Engine as it is (``engine.turn`` and
+   ``engine.record`` take it; ``decode_input`` reads it here to find the tool calls);
 4. every tool call (``tool_calls``, arguments parsed from JSON) is put to
    ``engine.check_tool`` *before* it runs. The gate here (a ``RequireFact`` rule)
    lets ``issue_refund`` run only once ``verify_address`` has confirmed that order's
@@ -48,12 +49,11 @@ from ctxwise import (
     Blocked,
     Engine,
     EngineConfig,
-    Message,
     PolicyGate,
     RequireFact,
     ToolResultBlock,
 )
-from ctxwise.formats import openai as openai_format
+from ctxwise.formats.inputs import decode_input
 
 MODEL = "gpt-5.5"
 
@@ -254,15 +254,15 @@ def run(
         if store_dir is None:
             store_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="ctxwise-agent-"))
         with build_engine(store_dir, model=model) as engine:
-            new_messages = [Message.text_message("user", question)]
+            new_messages: list[object] = [question]
             calls: list[ToolCall] = []
             for iteration in range(1, max_iterations + 1):
                 result = engine.turn(session, new_messages)
                 response = client.chat.completions.create(**result.request, tools=TOOL_SCHEMAS)
-                # The body as the API sent it (unset fields left out, as the SDK does).
-                reply = openai_format.decode_response(response.to_dict(mode="json"))
+                # the response as a ctxwise Message, read as engine.turn reads it
+                (reply,) = decode_input(response)
                 if not reply.tool_uses:
-                    engine.record(session, [reply])  # the answer joins the session
+                    engine.record(session, response)  # the answer joins the session
                     say(reply.text)
                     return AgentRun(reply.text, "answer", iteration, calls, session)
                 results = []
@@ -272,7 +272,7 @@ def run(
                     calls.append(ToolCall(use.name, tool_input, status, text))
                     say(f"[{status}] {use.name}({tool_input}) -> {text}")
                     results.append(ToolResultBlock(use.id, text, is_error=status != "ran"))
-                new_messages = [reply, Message("user", tuple(results))]
+                new_messages = [response, *results]  # the SDK's object, then the results
             # Out of iterations: keep the last reply and its results in the session.
             engine.record(session, new_messages)
             say(f"(stopped after {max_iterations} requests without a final answer)")
