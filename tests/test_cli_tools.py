@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests._cli import assert_usage_error, ok_json, run
+from ctxwise.cli import app
+from tests._cli import assert_usage_error, ok_json, run, runner
 from tests.conftest import DATA
 
 TOOLS = DATA / "tools"
@@ -104,10 +105,18 @@ def test_search_github_listing(tools_data: Path) -> None:
 
 
 def check_reduction(out: dict[str, Any]) -> None:
-    assert set(out) == {"tools", "k", "queries", "all_tokens", "deferred_tokens", "reduction"}
+    assert set(out) == {
+        "tools", "k", "queries", "all_tokens", "deferred_tokens", "reduction", "counts",
+        "max_tokens", "max_reduction",
+    }  # fmt: skip
     assert 0 < out["deferred_tokens"] < out["all_tokens"]
     assert out["reduction"] == pytest.approx(
         1 - out["deferred_tokens"] / out["all_tokens"], abs=1e-4
+    )
+    # the most a turn sends with k found: never less than what a query sends
+    assert out["deferred_tokens"] <= out["max_tokens"] <= out["all_tokens"]
+    assert out["max_reduction"] == pytest.approx(
+        1 - out["max_tokens"] / out["all_tokens"], abs=1e-4
     )
 
 
@@ -116,6 +125,11 @@ def test_budget_livemcp_no_queries(tools_data: Path) -> None:
     out = ok_json("tools", "budget", LIVEMCP, "--skip-invalid")
     check_reduction(out)
     assert out["queries"] == 0 and out["k"] == 5 and out["tools"] == 527
+    # without --queries no tool is found: it says so, and gives the most k found send
+    assert out["counts"] == "always loaded + tool_search, before any tool is found"
+    bigger = ok_json("tools", "budget", LIVEMCP, "--k", "10")
+    assert bigger["deferred_tokens"] == out["deferred_tokens"]
+    assert bigger["max_tokens"] > out["max_tokens"]
 
 
 @pytest.mark.data
@@ -125,6 +139,9 @@ def test_budget_livemcp_queries(tools_data: Path) -> None:
     )
     check_reduction(out)
     assert out["queries"] == n_queries()
+    assert (
+        out["counts"] == f"always loaded + tool_search + 5 found, mean over {n_queries()} queries"
+    )
     assert out["reduction"] >= 0.85
     bare = ok_json("tools", "budget", LIVEMCP, "--skip-invalid")
     assert out["deferred_tokens"] > bare["deferred_tokens"]  # the k found cost tokens
@@ -155,11 +172,27 @@ def test_budget_github_with_queries(tools_data: Path, tmp_path: Path) -> None:
     assert out["queries"] == 3 and out["k"] == 3 and out["tools"] > 3
 
 
-@pytest.mark.data
-def test_budget_text(tools_data: Path) -> None:
-    result = run("tools", "budget", GITHUB)
+def wide(*args: str | Path) -> str:
+    """``ctxwise ARGS…`` on a terminal wide enough that no cell wraps: its stdout."""
+    result = runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "250"})
     assert result.exit_code == 0, result.stderr
-    assert "reduction" in result.stdout and "tokens" in result.stdout
+    return " ".join(result.stdout.split())
+
+
+@pytest.mark.data
+def test_budget_text_says_what_it_counts(tools_data: Path, tmp_path: Path) -> None:
+    text = wide("tools", "budget", GITHUB, "--k", "5")
+    assert "every definition, as is" in text
+    assert "always loaded + tool_search, before any tool is found" in text
+    assert "the 5 largest definitions" in text
+    assert "no --queries" in text
+    queries = write_queries(
+        tmp_path / "q.jsonl",
+        [{"query": "open a pull request", "gold_tools": [{"tool": "create_pull_request"}]}],
+    )
+    text = wide("tools", "budget", GITHUB, "--k", "5", "--queries", queries)
+    assert "always loaded + tool_search + 5 found, mean over 1 queries" in text
+    assert "no --queries" not in text
 
 
 # -- eval tools ------------------------------------------------------------------
@@ -275,7 +308,12 @@ def test_invalid_schema_without_skip(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    assert_usage_error(run("tools", "budget", path), "broken")
+    # the error names the option that would leave the definition out
+    assert_usage_error(run("tools", "budget", path), "broken", "--skip-invalid")
+    queries = write_queries(tmp_path / "q.jsonl", [{"query": "x", "gold_tools": [{"tool": "a"}]}])
+    result = run("eval", "tools", "--catalog", path, "--queries", queries)
+    assert_usage_error(result, "broken", "--skip-invalid")
+    assert_usage_error(run("tools", "search", path, "-q", "x"), "broken", "--skip-invalid")
     result = run("tools", "budget", path, "--skip-invalid", "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["tools"] == 1
@@ -302,7 +340,9 @@ def test_duplicate_names(tmp_path: Path) -> None:
     path = tmp_path / "dup.json"
     tool = {"name": "same", "description": "twice", "input_schema": WEATHER}
     path.write_text(json.dumps([tool, tool]), encoding="utf-8")
-    assert_usage_error(run("tools", "search", path, "-q", "x"), "same")
+    result = run("tools", "search", path, "-q", "x")
+    assert_usage_error(result, "same")
+    assert "--skip-invalid" not in result.stderr  # it would not help
     # --skip-invalid does not hide a duplicate
     assert_usage_error(run("tools", "search", path, "-q", "x", "--skip-invalid"), "same")
 

@@ -12,8 +12,9 @@ import pytest
 
 from ctxwise import Engine
 from ctxwise._demo import BUDGET, HEAVY, demo_config
-from ctxwise._northwind import RULE, SESSION_ID
-from ctxwise.cli import main
+from ctxwise._northwind import RULE, SCRIPT, SESSION_ID
+from ctxwise.cli import app, main
+from tests._cli import runner
 
 
 def run_cli(*args: str) -> int:
@@ -30,7 +31,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, An
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys, "stdout", out)
-        code = run_cli("demo", "--db", str(db), "--json")
+        code = run_cli("demo", "--store", str(db), "--json")
     assert code == 0
     return db, json.loads(out.getvalue())
 
@@ -105,15 +106,72 @@ def test_the_db_is_kept_with_every_trace(report: tuple[Path, dict[str, Any]]) ->
         assert [t.turn for t in traces] == [t["turn"] for t in data["turns"]]
         assert engine.facts(SESSION_ID).get("order_id").value == "4417"  # type: ignore[union-attr]
     # a second run on the same file refuses instead of appending to the session
+    # (--db is the old name of --store)
     assert run_cli("demo", "--db", str(db)) == 2
 
 
 def test_table_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_cli("demo", "--db", str(tmp_path / "a.db")) == 0
+    assert run_cli("demo", "--store", str(tmp_path / "a.db")) == 0
     out = capsys.readouterr().out
     assert "✓" in out and "✗" not in out and "fewer" in out
     assert "Blocked: " + RULE in " ".join(out.split())
     # a budget too small for the code question's sources: a need is missing, exit 1
-    assert run_cli("demo", "--db", str(tmp_path / "b.db"), "--budget", "500") == 1
+    assert run_cli("demo", "--store", str(tmp_path / "b.db"), "--budget", "500") == 1
     out = capsys.readouterr().out
     assert "✗" in out and "SOME MISSING" in out
+
+
+def _cells(table: str, column: int) -> list[str]:
+    """The text of ``column`` (0-based) of each row of a rendered rich table with
+    lines between its rows, its wrapped lines joined."""
+    rows: list[list[str]] = []
+    current: list[str] = []
+    for line in table.splitlines():
+        if line.startswith("│"):
+            current.append(line.split("│")[column + 1].strip())
+        elif line.startswith(("├", "└")) and current:
+            rows.append(current)
+            current = []
+    return [" ".join(r) for r in rows]
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())  # a long word may be folded across lines
+
+
+def test_at_80_columns_the_demo_shows_what_the_user_said_and_what_to_try_next(
+    tmp_path: Path,
+) -> None:
+    shown = runner.invoke(app, ["demo"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 0, shown.stderr
+    out = shown.stdout
+    assert all(len(line) <= 80 for line in out.splitlines())
+    said = _cells(out, 1)
+    assert len(said) == len(SCRIPT)
+    for step, cell in zip(SCRIPT, said, strict=True):
+        if step.user is None:
+            assert "no user message" in cell
+        else:
+            assert _squeezed(f"user: {step.user}") in _squeezed(cell)
+    # the tokens of every request, whole: the column was cut to '618/2…'
+    sent = _cells(out, 2)
+    assert "…" not in out and all(" of 2,400 tokens" in cell for cell in sent)
+    # it ends with the commands to try next, one a line
+    lines = out.rstrip("\n").splitlines()
+    assert lines[-2:] == [
+        "  ctxwise demo --store demo.db",
+        f"  ctxwise trace {SESSION_ID} --store demo.db",
+    ]
+    assert lines[-3].startswith("next: ")
+    # with --store, the next command reads the sessions it kept
+    db = tmp_path / "kept.db"
+    kept = runner.invoke(app, ["demo", "--store", str(db)], env={"COLUMNS": "80"})
+    assert kept.exit_code == 0, kept.stderr
+    assert kept.stdout.rstrip("\n").splitlines()[-1] == f"  ctxwise trace {SESSION_ID} --store {db}"
+    follow = runner.invoke(app, ["trace", SESSION_ID, "--store", str(db), "--json"])
+    assert follow.exit_code == 0 and len(json.loads(follow.stdout)) == len(SCRIPT)
+
+
+def test_the_json_report_holds_what_the_user_said(report: tuple[Path, dict[str, Any]]) -> None:
+    _, data = report
+    assert [t["user"] for t in data["turns"]] == [s.user for s in SCRIPT]

@@ -173,6 +173,8 @@ class DemoTurn:
     needs: tuple[NeedCheck, ...]
     gate: tuple[GateCheck, ...]
     """The calls checked before this turn's messages were sent."""
+    user: str | None = None
+    """What the user said on this turn (``None``: a turn of tool results only)."""
 
     @property
     def ok(self) -> bool:
@@ -183,6 +185,7 @@ class DemoTurn:
         return {
             "turn": self.turn,
             "note": self.note,
+            "user": self.user,
             "label": t.route.label,
             "route_reason": t.route.reason,
             "fallback": t.route.fallback,
@@ -285,7 +288,7 @@ def request_parts(request: dict[str, Any]) -> dict[str, str]:
 def _play(engine: Engine, session_id: str) -> tuple[DemoTurn, ...]:
     if engine.sessions.version(session_id):
         raise UsageError(
-            f"the store already holds session {session_id!r}: give --db a new file, "
+            f"the store already holds session {session_id!r}: give --store a new file, "
             "or delete the old one"
         )
     out: list[DemoTurn] = []
@@ -319,14 +322,16 @@ def _play(engine: Engine, session_id: str) -> tuple[DemoTurn, ...]:
             NeedCheck(n, tuple(part for part, text in parts.items() if n in text))
             for n in step.needs
         )
-        out.append(DemoTurn(number, step.note, turn.trace, needs, tuple(checks)))
+        out.append(DemoTurn(number, step.note, turn.trace, needs, tuple(checks), step.user))
     return tuple(out)
 
 
-def run_demo(db: str, budget: int = BUDGET) -> DemoRun:
-    """Play the script on the SQLite file ``db``: first as ctxwise, then as the
-    kitchen sink (each its own session in the same file)."""
-    config = demo_config(f"sqlite:///{Path(db).resolve()}", budget)
+def run_demo(store: str, budget: int = BUDGET) -> DemoRun:
+    """Play the script on the store ``store`` (a store URL, or the path of a SQLite
+    file): first as ctxwise, then as the kitchen sink (each its own session in the
+    same store)."""
+    url = store if "://" in store or store == "memory" else f"sqlite:///{Path(store).resolve()}"
+    config = demo_config(url, budget)
     with Engine(config, gate=_gate()) as engine:
         turns = _play(engine, SESSION_ID)
     with Engine(kitchen_sink_config(config), gate=_gate()) as engine:

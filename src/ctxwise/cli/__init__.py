@@ -25,9 +25,10 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from ctxwise import __version__
 from ctxwise.cli.assemble import assemble_cmd, inspect_cmd
@@ -45,8 +46,34 @@ from ctxwise.cli.tools import eval_tools_cmd, tools_app
 
 __all__ = ["app", "main"]
 
+
+def _show_flags_as_flags(command: Any) -> None:
+    """Give every flag of ``command`` and of the commands under it (``--json``,
+    ``--repair``, ``--help``, ``--project/--user``) an empty metavar, so ``--help``
+    lists it as a flag. typer 0.29 prints the parameter's type beside every option,
+    a flag too (``--json <bool>``), which reads as if it took a value."""
+    params = list(command.params)
+    help_option = command.get_help_option(command.context_class(command))
+    if help_option is not None:
+        params.append(help_option)
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _show_flags_as_flags(sub)
+
+
+class _Root(TyperGroup):
+    """The ``ctxwise`` group: typer builds it, commands and all, on every run."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _show_flags_as_flags(self)
+
+
 app = typer.Typer(
     name="ctxwise",
+    cls=_Root,
     help="Decide what enters an LLM's context window, and show why.",
     no_args_is_help=True,
     add_completion=False,

@@ -1,4 +1,10 @@
-"""Helpers shared by the CLI modules: error mapping and buffered output."""
+"""Helpers shared by the CLI modules: error mapping, buffered output and tables.
+
+Every report table is made with :func:`_table` and its columns with
+:func:`_text_col` (the cell wraps at spaces and folds a long word, never cut with
+an ellipsis) or :func:`_num_col` (a figure, kept on one line), so a report fits an
+80-column terminal: a table that does not fit grows taller instead of losing text.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -55,6 +62,25 @@ def _buffered_console() -> tuple[Console, io.StringIO]:
     return console, buf
 
 
+def _table(title: str | None = None, **options: Any) -> Table:
+    """A report table, its title shown as text (a file name or a session id can
+    hold ``[...]``, which is not rich markup here), left-aligned and on one line
+    when the terminal is wide enough (the table is at least as wide as its title)."""
+    if title is not None:
+        options.setdefault("min_width", cell_len(title))
+    return Table(title=None if title is None else escape(title), title_justify="left", **options)
+
+
+def _text_col(table: Table, header: str, **options: Any) -> None:
+    """A column of text: wrapped at spaces, a word longer than the column folded."""
+    table.add_column(header, overflow="fold", **options)
+
+
+def _num_col(table: Table, header: str, **options: Any) -> None:
+    """A column of figures: right-aligned, never wrapped (the text columns give way)."""
+    table.add_column(header, justify="right", no_wrap=True, **options)
+
+
 def _bar(parts: Sequence[tuple[str, int]], total: int, width: int = 60) -> Text:
     """A one-line bar of ``parts`` over ``total`` tokens, with a legend."""
     bar = Text()
@@ -74,17 +100,14 @@ def _bar(parts: Sequence[tuple[str, int]], total: int, width: int = 60) -> Text:
 
 
 def _assembly_table(result: Assembly, title: str) -> Table:
-    table = Table(title=escape(title), title_justify="left")
-    for col, justify in (
-        ("section", "left"),
-        ("prio", "right"),
-        ("flags", "left"),
-        ("tokens", "right"),
-        ("asked", "right"),
-        ("status", "left"),
-        ("why", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    table = _table(title)
+    _text_col(table, "section")
+    _num_col(table, "prio")
+    _text_col(table, "flags")
+    _num_col(table, "tokens")
+    _num_col(table, "asked")
+    _text_col(table, "status")
+    _text_col(table, "why")
     style = {"included": "green", "truncated": "yellow", "dropped": "red"}
     for r in result.reports:
         s = r.section

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ctxwise import (
@@ -25,7 +24,10 @@ from ctxwise.cli._util import (
     _bar,
     _buffered_console,
     _guard,
+    _num_col,
     _print_json,
+    _table,
+    _text_col,
     _window_bar,
     _write,
 )
@@ -126,28 +128,30 @@ def inspect_cmd(
     )
     kinds = sorted(((k, v) for k, v in comp.by_kind.items() if v), key=lambda kv: -kv[1])
     console.print(_bar(kinds, comp.total_tokens))
-    table = Table(title="by kind", title_justify="left")
-    table.add_column("kind")
-    table.add_column("tokens", justify="right")
-    table.add_column("share", justify="right")
+    table = _table("by kind")
+    _text_col(table, "kind")
+    _num_col(table, "tokens")
+    _num_col(table, "share")
     for k, v in kinds:
         table.add_row(k, f"{v:,}", f"{v / comp.total_tokens:.1%}" if comp.total_tokens else "-")
     console.print(table)
     if comp.tools:
-        tools = Table(title="tokens by tool (inputs + results)", title_justify="left")
-        for col in ("tool", "calls", "inputs", "results", "tokens"):
-            tools.add_column(col, justify="left" if col == "tool" else "right")
+        tools = _table("tokens by tool (inputs + results)")
+        _text_col(tools, "tool")
+        for col in ("calls", "inputs", "results", "tokens"):
+            _num_col(tools, col)
         for name, t in list(comp.tools.items())[:15]:
             tools.add_row(
                 Text(name), f"{t.calls:,}", f"{t.inputs:,}", f"{t.results:,}", f"{t.tokens:,}"
             )
         console.print(tools)
     if comp.largest:
-        big = Table(title=f"{len(comp.largest)} largest items", title_justify="left")
-        for col in ("msg", "kind", "tool", "tokens", "preview"):
-            big.add_column(
-                col, justify="right" if col in ("msg", "tokens") else "left", overflow="ellipsis"
-            )
+        big = _table(f"{len(comp.largest)} largest items")
+        _num_col(big, "msg")
+        _text_col(big, "kind")
+        _text_col(big, "tool")
+        _num_col(big, "tokens")
+        _text_col(big, "preview", ratio=1)
         for it in comp.largest:
             big.add_row(
                 str(it.message_index),

@@ -1,4 +1,9 @@
-"""``ctxwise demo``: the whole story of one support session, through the Engine."""
+"""``ctxwise demo``: the whole story of one support session, through the Engine.
+
+The report reads at 80 columns: one row a turn, with what the user said (and the
+tool calls the scripted model made before it) beside what ctxwise sent, then the
+policy gate's decisions, the totals, and the next command to try.
+"""
 
 from __future__ import annotations
 
@@ -10,20 +15,24 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxwise._demo import BUDGET, DemoRun, run_demo
+from ctxwise._demo import BUDGET, DemoRun, DemoTurn, run_demo
 from ctxwise._northwind import SESSION_ID, SYSTEM
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._store import STORE_HELP, DbAlias, given_store, sqlite_path, writable_store
+from ctxwise.cli._util import _buffered_console, _guard, _print_json, _table, _text_col, _write
 
 __all__ = ["demo_cmd"]
 
 
 def demo_cmd(
-    db: Annotated[
-        Path | None,
+    store: Annotated[
+        str | None,
         typer.Option(
-            help="SQLite file for the sessions, kept afterwards (default: a temp folder)."
+            "--store",
+            help=f"Keep the sessions in this store ({STORE_HELP}; a new SQLite file is "
+            "created). Default: a temporary folder, removed afterwards.",
         ),
     ] = None,
+    db: DbAlias = None,
     budget: Annotated[int, typer.Option(help="Token budget of every ctxwise request.")] = BUDGET,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report (turns, totals, checks) as JSON.")
@@ -35,70 +44,89 @@ def demo_cmd(
     Every turn's request is searched for what the model needs on that turn; the
     command exits with 1 when anything is missing.
     """
-    if db is None:
+    given = _guard(lambda: given_store(store, db))
+    if given is None:
         with tempfile.TemporaryDirectory(prefix="ctxwise-demo-") as tmp:
             run = _guard(lambda: run_demo(str(Path(tmp) / "demo.db"), budget))
     else:
-        run = _guard(lambda: run_demo(str(db), budget))
+        run = _guard(lambda: run_demo(writable_store(given), budget))
     if as_json:
         _print_json(run.to_dict())
     else:
         console, buf = _buffered_console()
-        _print_report(console, run, db)
+        _print_report(console, run, given)
         _write(buf)
     if not run.ok:
         raise typer.Exit(1)
 
 
-def _cleared(trace: Any) -> str:
-    c = trace.cleared
-    return "-" if c is None else f"{c.tool_uses} (−{c.tokens_freed:,})"
+def _said(t: DemoTurn) -> Text:
+    """The turn's left cell: the tools the model called since the last request
+    (each through the policy gate; a repeated call once, counted), then what the
+    user said."""
+    text = Text()
+    calls: dict[tuple[str, bool], int] = {}
+    for g in t.gate:
+        calls[g.tool, g.allowed] = calls.get((g.tool, g.allowed), 0) + 1
+    if calls:
+        text.append("model calls ", style="dim")
+        for i, ((tool, allowed), n) in enumerate(calls.items()):
+            text.append(", " if i else "", style="dim")
+            text.append(tool + (f" ×{n}" if n > 1 else ""), style="dim" if allowed else "red")
+            if not allowed:
+                text.append(" (Blocked by the gate)", style="red")
+        text.append("\n")
+    if t.user is None:
+        text.append("(tool results only: no user message)", style="dim")
+    else:
+        text.append("user: ", style="bold")
+        text.append(t.user)
+    return text
 
 
-def _compacted(trace: Any) -> str:
-    c = trace.compacted
-    return "-" if c is None else f"{c.summarized_messages} msgs"
+def _sent(t: DemoTurn) -> Text:
+    """The turn's right cell: what ctxwise made of it."""
+    tr = t.trace
+    text = Text(t.note, style="bold")
+    label = tr.route.label or f"refused ({tr.route.reason})"
+    text.append(f"\nroute {label}{' ↺' if tr.route.reused else ''}")
+    text.append(f" → {', '.join(tr.chosen) or '(none)'}")
+    if tr.cleared is not None:
+        text.append(f"\ncleared {tr.cleared.tool_uses} tool results (−{tr.cleared.tokens_freed:,})")
+    if tr.compacted is not None:
+        text.append(f"\ncompacted {tr.compacted.summarized_messages} messages")
+    text.append(f"\n{tr.tokens.total:,} of {tr.tokens.budget:,} tokens")
+    present = sum(c.present for c in t.needs)
+    mark = "✓" if t.ok else "✗"
+    text.append(f"\n{mark} {present}/{len(t.needs)} needed", style="green" if t.ok else "red")
+    return text
 
 
-def _print_report(console: Any, run: DemoRun, db: Path | None) -> None:
+def _hanging(label: str, text: Text) -> Table:
+    """``label`` then ``text``, wrapped under itself (a hanging indent)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(label, text)
+    return grid
+
+
+def _print_report(console: Any, run: DemoRun, store: str | None) -> None:
     console.rule("[bold]ctxwise demo[/bold]: order 4417, twelve turns, one ctxwise.Engine")
-    console.print(Text(f"system: {SYSTEM}"))
-    table = Table(title_justify="left")
-    for col, justify in (
-        ("turn", "right"),
-        ("step", "left"),
-        ("route", "left"),
-        ("sources", "left"),
-        ("kept/drop", "right"),
-        ("cleared", "right"),
-        ("compacted", "right"),
-        ("tokens/budget", "right"),
-        ("needed", "left"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    console.print(_hanging("system:", Text(SYSTEM)))
+    console.print()
+    table = _table(show_lines=True)
+    table.add_column("turn", justify="right", no_wrap=True)
+    _text_col(table, "what happened", ratio=3)
+    _text_col(table, "what ctxwise sent", ratio=2, min_width=24)
     for t in run.turns:
-        tr = t.trace
-        kept = sum(s.status != "dropped" for s in tr.sections)
-        dropped = len(tr.sections) - kept
-        label = tr.route.label or f"refused ({tr.route.reason})"
-        present = sum(c.present for c in t.needs)
-        mark = "✓" if t.ok else "✗"
-        table.add_row(
-            str(t.turn),
-            Text(t.note),
-            label + (" ↺" if tr.route.reused else ""),
-            Text(", ".join(tr.chosen) or "(none)"),
-            f"{kept}/{dropped}",
-            _cleared(tr),
-            _compacted(tr),
-            f"{tr.tokens.total:,}/{tr.tokens.budget:,}",
-            Text(f"{mark} {present}/{len(t.needs)}", style="green" if t.ok else "red"),
-        )
+        table.add_row(str(t.turn), _said(t), _sent(t))
     console.print(table)
     console.print(
         Text(
-            "↺: a tool-result turn, routed with its user message; cleared: tool results "
-            "(tokens freed); needed: what the model needs on the turn, found in the request",
+            "route LABEL → the sources that label loads (↺: a tool-result turn, routed "
+            "with its user message); cleared: old tool results (tokens freed); needed: "
+            "what the model needs on the turn, found in the request",
             style="dim",
         )
     )
@@ -106,15 +134,15 @@ def _print_report(console: Any, run: DemoRun, db: Path | None) -> None:
         for c in t.needs:
             if not c.present:
                 console.print(Text(f"✗ turn {t.turn}: the request lacks {c.text!r}", style="red"))
-    chitchat = [t for t in run.turns if t.trace.route.label == "chitchat"]
-    for t in chitchat:
-        console.print(
-            Text(f"turn {t.turn} (chitchat) skipped: {', '.join(t.trace.skipped)}", style="dim")
-        )
+    console.print()
+    for t in run.turns:
+        if t.trace.route.label == "chitchat":
+            skipped = Text(f"skipped {', '.join(t.trace.skipped)}", style="dim")
+            console.print(_hanging(f"turn {t.turn} (chitchat):", skipped))
     for t in run.turns:
         if t.note == "memory recall":
-            where = "; ".join(f"{c.text[:40]!r} in {', '.join(c.found_in) or '-'}" for c in t.needs)
-            console.print(Text(f"turn {t.turn} (memory recall): {where}", style="dim"))
+            where = "; ".join(f"{c.text!r} in {', '.join(c.found_in) or '-'}" for c in t.needs)
+            console.print(_hanging(f"turn {t.turn} (memory recall):", Text(where, style="dim")))
     console.print()
     console.print("[bold]policy gate[/bold] (Engine.check_tool before every tool call):")
     for t in run.turns:
@@ -122,12 +150,8 @@ def _print_report(console: Any, run: DemoRun, db: Path | None) -> None:
             if g.tool in ("issue_refund", "verify_address"):
                 args = ", ".join(f"{k}={v!r}" for k, v in g.input.items())
                 verdict = "Allowed" if g.allowed else f"Blocked: {g.reason}"
-                console.print(
-                    Text(
-                        f"  before turn {t.turn}: {g.tool}({args}) → {verdict}",
-                        style="green" if g.allowed else "red",
-                    )
-                )
+                said = Text(f"{g.tool}({args}) → {verdict}", style="green" if g.allowed else "red")
+                console.print(_hanging(f"  before turn {t.turn}:", said))
     data = run.to_dict()
     totals, checks = data["totals"], data["checks"]
     console.print()
@@ -142,10 +166,24 @@ def _print_report(console: Any, run: DemoRun, db: Path | None) -> None:
         f"needed facts checked in the rendered requests: "
         f"{checks['needs_present']}/{checks['needs_total']}, {verdict}"
     )
-    if db is not None:
-        console.print(
-            Text(
-                f"sessions {SESSION_ID!r} and {SESSION_ID + '-kitchen-sink'!r} kept in {db}: "
-                f"ctxwise trace {SESSION_ID} --db {db}"
-            )
+    console.print()
+    _print_next(console, store)
+
+
+def _print_next(console: Any, store: str | None) -> None:
+    """The last lines: the command to try next (each on a line of its own)."""
+    if store is None:
+        console.print("next: keep the sessions, then read what any turn did:")
+        console.print(Text("  ctxwise demo --store demo.db"))
+        console.print(Text(f"  ctxwise trace {SESSION_ID} --store demo.db"))
+        return
+    # a password in a database URL is not echoed: the URL is shown as a placeholder
+    shown = store if "://" not in store or sqlite_path(store) is not None else "URL"
+    console.print(
+        Text(
+            f"sessions {SESSION_ID!r} and {SESSION_ID + '-kitchen-sink'!r} kept in "
+            f"{shown}; next, read what any turn did:"
         )
+    )
+    # one line whatever its length, so it can be copied as it is
+    console.print(Text(f"  ctxwise trace {SESSION_ID} --store {shown}"), soft_wrap=True)

@@ -6,11 +6,26 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._progress import progress
+from ctxwise.cli._store import (
+    STORE_HELP,
+    DbAlias,
+    existing_session_store,
+    given_store,
+    sqlite_path,
+    writable_store,
+)
+from ctxwise.cli._util import (
+    _buffered_console,
+    _guard,
+    _num_col,
+    _print_json,
+    _table,
+    _text_col,
+    _write,
+)
 from ctxwise.config import EngineConfig, load_config
 from ctxwise.errors import UsageError
 from ctxwise.formats import FORMATS, read_transcripts
@@ -50,8 +65,8 @@ def replay_cmd(
         Path | None,
         typer.Option(
             "--config",
-            help="A ctxwise.toml for the Engine's other settings (its store is replaced by "
-            "an in-memory one unless --db is given).",
+            help="A ctxwise.toml for the Engine's other settings; when it names a store, "
+            "the replayed session is kept there (--store replaces it).",
         ),
     ] = None,
     index: Annotated[
@@ -71,14 +86,19 @@ def replay_cmd(
             "instead of refusing it.",
         ),
     ] = False,
-    db: Annotated[
+    store: Annotated[
         str | None,
-        typer.Option("--db", help="Keep the replayed session in this store URL (default: memory)."),
+        typer.Option(
+            "--store",
+            help=f"Keep the replayed session in this store ({STORE_HELP}; a new SQLite "
+            "file is created). Default: the --config's store when it names one, else memory.",
+        ),
     ] = None,
+    db: DbAlias = None,
     session: Annotated[
         str,
         typer.Option(
-            "--session", help="The session id to replay into; it must not exist in --db yet."
+            "--session", help="The session id to replay into; it must not exist in the store yet."
         ),
     ] = "replay",
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -90,17 +110,17 @@ def replay_cmd(
     and for every pinned fact and rule stated before it.
     """
 
-    def run() -> ReplayReport:
+    def run() -> tuple[ReplayReport, dict[str, Any]]:
         cfg = load_config(config) if config is not None else EngineConfig(store="memory")
-        url = db if db is not None else "memory"
-        if db is not None:
-            store_kind(db)
-            scheme, _, rest = db.partition("://")
-            relative = rest[1:] if rest.startswith("/") and rest[1:2] != "/" else ""
-            if scheme == "sqlite" and relative not in ("", ":memory:"):
-                # a relative --db path is the shell's, not the config folder's (where
-                # the config's own relative paths resolve)
-                url = f"sqlite:///{Path(relative).resolve()}"
+        given = given_store(store, db)
+        if given is not None:
+            url, source = writable_store(given), "--store"
+        elif config is not None and "store" in cfg.model_fields_set:
+            # the config names its store: the session is kept there, as the Engine
+            # keeps it (a relative SQLite path is the config folder's)
+            url, source = writable_store(cfg.store_url()), "--config"
+        else:
+            url, source = "memory", "default"
         # base_dir is no key of the dump: without it the config's relative files
         # (system_file, router.file, gates.file) were looked for in the working folder
         update: dict[str, Any] = {"store": url, "base_dir": cfg.base_dir}
@@ -117,34 +137,43 @@ def replay_cmd(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
                 "transcript(s)"
             )
-        return replay(
-            transcripts[index], budget=budget, config=cfg, repair=repair, session_id=session
-        )
+        path = sqlite_path(url)
+        where = {"kind": store_kind(url), "from": source, "path": path and str(path)}
+        with progress(f"replaying {transcript.name}", enabled=not json_out) as report:
+            result = replay(
+                transcripts[index],
+                budget=budget,
+                config=cfg,
+                repair=repair,
+                session_id=session,
+                progress=report,
+            )
+        return result, where
 
-    report = _guard(run)
-    data = report.to_dict()
+    report, where = _guard(run)
+    data = {**report.to_dict(), "store": where}
     if json_out:
         _print_json(data)
         return
     console, buf = _buffered_console()
-    # a file name or a recording's text can hold '[...]': shown as text, not rich markup
-    table = Table(title=escape(f"replay of {transcript.name} at {report.budget:,} tokens"))
-    table.add_column("key")
-    table.add_column("value", justify="right")
+    table = _table(f"replay of {transcript.name} at {report.budget:,} tokens")
+    _text_col(table, "key")
+    _num_col(table, "value")
     for key in REPLAY_KEYS:
         value = data[key]
         table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
     for line in report.problems:
         console.print(Text(f"  {line}"))
+    origin = " (the store --config names)" if where["from"] == "--config" else ""
+    if where["path"] is not None:
+        console.print(Text(f"session {session!r} kept in {where['path']}{origin}"))
+        # one line whatever its length, so it can be copied as it is
+        next_command = f"next: ctxwise trace {session} --store {where['path']}"
+        console.print(Text(next_command), soft_wrap=True)
+    elif where["kind"] == "postgresql":
+        console.print(Text(f"session {session!r} kept in the PostgreSQL store{origin}"))
     _write(buf)
-
-
-def _store_url(db: str) -> str:
-    """A store URL, or a plain path taken as a SQLite file."""
-    if "://" in db or db in ("memory",):
-        return db
-    return f"sqlite:///{Path(db).resolve()}"
 
 
 def _tool_events(t: Trace) -> str:
@@ -164,49 +193,25 @@ def _tool_events(t: Trace) -> str:
     return ", ".join(out)
 
 
-def _require_session_file(path: Path, db: str) -> None:
-    """A UsageError unless ``path`` is a SQLite file holding ctxwise's session tables:
-    it is looked at read-only first, so ``trace`` never adds tables to a file that
-    is not a ctxwise store (opening a store migrates it)."""
-    import sqlite3
-
-    if path.is_dir():
-        raise UsageError(f"no store at {db!r}: it is a folder, not a SQLite file")
-    if not path.is_file():
-        raise UsageError(f"no store at {db!r}: the file does not exist")
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            found = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table'"
-                " AND name = 'ctxwise_session_migrations'"
-            ).fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        raise UsageError(f"{db!r} is not a ctxwise store: {e}") from None
-    if found is None:
-        raise UsageError(f"{db!r} is not a ctxwise store: it holds no sessions")
-
-
 def trace_cmd(
     session: Annotated[str, typer.Argument(help="The session id.")],
-    db: Annotated[
-        str,
+    store: Annotated[
+        str | None,
         typer.Option(
-            "--db", help="The store: a SQLite file path or a URL (sqlite:///…, postgresql://…)."
+            "--store",
+            help=f"The store to read ({STORE_HELP}); it must exist: nothing is created.",
+            show_default="ctxwise.db",
         ),
-    ] = "ctxwise.db",
+    ] = None,
+    db: DbAlias = None,
     turn: Annotated[int | None, typer.Option("--turn", help="Only this turn.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show what each turn of a session did: route, sources, sections, edits, tokens."""
 
     def run() -> list[Trace]:
-        url = _store_url(db)
-        kind = store_kind(url)
-        if kind == "sqlite":
-            _require_session_file(Path(url.partition("://")[2][1:]), db)
+        # read-only: a store that does not exist is refused, never created
+        url = existing_session_store(given_store(store, db) or "ctxwise.db")
         sessions = open_session_store(url)
         try:
             sessions.require(session)
@@ -224,42 +229,38 @@ def trace_cmd(
         _print_json([t.to_dict() for t in traces])
         return
     console, buf = _buffered_console()
-    # a session id, a label or a section name can hold '[...]' ('s[/]' raised MarkupError)
-    table = Table(title=escape(f"session {session}"))
-    for name in (
-        "turn",
-        "route",
-        "sources",
-        "sections",
-        "edits",
-        "tools",
-        "tokens",
-        "prefix",
-        "ms",
-    ):
-        table.add_column(
-            name, justify="right" if name in ("turn", "tokens", "prefix", "ms") else "left"
-        )
+    table = _table(f"session {session}")
+    _num_col(table, "turn")
+    _text_col(table, "route → sources")
+    _text_col(table, "window")
+    _text_col(table, "tools")
+    _num_col(table, "tokens")
+    _num_col(table, "prefix")
+    _num_col(table, "ms")
     for t in traces:
         route = t.route.label or f"({t.route.reason})"
         kept = sum(s.status != "dropped" for s in t.sections)
         dropped = [s.name for s in t.sections if s.status == "dropped"]
-        sections = f"{kept} kept" + (f", dropped {', '.join(dropped)}" if dropped else "")
-        edits = []
+        window = [f"{kept} kept" + (f", dropped {', '.join(dropped)}" if dropped else "")]
         if t.cleared is not None:
-            edits.append(f"cleared {t.cleared.tool_uses}")
+            window.append(f"cleared {t.cleared.tool_uses}")
         if t.compacted is not None:
-            edits.append(f"compacted {t.compacted.summarized_messages}")
+            window.append(f"compacted {t.compacted.summarized_messages}")
         table.add_row(
             str(t.turn),
-            Text(route),
-            Text(", ".join(t.chosen) or "-"),
-            Text(sections),
-            ", ".join(edits) or "-",
+            Text(f"{route} → {', '.join(t.chosen) or '-'}"),
+            Text("\n".join(window)),
             Text(_tool_events(t) or "-"),
             f"{t.tokens.total:,}/{t.tokens.available:,}",
             f"{t.tokens.stable_prefix:,}",
             f"{t.timings_ms.get('total', 0.0):.1f}",
         )
     console.print(table)
+    console.print(
+        Text(
+            "window: sections kept (and dropped), tool uses cleared, messages compacted; "
+            "tokens: sent/available; prefix: tokens of the cache-stable prefix",
+            style="dim",
+        )
+    )
     _write(buf)

@@ -16,9 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._progress import progress
+from ctxwise.cli._util import (
+    _buffered_console,
+    _guard,
+    _num_col,
+    _print_json,
+    _table,
+    _text_col,
+    _write,
+)
 from ctxwise.errors import BudgetError, FormatError, UsageError
 from ctxwise.formats import FORMATS
 
@@ -139,21 +147,21 @@ def eval_handoff_cmd(
         _check_budget(budget)
         ctr = get_counter(counter)
         conversations = load_conversations(data)  # its errors name the file
-        return evaluate_handoff(conversations, budget, counter=ctr)
+        with progress(f"handing off {data.name}", enabled=not as_json) as report:
+            return evaluate_handoff(conversations, budget, counter=ctr, progress=report)
 
     result = _guard(run)
     if as_json:
         _print_json(result)
         return
     console, buf = _buffered_console()
-    table = Table(
-        title=f"handoff on {data.name} ({result['n']} questions, budget {result['budget']:,},"
-        f" {counter} tokens)",
-        title_justify="left",
+    table = _table(
+        f"handoff on {data.name} ({result['n']} questions, budget {result['budget']:,},"
+        f" {counter} tokens)"
     )
-    table.add_column("method")
-    table.add_column("evidence recall", justify="right")
-    table.add_column("token share", justify="right")
+    _text_col(table, "method")
+    _num_col(table, "evidence recall")
+    _num_col(table, "token share")
     rows = [(f"ctxwise ({result['scorer']})", result), *result["baselines"].items()]
     for name, values in rows:
         table.add_row(name, f"{values['evidence_recall']:.3f}", f"{values['token_share']:.3f}")

@@ -6,10 +6,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._progress import progress
+from ctxwise.cli._store import STORE_HELP, writable_store
+from ctxwise.cli._util import (
+    _buffered_console,
+    _guard,
+    _num_col,
+    _print_json,
+    _table,
+    _text_col,
+    _write,
+)
 from ctxwise.errors import OutputError, UsageError
 
 if TYPE_CHECKING:
@@ -115,10 +124,10 @@ def route_cmd(
     console, buf = _buffered_console()
     style = "green" if decision.label else "yellow"
     console.print(Text(f"{decision.reason.value}: ", style=style) + Text(decision.explain()))
-    table = Table(title="scores", title_justify="left")
-    table.add_column("intent")
-    table.add_column("score", justify="right")
-    table.add_column("threshold", justify="right")
+    table = _table("scores")
+    _text_col(table, "intent")
+    _num_col(table, "score")
+    _num_col(table, "threshold")
     ranked = sorted(decision.scores.items(), key=lambda kv: -kv[1])
     for name, score in ranked if explain else ranked[:top]:
         table.add_row(
@@ -159,14 +168,16 @@ def build_cmd(
         _check_out(out, {"--train": train, "--fit-on": fit_on})
         examples = load_labeled(train)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
-        r, fitted, how = build_router(
-            examples,
-            scorer=_scorer(scorer, embedder, head),
-            fit_on=fit_rows,
-            objective=goal,
-            train_source=str(train),
-            fit_source=str(fit_on),
-        )
+        chosen = _scorer(scorer, embedder, head)
+        with progress("fitting and calibrating the router", enabled=not as_json):
+            r, fitted, how = build_router(
+                examples,
+                scorer=chosen,
+                fit_on=fit_rows,
+                objective=goal,
+                train_source=str(train),
+                fit_source=str(fit_on),
+            )
         report: dict[str, Any] = {"intents": len(r.intents), "scorer": r.scorer.name}
         report.update(fitted.to_dict())
         report["calibrated_on"] = how
@@ -207,26 +218,30 @@ def eval_routing_cmd(
         rows = load_labeled(train)
         test_rows = load_labeled(test)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
-        return evaluate(
-            rows,
-            test_rows,
-            scorer=_scorer(scorer, embedder, head),
-            fit_on=fit_rows,
-            objective=goal,
-            train_source=str(train),
-            fit_source=str(fit_on),
-        ).to_dict()
+        chosen = _scorer(scorer, embedder, head)
+        what = f"fitting, then routing {test.name}"
+        with progress(what, enabled=not as_json) as report:
+            return evaluate(
+                rows,
+                test_rows,
+                scorer=chosen,
+                fit_on=fit_rows,
+                objective=goal,
+                train_source=str(train),
+                fit_source=str(fit_on),
+                progress=report,
+            ).to_dict()
 
     result = _guard(run)
     if as_json:
         _print_json(result)
         return
     console, buf = _buffered_console()
-    table = Table(title=f"routing: {result['scorer']}", title_justify="left")
-    table.add_column("metric")
-    table.add_column("value", justify="right")
+    table = _table(f"routing: {result['scorer']}")
+    _text_col(table, "metric")
+    _text_col(table, "value", justify="right")
     for key, value in result.items():
-        table.add_row(key, str(value))
+        table.add_row(key, Text(str(value)))
     console.print(table)
     _write(buf)
 
@@ -277,8 +292,9 @@ def eval_memory_cmd(
     store: Annotated[
         str,
         typer.Option(
-            help="Where to remember: memory, sqlite:///PATH or postgresql://… (schema"
-            " ctxwise_eval); namespaces eval/<conversation>."
+            help=f"Where to remember ({STORE_HELP}; a new SQLite file is created; schema"
+            " ctxwise_eval in PostgreSQL); namespaces eval/<conversation>. Default: a"
+            " private in-memory SQLite database."
         ),
     ] = "sqlite://",
     preset: Annotated[
@@ -297,7 +313,8 @@ def eval_memory_cmd(
     from ctxwise.memory.urls import open_store, store_kind
 
     def run() -> dict[str, Any]:
-        kind = store_kind(store)  # a bad URL fails before anything is read or written
+        url = writable_store(store)  # a bad URL fails before anything is read or written
+        kind = store_kind(url)
         recall_settings(preset)  # so does an unknown preset
         try:
             ks = [int(x) for x in k.split(",") if x.strip()]
@@ -305,13 +322,15 @@ def eval_memory_cmd(
             raise UsageError(f"--k must be comma-separated integers, got {k!r}") from None
         conversations = load_conversations(data, format)
         emb = get_embedder(embedder)
-        result = evaluate_recall(
-            conversations,
-            ks,
-            embedder=emb,
-            store_factory=lambda: open_store(store, dim=emb.dim, schema="ctxwise_eval"),
-            options={"preset": preset},
-        )
+        with progress(f"remembering and recalling {data.name}", enabled=not as_json) as report:
+            result = evaluate_recall(
+                conversations,
+                ks,
+                embedder=emb,
+                store_factory=lambda: open_store(url, dim=emb.dim, schema="ctxwise_eval"),
+                options={"preset": preset},
+                progress=report,
+            )
         return {**result, "store": kind}
 
     result = _guard(run)
@@ -319,14 +338,13 @@ def eval_memory_cmd(
         _print_json(result)
         return
     console, buf = _buffered_console()
-    table = Table(
-        title=f"recall on {data.name} ({result['n']} questions, {result['store']} store,"
-        f" preset {result['settings'].get('preset')})",
-        title_justify="left",
+    table = _table(
+        f"recall on {data.name} ({result['n']} questions, {result['store']} store,"
+        f" preset {result['settings'].get('preset')})"
     )
-    table.add_column("method")
+    _text_col(table, "method")
     for key in result["recall_at"]:
-        table.add_column(f"recall@{key}", justify="right")
+        _num_col(table, f"recall@{key}")
     rows = [("hybrid", result), *[(m, b) for m, b in result["baselines"].items()]]
     rows += [(f"hybrid, category {c}", v) for c, v in result["by_category"].items()]
     for name, values in rows:

@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
+from ctxwise.cli._util import (
+    _buffered_console,
+    _guard,
+    _num_col,
+    _print_json,
+    _table,
+    _text_col,
+    _write,
+)
 from ctxwise.costs import (
     ANTHROPIC_CACHE_READ_FACTOR,
     ANTHROPIC_CACHE_WRITE_FACTOR,
@@ -78,16 +86,13 @@ def compaction_cmd(
         _print_json(sim.to_dict())
         return
     console, buf = _buffered_console()
-    table = Table(
-        title=f"{sim.calls} calls, +{sim.growth:,} tokens a call, trigger {sim.trigger:,}",
-        title_justify="left",
-    )
-    table.add_column("", no_wrap=True)
-    table.add_column("input tokens", justify="right")
-    table.add_column("peak input", justify="right")
-    table.add_column("compactions", justify="right")
+    table = _table(f"{sim.calls} calls, +{sim.growth:,} tokens a call, trigger {sim.trigger:,}")
+    _text_col(table, "")
+    _num_col(table, "input tokens")
+    _num_col(table, "peak input")
+    _num_col(table, "compactions")
     if sim.cache_with is not None:
-        table.add_column("cost with cache", justify="right")
+        _num_col(table, "cost with cache")
     rows = [
         ("without compaction", sim.without_compaction, sim.peak_without, 0, sim.cache_without),
         ("with compaction", sim.with_compaction, sim.peak_with, sim.compactions, sim.cache_with),
@@ -146,8 +151,12 @@ def clearing_cmd(
         verdict = "pays at once"
     else:
         verdict = f"pays after {be.calls_to_break_even} more call(s)"
-    typer.echo(
-        f"next call: {be.cost_with:,.0f} instead of {be.cost_without:,.0f} "
-        f"(miss {be.miss_cost:,.0f}); each later call saves {be.saving_per_call:,.0f}; "
-        f"clearing {verdict}"
+    console, buf = _buffered_console()  # wrapped at the terminal's width, between words
+    console.print(
+        Text(
+            f"next call: {be.cost_with:,.0f} instead of {be.cost_without:,.0f} "
+            f"(miss {be.miss_cost:,.0f}); each later call saves {be.saving_per_call:,.0f}; "
+            f"clearing {verdict}"
+        )
     )
+    _write(buf)

@@ -14,11 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
-from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
-from ctxwise.errors import UsageError
+from ctxwise.cli._progress import progress, scaled
+from ctxwise.cli._util import (
+    _buffered_console,
+    _guard,
+    _num_col,
+    _print_json,
+    _table,
+    _text_col,
+    _write,
+)
+from ctxwise.errors import ToolCatalogError, UsageError
 
 if TYPE_CHECKING:
     from ctxwise.tools.catalog import ToolCatalog
@@ -50,6 +58,9 @@ SkipOpt = Annotated[
     ),
 ]
 KOpt = Annotated[int, typer.Option("--k", "-k", help="Tools found per query.")]
+SKIPPABLE = ("invalid_schema", "bad_definition")
+"""The refusals ``--skip-invalid`` turns into a skipped definition (a duplicate
+name, an unknown ``--always`` tool are never skipped)."""
 
 
 def _one_line(text: str) -> str:
@@ -83,7 +94,16 @@ def _load(
         from ctxwise.embeddings import get_embedder
 
         options["embedder"] = get_embedder(embedder)
-    return ToolCatalog.load(path, skip_invalid=skip_invalid, always_loaded=always or (), **options)
+    try:
+        return ToolCatalog.load(
+            path, skip_invalid=skip_invalid, always_loaded=always or (), **options
+        )
+    except ToolCatalogError as e:
+        if skip_invalid or e.reason not in SKIPPABLE:
+            raise
+        raise UsageError(
+            f"{e}; --skip-invalid leaves out the definitions that do not validate"
+        ) from None
 
 
 def _report_skipped(catalog: ToolCatalog) -> None:
@@ -126,14 +146,12 @@ def search_cmd(
         _print_json(result)
         return
     console, buf = _buffered_console()
-    table = Table(
-        title=f"{len(result['hits'])} of {len(cat)} tools for {query!r}", title_justify="left"
-    )
-    table.add_column("rank", justify="right")
-    table.add_column("tool")
-    table.add_column("server")
-    table.add_column("score", justify="right")
-    table.add_column("description")
+    table = _table(f"{len(result['hits'])} of {len(cat)} tools for {query!r}")
+    _num_col(table, "rank")
+    _text_col(table, "tool")
+    _text_col(table, "server", max_width=24)
+    _num_col(table, "score")
+    _text_col(table, "description")
     for rank, (hit, first) in enumerate(zip(result["hits"], firsts, strict=True), 1):
         table.add_row(
             str(rank),
@@ -154,7 +172,8 @@ def budget_cmd(
         Path | None,
         typer.Option(
             help='JSONL of {"query", "gold_tools"}: average the tokens of one turn over '
-            "these queries."
+            "these queries (without it: the turn before any tool is found, and the most "
+            "a turn with k found can send)."
         ),
     ] = None,
     always: Annotated[
@@ -174,12 +193,24 @@ def budget_cmd(
 
         _check_k(k)
         rows = load_tool_queries(queries) if queries is not None else []
-        cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, always=always)
-        if rows:
-            deferred = round(statistics.fmean(cat.for_turn(q.query, k).tokens for q in rows), 1)
-        else:
-            deferred = float(cat.for_turn(None, k).tokens)
+        with progress(f"{catalog.name}: one turn a query", enabled=not as_json) as report:
+            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, always=always)
+            per_query = []
+            for n, q in enumerate(rows, 1):
+                per_query.append(cat.for_turn(q.query, k).tokens)
+                if report is not None:
+                    report(n, len(rows))
+        bare = cat.for_turn(None, k)
         total = cat.all_tokens()
+        deferred = round(statistics.fmean(per_query), 1) if rows else float(bare.tokens)
+        # the most one turn sends with k found: the k largest definitions not
+        # already always loaded, on top of what goes before any search
+        rest = sorted((cat.tokens(t) for t in cat if not cat.is_always_loaded(t)), reverse=True)
+        most = bare.tokens + sum(rest[:k])
+        if rows:
+            counts = f"always loaded + tool_search + {k} found, mean over {len(rows)} queries"
+        else:
+            counts = "always loaded + tool_search, before any tool is found"
         return cat, {
             "tools": len(cat),
             "k": k,
@@ -187,6 +218,9 @@ def budget_cmd(
             "all_tokens": total,
             "deferred_tokens": deferred,
             "reduction": round(1 - deferred / total, 4) if total else 0.0,
+            "counts": counts,
+            "max_tokens": most,
+            "max_reduction": round(1 - most / total, 4) if total else 0.0,
         }
 
     cat, result = _guard(run)
@@ -194,16 +228,32 @@ def budget_cmd(
     if as_json:
         _print_json(result)
         return
-    per = (
-        f"always loaded + tool_search + {k} found, mean over {result['queries']} queries"
-        if result["queries"]
-        else "always loaded + tool_search, no query"
+    console, buf = _buffered_console()
+    table = _table(f"{catalog.name}: {result['tools']:,} tools, the definitions one turn sends")
+    _text_col(table, "sent")
+    _num_col(table, "tokens")
+    _num_col(table, "less")
+    table.add_row("every definition, as is", f"{result['all_tokens']:,}", "-")
+    table.add_row(
+        Text(f"deferred: {result['counts']}"),
+        f"{result['deferred_tokens']:,.{1 if result['queries'] else 0}f}",
+        f"{result['reduction']:.1%}",
     )
-    typer.echo(
-        f"{result['tools']} tools: {result['all_tokens']:,} tokens sent as is; "
-        f"{result['deferred_tokens']:,.1f} deferred ({per}); "
-        f"reduction {result['reduction']:.1%}"
+    table.add_row(
+        Text(f"deferred, the most with --k {k}: + the {k} largest definitions"),
+        f"{result['max_tokens']:,}",
+        f"{result['max_reduction']:.1%}",
     )
+    console.print(table)
+    if not result["queries"]:
+        console.print(
+            Text(
+                f'no --queries: give a JSONL of {{"query": …}} to count the {k} tools '
+                "each query finds",
+                style="dim",
+            )
+        )
+    _write(buf)
 
 
 def eval_tools_cmd(
@@ -221,9 +271,13 @@ def eval_tools_cmd(
 
         ks = _parse_ks(k)
         rows = load_tool_queries(queries)
-        cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid)
-        ours = evaluate_tool_search(cat, rows, ks).to_dict()
-        base = evaluate_tool_search(plain_bm25(cat), rows, ks).to_dict()
+        what = f"{catalog.name}: ctxwise, then plain BM25"
+        with progress(what, enabled=not as_json) as report:
+            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid)
+            ours = evaluate_tool_search(cat, rows, ks, progress=scaled(report, 0, 2)).to_dict()
+            base = evaluate_tool_search(
+                plain_bm25(cat), rows, ks, progress=scaled(report, 1, 2)
+            ).to_dict()
         return cat, {
             "n": ours["n"],
             "recall_at": ours["recall_at"],
@@ -239,16 +293,13 @@ def eval_tools_cmd(
         return
     console, buf = _buffered_console()
     how = "hybrid" if embedder else "lexical"
-    table = Table(
-        title=f"tool search on {catalog.name} ({result['n']} queries, {len(cat)} tools)",
-        title_justify="left",
-    )
-    table.add_column("method")
+    table = _table(f"tool search on {catalog.name} ({result['n']} queries, {len(cat)} tools)")
+    _text_col(table, "method")
     for key in result["recall_at"]:
-        table.add_column(f"recall@{key}", justify="right")
+        _num_col(table, f"recall@{key}")
     for key in result["any_at"]:
-        table.add_column(f"any@{key}", justify="right")
-    table.add_column("p50 ms", justify="right")
+        _num_col(table, f"any@{key}")
+    _num_col(table, "p50 ms")
     for name, values in (
         (f"ctxwise ({how}{', ' + embedder if embedder else ''})", result),
         ("plain BM25", result["baseline_bm25"]),

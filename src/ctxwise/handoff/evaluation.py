@@ -21,7 +21,7 @@ Baselines get the same chunks, the same headers and the same budget:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -58,11 +58,14 @@ def evaluate_handoff(
     *,
     scorer: ChunkScorer | None = None,
     counter: TokenCounter | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """``n``, ``evidence_recall``, ``token_share``, ``by_category`` and
     ``baselines`` (``recent``, ``bm25``, ``whole``) for :func:`select_context`
     with ``scorer`` (see the module docstring); ``skipped`` counts the questions
-    without evidence, which are left out of every figure.
+    without evidence, which are left out of every figure. ``progress(done,
+    total)`` is called as the questions are done (``total``: every question, those
+    without evidence too); nothing is printed.
 
     Raises:
         FormatError: ``data`` is not the generic format (checked by
@@ -82,6 +85,10 @@ def evaluate_handoff(
     share: dict[str, list[float]] = {n: [] for n in names}
     by_category: dict[str, list[float]] = {}
     skipped = 0
+    asked = 0
+    work = sum(len(conv.get("questions", [])) for conv in conversations)
+    if progress is not None:
+        progress(0, work)
     for conv in conversations:
         messages = turn_messages(conv)
         chunks = chunk_transcript(messages, tc)
@@ -90,6 +97,9 @@ def evaluate_handoff(
         lexical = BM25Index([c.text for c in chunks], DEFAULT_ANALYZER)
         newest = list(range(len(chunks) - 1, -1, -1))
         for q in conv.get("questions", []):
+            if progress is not None:  # the questions done before this one
+                progress(asked, work)
+            asked += 1
             # turn ids compare as strings, as message ids (and eval memory) do
             evidence = {str(e) for e in q.get("evidence", [])}
             if not evidence:
@@ -109,6 +119,8 @@ def evaluate_handoff(
                 share[name].append(sum(cost[i] for i in taken) / total)
             recall["whole"].append(1.0)
             share["whole"].append(1.0)
+    if progress is not None:
+        progress(work, work)
 
     def mean(values: list[float]) -> float:
         return round(float(np.mean(values)), 4) if values else 0.0

@@ -320,6 +320,7 @@ def evaluate_recall(
     store_factory: Callable[[], Store] = lambda: SQLiteStore(":memory:"),
     clock: Callable[[], int] = time.perf_counter_ns,
     options: Mapping[str, Any] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Recall@k for hybrid recall, with lexical-only and vector-only baselines.
 
@@ -334,6 +335,9 @@ def evaluate_recall(
     ``store_factory`` opens. A rerun of the same data rewrites its own items; a
     namespace holding anything else is refused before anything is written (its
     items would be recalled too).
+
+    ``progress(done, total)`` is called as the questions are done (``total``:
+    every question, those without evidence too); nothing is printed.
 
     Raises:
         FormatError: ``data`` is not the generic format (:func:`check_conversations`).
@@ -371,6 +375,10 @@ def evaluate_recall(
     }
     latencies: list[float] = []
     skipped = 0
+    asked = 0
+    work = sum(len(conv.get("questions", [])) for conv in data["conversations"])
+    if progress is not None:
+        progress(0, work)
     try:
         # every namespace is checked before anything is written
         plan = []
@@ -387,6 +395,9 @@ def evaluate_recall(
             store.delete(memory.namespace, [it.id for it in items if it.id is not None])
             memory.remember_many(items)
             for q in conv.get("questions", []):
+                if progress is not None:  # the questions done before this one
+                    progress(asked, work)
+                asked += 1
                 evidence = _evidence_ids(q)
                 if not evidence:
                     skipped += 1
@@ -404,6 +415,8 @@ def evaluate_recall(
                     results[mode].append((str(q.get("category", "")), per_k))
     finally:
         store.close()
+    if progress is not None:
+        progress(work, work)
 
     def summary(rows: list[tuple[str, dict[int, tuple[float, bool, bool]]]]) -> dict[str, Any]:
         return {

@@ -25,6 +25,7 @@ from ctxwise.routing.calibration import (
     Objective,
     routing_metrics,
 )
+from ctxwise.routing.decision import RouteDecision
 from ctxwise.routing.router import IntentRouter
 from ctxwise.routing.scorers import Scorer
 
@@ -44,6 +45,9 @@ __all__ = [
 
 Labeled = list[tuple[str, str]]
 HOLDOUT_EVERY = 5
+_ROUTE_BATCH = 500
+"""Test queries routed per ``route_many`` call by :func:`evaluate` (progress is
+reported between batches; each query's decision does not depend on its batch)."""
 
 
 def check_training(rows: Labeled, source: str = "training data") -> None:
@@ -199,12 +203,15 @@ def evaluate(
     clock: Callable[[], int] = time.perf_counter_ns,
     train_source: str = "training data",
     fit_source: str = "fit data",
+    progress: Callable[[int, int], None] | None = None,
 ) -> EvalResult:
     """Build a router as :func:`build_router` does (and ``ctxwise router build``):
     train on ``train`` (``"oos"`` rows become negatives) and calibrate for
     ``objective`` on ``fit_on``, or without it on every 5th row of each label held
     out of ``train``; then measure it on ``test``: metrics, and the latency of
     single-query ``route`` calls on the first ``latency_queries`` test queries.
+    ``progress(done, total)`` counts the test queries routed, then the latency
+    queries (``0`` while the router is fitted); nothing is printed.
 
     Raises:
         UsageError: as :func:`build_router`, or a test label has no training rows.
@@ -216,6 +223,10 @@ def evaluate(
     )
     if unknown:  # before the (slow) fit
         raise UsageError(f"test labels with no training examples: {', '.join(unknown[:5])}")
+    timed = test[:latency_queries]
+    work = len(test) + len(timed)
+    if progress is not None:
+        progress(0, work)
     start = clock()
     router, _, how = build_router(
         train,
@@ -226,13 +237,20 @@ def evaluate(
         fit_source=fit_source,
     )
     fit_seconds = (clock() - start) / 1e9
-    decisions = router.route_many([t for t, _ in test])
+    texts = [t for t, _ in test]
+    decisions: list[RouteDecision] = []
+    for at in range(0, len(texts), _ROUTE_BATCH):  # in batches, to report progress
+        decisions += router.route_many(texts[at : at + _ROUTE_BATCH])
+        if progress is not None:
+            progress(len(decisions), work)
     metrics = routing_metrics([g for _, g in test], [d.label for d in decisions]).to_dict()
     times = []
-    for text, _ in test[:latency_queries]:
+    for n, (text, _) in enumerate(timed, 1):
         t0 = clock()
         router.route(text)
         times.append((clock() - t0) / 1e6)
+        if progress is not None and (n % _ROUTE_BATCH == 0 or n == len(timed)):
+            progress(len(test) + n, work)
     return EvalResult(
         metrics=metrics,
         threshold=router.calibration.threshold,

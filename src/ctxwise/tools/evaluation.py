@@ -126,8 +126,11 @@ def evaluate_tool_search(
     ks: Iterable[int] = (5, 10),
     *,
     clock: Callable[[], float] = time.perf_counter,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ToolSearchEvaluation:
-    """Recall at each ``k`` of ``catalog.search`` over ``queries`` (module docstring)."""
+    """Recall at each ``k`` of ``catalog.search`` over ``queries`` (module
+    docstring). ``progress(done, total)`` is called after each query; nothing is
+    printed."""
     wanted = _check_ks(ks)
     parsed = [q if isinstance(q, ToolQuery) else ToolQuery.model_validate(q) for q in queries]
     if not parsed:
@@ -136,7 +139,9 @@ def evaluate_tool_search(
     recall = {k: 0.0 for k in wanted}
     anyhit = {k: 0 for k in wanted}
     times: list[float] = []
-    for q in parsed:
+    if progress is not None:
+        progress(0, len(parsed))
+    for n, q in enumerate(parsed, 1):
         t0 = clock()
         hits = catalog.search(q.query, depth)
         times.append((clock() - t0) * 1000)
@@ -146,6 +151,8 @@ def evaluate_tool_search(
             found = sum(1 for g in q.gold_tools if any((s, g.tool) in top for s in g.servers))
             recall[k] += found / len(q.gold_tools)
             anyhit[k] += found > 0
+        if progress is not None:
+            progress(n, len(parsed))
     n = len(parsed)
     return ToolSearchEvaluation(
         n,
