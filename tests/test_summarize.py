@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -206,6 +207,120 @@ def test_an_error_line_is_kept_from_its_error_word_and_cut_cleanly() -> None:
 # --------------------------------------------------------------------------- selection
 
 
+def _one_line_budget(line: str) -> int:
+    """A budget that holds ``line`` and not two such lines."""
+    return CharCounter().count(line)
+
+
+def test_a_detail_the_session_came_back_to_outranks_a_one_off() -> None:
+    turns = [
+        Message("user", (ToolResultBlock("a", "abc123 ok"),)),
+        Message("user", (ToolResultBlock("b", "xyz789 ok"),)),
+        Message("user", (ToolResultBlock("c", "abc123 done"),)),
+    ]
+    summary = ExtractiveSummarizer().summarize(
+        "", turns, _one_line_budget("[m0 tool result] abc123 ok")
+    )
+    assert "abc123" in summary and "xyz789" not in summary
+    assert_excerpts(summary, turns)
+
+
+def test_a_later_detail_outranks_an_earlier_one() -> None:
+    turns = [
+        Message("user", (ToolResultBlock("a", "aaa111 ok"),)),
+        Message.text_message("assistant", "Looking."),
+        Message("user", (ToolResultBlock("b", "bbb222 ok"),)),
+    ]
+    summary = ExtractiveSummarizer().summarize(
+        "", turns, _one_line_budget("[m0 tool result] aaa111 ok")
+    )
+    assert summary == "[m2 tool result] bbb222 ok"
+
+
+def test_what_the_user_or_agent_wrote_outranks_what_a_tool_printed() -> None:
+    """Same message, same recency: the user's detail weighs double, enough to pay
+    for a longer line (a tool call can fetch tool output again)."""
+    said = "then please keep rrr222 around"
+    turns = [Message("user", (ToolResultBlock("a", "qqq111 ok"), TextBlock(said)))]
+    summary = ExtractiveSummarizer().summarize("", turns, _one_line_budget(f"[m0 user] {said}"))
+    assert summary == f"[m0 user] {said}"
+
+
+def test_names_written_like_code_count_where_the_agent_wrote_them() -> None:
+    """``close_review_session`` is a detail in the agent's words and tool calls; in a
+    file read (tool output) the identifiers of the file are not."""
+    read = "def close_review_session(socket):\n    ok"
+    turns = [
+        Message("assistant", (ToolUseBlock("r", "Read", {"file_path": "x"}),)),
+        Message("user", (ToolResultBlock("r", read),)),
+        Message.text_message("assistant", "Now I call close_review_session from the view."),
+    ]
+    summary = ExtractiveSummarizer().summarize("", turns, 2_000)
+    assert summary.splitlines() == ["[m2 assistant] Now I call close_review_session from the view."]
+
+
+def _ctxwise_imports(module: str) -> set[str]:
+    """The ctxwise modules ``module``'s source imports, anywhere in the file (a
+    ``TYPE_CHECKING`` block included)."""
+    src = Path(__file__).resolve().parents[1] / "src"
+    path = src / Path(*module.split("."))
+    file = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    package = module if path.is_dir() else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found.update(f"{base}.{a.name}" for a in node.names)
+    out = set()
+    for name in found:
+        while name and not (src / Path(*name.split("."))).with_suffix(".py").exists():
+            if (src / Path(*name.split(".")) / "__init__.py").exists():
+                break
+            name = name.rpartition(".")[0]
+        if name == "ctxwise" or name.startswith("ctxwise."):
+            out.add(name)
+    return out
+
+
+def test_the_summarizer_does_not_rank_by_the_measure_it_is_scored_with() -> None:
+    """It ranked lines by ``ctxwise.retention.specifics``, the function
+    ``bench_retention`` scores summaries with, so its score there was circular.
+    Neither ``ctxwise.summarize`` nor anything it imports, at run time or for type
+    checking, reaches ``ctxwise.retention`` (nor the package, which re-exports it)."""
+    reached: set[str] = set()
+    todo = ["ctxwise.summarize"]
+    while todo:
+        module = todo.pop()
+        if module in reached:
+            continue
+        reached.add(module)
+        todo += sorted(_ctxwise_imports(module) - reached)
+    assert "ctxwise.summarize" in reached and "ctxwise.text" in reached  # the walk works
+    assert "ctxwise" not in reached
+    assert "ctxwise.retention" not in reached
+    assert "ctxwise.retention" not in _ctxwise_imports("ctxwise.summarize")
+
+
+def test_the_summarizer_never_calls_retention(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ctxwise.retention as measure
+
+    turns = [*TURNS, Message("user", (ToolResultBlock("t", "Error: lib/a.ex:12 failed"),))]
+    before = ExtractiveSummarizer().summarize("", turns, 300)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the summarizer read ctxwise.retention")
+
+    for name in ("specifics", "retention", "references", "future_reference_recall"):
+        monkeypatch.setattr(measure, name, refuse)
+    assert ExtractiveSummarizer().summarize("", turns, 300) == before
+
+
 def test_instruction_sentences_outrank_facts() -> None:
     facts = "\n".join(f"build b{n:04d} took {100 + n} ms on host-{n}" for n in range(200))
     turns = [
@@ -371,7 +486,10 @@ def test_excerpts_are_verbatim_and_fit_on_real_transcripts(
 
 
 @pytest.mark.data
-def test_keeps_more_than_claude_codes_summary_on_the_long_sessions(data_dir: Path) -> None:
+def test_summaries_of_claude_codes_compacted_ranges_are_verbatim_and_fit(data_dir: Path) -> None:
+    """At the size of Claude Code's own summary of each long session. (How many
+    specifics they keep against Claude Code's is a benchmark figure, measured by
+    ``benchmarks/bench_retention.py``, not a property to hold here.)"""
     from tests.conftest import long_sessions
 
     counter = CharCounter()
@@ -384,8 +502,5 @@ def test_keeps_more_than_claude_codes_summary_on_the_long_sessions(data_dir: Pat
         ours = ExtractiveSummarizer(counter).summarize("", compacted, budget)
         assert counter.count(ours) <= budget
         assert_excerpts(ours, compacted)
-        # measured without the origin prefixes: a message number is no kept number
-        text = "\n".join(uncut(parse_excerpt(x).text)[0] for x in ours.splitlines())  # type: ignore[union-attr]
-        kept = retention(compacted, text).counts()["total"][0]
-        assert kept > 3 * retention(compacted, theirs).counts()["total"][0]
+        assert len(ours.splitlines()) > 10
         json.dumps(ours)  # one string

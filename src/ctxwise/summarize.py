@@ -7,18 +7,28 @@ front (``[m12 user] …``, ``[m40 Bash result] […] lib/app/session.ex […]``;
 keeps is exactly what was said, and where; a reader (or compaction's archive) can
 go back to the message.
 
-What it keeps is chosen by a budgeted greedy cover of *specifics*, the
-hard-to-reconstruct details :func:`ctxwise.retention.specifics` names (file paths,
-ids, numbers, error messages), and of the user's instructions ("do not…",
-"must…", "until…"). Candidates are fine-grained: the sentences of what the user
-and the assistant said, and, in any other line, the windows over each run of
-neighbouring specifics, so a long tool-output line costs the few characters around
-its path rather than the whole line. A candidate is worth the specifics it holds
-that the summary does not hold yet (those the user or the assistant stated count
-double) plus a large weight when it is an instruction of the user's, per character
-of the line it writes, origin prefix and cut markers included; the best is taken
-while it fits, windows of one line that come close are merged into one excerpt, and
-the lines come out in transcript order. ``LLMSummarizer`` asks a model instead.
+What it keeps is chosen by a budgeted greedy cover of *details*, the tokens a
+reader cannot rebuild from the gist: tokens written like data (a path, a file
+name, a dotted name, letters mixed with digits, a number of two or more digits, a
+URL), names written like code (an underscore or a capital inside) where the user
+or the agent wrote them, error messages, and the user's instructions ("do not…",
+"must…", "until…"). Each detail weighs by its *salience* in the range: how many
+messages came back to it, and whether the user or the agent wrote it (text or a
+tool call), which stands, or only a tool printed it, which weighs less, and the
+less the earlier it was printed. Candidates are fine-grained: the sentences of
+what the user and the assistant said, and, in any other line, the windows over
+each run of neighbouring details, so a long tool-output line costs the few
+characters around its path rather than the whole line. A candidate is worth the
+salience of the details it holds that the summary does not hold yet (an
+instruction of the user's outranks any detail), per character of the line it
+writes, origin prefix and cut markers included; the best is taken while it fits,
+windows of one line that come close are merged into one excerpt, and the lines
+come out in transcript order.
+
+The summarizer has its own reading of a text (this module and the shared
+analyzer, :mod:`ctxwise.text`): it does not use :mod:`ctxwise.retention`, which
+scores summaries, so a score there is a measurement, not what it optimised.
+``LLMSummarizer`` asks a model instead.
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import itertools
+import math
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -42,7 +53,7 @@ from ctxwise.messages import (
     block_text,
     check_messages,
 )
-from ctxwise.retention import specifics
+from ctxwise.text import normalize
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
 if TYPE_CHECKING:
@@ -169,21 +180,34 @@ def _uncut(text: str) -> tuple[str, bool, bool]:
 
 # --------------------------------------------------------------------------- reading
 
-# An *atom* is a run of the characters a retention specific (path, id, number) can
-# hold or look at around it; every other character, whitespace included, ends one.
-# So the specifics of a text are exactly the union of its atoms' (errors aside), and
-# an excerpt cut at atom boundaries holds the same specifics as its source. Only
-# atoms with a digit, a slash or a dot can hold one; the look-behind makes the scan
-# linear (one attempt per atom).
+# An *atom* is a run of the characters a detail (path, name, number) is written
+# with; every other character, whitespace included, ends one. So the details of a
+# text are exactly the union of its atoms' (errors aside), and an excerpt cut at
+# atom boundaries holds the same details as its source. Only atoms with a digit, a
+# slash, a dot, an underscore or a lower-case letter before a capital can hold one;
+# the look-behind makes the scan linear (one attempt per atom).
 _ATOM_CHARS = r"\w@.+\-/~:,"
-_ATOM = re.compile(rf"(?<![{_ATOM_CHARS}])[{_ATOM_CHARS}]*?[\d/.][{_ATOM_CHARS}]*")
+_ATOM = re.compile(rf"(?<![{_ATOM_CHARS}])[{_ATOM_CHARS}]*?(?:[\d/._]|[a-z][A-Z])[{_ATOM_CHARS}]*")
+_PARTS = re.compile(r":|,(?!\d{3}(?!\d))")
+"""Where an atom splits into details (``lib/a.ex:12:5`` → the path, ``12``, ``5``);
+a comma between digit groups (``4,417``) does not split."""
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)*")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_DOT_INSIDE = re.compile(r"\w\.[^\W\d]")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+_DIGITS = re.compile(r"\d")
 _BREAK = re.compile(r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 _ERROR_WORD = re.compile(
     r"\b(?:error|exception|failed|failure|panic|fatal)\b\s*[:!-]"
     r"|\*\*\s*\(\w+(?:error|exception)\)"
 )
-"""Where an error message may start (what :func:`ctxwise.retention.specifics` reads
-as one), matched on lower-cased text."""
+"""Where an error message may start, matched on lower-cased text."""
+_ERROR_MESSAGE = re.compile(rf"(?:{_ERROR_WORD.pattern})\s*(?P<msg>\S[^\n]*)", re.IGNORECASE)
+"""An error message: what follows its error word on the line. It is one detail,
+held by an excerpt with its first :data:`_ERROR_HELD` characters (whitespace
+folded)."""
+_ERROR_KEY = 60
+_ERROR_HELD = 40
 _ERROR_WORD_ANY_CASE = re.compile(_ERROR_WORD.pattern, re.IGNORECASE)
 _ERROR_HINTS = ("rror", "RROR", "xception", "ail", "AIL", "anic", "atal", "ATAL")
 
@@ -222,13 +246,19 @@ _INSTRUCTION_PHRASES = (
 )
 _NOT_INSTRUCTING = frozenset({"i", "we", "they", "he", "she", "it", "that", "this", "which"})
 """Subjects before "do not" / "don't" that make it a statement, not an instruction."""
-_INSTRUCTION_WEIGHT = 8  # instructions outrank facts: losing one changes behaviour
-_CONVERSATION_FACTOR = 2  # what the user and assistant said outranks tool output,
-# which a tool call can fetch again
+_INSTRUCTION_WEIGHT = 8
+"""An instruction weighs this many times the most salient detail: losing one
+changes behaviour."""
+_CONVERSATION_FACTOR = 2
+"""A detail the user or the agent wrote (text or a tool call) weighs this many
+times one only a tool printed at the end of the range (twice that at its start):
+a tool call can fetch tool output again."""
 _PROSE = frozenset(("user", "assistant", "system"))
 
-_RUN_ATOMS = 8
-"""A window spans at most this many neighbouring specific-bearing atoms …"""
+_RUN_ATOMS = (1, 2, 4, 8)
+"""A window spans this many neighbouring detail-bearing atoms (a longer run is
+cheaper than as many windows, since each excerpt line pays its origin prefix; the
+lengths double, so a line of many atoms gives a few windows per atom, not eight) …"""
 _RUN_CHARS = 160
 """… and at most this many characters (one atom alone may be longer)."""
 _SENTENCE_CHARS = 200
@@ -316,12 +346,44 @@ class _Line:
         return self.prefix + left + (e - s) + right + 1
 
 
-_Hit = tuple[int, int, tuple[str, ...]]  # an atom: start, end, its specifics
+_Hit = tuple[int, int, tuple[str, ...]]  # an atom: start, end, its details
 _Candidate = tuple[int, int, int, tuple[str, ...], int]  # line, start, end, units, chars
 
 
 def _unit(kind: str, key: str) -> str:
     return kind + "\x00" + key
+
+
+def _details(atom: str) -> tuple[str, ...]:
+    """The details an atom names, as units: a URL whole; else each part between
+    colons and commas that is a path (and its file name), a number of two or more
+    digits, an id (letters mixed with digits), a dotted name (a file name,
+    ``Spotter.Repo``) or a name written like code (an underscore, or a lower-case
+    letter before a capital: unit kind ``code``)."""
+    if "://" in atom:
+        return (_unit("url", normalize(atom.strip(".,:;-"))),)
+    found: list[str] = []
+    for part in _PARTS.split(atom):
+        core = part.strip(".-+~@")
+        if len(core) < 2:
+            continue
+        if "/" in core:
+            path = core.strip("/")
+            if _HAS_LETTER.search(path):
+                found.append(_unit("path", normalize(path)))
+                name = path.rsplit("/", 1)[-1]
+                if "." in name and name != path and _HAS_LETTER.search(name):
+                    found.append(_unit("file", normalize(name)))
+        elif _NUMBER.fullmatch(core):
+            if len(_DIGITS.findall(core)) >= 2:
+                found.append(_unit("number", core.replace(",", "")))
+        elif len(core) >= 3 and _DIGITS.search(core) and _HAS_LETTER.search(core):
+            found.append(_unit("id", normalize(core)))
+        elif _DOT_INSIDE.search(core):
+            found.append(_unit("name", normalize(core)))
+        elif "_" in core.strip("_") or _CAMEL.search(core):
+            found.append(_unit("code", normalize(core)))
+    return tuple(dict.fromkeys(found))
 
 
 class _Reader:
@@ -331,27 +393,59 @@ class _Reader:
         self.lines: list[_Line] = []
         self.candidates: list[_Candidate] = []
         self.plain: list[tuple[int, int, int]] = []  # prose sentences without a detail
-        self.spoken: set[str] = set()  # specifics the user or the assistant stated
         self.instructions: set[str] = set()
+        # per unit: [messages that hold it, the last of them, written by user or agent]
+        self.seen_in: dict[str, list[int]] = {}
         self._atoms: dict[str, tuple[str, ...]] = {}
+        self._printed: dict[str, tuple[str, ...]] = {}
         self._seen: set[tuple[str, str]] = set()
 
-    def hits(self, text: str) -> list[_Hit]:
-        """The atoms of ``text`` that hold specifics."""
+    def hits(self, text: str, printed: bool = False) -> list[_Hit]:
+        """The atoms of ``text`` that hold details. In what a tool ``printed`` (a
+        tool result), names written like code (``code`` units: the identifiers of a
+        file read, which a tool call can fetch again) are not details; the user's and
+        the agent's own use of a name is what marks it. A JSON key is no detail."""
         hits = []
-        atoms = self._atoms
+        atoms = self._printed if printed else self._atoms
         for m in _ATOM.finditer(text):
+            end = m.end()
+            if text.startswith('":', end):
+                continue  # a JSON key (a tool call's "file_path"): a field's name, not a detail
             atom = m.group()
             units = atoms.get(atom)
             if units is None:
-                units = atoms[atom] = tuple(_unit(x.kind, x.key) for x in specifics(atom))
+                if printed:
+                    units = self._atoms.get(atom)
+                    if units is None:
+                        units = self._atoms[atom] = _details(atom)
+                    units = tuple(u for u in units if not u.startswith("code\x00"))
+                else:
+                    units = _details(atom)
+                atoms[atom] = units
             if units:
-                hits.append((m.start(), m.end(), units))
+                hits.append((m.start(), end, units))
         return hits
+
+    def mention(self, index: int, hits: Sequence[_Hit], written: bool) -> None:
+        """Message ``index`` holds the details of ``hits`` (``written``: the user or
+        the agent wrote them). Messages come in order, so a new index is a new
+        message."""
+        seen_in = self.seen_in
+        for hit in hits:
+            for u in hit[2]:
+                row = seen_in.get(u)
+                if row is None:
+                    seen_in[u] = [1, index, written]
+                else:
+                    if row[1] != index:
+                        row[0] += 1
+                        row[1] = index
+                    if written:
+                        row[2] = True
 
     def block(self, index: int, who: str, text: str, block_no: int, cut: bool = False) -> None:
         """Candidates from one block's ``text`` (``cut``: only its start was given)."""
-        hits = self.hits(text)
+        hits = self.hits(text, who.endswith(" result"))
         prose = who in _PROSE
         errors = _error_positions(text)
         if not hits and not prose and not errors:
@@ -374,24 +468,29 @@ class _Reader:
             else:
                 wanted = sorted({*by_line, *(bisect_right(starts, e) - 1 for e in errors)})
         seen = self._seen
+        written = prose or who.endswith(" call")
         if len(rows) == 1:
             error_rows = {0} if errors else set()
         else:
             error_rows = {bisect_right(starts, e) - 1 for e in errors}
         for j in wanted:
             line = rows[j]
-            key = (who, line)
-            if key in seen or not line.strip():
-                continue  # a line said twice is read once (its first time)
-            seen.add(key)
+            if not line.strip():
+                continue
             line_hits = by_line.get(j, [])
             s0 = starts[j]
+            if line_hits and not prose and line_hits[0][0] - s0 <= 16:
+                gutter = _GUTTER.match(line)
+                if gutter is not None and line_hits[0][1] - s0 == gutter.end() - 1:
+                    line_hits = line_hits[1:]  # a line number, not a detail
+            if line_hits:
+                self.mention(index, line_hits, written)
+            key = (who, line)
+            if key in seen:
+                continue  # a line said twice is read once (its first time)
+            seen.add(key)
             if s0:
                 line_hits = [(s - s0, e - s0, u) for s, e, u in line_hits]
-            if line_hits and not prose and line_hits[0][0] <= 16:
-                gutter = _GUTTER.match(line)
-                if gutter is not None and line_hits[0][1] == gutter.end() - 1:
-                    line_hits = line_hits[1:]  # a line number, not a detail
             row = _Line(
                 index, who, line, (index, block_no, j), cut_right=cut and j == len(rows) - 1
             )
@@ -406,9 +505,6 @@ class _Reader:
             line.prefix = len(str(line.index)) + len(line.who) + 4  # "[m", " ", "] "
         n = len(self.lines)
         self.lines.append(line)
-        if prose:
-            for _, _, found in hits:
-                self.spoken.update(found)
         if line.index < 0:  # the previous summary's own words: whole, as they are
             whole = [u for _, _, us in hits for u in us]
             if _is_instruction(text):
@@ -428,21 +524,36 @@ class _Reader:
             self.windows(n, line, hits)
 
     def windows(self, n: int, line: _Line, hits: list[_Hit]) -> None:
-        """A window over each run of neighbouring atoms that hold specifics."""
+        """A window over each run of neighbouring atoms that hold details, worth the
+        details of every atom inside it once grown (see :meth:`window`); runs that
+        grow to the same window give it once."""
         add = self.candidates.append
         k = len(hits)
+        done: set[tuple[int, int]] = set()
         for i in range(k):
             start = hits[i][0]
-            units = hits[i][2]
-            for j in range(i, min(k, i + _RUN_ATOMS)):
+            for length in _RUN_ATOMS:
+                j = i + length - 1
+                if j >= k:
+                    break
                 end = hits[j][1]
-                if j > i:
-                    if end - start > _RUN_CHARS:
-                        break
-                    units = units + tuple(u for u in hits[j][2] if u not in units)
+                if j > i and end - start > _RUN_CHARS:
+                    break
                 window = self.window(line, start, end)
-                if window is not None:
-                    add((n, window[0], window[1], units, line.chars(*window)))
+                if window is None or window in done:
+                    continue
+                done.add(window)
+                s, e = window
+                a, b = i, j + 1  # the atoms inside the grown window: i..j and any it reached
+                while a > 0 and hits[a - 1][0] >= s:
+                    a -= 1
+                while b < k and hits[b][1] <= e:
+                    b += 1
+                if b - a == 1:
+                    units = hits[a][2]
+                else:
+                    units = tuple(dict.fromkeys(u for h in hits[a:b] for u in h[2]))
+                add((n, s, e, units, line.chars(s, e)))
 
     def window(self, line: _Line, s: int, e: int) -> tuple[int, int] | None:
         """``[s, e)`` grown to the line's ends when a cut marker would cost more, and by
@@ -475,9 +586,14 @@ class _Reader:
 
     def errors(self, n: int, line: _Line, hits: list[_Hit]) -> None:
         """An error line from the word before its error word on (its message is a
-        specific when the summary holds its first 40 characters)."""
+        detail, held when the excerpt holds its first :data:`_ERROR_HELD`
+        characters)."""
         text = line.text
-        keys = [x.key for x in specifics(text) if x.kind == "error"]
+        keys = [
+            key
+            for m in _ERROR_MESSAGE.finditer(text)
+            if len(key := _fold(m["msg"])[:_ERROR_KEY]) >= 8
+        ]
         if not keys:
             return
         at = _error_positions(text)[0]
@@ -491,8 +607,9 @@ class _Reader:
             return
         s, e = window
         folded = _fold(text[s:e])
-        found = [_unit("error", k) for k in keys if k[:40] in folded]
+        found = [_unit("error", k) for k in keys if k[:_ERROR_HELD] in folded]
         if found:
+            self.mention(line.index, [(s, e, tuple(found))], line.who in _PROSE)
             found += [u for a, b, us in hits if s <= a and b <= e for u in us]
             self.candidates.append((n, s, e, tuple(dict.fromkeys(found)), line.chars(s, e)))
 
@@ -526,6 +643,33 @@ class _Reader:
                 self.candidates.append((n, s, e, tuple(dict.fromkeys(found)), line.chars(s, e)))
             elif line.who != "system":
                 self.plain.append((n, s, e))
+
+
+def _salience(reader: _Reader) -> dict[str, float]:
+    """Each detail's weight: ``(1 + log2 m) × w``, where ``m`` is how many messages
+    hold it (the session came back to it) and ``w`` says who: what the user or the
+    agent wrote (text or a tool call) weighs :data:`_CONVERSATION_FACTOR` and stands
+    until they say otherwise; what only a tool printed weighs ``(1 + r) / 2``, where
+    ``r`` is how late the last message holding it is in the range (0 at its first
+    message, 1 at its last): a later run of a tool supersedes an earlier one, and a
+    tool call can fetch it again. Repetition is counted in messages, not lines, so a
+    name that fills one file read weighs no more than one said once; rarity is not
+    rewarded, since a one-off token in a log is usually noise. An instruction weighs
+    :data:`_INSTRUCTION_WEIGHT` times the heaviest detail."""
+    indices = [line.index for line in reader.lines if line.index >= 0]
+    lo, hi = (min(indices), max(indices)) if indices else (0, 0)
+    span = hi - lo
+    weights: dict[str, float] = {}
+    for unit, (messages, last, written) in reader.seen_in.items():
+        if written:
+            who = float(_CONVERSATION_FACTOR)
+        else:
+            who = (1.0 + ((max(last, lo) - lo) / span if span else 1.0)) / 2
+        weights[unit] = (1.0 + math.log2(messages)) * who
+    top = max(weights.values(), default=1.0)
+    for unit in reader.instructions:
+        weights[unit] = _INSTRUCTION_WEIGHT * top
+    return weights
 
 
 def _char_capacity(counter: TokenCounter, budget: int) -> int | None:
@@ -594,7 +738,7 @@ def _check_input(previous: str, turns: Sequence[Message]) -> None:
 
 
 class ExtractiveSummarizer:
-    """Verbatim excerpts that carry specifics and instructions, in order, under a budget.
+    """Verbatim excerpts that carry details and instructions, in order, under a budget.
 
     Each line is ``format_excerpt(index, who, text)``: message number ``first_index
     + i`` for ``turns[i]``; ``who`` is the role for text, ``<tool> call`` for a tool
@@ -609,15 +753,16 @@ class ExtractiveSummarizer:
     covers more, so a stale candidate is re-scored when it surfaces). A candidate is
     a sentence of what the user, the assistant or the system said (windows too inside
     a long one), or, in any other line, a window over a run of neighbouring atoms that
-    hold specifics (paths, ids, numbers; see :func:`ctxwise.retention.specifics`), or
-    an error line from its error word on. It is worth the specifics it holds that the
-    summary does not hold yet (one the user or the assistant stated counts double:
-    tool output can be fetched again) plus, for a sentence of the user's that
-    instructs ("do not…", "must…", "until…"), a weight that puts it ahead of any
-    fact; divided by the characters of the line it writes, origin and markers
-    included. So a detail repeated in twenty tool results costs one excerpt, a line
-    said twice is read once, and a long line costs only the window around its
-    detail. Windows of one line closer than a second line would cost are merged.
+    hold details (paths, file names, code-like names, numbers, URLs; see the module
+    doc), or an error line from its error word on. It is worth the salience of the
+    details it holds that the summary does not hold yet (:func:`_salience`: how many
+    messages came back to a detail, and whether the user or the agent wrote it or a
+    tool printed it, how late: tool output can be fetched again) plus, for a sentence of the
+    user's that instructs ("do not…", "must…", "until…"), a weight that puts it
+    ahead of any detail; divided by the characters of the line it writes, origin and
+    markers included. So a detail repeated in twenty tool results costs one excerpt,
+    a line said twice is read once, and a long line costs only the window around
+    its detail. Windows of one line closer than a second line would cost are merged.
 
     The previous summary's lines compete on the same terms: its excerpts keep their
     origin (and may be cut further), its other lines are kept whole, as they are, and
@@ -649,12 +794,16 @@ class ExtractiveSummarizer:
                 continue
             ex = parse_excerpt(raw)
             if ex is None:
-                reader.line(_Line(-1, "", raw, (-1, 0, n)), reader.hits(raw), False)
+                hits = reader.hits(raw)
+                reader.mention(-1, hits, True)
+                reader.line(_Line(-1, "", raw, (-1, 0, n)), hits, False)
                 continue
             text, left, right = _uncut(ex.text)
             if text.strip() and not _NUMBERING.fullmatch(text.strip()):
                 line = _Line(ex.index, ex.who, text, (ex.index, -1, n), left, right)
-                reader.line(line, reader.hits(text), ex.who in _PROSE)
+                hits = reader.hits(text, ex.who.endswith(" result"))
+                reader.mention(ex.index, hits, ex.who in _PROSE or ex.who.endswith(" call"))
+                reader.line(line, hits, ex.who in _PROSE)
         names = {b.id: b.name for m in turns for b in m.content if isinstance(b, ToolUseBlock)}
         blocks: list[tuple[int, str, str, int, bool]] = []  # index, who, text, block, result
         for i, m in enumerate(turns):
@@ -701,17 +850,13 @@ class ExtractiveSummarizer:
                 return sum(line.chars(s, e) for s, e in pieces)
             return sum(count(line.render(s, e)) + 1 for s, e in pieces)
 
-        weights: dict[str, int] = dict.fromkeys(reader.spoken, _CONVERSATION_FACTOR)
-        weights.update(
-            dict.fromkeys(reader.instructions, _INSTRUCTION_WEIGHT * _CONVERSATION_FACTOR)
-        )
-        covered: set[str] = set()
-        get = weights.get
+        left = _salience(reader)  # what each unit still adds: 0 once the summary holds it
+        weight = left.__getitem__
 
-        def gain(units: tuple[str, ...]) -> int:
-            return sum(get(u, 1) for u in units if u not in covered)
+        def gain(units: tuple[str, ...]) -> float:
+            return sum(map(weight, units))
 
-        heap = [(-sum(get(u, 1) for u in c[3]) / c[4], n) for n, c in enumerate(candidates)]
+        heap = [(-gain(c[3]) / c[4], n) for n, c in enumerate(candidates)]
         heapq.heapify(heap)
         spent: dict[int, int] = {}
         picks: list[int] = []
@@ -742,7 +887,8 @@ class ExtractiveSummarizer:
             used += after - before
             spent[li] = after
             line.chosen.append((s, e))
-            covered.update(units)
+            for u in units:
+                left[u] = 0.0
             picks.append(li)
         if not picks:
             return self._latest(reader, budget)
