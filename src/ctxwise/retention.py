@@ -25,6 +25,14 @@ id or file name does not hold it (``W44170`` does not keep ``W4417``, nor
 ``zapp.py`` ``app.py``). :func:`retention` returns the
 specifics by kind and origin (conversation text vs tool output), and which a
 summary kept.
+
+Retention scores a summary against everything the range held, whether or not it
+is ever needed again. :func:`future_reference_recall` asks what was needed: at a
+compaction point of a real session, of the paths, identifiers, numbers and names
+(:func:`references`, a plainer reading than :func:`specifics`) that the user or
+the agent writes *after* the point and that only the summarized range held, the
+share the compacted window still holds. No summarizer ranks by either function:
+the figures stay measurements (``benchmarks/bench_retention.py`` runs both).
 """
 
 from __future__ import annotations
@@ -43,8 +51,20 @@ from ctxwise.messages import (
     block_text,
     check_messages,
 )
+from ctxwise.text import STOPWORDS
 
-__all__ = ["Retention", "Specific", "SpecificKind", "retention", "specifics"]
+__all__ = [
+    "FutureRecall",
+    "Reference",
+    "ReferenceKind",
+    "Retention",
+    "Specific",
+    "SpecificKind",
+    "future_reference_recall",
+    "references",
+    "retention",
+    "specifics",
+]
 
 SpecificKind: TypeAlias = Literal["path", "id", "number", "error"]
 Origin: TypeAlias = Literal["conversation", "tool_output"]
@@ -204,3 +224,221 @@ def retention(
         for origin, items in present.items()
     }
     return Retention(present, kept)
+
+
+# --------------------------------------------------------------------------- future references
+
+ReferenceKind: TypeAlias = Literal["path", "identifier", "number", "name"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """One reference: its kind and the ``key`` it is matched by (case-folded; a
+    file path by its file name, see :func:`references`)."""
+
+    kind: ReferenceKind
+    key: str
+
+
+_URL = re.compile(r"\bhttps?://[^\s<>\"'`)\]]+")
+_TICKED = re.compile(r"`([^`\s]{2,80})`")
+_TOKEN = re.compile(r"\w[\w.-]*")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+_DOTTED = re.compile(r"\w\w\.[^\W\d]")
+_LETTER_AND_DIGIT = re.compile(r"^(?=.*\d)(?=.*[^\W\d_])")
+_VERSION = re.compile(r"\d+(?:\.\d+){2,}")
+_NAME = re.compile(r"[A-Z][a-z]{2,}")
+_TRAIL = ".,:;-"
+
+
+def _path_key(value: str) -> str:
+    folded = _fold(value).rstrip("/")
+    name = folded.rsplit("/", 1)[-1]
+    return name if "." in name.strip(".") else folded
+
+
+def _word_kind(token: str) -> ReferenceKind | None:
+    """``identifier`` for a token written like code, else ``None``."""
+    if (
+        "_" in token.strip("_")
+        or _CAMEL.search(token)
+        or _DOTTED.search(token)
+        or "-" in token.strip("-")
+        or (len(token) >= 3 and _LETTER_AND_DIGIT.match(token))
+        or _VERSION.fullmatch(token)
+    ):
+        return "identifier"
+    return None
+
+
+def _mid_sentence(text: str, at: int) -> bool:
+    """Whether the word at ``at`` follows a letter, a digit or a comma (not the
+    start of a sentence, a line, a quote or a list item)."""
+    i = at - 1
+    while i >= 0 and text[i] in " \t":
+        i -= 1
+    return i >= 0 and (text[i].isalnum() or text[i] == ",")
+
+
+def references(text: str) -> set[Reference]:
+    """The paths, identifiers, numbers and names ``text`` refers to.
+
+    - ``path``: a file path or file name (the :func:`specifics` pattern) or a URL;
+      keyed by its file name when it has one with an extension (``lib/a/x.ex`` and
+      ``/home/u/p/lib/a/x.ex`` are one reference), else by the whole path;
+    - ``identifier``: a token written like code: with an underscore, a dot inside
+      (``Spotter.Repo``, ``conn.assigns``), a hyphen inside (``spotter-gqc``),
+      letters and digits mixed (``W4417``, a hash, ``spotter-gqc.6``), a lower-case
+      letter before a capital (``ProjectReviewLive``), or a version ``1.2.3``;
+    - ``number``: two or more digits, not part of a path or an identifier;
+    - ``name``: a short code span in backticks (`` `credo` ``), or a capitalised
+      word inside a sentence (``… with Phoenix``).
+
+    Keys are case-folded. It is a plain reading of the text, the same for every
+    summary and session, and the summarizers do not use it.
+    """
+    if not isinstance(text, str):
+        raise UsageError(f"references() reads text, got {type(text).__name__}")
+    found: set[Reference] = set()
+    taken = bytearray(len(text))
+
+    def take(start: int, end: int) -> None:
+        taken[start:end] = b"\x01" * (end - start)
+
+    for m in _URL.finditer(text):
+        found.add(Reference("path", _fold(m.group().rstrip(".,:;'\""))))
+        take(m.start(), m.end())
+    for m in _PATH.finditer(text):
+        if taken[m.start()]:
+            continue
+        value = m.group().rstrip(".,:;)'\"")
+        if "/" in value and not re.search(r"[A-Za-z]{2}", value.rsplit("/", 1)[-1] or "x"):
+            continue  # a date like 12/05/2024 or a fraction, not a path
+        found.add(Reference("path", _path_key(value)))
+        take(m.start(), m.end())
+    for m in _TICKED.finditer(text):
+        if taken[m.start(1)]:
+            continue
+        span = m[1].strip(_TRAIL)
+        if len(span) >= 2 and any(c.isalpha() for c in span):
+            found.add(Reference(_word_kind(span) or "name", _fold(span)))
+            take(m.start(), m.end())
+    for m in _NUMBER.finditer(text):
+        if not taken[m.start()]:
+            found.add(Reference("number", m.group().replace(",", "")))
+            take(m.start(), m.end())
+    for m in _TOKEN.finditer(text):
+        if taken[m.start()]:
+            continue
+        token = m.group().rstrip(_TRAIL)
+        kind = _word_kind(token)
+        if kind is not None:
+            found.add(Reference(kind, _fold(token)))
+        elif (
+            _NAME.fullmatch(token)
+            and _mid_sentence(text, m.start())
+            and token.casefold() not in STOPWORDS
+        ):
+            found.add(Reference("name", token.casefold()))
+    return found
+
+
+_HARNESS_ELEMENT = re.compile(r"<([a-z][\w-]*)>.*?</\1>", re.DOTALL)
+"""An element a harness wraps into user text (``<system-reminder>…</…>``,
+``<task-notification>…</…>``): shown to the agent, not written by the user."""
+
+
+def _shown_and_written(message: Message) -> tuple[list[str], list[str]]:
+    """The texts of ``message`` the session was shown (tool results, system text,
+    harness elements) and those the user or the agent wrote (text, thinking, tool
+    calls)."""
+    shown: list[str] = []
+    written: list[str] = []
+    for b in message.content:
+        if isinstance(b, ToolResultBlock):
+            shown.append(_GUTTER.sub("", block_text(b)))
+            continue
+        text = block_text(b)
+        if message.role == "system":
+            shown.append(text)
+        elif isinstance(b, TextBlock) and message.role == "user":
+            shown.extend(m.group() for m in _HARNESS_ELEMENT.finditer(text))
+            written.append(_HARNESS_ELEMENT.sub(" ", text))
+        else:
+            written.append(text)
+    return shown, written
+
+
+def _all_references(messages: Sequence[Message]) -> set[Reference]:
+    found: set[Reference] = set()
+    for m in messages:
+        shown, written = _shown_and_written(m)
+        for text in (*shown, *written):
+            found |= references(text)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class FutureRecall:
+    """At one compaction point: ``needed``, the references the session uses after
+    it that only the summarized range held, and ``held``, those of them the
+    compacted window still holds."""
+
+    needed: frozenset[Reference]
+    held: frozenset[Reference]
+
+    @property
+    def recall(self) -> float | None:
+        """``held / needed``; ``None`` when nothing was needed."""
+        return len(self.held) / len(self.needed) if self.needed else None
+
+    def counts(self) -> dict[str, list[int]]:
+        """``{kind: [held, needed]}`` plus ``total``."""
+        out: dict[str, list[int]] = {}
+        for r in self.needed:
+            row = out.setdefault(r.kind, [0, 0])
+            row[1] += 1
+            row[0] += r in self.held
+        return {**{k: out[k] for k in sorted(out)}, "total": [len(self.held), len(self.needed)]}
+
+
+def future_reference_recall(
+    summarized: Sequence[Message],
+    after: Sequence[Message],
+    window: str,
+    *,
+    kept: Sequence[Message] = (),
+    reread: bool = False,
+) -> FutureRecall:
+    """How many of the references the session uses after a compaction point the
+    compacted window still holds.
+
+    ``summarized`` are the messages the compaction replaced, ``kept`` the ones it
+    left verbatim (the tail, the system part), ``window`` the text that replaced
+    the range (the summary, a pinned block), and ``after`` the messages that came
+    after the compaction point. A reference is *used* after the point when the
+    user or the agent writes it there: in text (harness elements left out), in
+    thinking or in a tool call's input. It is *needed* when the summarized range
+    has it and the kept messages do not: only the compaction decides whether the
+    window still has it. It is *held* when ``window`` has it (:func:`references`,
+    the same reading for every summary).
+
+    By default a reference that a tool result, system text or a harness element
+    after the point showed before its first written use is not needed: the agent
+    could read it there. ``reread=True`` counts every written use.
+    """
+    if not isinstance(window, str):
+        raise UsageError(f"the window is text, got {type(window).__name__}")
+    for name, value in (("summarized", summarized), ("after", after), ("kept", kept)):
+        check_messages(value, name)
+    before = _all_references(summarized) - _all_references(kept)
+    used: set[Reference] = set()
+    seen: set[Reference] = set()
+    for m in after:
+        shown, written = _shown_and_written(m)
+        for text in written:
+            used |= references(text) - (set() if reread else seen)
+        for text in shown:
+            seen |= references(text)
+    needed = frozenset(used & before)
+    return FutureRecall(needed, needed & frozenset(references(window)))
