@@ -35,7 +35,7 @@ from ctxwise.routing.router import arrays_path
 from tests._routers import legacy_arrays, saved_arrays
 from tests.conftest import DATA
 
-pytest.importorskip("sklearn", reason="needs the lexical extra: pip install 'ctxwise[lexical]'")
+pytest.importorskip("sklearn", reason="needs the lexical extra: pip install -e '.[lexical]'")
 CLINC = DATA / "clinc150" / "data_full.json"
 
 

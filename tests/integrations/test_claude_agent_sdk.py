@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip(
     "claude_agent_sdk",
-    reason="needs the claude-agent-sdk extra: pip install 'ctxwise[claude-agent-sdk]'",
+    reason="needs the claude-agent-sdk extra: pip install -e '.[claude-agent-sdk]'",
 )
 
 import claude_agent_sdk

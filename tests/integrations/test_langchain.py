@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip(
-    "langchain", reason="needs the langchain extra: pip install 'ctxwise[langchain]'"
-)
+pytest.importorskip("langchain", reason="needs the langchain extra: pip install -e '.[langchain]'")
 
 from langchain.agents import create_agent
 from langchain.agents.middleware import ModelRequest, ModelResponse, SummarizationMiddleware

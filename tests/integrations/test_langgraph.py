@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip(
-    "langgraph", reason="needs the langgraph extra: pip install 'ctxwise[langgraph]'"
-)
+pytest.importorskip("langgraph", reason="needs the langgraph extra: pip install -e '.[langgraph]'")
 pytest.importorskip("langgraph.checkpoint.sqlite", reason="needs langgraph-checkpoint-sqlite")
 
 from ctxwise._demo import ROUTING_QUERIES, routing_pipeline

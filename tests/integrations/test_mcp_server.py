@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("mcp", reason="needs the mcp extra: pip install 'ctxwise[mcp]'")
+pytest.importorskip("mcp", reason="needs the mcp extra: pip install -e '.[mcp]'")
 
 from mcp import types
 from mcp.client.session import ClientSession

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "agents", reason="needs the openai-agents extra: pip install 'ctxwise[openai-agents]'"
+    "agents", reason="needs the openai-agents extra: pip install -e '.[openai-agents]'"
 )
 
 from agents import Agent, RunConfig, Runner, ToolInputGuardrailData, function_tool

@@ -20,7 +20,7 @@ import pydantic
 import pytest
 
 pytest.importorskip(
-    "agents", reason="needs the openai-agents extra: pip install 'ctxwise[openai-agents]'"
+    "agents", reason="needs the openai-agents extra: pip install -e '.[openai-agents]'"
 )
 from agents import Agent, RunConfig, Runner
 from agents.testing import ScriptedModel, assistant_message

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import pytest
 
 pytest.importorskip(
-    "pydantic_ai", reason="needs the pydantic-ai extra: pip install 'ctxwise[pydantic-ai]'"
+    "pydantic_ai", reason="needs the pydantic-ai extra: pip install -e '.[pydantic-ai]'"
 )
 
 from pydantic import BaseModel

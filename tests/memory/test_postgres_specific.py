@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-EXTRA = "the PostgreSQL store needs the extra: pip install 'ctxwise[postgres]'"
+EXTRA = "the PostgreSQL store needs the extra: pip install -e '.[postgres]'"
 psycopg = pytest.importorskip("psycopg", reason=EXTRA)
 pytest.importorskip("pgvector", reason=EXTRA)
 
