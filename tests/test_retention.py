@@ -165,6 +165,17 @@ def test_references_leave_out_plain_words_sentence_starts_and_single_digits() ->
     assert _refs("") == set()
 
 
+def test_references_read_json_as_its_strings() -> None:
+    """A tool call's input is JSON: its keys name fields, and an escaped line break
+    separates words (``\\nadd`` is not a word ``nadd``)."""
+    call = 'Edit {"file_path":"lib/a.ex","old_string":"x\\nadd_thing \\"Spotter.Repo\\""}'
+    assert _refs(call) == {
+        ("path", "a.ex"),
+        ("identifier", "add_thing"),
+        ("identifier", "spotter.repo"),
+    }
+
+
 def test_a_path_is_one_reference_wherever_it_is_rooted() -> None:
     """A file path is keyed by its file name; a path without one by the whole path."""
     assert _refs("/home/u/p/lib/a/x.ex") == _refs("lib/a/x.ex") == {("path", "x.ex")}

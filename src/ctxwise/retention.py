@@ -249,6 +249,7 @@ _LETTER_AND_DIGIT = re.compile(r"^(?=.*\d)(?=.*[^\W\d_])")
 _VERSION = re.compile(r"\d+(?:\.\d+){2,}")
 _NAME = re.compile(r"[A-Z][a-z]{2,}")
 _TRAIL = ".,:;-"
+_ESCAPED_BREAK = re.compile(r"\\[nrt]")
 
 
 def _path_key(value: str) -> str:
@@ -294,12 +295,16 @@ def references(text: str) -> set[Reference]:
     - ``name``: a short code span in backticks (`` `credo` ``), or a capitalised
       word inside a sentence (``… with Phoenix``).
 
-    Keys are case-folded. It is a plain reading of the text, the same for every
-    summary and session, and the summarizers do not use it.
+    Text inside JSON (a tool call's input) reads as its strings would: an escaped
+    line break (``\\n``) separates words, and an object key (``"file_path":``)
+    names a field, not a reference. Keys are case-folded. It is a plain reading of
+    the text, the same for every summary and session, and the summarizers do not
+    use it.
     """
     if not isinstance(text, str):
         raise UsageError(f"references() reads text, got {type(text).__name__}")
     found: set[Reference] = set()
+    text = _ESCAPED_BREAK.sub(" ", text).replace('\\"', '"')
     taken = bytearray(len(text))
 
     def take(start: int, end: int) -> None:
@@ -328,8 +333,8 @@ def references(text: str) -> set[Reference]:
             found.add(Reference("number", m.group().replace(",", "")))
             take(m.start(), m.end())
     for m in _TOKEN.finditer(text):
-        if taken[m.start()]:
-            continue
+        if taken[m.start()] or text.startswith('":', m.end()):
+            continue  # read already, or a JSON object's key
         token = m.group().rstrip(_TRAIL)
         kind = _word_kind(token)
         if kind is not None:
