@@ -188,6 +188,9 @@ def _uncut(text: str) -> tuple[str, bool, bool]:
 # the look-behind makes the scan linear (one attempt per atom).
 _ATOM_CHARS = r"\w@.+\-/~:,"
 _ATOM = re.compile(rf"(?<![{_ATOM_CHARS}])[{_ATOM_CHARS}]*?(?:[\d/._]|[a-z][A-Z])[{_ATOM_CHARS}]*")
+_DATA_ATOM = re.compile(rf"(?<![{_ATOM_CHARS}])[{_ATOM_CHARS}]*?[\d/.][{_ATOM_CHARS}]*")
+"""The atoms of tool output, where names written like code are no details: only
+an atom with a digit, a slash or a dot can hold one there."""
 _PARTS = re.compile(r":|,(?!\d{3}(?!\d))")
 """Where an atom splits into details (``lib/a.ex:12:5`` → the path, ``12``, ``5``);
 a comma between digit groups (``4,417``) does not split."""
@@ -407,7 +410,7 @@ class _Reader:
         the agent's own use of a name is what marks it. A JSON key is no detail."""
         hits = []
         atoms = self._printed if printed else self._atoms
-        for m in _ATOM.finditer(text):
+        for m in (_DATA_ATOM if printed else _ATOM).finditer(text):
             end = m.end()
             if text.startswith('":', end):
                 continue  # a JSON key (a tool call's "file_path"): a field's name, not a detail
