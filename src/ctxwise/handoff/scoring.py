@@ -3,6 +3,9 @@
 - :class:`HybridScorer` (the default; offline): the long-term memory's hybrid
   recall, BM25 plus hashing vectors, over the chunks, with camelCase names split
   into their words on both sides (:func:`code_words`);
+- :class:`BM25Scorer`: plain BM25 over the chunks (the same analyzer, no vectors,
+  no fusion): the baseline the evaluation packs exactly as the default scorer's
+  chunks are packed, so only the scorer differs;
 - :class:`LLMScorer`: a model's probability of answering "yes" to that question
   for each chunk (:class:`~ctxwise.providers.scoring.YesNoModel`, e.g.
   :class:`~ctxwise.providers.scoring.OpenAIYesNo`). One call per chunk costs, so
@@ -17,16 +20,19 @@ import re
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from ctxwise._bm25 import BM25Index
 from ctxwise.embeddings import Embedder, HashingEmbedder
 from ctxwise.errors import UsageError
 from ctxwise.handoff.chunks import Chunk
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import InMemoryStore, NewItem
 from ctxwise.providers.scoring import YesNoModel
+from ctxwise.text import DEFAULT_ANALYZER
 
 __all__ = [
     "DEFAULT_SHORTLIST",
     "RELEVANCE_PROMPT",
+    "BM25Scorer",
     "ChunkScorer",
     "HybridScorer",
     "LLMScorer",
@@ -120,6 +126,55 @@ class HybridScorer:
             return [0.0] * len(chunks)
         found = {h.item.id: h.score for h in hits}
         return [max(0.0, float(found.get(c.id, 0.0))) for c in chunks]
+
+
+class BM25Scorer:
+    """Plain BM25 (the stores' formula and :data:`~ctxwise.text.DEFAULT_ANALYZER`)
+    over each chunk's text, with camelCase split on both sides as
+    :class:`HybridScorer` splits it (:func:`code_words`); a chunk no word of the
+    task is in scores 0.
+
+    ``context``: the chunks before each one whose text is indexed with it (0: the
+    chunk alone; the default scorer's lexical index holds two, the ``neutral``
+    preset's context). ``headers``: index each chunk's header line too (its id,
+    kind, position and time, as the handoff shows it).
+    """
+
+    def __init__(self, *, context: int = 0, headers: bool = False) -> None:
+        if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+            raise UsageError(f"context must be 0 or more chunks, got {context!r}")
+        self.context = context
+        self.headers = bool(headers)
+        self._last: tuple[str, BM25Index] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"bm25:context={self.context}" + (":headers" if self.headers else "")
+
+    def text(self, chunks: Sequence[Chunk], i: int) -> str:
+        """What is indexed for chunk ``i``."""
+        parts = [c.text for c in chunks[max(0, i - self.context) : i + 1]]
+        if self.headers:
+            parts.insert(0, chunks[i].header())
+        return code_words(_indexable("\n".join(parts)))
+
+    def _index(self, chunks: Sequence[Chunk]) -> BM25Index:
+        """The chunks' index; the last transcript's is kept, as :class:`HybridScorer`
+        keeps its memory."""
+        digest = hashlib.sha256()
+        for c in chunks:
+            digest.update(f"{c.header()}\x00{c.text}\x01".encode("utf-8", "surrogatepass"))
+        key = digest.hexdigest()
+        if self._last is None or self._last[0] != key:
+            texts = [self.text(chunks, i) for i in range(len(chunks))]
+            self._last = (key, BM25Index(texts, DEFAULT_ANALYZER))
+        return self._last[1]
+
+    def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
+        if not chunks:
+            return []
+        found = self._index(chunks).query(code_words(_indexable(task)))
+        return [float(x) for x in found]
 
 
 class LLMScorer:

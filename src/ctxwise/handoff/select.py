@@ -18,10 +18,10 @@ of the transcript (:mod:`ctxwise.handoff.chunks`) exactly as they were:
    default: the long-term memory's hybrid recall, BM25 plus hashing vectors, over
    the chunks), best first;
 4. **packed** whole, best value per token first (score over cost to the power
-   :data:`SIZE_EXPONENT`: a long chunk must score higher than a short one to go
-   first), while they fit the budget (a chunk that does not fit is passed over
-   for a smaller one after it), then **emitted in their original order**, each
-   under a header with its id, kind, position and time.
+   :data:`SIZE_EXPONENT`, or ``size_exponent``: a long chunk must score higher
+   than a short one to go first), while they fit the budget (a chunk that does
+   not fit is passed over for a smaller one after it), then **emitted in their
+   original order**, each under a header with its id, kind, position and time.
 
 When nothing in the transcript matches the task, the report says so and the most
 recent chunks are taken instead (never nothing, unless no chunk with its header
@@ -50,8 +50,10 @@ __all__ = [
     "SIZE_EXPONENT",
     "Handoff",
     "Selected",
+    "chunk_costs",
     "identifiers",
     "select_context",
+    "select_scored",
 ]
 
 DEFAULT_BUDGET = 20_000
@@ -264,6 +266,29 @@ def _share_of(budget: int, share: float) -> int:
         return int(Fraction(share) * budget)
 
 
+def chunk_costs(chunks: Sequence[Chunk], counter: TokenCounter) -> list[int]:
+    """What each chunk costs a handoff's budget: its header and text as
+    :meth:`Handoff.render` writes them, and the blank line after."""
+    return [counter.count(f"{c.header()}\n{c.text}") + 2 for c in chunks]
+
+
+def _check(task: str, budget: int, recent_share: float | None, size_exponent: float | None) -> None:
+    if not isinstance(task, str) or not task.strip():
+        raise UsageError("the task is empty: say what the subagent must do")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise BudgetError(budget, "a handoff budget is an integer >= 1")
+    share: Any = recent_share
+    if share is not None and (
+        isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1
+    ):
+        raise UsageError(f"recent_share is a fraction of the budget in [0, 1], not {share!r}")
+    power: Any = size_exponent
+    if power is not None and (
+        isinstance(power, bool) or not isinstance(power, int | float) or not 0 <= power < math.inf
+    ):
+        raise UsageError(f"size_exponent is a finite number >= 0, not {power!r}")
+
+
 def select_context(
     transcript: Transcript | Sequence[Message],
     task: str,
@@ -273,37 +298,80 @@ def select_context(
     counter: TokenCounter | None = None,
     max_chunk_tokens: int = DEFAULT_MAX_CHUNK_TOKENS,
     recent_share: float | None = None,
+    size_exponent: float | None = None,
 ) -> Handoff:
     """The chunks of ``transcript`` a subagent given ``task`` needs, verbatim, in at
-    most ``budget`` tokens (see the module docstring).
+    most ``budget`` tokens (see the module docstring). ``recent_share`` and
+    ``size_exponent`` default to :data:`DEFAULT_RECENT_SHARE` and
+    :data:`SIZE_EXPONENT`.
 
     Raises:
-        UsageError: ``task`` is empty, ``recent_share`` is not in [0, 1], or
-            ``scorer`` returns the wrong number of scores or one that is not a
-            finite number (NaN, infinity).
+        UsageError: ``task`` is empty, ``recent_share`` is not in [0, 1],
+            ``size_exponent`` is not a finite number >= 0, or ``scorer`` returns
+            the wrong number of scores or one that is not a finite number (NaN,
+            infinity).
         BudgetError: ``budget`` is not a positive integer.
     """
-    if not isinstance(task, str) or not task.strip():
-        raise UsageError("the task is empty: say what the subagent must do")
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
-        raise BudgetError(budget, "a handoff budget is an integer >= 1")
-    share = DEFAULT_RECENT_SHARE if recent_share is None else recent_share
-    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-        raise UsageError(f"recent_share is a fraction of the budget in [0, 1], not {share!r}")
+    _check(task, budget, recent_share, size_exponent)
     tc = counter if counter is not None else CharCounter()
     chosen_scorer = scorer if scorer is not None else HybridScorer()
     chunks = chunk_transcript(transcript, tc, max_chunk_tokens=max_chunk_tokens)
-    cost = [tc.count(f"{c.header()}\n{c.text}") + 2 for c in chunks]
     scores = chosen_scorer.score(task, chunks) if chunks else []
+    return select_scored(
+        task,
+        chunks,
+        scores,
+        budget,
+        counter=tc,
+        recent_share=recent_share,
+        size_exponent=size_exponent,
+        scorer=chosen_scorer.name,
+    )
+
+
+def select_scored(
+    task: str,
+    chunks: Sequence[Chunk],
+    scores: Sequence[float],
+    budget: int = DEFAULT_BUDGET,
+    *,
+    counter: TokenCounter | None = None,
+    recent_share: float | None = None,
+    size_exponent: float | None = None,
+    scorer: str = "given",
+    costs: Sequence[int] | None = None,
+) -> Handoff:
+    """What :func:`select_context` does once the chunks are scored (steps 1–4 of
+    the module docstring), for a caller that scores a transcript's chunks once
+    and packs them under several budgets or settings; ``scorer`` names where the
+    scores came from (in the report and errors). ``costs`` are the chunks' costs
+    as :func:`chunk_costs` gives them, when the caller has them already.
+
+    Raises:
+        UsageError: as :func:`select_context`; ``scores`` is not one finite
+            number per chunk, or ``costs`` not one token count >= 0 per chunk.
+        BudgetError: ``budget`` is not a positive integer.
+    """
+    _check(task, budget, recent_share, size_exponent)
+    share = DEFAULT_RECENT_SHARE if recent_share is None else recent_share
+    power = SIZE_EXPONENT if size_exponent is None else size_exponent
+    tc = counter if counter is not None else CharCounter()
+    chunks = list(chunks)
+    scores = list(scores)
+    cost = chunk_costs(chunks, tc) if costs is None else list(costs)
+    if len(cost) != len(chunks) or not all(
+        isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cost
+    ):
+        raise UsageError(f"costs are {len(chunks)} token counts >= 0, one per chunk")
     if len(scores) != len(chunks):
         raise UsageError(
-            f"the scorer {chosen_scorer.name!r} gave {len(scores)} scores for {len(chunks)} chunks"
+            f"the scorer {scorer!r} gave {len(scores)} scores for {len(chunks)} chunks"
         )
     # NaN sorts nowhere (the packing order became arbitrary) and is not JSON (the report)
     bad = next((i for i, s in enumerate(scores) if not _finite(s)), None)
     if bad is not None:
         raise UsageError(
-            f"the scorer {chosen_scorer.name!r} gave {scores[bad]!r} for chunk {chunks[bad].id}: "
+            f"the scorer {scorer!r} gave {scores[bad]!r} for chunk {chunks[bad].id}: "
             "a score is a finite number"
         )
     names = identifiers(task)
@@ -328,7 +396,7 @@ def select_context(
                 also.setdefault(history[depth], path)
     matched = any(s > 0 for s in scores)
     if matched:
-        value = [scores[i] / max(cost[i], 1) ** SIZE_EXPONENT for i in range(len(chunks))]
+        value = [scores[i] / max(cost[i], 1) ** power for i in range(len(chunks))]
         order = sorted(range(len(chunks)), key=lambda i: (-value[i], i))
         order = [i for i in order if scores[i] > 0]
         rest = [i for i in range(len(chunks) - 1, -1, -1) if scores[i] <= 0]
@@ -371,7 +439,7 @@ def select_context(
         budget,
         used,
         sum(cost),
-        chosen_scorer.name,
+        scorer,
         matched,
         tuple(names),
         tuple(unmatched),
