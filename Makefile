@@ -28,8 +28,10 @@ lint: $(BIN)/.installed-dev
 typecheck: $(BIN)/.installed-dev
 	$(BIN)/mypy
 
+# pytest on every core (pytest-xdist); one thread per worker for torch and BLAS, whose
+# spinning threads otherwise fight the other worker for the same cores
 test: lint typecheck
-	$(BIN)/pytest
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/pytest -n auto
 
 # the docs site, every warning an error; benchmark figures come from
 # benchmarks/results/*.json through scripts/bench_docs.py (run after make bench)

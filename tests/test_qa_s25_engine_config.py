@@ -261,12 +261,13 @@ def _documented_block() -> str:
 
 
 def test_the_documented_config_block_loads(tmp_path: Path) -> None:
-    # `file = "router.json"` beside `keywords = {}` was refused as giving both
+    # `file = "router.json"` beside `keywords = {}` was refused as giving both; the
+    # block is now examples/ctxwise.toml, with a keyword router (the file a comment)
     path = tmp_path / "ctxwise.toml"
     path.write_text(_documented_block(), encoding="utf-8")
     cfg = load_config(path)
     assert cfg.router is not None
-    assert (cfg.router.file, cfg.router.keywords, cfg.router.default) == ("router.json", None, None)
+    assert cfg.router.file is None and cfg.router.keywords == {"billing": ["refund", "invoice"]}
 
 
 def test_empty_keywords_alone_are_no_router() -> None:
@@ -453,7 +454,8 @@ def test_a_route_and_the_fallback_may_name_a_source_given_in_code() -> None:
     )
     with Engine(cfg, sources=[StaticSource("kb", "Knowledge base text")]) as engine:
         routed = engine.turn("s", [Message.text_message("user", "read the docs")]).trace
-        fell = engine.turn("s", [Message.text_message("user", "something else")]).trace
+        answer = Message.text_message("assistant", "Here is what the docs say.")
+        fell = engine.turn("s", [answer, Message.text_message("user", "something else")]).trace
     assert (routed.route.label, [s.name for s in routed.sections]) == ("kb", ["kb"])
     assert (fell.route.fallback is not None, [s.name for s in fell.sections]) == (True, ["kb"])
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from json.decoder import scanstring
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,15 +17,9 @@ from ctxwise.formats import read_transcripts
 from ctxwise.messages import ToolResultBlock, ToolUseBlock
 from ctxwise.tokens import CharCounter, WordCounter
 from ctxwise.tools.trim import MAX_DEPTH, MORE_ITEMS, Trimmed, trim, trim_text
+from tests.conftest import DATA
 
-TAU = (
-    Path(__file__).resolve().parents[3]
-    / "shared"
-    / "data"
-    / "transcripts"
-    / "tau_bench"
-    / "gpt-4o-airline.json"
-)
+TAU = DATA / "transcripts" / "tau_bench" / "gpt-4o-airline.json"
 
 # The fields an airline agent acts on, per tool. A reservation keeps its id, owner,
 # route, cabin, the flights' numbers and dates, who flies and how it was paid;
