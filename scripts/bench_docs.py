@@ -668,11 +668,22 @@ def frameworks(d: dict[str, Any]) -> str:
     )
 
 
+def retention(d: dict[str, Any]) -> str:
+    """The section ``bench_retention`` writes for itself (its tables and where ctxwise
+    loses, from the same results)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_retention
+
+    section: str = bench_retention.docs_section(d)
+    return section
+
+
 SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Engine per-turn overhead", "bench_engine", engine),
     ("Replay over every recording", "bench_replay", replay),
     ("Compaction over every transcript", "bench_compact_all", compact_all),
     ("Compaction time", "bench_compaction", compaction),
+    ("Summary retention and future references", "bench_retention", retention),
     ("Routing on CLINC150", "bench_routing", routing),
     ("Routing, held-out intents (offset 0)", "bench_routing_holdout7_0", routing),
     ("Routing, held-out intents (offset 1)", "bench_routing_holdout7_1", routing),
