@@ -175,3 +175,43 @@ def test_at_80_columns_the_demo_shows_what_the_user_said_and_what_to_try_next(
 def test_the_json_report_holds_what_the_user_said(report: tuple[Path, dict[str, Any]]) -> None:
     _, data = report
     assert [t["user"] for t in data["turns"]] == [s.user for s in SCRIPT]
+
+
+def test_a_same_budget_newest_first_baseline_is_scored_on_the_same_needs(
+    report: tuple[Path, dict[str, Any]],
+) -> None:
+    _, data = report
+    newest = data["newest_first"]
+    assert newest["budget"] == BUDGET
+    assert newest["needs_total"] == data["checks"]["needs_total"]
+    for turn in newest["turns"]:  # the same budget as every ctxwise request
+        assert turn["tokens"] <= BUDGET
+    # it keeps only what fits newest first: what was said early and not pinned (a
+    # standing rule, a recalled name) is gone once the history outgrows the budget,
+    # where ctxwise's request held it
+    lost = {(t["turn"], n["text"]) for t in newest["turns"] for n in t["needs"] if not n["present"]}
+    held = {(t["turn"], n["text"]) for t in data["turns"] for n in t["needs"] if n["present"]}
+    assert lost and lost <= held
+    assert newest["needs_present"] == newest["needs_total"] - len(lost)
+
+
+def test_newest_first_keeps_a_call_with_its_results() -> None:
+    from ctxwise._demo import newest_first
+
+    call = {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x"}]}
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]}
+    request = {
+        "system": [{"type": "text", "text": "pinned rule"}],
+        "messages": [
+            {"role": "user", "content": "a" * 40},
+            call,
+            result,
+            {"role": "user", "content": "q"},
+        ],
+    }
+    cut, tokens, dropped = newest_first(request, 20, len, "prompt")
+    assert cut["system"] == [{"type": "text", "text": "prompt"}]
+    # the call and its result are one unit: both kept, or both dropped with the oldest
+    assert cut["messages"] in ([call, result, request["messages"][-1]], [request["messages"][-1]])
+    assert tokens <= 20 and dropped == 4 - len(cut["messages"])
+    assert cut["messages"] == [request["messages"][-1]]  # the pair does not fit whole

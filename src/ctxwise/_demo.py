@@ -11,7 +11,13 @@ by two Engines built from the same config:
   refund until the address check has passed;
 - **kitchen sink**: the same config with no router (every source on every
   turn), no clearing, no compaction, no recall, and a budget that holds all of
-  it: the unedited history plus every source, every turn.
+  it: the unedited history plus every source, every turn;
+- **newest first**, the same-budget baseline: what an agent without ctxwise sends
+  at ctxwise's budget. Each kitchen-sink request (every source in the latest user
+  turn, the unedited history) with the system prompt alone as its system part (no
+  pinned facts or rules: those are ctxwise's), cut the common way: the newest
+  messages that fit, a tool call with its results (:func:`newest_first`). It gets
+  the same needs checks.
 
 Each turn declares what the model must read in that turn's request; every one
 is searched for in the text of the rendered request, so "every fact present
@@ -64,6 +70,7 @@ __all__ = [
     "NeedCheck",
     "demo_config",
     "kitchen_sink_config",
+    "newest_first",
     "request_parts",
     "routing_pipeline",
     "run_demo",
@@ -212,12 +219,40 @@ class DemoTurn:
 
 
 @dataclass(frozen=True, slots=True)
+class Baseline:
+    """One turn of the same-budget baseline: the tokens it sent, the messages it
+    dropped, and the needs checks on its request."""
+
+    turn: int
+    tokens: int
+    dropped: int
+    needs: tuple[NeedCheck, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.present for c in self.needs)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "turn": self.turn,
+            "tokens": self.tokens,
+            "dropped_messages": self.dropped,
+            "needs": [
+                {"text": c.text, "present": c.present, "found_in": list(c.found_in)}
+                for c in self.needs
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class DemoRun:
     """Both runs of the script, turn by turn."""
 
     budget: int
     turns: tuple[DemoTurn, ...]
     kitchen_sink: tuple[DemoTurn, ...]
+    newest: tuple[Baseline, ...] = ()
+    """The same-budget baseline's turns (:func:`newest_first` of the kitchen sink's)."""
 
     @property
     def total_tokens(self) -> int:
@@ -256,6 +291,13 @@ class DemoRun:
                 "needs_total": sum(len(t.needs) for t in self.turns),
                 "ok": self.ok,
             },
+            "newest_first": {
+                "budget": self.budget,
+                "tokens": sum(b.tokens for b in self.newest),
+                "needs_present": sum(c.present for b in self.newest for c in b.needs),
+                "needs_total": sum(len(b.needs) for b in self.newest),
+                "turns": [b.to_dict() for b in self.newest],
+            },
         }
 
 
@@ -285,13 +327,66 @@ def request_parts(request: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _play(engine: Engine, session_id: str) -> tuple[DemoTurn, ...]:
+def _units(messages: list[Any]) -> list[list[Any]]:
+    """Messages in the units a cut keeps or drops whole: a message, with the user
+    messages of tool results that follow it (a call is never kept without its
+    results, nor results without their call)."""
+    units: list[list[Any]] = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        results = isinstance(content, list) and all(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        )
+        if results and units:
+            units[-1].append(m)
+        else:
+            units.append([m])
+    return units
+
+
+def newest_first(
+    request: dict[str, Any], budget: int, count: Any, system: str
+) -> tuple[dict[str, Any], int, int]:
+    """``request`` cut to ``budget`` tokens the common way: ``system`` (the prompt) as
+    its system part, then the newest messages that fit, a tool call with its results
+    (``count`` counts a text). Returns ``(the cut request, its tokens, messages
+    dropped)``."""
+
+    def size(value: Any) -> int:
+        return sum(int(count(text)) for text in _strings(value))
+
+    head = [{"type": "text", "text": system}] if system else []
+    used = size(head)
+    kept: list[list[Any]] = []
+    units = _units(list(request.get("messages", [])))
+    for unit in reversed(units):
+        cost = size(unit)
+        if used + cost > budget:
+            break
+        kept.append(unit)
+        used += cost
+    messages = [m for unit in reversed(kept) for m in unit]
+    dropped = sum(len(u) for u in units) - len(messages)
+    return {**request, "system": head, "messages": messages}, used, dropped
+
+
+def _needs(request: dict[str, Any], wanted: Sequence[str]) -> tuple[NeedCheck, ...]:
+    parts = request_parts(request)
+    return tuple(
+        NeedCheck(n, tuple(part for part, text in parts.items() if n in text)) for n in wanted
+    )
+
+
+def _play(
+    engine: Engine, session_id: str, cut_to: int | None = None
+) -> tuple[tuple[DemoTurn, ...], tuple[Baseline, ...]]:
     if engine.sessions.version(session_id):
         raise UsageError(
             f"the store already holds session {session_id!r}: give --store a new file, "
             "or delete the old one"
         )
     out: list[DemoTurn] = []
+    cuts: list[Baseline] = []
     calls = 0
     for number, step in enumerate(SCRIPT, start=1):
         messages: list[Message] = []
@@ -317,26 +412,28 @@ def _play(engine: Engine, session_id: str) -> tuple[DemoTurn, ...]:
         if step.user is not None:
             messages.append(Message.text_message("user", step.user))
         turn = engine.turn(session_id, messages)
-        parts = request_parts(turn.request)
-        needs = tuple(
-            NeedCheck(n, tuple(part for part, text in parts.items() if n in text))
-            for n in step.needs
-        )
+        needs = _needs(turn.request, step.needs)
         out.append(DemoTurn(number, step.note, turn.trace, needs, tuple(checks), step.user))
-    return tuple(out)
+        if cut_to is not None:
+            cut, tokens, dropped = newest_first(
+                turn.request, cut_to, engine.counter.count, engine.config.system
+            )
+            cuts.append(Baseline(number, tokens, dropped, _needs(cut, step.needs)))
+    return tuple(out), tuple(cuts)
 
 
 def run_demo(store: str, budget: int = BUDGET) -> DemoRun:
     """Play the script on the store ``store`` (a store URL, or the path of a SQLite
     file): first as ctxwise, then as the kitchen sink (each its own session in the
-    same store)."""
+    same store), whose requests cut newest-first to ``budget`` are the same-budget
+    baseline."""
     url = store if "://" in store or store == "memory" else f"sqlite:///{Path(store).resolve()}"
     config = demo_config(url, budget)
     with Engine(config, gate=_gate()) as engine:
-        turns = _play(engine, SESSION_ID)
+        turns, _ = _play(engine, SESSION_ID)
     with Engine(kitchen_sink_config(config), gate=_gate()) as engine:
-        sink = _play(engine, KITCHEN_SINK_SESSION)
-    return DemoRun(budget, turns, sink)
+        sink, newest = _play(engine, KITCHEN_SINK_SESSION, cut_to=budget)
+    return DemoRun(budget, turns, sink, newest)
 
 
 # -- the reference routing scenario ------------------------------------------

@@ -166,6 +166,16 @@ def _print_report(console: Any, run: DemoRun, store: str | None) -> None:
         f"needed facts checked in the rendered requests: "
         f"{checks['needs_present']}/{checks['needs_total']}, {verdict}"
     )
+    newest = data["newest_first"]
+    missed = "; ".join(
+        f"turn {b.turn}: {c.text!r}" for b in run.newest for c in b.needs if not c.present
+    )
+    console.print(
+        f"[bold]same budget, newest first[/bold] (the prompt, then the newest messages "
+        f"that fit {run.budget:,} tokens; no pinning, no routing): "
+        f"{newest['needs_present']}/{newest['needs_total']} needed, "
+        f"{newest['tokens']:,} input tokens" + (f"; it lacks {missed}" if missed else "")
+    )
     console.print()
     _print_next(console, store)
 
