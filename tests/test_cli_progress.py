@@ -214,3 +214,12 @@ def test_an_error_leaves_no_bar_behind(tmp_path: Path) -> None:
     code, out, err = _run_with_stderr_on_a_terminal("eval", "handoff", "--data", str(missing))
     assert code == 2 and out == ""
     assert "ctxwise: error:" in err and "handing off" not in err
+
+
+def test_eval_relay_draws_its_chunks_on_a_terminal() -> None:
+    args = ("eval", "relay", "--chunks", "12", "--seed", "0")
+    code, out, err = _run_with_stderr_on_a_terminal(*args)
+    assert code == 0 and "needles kept" in out
+    assert "relay" in err and "/12" in err  # the bar counts the chunks
+    code, out, err = _run_with_stderr_on_a_terminal(*args, "--json")
+    assert code == 0 and json.loads(out)["steps"] == 12 and err == ""

@@ -24,6 +24,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ctxwise.cli._progress import progress
 from ctxwise.cli._util import _buffered_console, _guard, _print_json, _write
 from ctxwise.errors import RelayError, UsageError
 
@@ -357,7 +358,10 @@ def eval_relay_cmd(
             carry_tokens=carry_tokens,
             drop_policy=drop_policy.value,
         )
-        result = relay.run("eval")
+        with progress("relay", enabled=not as_json) as report:
+            total = len(job.chunks)
+            on_commit = None if report is None else (lambda step: report(step + 1, total))
+            result = relay.run("eval", on_commit=on_commit)
         score = score_run(result, job).as_dict()
         warnings = _warnings(
             result.unrecognised_chunks, result.steps, _is_parser(relay.step), "--step none"
