@@ -8,37 +8,11 @@ figure a test checks is the one an uncached embedder gives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cache
 
-import numpy as np
 import pytest
 
-from ctxwise.embeddings import Embedder, Vectors
-
-
-class MemoEmbedder:
-    """``inner``, embedding each distinct text once."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._vectors: dict[str, np.ndarray] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            self._vectors.update(zip(missing, self.inner.embed(missing), strict=True))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts]).astype(np.float32, copy=False)
+from ctxwise.embeddings import MemoEmbedder
 
 
 @cache

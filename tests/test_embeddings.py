@@ -4,6 +4,7 @@ import hashlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -77,3 +78,25 @@ def test_a_model_folder_holding_no_model_is_a_usage_error(tmp_path: Path) -> Non
         SentenceTransformerEmbedder(tmp_path)
     with pytest.raises(UsageError, match="does not hold a sentence-transformers model"):
         get_embedder(f"st:{tmp_path}")
+
+
+def test_memo_embedder_embeds_each_text_once_and_gives_the_same_vectors() -> None:
+    from ctxwise.embeddings import MemoEmbedder
+
+    class Counting(HashingEmbedder):
+        def __init__(self) -> None:
+            super().__init__(dim=32)
+            self.asked: list[str] = []
+
+        def embed(self, texts: Any) -> Any:
+            self.asked.extend(texts)
+            return super().embed(texts)
+
+    inner = Counting()
+    memo = MemoEmbedder(inner)
+    first = memo.embed(["a cat", "a dog", "a cat"])
+    again = memo.embed(["a dog", "a cat"])
+    assert inner.asked == ["a cat", "a dog"]
+    assert (again[0] == first[1]).all() and (again[1] == first[0]).all()
+    assert (first == HashingEmbedder(dim=32).embed(["a cat", "a dog", "a cat"])).all()
+    assert memo.embed([]).shape == (0, 32) and (memo.name, memo.dim) == (inner.name, 32)

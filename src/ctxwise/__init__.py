@@ -116,6 +116,7 @@ if _typing.TYPE_CHECKING:
     from ctxwise.embeddings import (
         Embedder,
         HashingEmbedder,
+        MemoEmbedder,
         SentenceTransformerEmbedder,
         get_embedder,
     )
@@ -186,6 +187,7 @@ _LAZY = {
     "load_spec": "ctxwise.spec",
     "Embedder": "ctxwise.embeddings",
     "HashingEmbedder": "ctxwise.embeddings",
+    "MemoEmbedder": "ctxwise.embeddings",
     "SentenceTransformerEmbedder": "ctxwise.embeddings",
     "Intent": "ctxwise.routing",
     "IntentRouter": "ctxwise.routing",
@@ -316,6 +318,7 @@ __all__ = [
     "LLMSummarizer",
     "LongTermMemory",
     "MediaBlock",
+    "MemoEmbedder",
     "MemoryItem",
     "Message",
     "MissingDependencyError",

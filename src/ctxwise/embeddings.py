@@ -30,6 +30,7 @@ from ctxwise.text import words
 __all__ = [
     "Embedder",
     "HashingEmbedder",
+    "MemoEmbedder",
     "SentenceTransformerEmbedder",
     "get_embedder",
     "tokenize",
@@ -55,6 +56,32 @@ class Embedder(Protocol):
     def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> Vectors: ...
+
+
+class MemoEmbedder:
+    """``inner``, embedding each distinct text once and remembering its vector for
+    the life of this object (in memory only): an evaluation grid, or a test, that
+    embeds the same texts again gets the very vectors the first call gave."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self._vectors: dict[str, Vectors] = {}
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            self._vectors.update(zip(missing, self.inner.embed(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts]).astype(np.float32, copy=False)
 
 
 @lru_cache(maxsize=8)

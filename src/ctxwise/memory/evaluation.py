@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from ctxwise._io import read_text_file
-from ctxwise.embeddings import Embedder, HashingEmbedder, Vectors
+from ctxwise.embeddings import Embedder, HashingEmbedder, MemoEmbedder
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.longterm import LongTermMemory, RecallMode
 from ctxwise.memory.sqlite import SQLiteStore
@@ -643,31 +643,6 @@ class SettingScores:
         )
 
 
-class _Memo:
-    """An embedder that embeds each distinct text once (the grid embeds the same
-    turns for every index and the same questions for every setting)."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self._vectors: dict[str, Vectors] = {}
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            self._vectors.update(zip(missing, self.inner.embed(missing), strict=True))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts]).astype(np.float32, copy=False)
-
-
 class _Reads(Store):
     """``inner`` with its reads remembered until the next write: every setting of
     a grid asks the same searches of the same items, and only the fusion differs."""
@@ -786,7 +761,7 @@ def score_settings(
             raise UsageError(
                 f"conversation {n}'s id {name!r} cannot name its namespace eval/<id>: {exc}"
             ) from None
-    memo = _Memo(embedder if embedder is not None else HashingEmbedder())
+    memo = MemoEmbedder(embedder if embedder is not None else HashingEmbedder())
     scratch = InMemoryStore()  # only to read each setting's resolved values
     groups: dict[tuple[Any, ...], list[int]] = {}
     for i, setting in enumerate(settings):
