@@ -73,14 +73,17 @@ def routing(results: Path) -> str | None:
     if not present:
         return None
     plt = _pyplot()
-    fig, (quality, speed) = plt.subplots(1, 2, figsize=(10, 4.2), width_ratios=(1.3, 1))
+    fig, (quality, speed) = plt.subplots(
+        2, 1, figsize=(8, 9), height_ratios=(1.4, 1), layout="constrained"
+    )
     markers = ["o", "s", "^", "D", "v", "P", "X", "*"]
     routers: list[str] = []
     for d in present.values():
         for r in d["rows"]:
             if r["router"] not in routers:
                 routers.append(r["router"])
-    colours = {r: f"C{i % 10}" for i, r in enumerate(routers)}
+    palette = plt.get_cmap("tab20")
+    colours = {r: palette(i % 20) for i, r in enumerate(routers)}
     for i, d in enumerate(present.values()):
         for r in d["rows"]:
             m = r["metrics"]
@@ -89,15 +92,15 @@ def routing(results: Path) -> str | None:
                 m["in_scope_accuracy"],
                 color=colours[r["router"]],
                 marker=markers[i % len(markers)],
-                s=36,
-                label=f"{r['router']}" if i == 0 else None,
+                s=40,
+                label=r["router"] if i == 0 else None,
             )
     for i, label in enumerate(present):
         quality.scatter([], [], color="grey", marker=markers[i % len(markers)], label=label)
     quality.set_xlabel("out-of-scope recall (refusals that should be)")
     quality.set_ylabel("in-scope accuracy")
     quality.set_title("Routing: accuracy against refusal (up and right is better)")
-    quality.legend(fontsize=7, loc="lower left", frameon=False)
+    quality.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False)
     first = next(iter(present.values()))
     names = [r["router"] for r in first["rows"]]
     p50 = [r["latency"]["p50_ms"] for r in first["rows"]]
@@ -105,6 +108,7 @@ def routing(results: Path) -> str | None:
     speed.set_xscale("log")
     speed.set_xlabel("p50 ms per query (log)")
     speed.set_title(f"Latency ({next(iter(present))})")
+    speed.tick_params(axis="y", labelsize=7)
     speed.invert_yaxis()
     return _svg(fig)
 
