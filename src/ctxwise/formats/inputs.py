@@ -43,7 +43,7 @@ from typing import Any, TypeAlias
 from pydantic import BaseModel
 
 from ctxwise.errors import FormatError, UnsupportedInputError
-from ctxwise.formats import anthropic, openai, responses
+from ctxwise.formats import _messages_format, anthropic, openai, responses
 from ctxwise.messages import Message, ToolResultBlock
 
 __all__ = ["ACCEPTED", "TurnInput", "decode_input"]
@@ -148,8 +148,6 @@ def _type_name(value: Any) -> str:
 
 
 def _message_dicts(run: list[Mapping[str, Any]]) -> list[Message]:
-    from ctxwise.formats import _messages_format  # the package imports this module's siblings
-
     fmt, _why = _messages_format(run)
     if fmt == "openai":
         return list(openai.decode_messages(run, source="<input>").messages)
