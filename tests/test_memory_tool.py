@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ctxwise import memory_tool
 from ctxwise.errors import UsageError
 from ctxwise.memory import InMemoryStore, SQLiteStore
 from ctxwise.memory_tool import (
@@ -390,6 +391,120 @@ def test_long_listing_is_cut(tool: MemoryTool) -> None:
     listing = ok(paged, command="view", path="/memories")
     assert "more entries not shown" in listing
     assert len(listing) < 400
+
+
+# ------------------------------------------------------------------ bounded results --
+# every result goes back into the model's window, so none may grow with what was sent
+
+
+def test_an_old_str_found_many_times_is_answered_briefly(tool: MemoryTool) -> None:
+    # every occurrence was listed (an error of about 120,000 characters here; of
+    # 3,000,102 at a million occurrences), each found by a scan from the top
+    ok(tool, command="create", path="/memories/many.md", file_text="ab\n" * 20_000)
+    text = err(tool, command="str_replace", path="/memories/many.md", old_str="ab", new_str="x")
+    assert len(text) < 300
+    assert text == (
+        "No replacement was performed. Multiple occurrences of old_str `ab` in lines: "
+        "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 19,990 more (20,000 in all). Please ensure it is unique"
+    )
+    assert tool.backend.read(("many.md",), 1 << 20) == "ab\n" * 20_000
+
+
+def test_the_lines_of_repeated_matches_are_counted_right(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="x\n\nx x\n\n\nx\n")
+    text = err(tool, command="str_replace", path="/memories/a.md", old_str="x", new_str="y")
+    assert "in lines: 1, 3, 3, 6. Please ensure it is unique" in text
+    # occurrences count without overlap, as str.count does: "aa" is once in "aaa"
+    ok(tool, command="create", path="/memories/b.md", file_text="aaa\n")
+    ok(tool, command="str_replace", path="/memories/b.md", old_str="aa", new_str="b")
+    assert content(tool, "/memories/b.md") == "ba\n"
+    ok(tool, command="create", path="/memories/c.md", file_text="aaaa")
+    text = err(tool, command="str_replace", path="/memories/c.md", old_str="aa", new_str="b")
+    assert "in lines: 1, 1. Please ensure it is unique" in text
+
+
+def test_a_long_old_str_that_is_missing_is_quoted_short(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="short\n")
+    old = "z" * 500_000
+    text = err(tool, command="str_replace", path="/memories/a.md", old_str=old, new_str="x")
+    assert len(text) < 400
+    assert text == (
+        f"No replacement was performed, old_str `{'z' * memory_tool.MAX_QUOTE_CHARS}… "
+        "(500,000 characters)` did not appear verbatim in /memories/a.md."
+    )
+    ok(tool, command="create", path="/memories/b.md", file_text=old + "\n" + old)
+    text = err(tool, command="str_replace", path="/memories/b.md", old_str=old, new_str="x")
+    assert len(text) < 400
+    assert "(500,000 characters)` in lines: 1, 2." in text
+
+
+def test_the_snippet_of_a_long_replacement_is_cut(tool: MemoryTool) -> None:
+    paged = MemoryTool(tool.backend, max_view_chars=200)
+    ok(paged, command="create", path="/memories/a.md", file_text="a\nb\nc\n")
+    text = ok(paged, command="str_replace", path="/memories/a.md", old_str="b", new_str="x" * 5000)
+    assert len(text) < 500
+    assert text.endswith(
+        "\n[the snippet is cut at 200 characters; view /memories/a.md to read the change]"
+    )
+    assert content(tool, "/memories/a.md") == "a\n" + "x" * 5000 + "\nc\n"
+
+
+HUGE_INT = 10**5000  # repr() and str() refuse integers over 4,300 digits
+BOUNDED = [
+    {"command": "x" * 100_000, "path": "/memories/a.md"},
+    {"command": HUGE_INT},
+    {"command": ["view"], "path": "/memories/a.md"},
+    {"command": {"view": 1}, "path": "/memories/a.md"},
+    {"command": "view", "path": "/memories/a.md", **{f"k{i}" * 500: 1 for i in range(1_000)}},
+    {"command": "view", "path": "/memories/a.md", "view_range": [1, HUGE_INT]},
+    {"command": "view", "path": "/memories/a.md", "view_range": [HUGE_INT, -1]},
+    {"command": "view", "path": "/memories/a.md", "view_range": [HUGE_INT]},
+    {"command": "view", "path": "/memories/a.md", "view_range": list(range(100_000))},
+    {"command": "view", "path": "/memories/a.md", "view_range": "9" * 100_000},
+    {"command": "insert", "path": "/memories/a.md", "insert_line": HUGE_INT, "insert_text": "x"},
+    {"command": "insert", "path": "/memories/a.md", "insert_line": -HUGE_INT, "insert_text": "x"},
+    {"command": "insert", "path": "/memories/a.md", "insert_line": "9" * 10**5, "insert_text": "x"},
+    {
+        "command": "insert",
+        "path": "/memories/a.md",
+        "insert_line": [[1]] * 10**5,
+        "insert_text": "",
+    },
+    {"command": "create", "path": "/memories/" + "a" * 1000, "file_text": "x"},
+    {"command": "create", "path": "/memories/" + "\u0000" * 1000, "file_text": "x"},
+    {"command": "create", "path": "/memories/" + "\U0010fffe" * 1000, "file_text": "x"},
+    {"command": "create", "path": "/memories/." + "\U000e0001" * 1000, "file_text": "x"},
+    {"command": "create", "path": "/memories/" + "a/" * 500 + "CON", "file_text": "x"},
+    {"command": "view", "path": "/elsewhere/" + "\x01" * 1000},
+    {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/" + "\u2215" * 900},
+    {"command": "str_replace", "path": "/memories/a.md", "old_str": "y" * 10**6, "new_str": ""},
+]
+
+
+@pytest.mark.parametrize("command", BOUNDED, ids=range(len(BOUNDED)))
+def test_every_error_is_short_whatever_was_sent(tool: MemoryTool, command: dict[str, Any]) -> None:
+    ok(tool, command="create", path="/memories/a.md", file_text="one\n")
+    result = tool.execute(command)
+    assert result.is_error
+    assert len(result.text) < 1_000, (len(result.text), result.text[:300])
+    assert content(tool, "/memories/a.md") == "one\n"
+
+
+def test_check_path_of_a_huge_integer_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="too large to show"):
+        check_path(HUGE_INT)
+
+
+def test_an_error_longer_than_the_cap_is_cut_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Loud(MemoryBackend):
+        def kind(self, parts: tuple[str, ...]) -> Any:
+            raise UsageError("Error: " + "x" * 10_000)
+
+        read = write = listing = remove = move = kind  # type: ignore[assignment]
+
+    text = err(MemoryTool(Loud()), command="view", path="/memories/a.md")
+    assert len(text) < memory_tool.MAX_ERROR_CHARS + 50
+    assert text.endswith("… (error cut: 10,007 characters)")
 
 
 # ------------------------------------------------------------------ hostile paths --

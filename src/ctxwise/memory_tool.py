@@ -42,8 +42,15 @@ after the check does not lead out either. One trailing slash is accepted (``/mem
 
 Files are capped (``max_file_bytes`` of UTF-8, by default 1 MiB) and a view is cut
 into pages of ``max_view_chars``; a cut page ends with the ``view_range`` that
-reads the rest. Return strings follow the SDK's local filesystem tool
-(``anthropic.lib.tools.BetaLocalFilesystemMemoryTool``).
+reads the rest. Every result goes back into the model's window, so none grows with
+what the model sent: the snippet after ``str_replace`` is cut at ``max_view_chars``;
+an error quotes a string the model sent by its first :data:`MAX_QUOTE_CHARS`
+characters and its length (``zzz…(500,000 characters)``), lists the lines of at
+most :data:`MAX_MATCH_LINES` occurrences of an ``old_str`` found more than once
+(and how many there are in all), and is cut at :data:`MAX_ERROR_CHARS` characters.
+``str_replace`` finds at most two occurrences to know whether ``old_str`` is
+unique, so it takes one pass whatever the number of matches. Return strings follow
+the SDK's local filesystem tool (``anthropic.lib.tools.BetaLocalFilesystemMemoryTool``).
 
 :class:`AnthropicMemoryTool` (extra ``anthropic``) subclasses the SDK's
 ``BetaAbstractMemoryTool``, so the SDK's tool runner drives a :class:`MemoryTool`::
@@ -76,6 +83,11 @@ from ctxwise.memory.store import NewItem, Store, check_namespace
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES",
     "DEFAULT_MAX_VIEW_CHARS",
+    "MAX_ERROR_CHARS",
+    "MAX_MATCH_LINES",
+    "MAX_NAME_BYTES",
+    "MAX_PATH_CHARS",
+    "MAX_QUOTE_CHARS",
     "ROOT",
     "AnthropicMemoryTool",  # noqa: F822 - built on first access (extra anthropic)
     "DirectoryMemory",
@@ -94,6 +106,12 @@ MAX_NAME_BYTES = 255
 _DEVICE_NAMES = frozenset(
     {"CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(10))}
 )
+MAX_QUOTE_CHARS = 200
+"""The most characters of a string the model sent that an error quotes back."""
+MAX_ERROR_CHARS = 4_000
+"""The most characters of an error result (a longer one is cut, saying so)."""
+MAX_MATCH_LINES = 10
+"""The most line numbers a str_replace error lists for an old_str found more than once."""
 _NOT_PORTABLE = frozenset('<>:"|?*')
 LISTING_DEPTH = 2
 LINE_NUMBER_WIDTH = 6
@@ -126,6 +144,36 @@ class MemoryResult:
     is_error: bool = False
 
 
+def _quote(text: str, limit: int = MAX_QUOTE_CHARS) -> str:
+    """``text`` whole when it is short, else its first ``limit`` characters and its length."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def _brief(value: object, limit: int = MAX_QUOTE_CHARS) -> str:
+    """``repr(value)``, cut as :func:`_quote` cuts; for a value ``repr`` cannot show
+    (an integer over 4,300 digits, a list nested too deeply), its type."""
+    if isinstance(value, str):  # the repr of a cut string: escapes can make it 10x longer
+        text = repr(value[: limit + 1])
+        if len(value) <= limit and len(text) <= limit:
+            return text
+        return f"{text[:limit]}… ({len(value):,} characters)"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        what = "an integer" if isinstance(value, int) else f"a {type(value).__name__}"
+        return f"{what} too large to show"
+    return _quote(text, limit)
+
+
+def _bounded(text: str) -> str:
+    """An error result's text, cut at :data:`MAX_ERROR_CHARS` (saying so)."""
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_CHARS]}… (error cut: {len(text):,} characters)"
+
+
 def check_path(path: object) -> Parts:
     """The segments of a memory path below ``/memories`` (``()`` for the root
     itself), or a :class:`UsageError` saying why the path is refused."""
@@ -134,8 +182,10 @@ def check_path(path: object) -> Parts:
 
 def _parse(path: object, param: str) -> Parts:
     if not isinstance(path, str):
-        raise UsageError(f"Error: `{param}` must be a string path under {ROOT}, got {path!r}.")
-    shown = repr(path)
+        raise UsageError(
+            f"Error: `{param}` must be a string path under {ROOT}, got {_brief(path)}."
+        )
+    shown = _brief(path)
     fix = f"Use a path like {ROOT}/notes.md."
     if len(path) > MAX_PATH_CHARS:
         raise UsageError(f"Error: the path is longer than {MAX_PATH_CHARS} characters. {fix}")
@@ -172,31 +222,31 @@ def _check_name(name: str, shown: str) -> None:
         raise UsageError(f"Error: the path {shown} has an empty segment ('//'); remove it.")
     if name.startswith("."):
         raise UsageError(
-            f"Error: the path {shown} has the segment {name!r}: names may not start with '.' "
+            f"Error: the path {shown} has the segment {_brief(name)}: names may not start with '.' "
             f"('.' and '..' are not allowed). Name the file without the leading dot."
         )
     if name[0].isspace() or name[-1].isspace() or name.endswith("."):
         raise UsageError(
-            f"Error: the path {shown} has the segment {name!r}, which starts or ends with a "
+            f"Error: the path {shown} has the segment {_brief(name)}, which starts or ends with a "
             f"space or ends with a dot (invisible in a listing, and dropped by some file "
             f"systems, so two names would be one file); remove them."
         )
     stem = name.split(".", 1)[0].rstrip(" ").upper()
     if stem in _DEVICE_NAMES:
         raise UsageError(
-            f"Error: the path {shown} has the segment {name!r}: {stem} is a device name on "
+            f"Error: the path {shown} has the segment {_brief(name)}: {stem} is a device name on "
             f"Windows (CON, PRN, AUX, NUL, COM1-9, LPT1-9), so the file could not be "
             f"written or copied there; choose another name."
         )
     bad = sorted({ch for ch in name if ch in _NOT_PORTABLE})
     if bad:
         raise UsageError(
-            f"Error: the path {shown} has the segment {name!r} with {' '.join(bad)}, which "
+            f"Error: the path {shown} has the segment {_brief(name)} with {' '.join(bad)}, which "
             f"Windows file names cannot hold; use letters, digits, '-', '_' or '.'."
         )
     if unicodedata.normalize("NFKC", name) != name:
         raise UsageError(
-            f"Error: the path {shown} has the segment {name!r}, which Unicode normalization "
+            f"Error: the path {shown} has the segment {_brief(name)}, which Unicode normalization "
             f"changes (look-alike or compatibility characters); use plain characters."
         )
     for ch in name:
@@ -701,7 +751,7 @@ class MemoryTool:
         try:
             return MemoryResult(self._run(command))
         except UsageError as exc:
-            return MemoryResult(str(exc), is_error=True)
+            return MemoryResult(_bounded(str(exc)), is_error=True)
         except OSError as exc:
             reason = exc.strerror or errno.errorcode.get(exc.errno or 0, "") or str(exc)
             return MemoryResult(
@@ -717,8 +767,8 @@ class MemoryTool:
             raise UsageError(f"Error: a memory command is an object, got {type(command).__name__}.")
         name = command.get("command")
         known = ", ".join(_COMMANDS)
-        if name not in _COMMANDS:
-            raise UsageError(f"Error: unknown command {name!r}; use one of {known}.")
+        if not isinstance(name, str) or name not in _COMMANDS:
+            raise UsageError(f"Error: unknown command {_brief(name, 40)}; use one of {known}.")
         required, optional = _COMMANDS[name]
         given = {k: v for k, v in command.items() if k != "command" and v is not None}
         missing = [k for k in required if k not in given]
@@ -728,7 +778,9 @@ class MemoryTool:
             if missing:
                 problems.append(f"missing {', '.join(missing)}")
             if extra:
-                problems.append(f"unknown {', '.join(extra)}")
+                shown = [_quote(k, 40) for k in extra[:5]]
+                more = f" and {len(extra) - 5:,} more" if len(extra) > 5 else ""
+                problems.append(f"unknown {', '.join(shown)}{more}")
             takes = ", ".join([*required, *(f"{o} (optional)" for o in optional)])
             raise UsageError(
                 f"Error: the {name} command has {'; '.join(problems)}; it takes {takes}. "
@@ -834,17 +886,18 @@ class MemoryTool:
         if not ok:
             raise UsageError(
                 f"Error: view_range must be two integers [start, end] (end -1: to the end of the "
-                f"file), got {view_range!r}."
+                f"file), got {_brief(view_range, 80)}."
             )
         start, end = view_range[0], view_range[1]  # type: ignore[index]
+        end_given = end
         if end == -1:
             if n == 0 and start == 1:
                 return 1, 0  # an empty file read to its end: no lines, not an error
             end = n
         if start < 1 or start > max(n, 1) or end < start or end > n:
             raise UsageError(
-                f"Error: invalid view_range {list(view_range)!r} for {_show(parts)}, which has "  # type: ignore[call-overload]
-                f"{n} lines; use [start, end] with 1 <= start <= end <= {n}, or end -1."
+                f"Error: invalid view_range {_brief([start, end_given], 80)} for {_show(parts)}, "
+                f"which has {n} lines; use [start, end] with 1 <= start <= end <= {n}, or end -1."
             )
         return start, end
 
@@ -888,43 +941,62 @@ class MemoryTool:
         content = self._need_file(parts)
         if not old:
             raise UsageError("Error: old_str is empty; give the exact text to replace.")
-        count = content.count(old)
-        if count == 0:
-            raise UsageError(
-                f"No replacement was performed, old_str `{old}` did not appear verbatim in "
-                f"{_show(parts)}."
-            )
-        if count > 1:
-            found: list[int] = []
-            at = content.find(old)
-            while at != -1:
-                found.append(content.count("\n", 0, at) + 1)
-                at = content.find(old, at + 1)
-            raise UsageError(
-                f"No replacement was performed. Multiple occurrences of old_str `{old}` in lines: "
-                f"{', '.join(map(str, found))}. Please ensure it is unique"
-            )
+        # the first two occurrences say 0, 1 or more; str.count and the line numbers
+        # of the first few are read only for an error, each in one pass
         at = content.find(old)
+        if at == -1:
+            raise UsageError(
+                f"No replacement was performed, old_str `{_quote(old)}` did not appear "
+                f"verbatim in {_show(parts)}."
+            )
+        if content.find(old, at + len(old)) != -1:
+            raise UsageError(self._many(content, old, at))
         updated = content[:at] + new + content[at + len(old) :]
         self._write(parts, updated)
         changed = content.count("\n", 0, at)
         lines = updated.split("\n")
         first, stop = max(0, changed - 2), min(len(lines), changed + new.count("\n") + 3)
-        snippet = [f"{str(i + 1).rjust(LINE_NUMBER_WIDTH)}\t{lines[i]}" for i in range(first, stop)]
+        snippet = "\n".join(
+            f"{str(i + 1).rjust(LINE_NUMBER_WIDTH)}\t{lines[i]}" for i in range(first, stop)
+        )
+        if len(snippet) > self.max_view_chars:
+            snippet = (
+                f"{snippet[: self.max_view_chars]}\n[the snippet is cut at "
+                f"{self.max_view_chars:,} characters; view {_show(parts)} to read the change]"
+            )
         return (
             "The memory file has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + "\n".join(snippet)
+            "(with line numbers):\n" + snippet
+        )
+
+    @staticmethod
+    def _many(content: str, old: str, at: int) -> str:
+        """The error for an ``old_str`` found more than once (first at ``at``): the
+        lines of the first :data:`MAX_MATCH_LINES` occurrences, and how many in all."""
+        found: list[int] = []
+        line = content.count("\n", 0, at) + 1
+        while at != -1 and len(found) < MAX_MATCH_LINES:
+            found.append(line)
+            after = content.find(old, at + len(old))
+            if after != -1:
+                line += content.count("\n", at, after)
+            at = after
+        total = content.count(old)
+        more = f" and {total - len(found):,} more ({total:,} in all)" if total > len(found) else ""
+        return (
+            f"No replacement was performed. Multiple occurrences of old_str `{_quote(old)}` in "
+            f"lines: {', '.join(map(str, found))}{more}. Please ensure it is unique"
         )
 
     def _insert(self, parts: Parts, line: object, text: str) -> str:
         if isinstance(line, bool) or not isinstance(line, int):
-            raise UsageError(f"Error: insert_line must be an integer, got {line!r}.")
+            raise UsageError(f"Error: insert_line must be an integer, got {_brief(line, 80)}.")
         content = self._need_file(parts)
         lines = _lines(content)
         if line < 0 or line > len(lines):
             raise UsageError(
-                f"Invalid `insert_line` parameter: {line}. It should be within the range "
-                f"[0, {len(lines)}]."
+                f"Invalid `insert_line` parameter: {_brief(line, 80)}. It should be within the "
+                f"range [0, {len(lines)}]."
             )
         lines.insert(line, text.removesuffix("\n"))
         self._write(parts, "\n".join(lines) + "\n")
