@@ -584,11 +584,35 @@ HOSTILE = [
     "/memories/notes.md:stream",
     "/memories/what?.md",
     "/memories/<a>.md",
+    # slash and backslash look-alikes: one name each, but they read as traversal
+    "/memories/\u2215..\u2215..\u2215etc",
+    "/memories/\u2044..\u2044etc\u2044passwd",
+    "/memories/\u29f8etc\u29f8passwd",
+    "/memories/\u2571..\u2571outside",
+    "/memories/\u27cb..\u27cbsecret.txt",
+    "/memories/\uff0f..\uff0fetc",
+    "/memories/a\u2216b.md",
+    "/memories/\u29f5..\u29f5outside",
+    "/memories/\u2572..\u2572secret.txt",
+    "/memories/\u0338etc",
+    "/memories/a\U0001f67cb.md",
+    "/memories/\u2afd..\u2afdetc",
+    # Windows device names, with and without an extension, in any case
+    "/memories/CONIN$",
+    "/memories/conout$.md",
+    "/memories/Conin$/a.md",
+    "/memories/CONOUT$.txt.md",
+    "/memories/Aux",
+    "/memories/prn.md",
+    "/memories/NUL.tar.gz",
+    "/memories/COM9",
+    "/memories/lpt1.md",
+    "/memories/nul .md",
 ]
 
 
 def test_the_hostile_list_is_long_enough() -> None:
-    assert len(HOSTILE) >= 40
+    assert len(HOSTILE) >= 90
     assert len(set(HOSTILE)) == len(HOSTILE)
 
 
@@ -691,6 +715,85 @@ def test_a_link_inside_the_root_is_followed(tmp_path: Path) -> None:
     assert content(tool, "/memories/alias/a.md") == "inside\n"
     ok(tool, command="delete", path="/memories/alias")
     assert (root / "real" / "a.md").exists()
+
+
+# a name that differs from an existing one only in letter case would be the same
+# file on a file system that ignores case (Windows, macOS): refused on every backend
+CASE_CLASHES = [
+    ("/memories/Case.md", "/memories/case.md"),
+    ("/memories/Case.md", "/memories/CASE.MD"),
+    ("/memories/straße.md", "/memories/STRASSE.md"),
+    ("/memories/Notes/a.md", "/memories/notes/b.md"),
+    ("/memories/Notes/a.md", "/memories/NOTES"),
+    ("/memories/Notes/Deep/a.md", "/memories/Notes/deep/b/c.md"),
+]
+
+
+@pytest.mark.parametrize(("existing", "new"), CASE_CLASHES, ids=range(len(CASE_CLASHES)))
+def test_a_name_differing_only_in_case_is_refused(
+    backend: MemoryBackend, existing: str, new: str
+) -> None:
+    tool = MemoryTool(backend)
+    ok(tool, command="create", path=existing, file_text="kept\n")
+    ok(tool, command="create", path="/memories/other.md", file_text="other\n")
+    before = ok(tool, command="view", path="/memories")
+    for command in (
+        {"command": "create", "path": new, "file_text": "pwned"},
+        {"command": "rename", "old_path": "/memories/other.md", "new_path": new},
+    ):
+        text = err(tool, **command)
+        assert "differs only in letter case" in text, text
+        assert len(text.splitlines()) == 1
+    assert ok(tool, command="view", path="/memories") == before
+    assert content(tool, existing) == "kept\n"
+
+
+def test_the_case_refusal_names_both_paths(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/Notes/a.md", file_text="a")
+    text = err(tool, command="create", path="/memories/notes/b.md", file_text="b")
+    assert text.startswith(
+        "Error: /memories/notes differs only in letter case from /memories/Notes, which exists"
+    )
+    assert text.endswith("; use /memories/Notes or another name.")
+
+
+def test_a_rename_may_change_only_the_case(tool: MemoryTool) -> None:
+    ok(tool, command="create", path="/memories/notes.md", file_text="n\n")
+    ok(tool, command="create", path="/memories/dir/a.md", file_text="a\n")
+    ok(tool, command="rename", old_path="/memories/notes.md", new_path="/memories/Notes.md")
+    ok(tool, command="rename", old_path="/memories/dir", new_path="/memories/DIR")
+    assert content(tool, "/memories/Notes.md") == "n\n"
+    assert content(tool, "/memories/DIR/a.md") == "a\n"
+    rows = ok(tool, command="view", path="/memories").split("\n")[1:]
+    paths = [row.split("\t")[1] for row in rows]
+    assert paths == ["/memories", "/memories/DIR/", "/memories/DIR/a.md", "/memories/Notes.md"]
+
+
+def test_case_variants_of_a_file_change_nothing_on_every_backend(tmp_path: Path) -> None:
+    # the hostile commands on a case variant of keep.md: each one is refused (the
+    # variant does not exist, or clashes), and keep.md and the listing stay as they were
+    for kind in BACKENDS:
+        for backend in _backend(kind, tmp_path / kind):
+            tool = MemoryTool(backend)
+            ok(tool, command="create", path="/memories/keep.md", file_text="secret\n")
+            ok(tool, command="create", path="/memories/d/x.md", file_text="x\n")
+            before = ok(tool, command="view", path="/memories")
+            for path in ("/memories/KEEP.md", "/memories/Keep.md", "/memories/D/keep.md"):
+                for command in _hostile_commands(path)[:-1]:  # the last: a case-only rename
+                    result = tool.execute(command)
+                    assert result.is_error, (kind, command, result.text)
+            assert ok(tool, command="view", path="/memories") == before
+            assert content(tool, "/memories/keep.md") == "secret\n"
+
+
+def test_a_case_clash_with_a_file_made_outside_the_tool_is_refused(tmp_path: Path) -> None:
+    # on disk, every name in the folder counts, not only the ones a listing shows
+    root = tmp_path / "root"
+    tool = MemoryTool(DirectoryMemory(root))
+    (root / "Made-By-Hand.md").write_text("x")
+    text = err(tool, command="create", path="/memories/made-by-hand.md", file_text="y")
+    assert "differs only in letter case from /memories/Made-By-Hand.md" in text
+    assert sorted(os.listdir(root)) == ["Made-By-Hand.md"]
 
 
 # ------------------------------------------------------------------ the SDK adapter --

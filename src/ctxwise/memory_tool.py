@@ -30,11 +30,18 @@ and every name starting with a dot, empty segments, backslashes, NUL and other
 control or format characters, names that start or end with a space or end with a
 dot (Windows drops those, so ``a.md.`` would be ``a.md``), percent escapes (``%2e``,
 ``%252e``, ``%2f``), names that Unicode normalization (NFKC) would change (dot
-look-alikes such as U+2024, U+2025, U+FF0E and fullwidth forms) and other dot-like
-characters, and names Windows cannot hold (the device names ``CON``, ``PRN``,
-``AUX``, ``NUL``, ``COM0``-``COM9``, ``LPT0``-``LPT9`` with any extension, and
-``< > : " | ? *``: ``a.md:x`` is an alternate data stream there), so the files of a
-memory can be copied to any file system. On disk a path
+look-alikes such as U+2024, U+2025, U+FF0E and fullwidth forms such as U+FF0F) and
+other dot-like characters, slash and backslash look-alikes (U+2215 ``∕``, U+2044
+``⁄``, U+29F8 ``⧸``, U+2571 ``╱``, U+2216 ``∖`` and the others Unicode lists as
+confusable with them, so ``/memories/∕..∕etc`` does not read as traversal), names
+Windows cannot hold (the device names ``CON``, ``PRN``, ``AUX``, ``NUL``,
+``CONIN$``, ``CONOUT$``, ``COM0``-``COM9``, ``LPT0``-``LPT9`` in any case and with
+any extension, and ``< > : " | ? *``: ``a.md:x`` is an alternate data stream
+there), and a new name (``create``, the destination of ``rename``, and the folders
+they make) that differs only in letter case (``str.casefold``) from a name already
+in its folder: ``Case.md`` beside ``case.md`` would be one file where case is
+ignored (a rename that changes only the case of its own name is allowed). So the
+files of a memory can be copied to any file system. On disk a path
 is resolved with its symbolic links and refused unless the real path stays under
 the root, so no link leads out; the folder (or file) is then opened and checked
 again where it really is, and used through that descriptor, so a link swapped in
@@ -104,7 +111,15 @@ DEFAULT_MAX_VIEW_CHARS = 16_000
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255
 _DEVICE_NAMES = frozenset(
-    {"CON", "PRN", "AUX", "NUL", *(f"{p}{i}" for p in ("COM", "LPT") for i in range(10))}
+    {
+        "CON",
+        "PRN",
+        "AUX",
+        "NUL",
+        "CONIN$",
+        "CONOUT$",
+        *(f"{p}{i}" for p in ("COM", "LPT") for i in range(10)),
+    }
 )
 MAX_QUOTE_CHARS = 200
 """The most characters of a string the model sent that an error quotes back."""
@@ -133,6 +148,16 @@ _PERCENT_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
 _DOT_LIKE = frozenset(
     "\u00b7\u0387\u05c3\u06d4\u0701\u0702\u0830\u1362\u166e\u1803\u1809\u2022\u2027"
     "\u2218\u2219\u22c5\u2e2e\u2e3c\u3002\ua4f8\ua60e\ua6f3\U00010a56\U0001da88"
+)
+# Characters that read as '/' or '\' but survive NFKC unchanged (those it changes,
+# such as U+FF0F and U+FE68, are refused as normalization-changing): the symbols
+# and strokes Unicode's confusables list for the two, the solidus operators and
+# overlays. Letters that resemble a stroke (katakana NO, CJK 丿 and 丶) are words'
+# letters, not refused.
+_SLASH_LIKE = frozenset(
+    "\u0337\u0338\u1735\u2041\u2044\u20e5\u20eb\u2215\u2216\u244a\u2571\u2572"
+    "\u27cb\u27cd\u29f5\u29f6\u29f7\u29f8\u29f9\u2afb\u2afd\u2e4a\u3033\u31d3\u31d4"
+    "\U0001d20f\U0001d23a\U0001d23b\U0001f67c\U0001f67d"
 )
 
 
@@ -235,8 +260,9 @@ def _check_name(name: str, shown: str) -> None:
     if stem in _DEVICE_NAMES:
         raise UsageError(
             f"Error: the path {shown} has the segment {_brief(name)}: {stem} is a device name on "
-            f"Windows (CON, PRN, AUX, NUL, COM1-9, LPT1-9), so the file could not be "
-            f"written or copied there; choose another name."
+            f"Windows (CON, PRN, AUX, NUL, CONIN$, CONOUT$, COM0-9, LPT0-9, with any extension "
+            f"and in any case), so the file could not be written or copied there; choose "
+            f"another name."
         )
     bad = sorted({ch for ch in name if ch in _NOT_PORTABLE})
     if bad:
@@ -250,6 +276,12 @@ def _check_name(name: str, shown: str) -> None:
             f"changes (look-alike or compatibility characters); use plain characters."
         )
     for ch in name:
+        if ch in _SLASH_LIKE:
+            raise UsageError(
+                f"Error: the path {shown} contains {ch!r} (U+{ord(ch):04X}), which looks like "
+                f"a slash or backslash; separate folders with '/' only, and name them with "
+                f"letters, digits, '-', '_' or '.'."
+            )
         if ch in _DOT_LIKE:
             raise UsageError(
                 f"Error: the path {shown} contains {ch!r} (U+{ord(ch):04X}), which looks like "
@@ -335,6 +367,15 @@ class MemoryBackend(ABC):
     @abstractmethod
     def move(self, old: Parts, new: Parts) -> None:
         """Move a file or folder to a path where nothing is."""
+
+    def names(self, parts: Parts) -> list[str]:
+        """The names directly in the folder ``parts`` (none when it is not a folder),
+        which :class:`MemoryTool` checks a new name against for a difference only in
+        letter case. This default lists the folder one level deep; a backend that can
+        name its entries more cheaply overrides it."""
+        if self.kind(parts) != "dir":
+            return []
+        return [e.parts[0] for e in self.listing(parts, 1)]
 
 
 def _too_big(parts: Parts, size: int, limit: int) -> UsageError:
@@ -588,6 +629,15 @@ class DirectoryMemory(MemoryBackend):
 
         walk(parts, (), 1)
         return found
+
+    def names(self, parts: Parts) -> list[str]:
+        # every name, hidden or not a memory name too: a clash in case with any of
+        # them would be one file on a file system that does not tell case apart
+        try:
+            with self._open_folder(self._real(parts), parts) as folder:
+                return os.listdir(folder.fd if folder.fd is not None else folder.path)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
     def remove(self, parts: Parts) -> None:
         parent, name = self._parent(parts)
@@ -923,6 +973,26 @@ class MemoryTool:
             used += len(row) + 1
         return "\n".join([header, *rows])
 
+    def _check_case(self, parts: Parts, moving: Parts = ()) -> None:
+        """Refuse a new path with a name that differs only in letter case from an
+        entry of its folder (two files on this system, one where case is ignored).
+        Each folder down to the first new name is asked; ``moving`` (the entry a
+        rename moves) may be the one that differs."""
+        for i, name in enumerate(parts):
+            names = self.backend.names(parts[:i])
+            if name in names:
+                continue
+            key = name.casefold()
+            clash = next((n for n in sorted(names) if n.casefold() == key), None)
+            if clash is not None and (*parts[:i], clash) != moving:
+                new, old = _show(parts[: i + 1]), _show((*parts[:i], clash))
+                raise UsageError(
+                    f"Error: {new} differs only in letter case from {old}, which exists (a "
+                    f"file system that ignores case would hold one of them); use {old} or "
+                    f"another name."
+                )
+            return
+
     def _create(self, parts: Parts, text: str) -> str:
         if not parts:
             raise UsageError(f"Error: {ROOT} is the memory folder; create a file inside it.")
@@ -934,6 +1004,7 @@ class MemoryTool:
                 f"Error: File {_show(parts)} already exists. Use str_replace or insert to edit "
                 "it, or delete it first."
             )
+        self._check_case(parts)
         self._write(parts, text)
         return f"File created successfully at: {_show(parts)}"
 
@@ -1020,6 +1091,7 @@ class MemoryTool:
             raise UsageError(f"Error: the destination {_show(new)} already exists.")
         if new[: len(old)] == old:
             raise UsageError(f"Error: cannot move {_show(old)} into itself ({_show(new)}).")
+        self._check_case(new, moving=old)
         self.backend.move(old, new)
         return f"Successfully renamed {_show(old)} to {_show(new)}"
 
