@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from ctxwise import composition, get_counter, read_transcripts
-from tests.conftest import TAU, claude_code_files
+from tests._cli import assert_usage_error, run
+from tests.conftest import DATA, TAU, TRANSCRIPTS, claude_code_files
 from tests.formats.test_readers import TestMessagesJSONL, livemcp_task
 
 
@@ -401,3 +402,158 @@ def test_livemcpbench_tasks_as_published_compact_to_a_budget(tmp_path: Path) -> 
     assert all(
         f"user] {line}" in text or line in text for line in prompt.splitlines() if line.strip()
     )
+
+
+# -- hostile input: one line and exit 2, never a traceback (issue 33) -----------
+
+SHORT = TRANSCRIPTS / "claude_code" / "short.jsonl"
+CATALOG = DATA / "tools" / "livemcpbench" / "livemcp_tool_catalog.jsonl"
+LONG_INT = "9" * 5000  # past Python's 4,300-digit int() limit
+
+
+def _commands(path: Path, out: Path) -> dict[str, list[str | Path]]:
+    """Every command that reads a transcript, with the arguments to run it on ``path``."""
+    return {
+        "inspect": ["inspect", path],
+        "clear": ["clear", path, "--out", out],
+        "compact": ["compact", path, "--out", out, "--budget", "500"],
+        "replay": ["replay", path, "--budget", "5000"],
+        "handoff select": ["handoff", "select", path, "--task", "what was done"],
+    }
+
+
+def _with_long_integer(tmp_path: Path, kind: str) -> Path:
+    if kind == "claude-code":
+        p = tmp_path / "session.jsonl"
+        event = '{"type": "progress", "n": ' + LONG_INT + "}\n"
+        p.write_text(SHORT.read_text(encoding="utf-8") + event, encoding="utf-8")
+    elif kind == "messages":
+        p = tmp_path / "request.json"
+        p.write_text(
+            '{"messages": [{"role": "user", "content": "hi", "n": ' + LONG_INT + "}]}",
+            encoding="utf-8",
+        )
+    else:  # an OpenAI tool call whose arguments hold the integer: read as text
+        p = tmp_path / "chat.jsonl"
+        p.write_text(
+            "\n".join(
+                json.dumps(m)
+                for m in [
+                    {"role": "user", "content": "add"},
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "add", "arguments": '{"n": ' + LONG_INT + "}"},
+                            }
+                        ],
+                    },
+                    {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                    {"role": "assistant", "content": "done"},
+                ]
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+    return p
+
+
+@pytest.mark.parametrize("command", ["inspect", "clear", "compact", "replay", "handoff select"])
+@pytest.mark.parametrize("kind", ["claude-code", "messages"])
+def test_a_huge_json_integer_is_one_line_and_exit_2(
+    data_dir: Path, tmp_path: Path, command: str, kind: str
+) -> None:
+    path = _with_long_integer(tmp_path, kind)
+    result = run(*_commands(path, tmp_path / "out.json")[command])
+    assert_usage_error(result, str(path), "5,000 digits", "PYTHONINTMAXSTRDIGITS")
+    assert not (tmp_path / "out.json").exists()
+
+
+def test_a_huge_integer_in_tool_call_arguments_reads_them_as_text(tmp_path: Path) -> None:
+    path = _with_long_integer(tmp_path, "arguments")
+    report = json.loads(run("inspect", path, "--json").stdout)
+    assert report["tools"]["add"]["calls"] == 1
+
+
+@pytest.mark.parametrize("command", ["search", "budget"])
+def test_a_huge_integer_in_a_catalog_is_one_line_and_exit_2(
+    data_dir: Path, tmp_path: Path, command: str
+) -> None:
+    row = json.loads(CATALOG.read_text(encoding="utf-8").splitlines()[0])
+    text = json.dumps(row).replace('"inputSchema": {', '"inputSchema": {"n": ' + LONG_INT + ", ", 1)
+    path = tmp_path / "catalog.jsonl"
+    path.write_text(text + "\n", encoding="utf-8")
+    extra = ["--query", "x"] if command == "search" else []
+    assert_usage_error(run("tools", command, path, *extra), str(path), "5,000 digits")
+
+
+def test_inspect_refuses_a_transcript_over_the_default_limit_unread(tmp_path: Path) -> None:
+    from ctxwise.formats import MAX_TRANSCRIPT_BYTES
+
+    path = tmp_path / "huge.jsonl"
+    with path.open("wb") as f:  # sparse: reading it would take the whole size in memory
+        f.truncate(MAX_TRANSCRIPT_BYTES + 1)
+    for command in ("inspect", "clear", "compact", "replay"):
+        args = _commands(path, tmp_path / "out.json")[command]
+        assert_usage_error(run(*args), str(path), "256.0 MiB", "--max-input-bytes")
+
+
+def test_max_input_bytes_lowers_and_raises_the_limit(data_dir: Path) -> None:
+    size = SHORT.stat().st_size
+    assert_usage_error(
+        run("inspect", SHORT, "--max-input-bytes", "1KiB"),
+        "over the limit of 1,024 bytes",
+        "--max-input-bytes",
+    )
+    assert run("inspect", SHORT, "--max-input-bytes", str(size), "--json").exit_code == 0
+    assert_usage_error(run("tools", "search", CATALOG, "-q", "x", "--max-input-bytes", "1kb"))
+    assert run("tools", "search", CATALOG, "-q", "x", "--max-input-bytes", "1GiB").exit_code == 0
+    for bad in ("lots", "1.5", "0", "2 TB", "-1"):
+        assert_usage_error(run("inspect", SHORT, "--max-input-bytes", bad), "--max-input-bytes")
+
+
+def _long_id_session(tmp_path: Path, long_id: str) -> Path:
+    """A session whose tool call has an id and a name of ``len(long_id)`` characters,
+    and a result answering another such id (an orphan: a pairing problem line)."""
+    events = [
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "go"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "parentUuid": "u1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": long_id, "name": long_id, "input": {}}],
+            },
+        },
+        {
+            "type": "user",
+            "uuid": "u2",
+            "parentUuid": "a1",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "x" + long_id, "content": "ok"}],
+            },
+        },
+    ]
+    p = tmp_path / "ids.jsonl"
+    p.write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")
+    return p
+
+
+def test_text_inspect_cuts_long_ids_and_json_keeps_them(tmp_path: Path) -> None:
+    from ctxwise.cli._util import MAX_CELL_CHARS
+
+    long_id = "toolu_" + "A" * 20_000
+    path = _long_id_session(tmp_path, long_id)
+    result = run("inspect", path)
+    assert result.exit_code == 0, result.stderr
+    assert long_id not in result.stdout and "A" * (2 * MAX_CELL_CHARS) not in result.stdout
+    assert "toolu_AAAA" in result.stdout and "…" in result.stdout
+    report = json.loads(run("inspect", path, "--json").stdout)
+    assert long_id in report["tools"]
+    assert any(p["tool_use_id"] == "x" + long_id for p in report["problems"])

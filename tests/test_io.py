@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import codecs
+import json
 import os
 import stat
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ctxwise._io import decode_text, read_text_file, same_file, write_output
+from ctxwise._io import decode_text, parse_json, read_text_file, same_file, write_output
 from ctxwise.errors import FormatError, OutputError
 
 TEXT = '{"messages": [{"role": "user", "content": "héllo \U0001f600"}]}\n'
@@ -63,6 +65,80 @@ def test_bad_bytes_name_the_encoding_and_the_byte(tmp_path: Path) -> None:
     p.write_bytes(b"PK\x03\x04\x00\x00")
     with pytest.raises(FormatError, match="binary file"):
         read_text_file(p, "a transcript file", FormatError)
+
+
+class _Reads:
+    """Counts the bytes ``os.read`` returns while it is patched in."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.bytes = 0
+        real = os.read
+
+        def counting(fd: int, n: int) -> bytes:
+            data = real(fd, n)
+            self.bytes += len(data)
+            return data
+
+        monkeypatch.setattr(os, "read", counting)
+
+
+def test_a_file_over_the_cap_is_refused_from_its_size_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "huge.jsonl"
+    with p.open("wb") as f:  # sparse: no disk, and reading it would take 1 GiB
+        f.truncate(2**30)
+    reads = _Reads(monkeypatch)
+    with pytest.raises(FormatError) as info:
+        read_text_file(
+            p, "a transcript file", FormatError, max_bytes=2**20, raise_with="--max-input-bytes"
+        )
+    assert reads.bytes == 0
+    detail = info.value.detail
+    assert "1.0 GiB" in detail and "1.0 MiB" in detail and "--max-input-bytes" in detail
+    assert "\n" not in str(info.value)
+
+
+def test_a_binary_file_is_refused_from_its_first_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p = tmp_path / "disk.img"
+    with p.open("wb") as f:
+        f.write(b"\x7fELF\x02\x01\x01\x00")
+        f.truncate(64 * 2**20)
+    reads = _Reads(monkeypatch)
+    with pytest.raises(FormatError, match="binary file"):
+        read_text_file(p, "a transcript file", FormatError)
+    assert 0 < reads.bytes <= 2**20  # one chunk, not 64 MiB
+    q = tmp_path / "latin1.txt"  # not UTF-8 at its start: refused there too
+    q.write_bytes(b"caf\xe9 " * (2**20))
+    reads.bytes = 0
+    with pytest.raises(FormatError, match=r"not UTF-8 text \(byte 3"):
+        read_text_file(q, "a transcript file", FormatError)
+    assert reads.bytes <= 2**20
+
+
+def test_a_character_cut_at_the_first_chunk_is_not_an_error(tmp_path: Path) -> None:
+    text = "a" * (2**20 - 1) + "é" + "ü" * 10  # é straddles the first 1 MiB read
+    p = tmp_path / "t.txt"
+    p.write_bytes(text.encode("utf-8"))
+    assert read_text_file(p, "a text file", FormatError) == text
+    u16 = tmp_path / "t16.txt"  # UTF-16 with a BOM: the first chunk ends mid-unit
+    u16.write_bytes(codecs.BOM_UTF16_LE + ("x" * 2**20).encode("utf-16-le"))
+    assert read_text_file(u16, "a text file", FormatError) == "x" * 2**20
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_parse_json_refuses_a_long_integer_as_json_that_does_not_decode(sign: str) -> None:
+    text = '{"a": 1,\n "b": [2, ' + sign + "9" * 5000 + "]}"
+    with pytest.raises(json.JSONDecodeError) as info:
+        parse_json(text)
+    err = info.value
+    assert (err.lineno, err.colno) == (2, 11)
+    assert "5,000 digits" in err.msg and f"{sys.get_int_max_str_digits():,}" in err.msg
+    assert "PYTHONINTMAXSTRDIGITS" in err.msg
+    assert parse_json(text.replace("9" * 5000, "9" * 4000))["b"][1] == int(sign + "9" * 4000)
+    assert parse_json(b'{"n": -12, "f": 1.5}') == {"n": -12, "f": 1.5}
 
 
 # -- writing ------------------------------------------------------------------

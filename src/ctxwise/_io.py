@@ -11,7 +11,16 @@ file that grows while it is read is bounded as well).
 
 :func:`read_text_file` reads through it, gives one clear error for every way a
 read fails and decodes UTF-8 (with or without a byte order mark) and, when a byte
-order mark says so, UTF-16 and UTF-32 in either byte order.
+order mark says so, UTF-16 and UTF-32 in either byte order. A binary file (NUL
+bytes in its first 8 KiB) or bytes that are not text in the encoding read are
+refused from the first chunk read, before the rest of the file is.
+
+:func:`parse_json` is the one way ctxwise parses JSON it did not write (a file, a
+transcript line, a tool call's arguments, a hook payload, a model's reply): an
+integer longer than Python converts (``sys.get_int_max_str_digits()``, 4,300 digits
+unless ``PYTHONINTMAXSTRDIGITS`` says otherwise) is a
+:class:`json.JSONDecodeError` at its place, like any other JSON that does not
+decode, so every caller's own handler turns it into its typed error.
 
 :func:`write_output` writes a file the user named so that an error never leaves
 it half-written and never replaces what is not a regular file:
@@ -41,6 +50,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import errno
+import json
 import os
 import re
 import secrets
@@ -48,13 +58,16 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ctxwise.errors import OutputError, UsageError
 
 __all__ = [
     "STDOUT",
     "decode_text",
+    "format_size",
     "is_stdout",
+    "parse_json",
     "read_text_file",
     "read_user_file",
     "replace_file",
@@ -86,9 +99,37 @@ def decode_text(data: bytes) -> tuple[str, str | None]:
                 raise UnicodeDecodeError(
                     exc.encoding, data, exc.start + len(bom), exc.end + len(bom), exc.reason
                 ) from None
-    if b"\x00" in data[:8192]:
+    if _binary(data):
         raise ValueError("contains NUL bytes")
     return data.decode("utf-8"), None
+
+
+_PROBE = 8192
+"""How many leading bytes of unmarked data are looked at for NUL bytes."""
+
+
+def _binary(data: bytes) -> bool:
+    """Whether unmarked data is binary: a NUL byte among its first bytes."""
+    return b"\x00" in data[:_PROBE]
+
+
+def _check_start(data: bytes) -> None:
+    """Raise what :func:`decode_text` would for ``data``, the first chunk of a file,
+    when it already shows the file is binary or not text: NUL bytes (``ValueError``)
+    or bytes that do not decode (``UnicodeDecodeError``; a character cut at the end
+    of the chunk is not an error)."""
+    for bom, codec, _ in _BOMS:
+        if data.startswith(bom):
+            try:
+                codecs.getincrementaldecoder(codec)().decode(data[len(bom) :], final=False)
+            except UnicodeDecodeError as exc:
+                raise UnicodeDecodeError(
+                    exc.encoding, data, exc.start + len(bom), exc.end + len(bom), exc.reason
+                ) from None
+            return
+    if _binary(data):
+        raise ValueError("contains NUL bytes")
+    codecs.getincrementaldecoder("utf-8")().decode(data, final=False)
 
 
 _OPEN_FLAGS = (
@@ -125,8 +166,20 @@ def _check_regular(
         raise error(name, f"is {_kind(mode)}, not a regular file: not read as {what}")
 
 
-def _size(n: int) -> str:
+def format_size(n: int) -> str:
+    """A byte count as people read it: ``512 bytes``, ``1.5 MiB``, ``2.0 GiB``."""
+    if n >= 2**30:
+        return f"{n / 2**30:.1f} GiB"
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
+
+
+def _too_large(what: str, size: int | None, max_bytes: int, raise_with: str | None) -> str:
+    """The refusal of a file over ``max_bytes``, in one line: what it was read as, its
+    size when known (``None``: it grew past the limit while it was read), the limit
+    and the setting that raises it."""
+    was = "" if size is None else f"{format_size(size)}, "
+    hint = f"; raise it with {raise_with}" if raise_with else ""
+    return f"too large for {what}: {was}over the limit of {format_size(max_bytes)}{hint}"
 
 
 def read_user_file(
@@ -135,17 +188,34 @@ def read_user_file(
     error: Callable[[str, str], UsageError],
     *,
     max_bytes: int | None = None,
+    raise_with: str | None = None,
 ) -> bytes:
     """The bytes of the regular file ``path``, a file the user named as ``what``
     (``"a TOML config"``); ``error(source, detail)`` builds the exception, with
     ``source`` the path, for a missing or unreadable file, a directory, anything
     that is not a regular file (a FIFO, a device, a socket: refused before any read,
-    see the module docstring) and, with ``max_bytes``, a file larger than that.
+    see the module docstring) and, with ``max_bytes``, a file larger than that:
+    refused from its size before a byte is read, and again if it grows past it while
+    it is read. ``raise_with`` names the setting that raises the limit (``"--max-input-bytes"``);
+    the refusal says so.
 
     The path is opened without blocking and checked on the open descriptor, so a
     FIFO swapped in after a check cannot make the read wait. ``-`` is a file named
     ``-`` here: a caller that documents ``-`` as standard input reads it itself.
     """
+    return _read_file(path, what, error, max_bytes, raise_with, None)
+
+
+def _read_file(
+    path: str | Path,
+    what: str,
+    error: Callable[[str, str], UsageError],
+    max_bytes: int | None,
+    raise_with: str | None,
+    check_start: Callable[[bytes], None] | None,
+) -> bytes:
+    """:func:`read_user_file`, with ``check_start`` called on the first chunk read
+    (before the rest is): an exception it raises ends the read and is raised."""
     p = Path(path)
     name = str(p)
     try:  # a device is not even opened (opening some has effects: a tape rewinds)
@@ -170,9 +240,7 @@ def read_user_file(
         st = os.fstat(fd)  # again on the descriptor: the path may have been swapped
         _check_regular(name, st.st_mode, what, error)
         if max_bytes is not None and st.st_size > max_bytes:
-            raise error(
-                name, f"too large for {what}: {_size(st.st_size)}, at most {_size(max_bytes)}"
-            )
+            raise error(name, _too_large(what, st.st_size, max_bytes, raise_with))
         chunks: list[bytes] = []
         total = 0
         limit = None if max_bytes is None else max_bytes + 1
@@ -183,10 +251,12 @@ def read_user_file(
             chunk = os.read(fd, want)
             if not chunk:
                 break
+            if not chunks and check_start is not None:
+                check_start(chunk)
             chunks.append(chunk)
             total += len(chunk)
         if max_bytes is not None and total > max_bytes:  # it grew while it was read
-            raise error(name, f"too large for {what}: more than {_size(max_bytes)}")
+            raise error(name, _too_large(what, None, max_bytes, raise_with))
         return b"".join(chunks)
     except OSError as exc:
         raise error(name, f"cannot read: {exc.strerror or exc}") from None
@@ -200,15 +270,18 @@ def read_text_file(
     error: Callable[[str, str], UsageError],
     *,
     max_bytes: int | None = None,
+    raise_with: str | None = None,
 ) -> str:
     """The text of ``path``, read by :func:`read_user_file` (so only a regular file,
-    at most ``max_bytes`` when given); ``error(source, detail)`` builds the exception
-    for a missing file, a directory, a FIFO or device, an unreadable or binary file,
-    or text that does not decode. UTF-8 is read with or without a byte order mark;
-    UTF-16 and UTF-32 (LE or BE) are read when their byte order mark says so."""
+    at most ``max_bytes`` when given, the refusal naming ``raise_with``);
+    ``error(source, detail)`` builds the exception for a missing file, a directory, a
+    FIFO or device, an unreadable or binary file, or text that does not decode.
+    UTF-8 is read with or without a byte order mark; UTF-16 and UTF-32 (LE or BE)
+    are read when their byte order mark says so. A binary file, or one whose first
+    chunk is not text, is refused from that chunk, before the rest is read."""
     p = Path(path)
-    data = read_user_file(p, what, error, max_bytes=max_bytes)
     try:
+        data = _read_file(p, what, error, max_bytes, raise_with, _check_start)
         text, _ = decode_text(data)
     except ValueError as exc:
         if isinstance(exc, UnicodeDecodeError):
@@ -216,6 +289,49 @@ def read_text_file(
             raise error(str(p), f"not {enc} text (byte {exc.start}: {exc.reason})") from None
         raise error(str(p), f"binary file (contains NUL bytes), not {what}") from None
     return text
+
+
+# -- parsing --------------------------------------------------------------------
+
+
+class _LongInteger(Exception):
+    """An integer literal longer than ``int()`` converts (its digits in ``args[0]``)."""
+
+
+def _parse_int(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        raise _LongInteger(digits) from None
+
+
+def _at(text: str, literal: str) -> int:
+    """Where the number ``literal`` is in ``text`` (best effort: its first place
+    not inside a longer run of digits, else 0)."""
+    found = re.search(rf"(?<![0-9]){re.escape(literal)}(?![0-9])", text)
+    return found.start() if found else 0
+
+
+def parse_json(text: str | bytes, **options: Any) -> Any:
+    """``json.loads(text, **options)`` for JSON ctxwise did not write (see the module
+    docstring). Raises :class:`json.JSONDecodeError` for text that is not JSON and for
+    an integer of more digits than ``sys.get_int_max_str_digits()`` (Python's own
+    limit on converting one; the message names it and ``PYTHONINTMAXSTRDIGITS``, the
+    setting that raises it), and :class:`RecursionError` for JSON nested past the
+    decoder."""
+    try:
+        return json.loads(text, parse_int=_parse_int, **options)
+    except _LongInteger as exc:
+        literal = exc.args[0]
+        digits = len(literal.lstrip("-"))
+        limit = sys.get_int_max_str_digits()
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError(
+            f"an integer of {digits:,} digits, over Python's limit of {limit:,} "
+            "(raise it with PYTHONINTMAXSTRDIGITS)",
+            doc,
+            _at(doc, literal),
+        ) from None
 
 
 # -- writing --------------------------------------------------------------------

@@ -32,7 +32,6 @@ how their results are trimmed is not a policy question).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import string
@@ -45,6 +44,7 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pydantic import ValidationError
 
+from ctxwise._io import parse_json
 from ctxwise._policy_schema import RULE_KINDS, ForbidItem, GateFile, RequireFactItem
 from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, UsageError
@@ -370,7 +370,7 @@ def tool_outcome(result: str | Mapping[str, Any], *, is_error: bool = False) -> 
     data: Any = result
     if isinstance(result, str):
         try:
-            data = json.loads(result)
+            data = parse_json(result)
         except (ValueError, RecursionError):  # not JSON, or nested past the decoder: text
             data = result
     if isinstance(data, Mapping):

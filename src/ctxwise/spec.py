@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ctxwise._io import read_text_file
+from ctxwise._io import parse_json, read_text_file
 from ctxwise.assembly import Budget, Section
 from ctxwise.errors import SpecError
 
@@ -148,7 +148,7 @@ def load_spec(path: str | Path) -> tuple[AssemblySpec, list[Section]]:
     data: Any
     try:
         if p.suffix == ".json":
-            data = json.loads(text, object_pairs_hook=_unique_keys)
+            data = parse_json(text, object_pairs_hook=_unique_keys)
         else:
             data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except json.JSONDecodeError as exc:

@@ -385,3 +385,22 @@ def test_a_message_id_that_is_not_a_string_is_no_response_id() -> None:
     s.say("msg_2", "Hello.", parent=prompt)
     t, _ = read_claude_code_lines(s.text().split("\n"))
     assert texts(t) == [("user", "Hi."), ("assistant", "Hello.")]
+
+
+@pytest.mark.parametrize("kind", [{"a": 1}, ["user"], 7, None])
+def test_an_event_whose_type_is_not_a_string_is_skipped(kind: Any, tmp_path: Path) -> None:
+    """An object or a list as ``type`` made the branch walk raise ``TypeError``
+    (unhashable) from the reader and the compaction writer (issue 33): such an event
+    is read as one without a type, skipped and counted like any unknown event."""
+    s = rewound()
+    plain_text = s.text()
+    s.events.insert(3, {**BASE, "type": kind, "uuid": "odd", "parentUuid": "u3"})
+    s.events.append({**BASE, "type": kind, "parentUuid": "u12"})
+    path = tmp_path / "s.jsonl"
+    path.write_text(s.text(), encoding="utf-8")
+    transcript, report = read_claude_code_lines(s.text().split("\n"))
+    assert texts(transcript) == texts(read_claude_code(plain_text))
+    assert report.skipped["None"] == 2
+    file = read_transcript_file(path)
+    data, shape = write_back_compaction(file, compact(file.transcripts[0], keep_tail_turns=1))
+    assert shape == "session" and data.startswith(path.read_bytes())

@@ -23,6 +23,7 @@ from ctxwise.cli._util import (
     _assembly_table,
     _bar,
     _buffered_console,
+    _clip,
     _guard,
     _num_col,
     _print_json,
@@ -30,8 +31,10 @@ from ctxwise.cli._util import (
     _text_col,
     _window_bar,
     _write,
+    max_input_bytes,
+    max_input_option,
 )
-from ctxwise.formats import FORMATS, read_transcript_file
+from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES, read_transcript_file
 from ctxwise.messages import Placement
 
 __all__ = ["assemble_cmd", "inspect_cmd"]
@@ -85,16 +88,23 @@ def inspect_cmd(
         bool, typer.Option("--live", help="Only the window after the last compaction.")
     ] = False,
     top: Annotated[int, typer.Option(help="How many of the largest items to list.")] = 10,
+    max_input: Annotated[
+        str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the composition as JSON.")] = False,
 ) -> None:
-    """Show where a transcript's tokens go, like Claude Code's /context."""
+    """Show where a transcript's tokens go, like Claude Code's /context.
+
+    Ids, names and previews longer than 200 characters are cut with an ellipsis in
+    the text report; --json prints them whole."""
 
     def run() -> tuple[Any, str, str, int]:
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         if top < 0:
             raise UsageError("--top must be 0 or more")
-        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
+        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
         items = file.transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(
@@ -165,7 +175,10 @@ def inspect_cmd(
         console.print(f"[red]{len(comp.problems)} pairing problem(s):[/red]")
         for p in comp.problems:
             console.print(
-                Text(f"  message {p.message_index}: {p.kind.value} {p.tool_use_id} — {p.detail}")
+                Text(
+                    f"  message {p.message_index}: {p.kind.value} {_clip(p.tool_use_id)} — "
+                    + _clip(p.detail)
+                )
             )
     else:
         console.print("[green]no tool pairing problems[/green]")

@@ -10,11 +10,12 @@ from typing import Annotated, Any
 import typer
 
 from ctxwise._io import is_stdout
-from ctxwise.cli._util import _guard
+from ctxwise.cli._util import _guard, max_input_bytes, max_input_option
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import UsageError
 from ctxwise.formats import (
     FORMATS,
+    MAX_TRANSCRIPT_BYTES,
     check_destination,
     read_transcript_file,
     save_transcript_file,
@@ -96,6 +97,9 @@ def clear_cmd(
             "calls with an error result, rename reused ids) instead of refusing.",
         ),
     ] = False,
+    max_input: Annotated[
+        str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Clear old tool results (Anthropic's clear_tool_uses_20250919, done locally).
@@ -110,7 +114,8 @@ def clear_cmd(
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
-        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
+        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
         fmt, items = file.format, file.transcripts
         if index is not None and not -len(items) <= index < len(items):
             raise UsageError(

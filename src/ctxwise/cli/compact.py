@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctxwise._io import is_stdout
-from ctxwise.cli._util import _guard
+from ctxwise.cli._util import _guard, max_input_bytes, max_input_option
 from ctxwise.errors import MissingDependencyError, UsageError
-from ctxwise.formats import FORMATS
+from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES
 
 if TYPE_CHECKING:
     from ctxwise.compaction import Compaction
@@ -183,6 +183,9 @@ def compact_cmd(
         bool,
         typer.Option("--repair", help="Repair tool pairing problems instead of refusing."),
     ] = False,
+    max_input: Annotated[
+        str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Summarize the older part of a transcript, keep a verbatim tail, write the result.
@@ -218,7 +221,8 @@ def compact_cmd(
         extractor = _extractor(facts)
         ctr = get_counter(counter)
         chosen = _summarizer(summarizer, model, ctr)
-        file = read_transcript_file(transcript, format)  # type: ignore[arg-type]
+        limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
+        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
         check_destination(file, out)  # before the (perhaps paid) summary
         items = file.transcripts
         if not -len(items) <= index < len(items):

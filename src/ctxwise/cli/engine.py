@@ -19,16 +19,19 @@ from ctxwise.cli._store import (
 )
 from ctxwise.cli._util import (
     _buffered_console,
+    _clip,
     _guard,
     _num_col,
     _print_json,
     _table,
     _text_col,
     _write,
+    max_input_bytes,
+    max_input_option,
 )
 from ctxwise.config import EngineConfig, load_config
 from ctxwise.errors import UsageError
-from ctxwise.formats import FORMATS, read_transcripts
+from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES, read_transcripts
 from ctxwise.memory.urls import store_kind
 from ctxwise.replay import ReplayReport, replay
 from ctxwise.sessions import open_session_store
@@ -101,6 +104,9 @@ def replay_cmd(
             "--session", help="The session id to replay into; it must not exist in the store yet."
         ),
     ] = "replay",
+    max_input: Annotated[
+        str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Drive a recorded session through the Engine, checking every request.
@@ -131,7 +137,8 @@ def replay_cmd(
         cfg = EngineConfig.model_validate({**cfg.model_dump(), **update})
         if isinstance(budget, bool) or budget < 1:
             raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
-        transcripts = read_transcripts(transcript, format)  # type: ignore[arg-type]
+        limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
+        transcripts = read_transcripts(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
         if not -len(transcripts) <= index < len(transcripts):
             raise UsageError(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
@@ -164,7 +171,7 @@ def replay_cmd(
         table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
     for line in report.problems:
-        console.print(Text(f"  {line}"))
+        console.print(Text(f"  {_clip(line)}"))
     origin = " (the store --config names)" if where["from"] == "--config" else ""
     if where["path"] is not None:
         console.print(Text(f"session {session!r} kept in {where['path']}{origin}"))

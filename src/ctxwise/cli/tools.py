@@ -25,8 +25,11 @@ from ctxwise.cli._util import (
     _table,
     _text_col,
     _write,
+    max_input_bytes,
+    max_input_option,
 )
 from ctxwise.errors import ToolCatalogError, UsageError
+from ctxwise.tools.catalog import MAX_CATALOG_BYTES
 
 if TYPE_CHECKING:
     from ctxwise.tools.catalog import ToolCatalog
@@ -58,6 +61,7 @@ SkipOpt = Annotated[
     ),
 ]
 KOpt = Annotated[int, typer.Option("--k", "-k", help="Tools found per query.")]
+MaxInputOpt = Annotated[str | None, max_input_option("a catalog file", MAX_CATALOG_BYTES)]
 SKIPPABLE = ("invalid_schema", "bad_definition")
 """The refusals ``--skip-invalid`` turns into a skipped definition (a duplicate
 name, an unknown ``--always`` tool are never skipped)."""
@@ -85,11 +89,16 @@ def _parse_ks(value: str) -> list[int]:
 
 
 def _load(
-    path: Path, *, embedder: str | None, skip_invalid: bool, always: list[str] | None = None
+    path: Path,
+    *,
+    embedder: str | None,
+    skip_invalid: bool,
+    max_input: str | None,
+    always: list[str] | None = None,
 ) -> ToolCatalog:
     from ctxwise.tools.catalog import ToolCatalog
 
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"max_bytes": max_input_bytes(max_input, MAX_CATALOG_BYTES)}
     if embedder is not None:
         from ctxwise.embeddings import get_embedder
 
@@ -119,12 +128,13 @@ def search_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the hits as JSON.")] = False,
     embedder: EmbedderOpt = None,
     skip_invalid: SkipOpt = False,
+    max_input: MaxInputOpt = None,
 ) -> None:
     """The k best tools of CATALOG for --query: rank, name, server, score."""
 
     def run() -> tuple[ToolCatalog, dict[str, Any], list[str]]:
         _check_k(k)
-        cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid)
+        cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, max_input=max_input)
         hits = cat.search(query, k)
         rows = [
             {
@@ -185,6 +195,7 @@ def budget_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
     embedder: EmbedderOpt = None,
     skip_invalid: SkipOpt = False,
+    max_input: MaxInputOpt = None,
 ) -> None:
     """Definition tokens of CATALOG sent as is, against deferred loading with tool search."""
 
@@ -194,7 +205,13 @@ def budget_cmd(
         _check_k(k)
         rows = load_tool_queries(queries) if queries is not None else []
         with progress(f"{catalog.name}: one turn a query", enabled=not as_json) as report:
-            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, always=always)
+            cat = _load(
+                catalog,
+                embedder=embedder,
+                skip_invalid=skip_invalid,
+                max_input=max_input,
+                always=always,
+            )
             per_query = []
             for n, q in enumerate(rows, 1):
                 per_query.append(cat.for_turn(q.query, k).tokens)
@@ -263,6 +280,7 @@ def eval_tools_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
     embedder: EmbedderOpt = None,
     skip_invalid: SkipOpt = False,
+    max_input: MaxInputOpt = None,
 ) -> None:
     """Recall@k and any@k of tool search against gold tools, beside plain BM25."""
 
@@ -273,7 +291,7 @@ def eval_tools_cmd(
         rows = load_tool_queries(queries)
         what = f"{catalog.name}: ctxwise, then plain BM25"
         with progress(what, enabled=not as_json) as report:
-            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid)
+            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, max_input=max_input)
             ours = evaluate_tool_search(cat, rows, ks, progress=scaled(report, 0, 2)).to_dict()
             base = evaluate_tool_search(
                 plain_bm25(cat), rows, ks, progress=scaled(report, 1, 2)

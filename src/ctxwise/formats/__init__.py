@@ -31,6 +31,10 @@ Text is read as UTF-8 (a byte order mark is accepted), or as UTF-16 or UTF-32
 when a byte order mark says so. :func:`write_back` always writes UTF-8 without a
 byte order mark, the encoding JSON is exchanged in (RFC 8259 §8.1).
 
+A file over ``max_bytes`` (by default :data:`MAX_TRANSCRIPT_BYTES`, 256 MiB) is
+refused from its size before it is read, and a binary file from its first chunk
+(see :func:`ctxwise._io.read_text_file`); ``max_bytes=None`` reads any size.
+
 A file that does not decode raises :class:`~ctxwise.errors.FormatError` whose
 message names what it was read as and, when the format was detected, why (for
 example ``read as Anthropic messages (auto-detected: no OpenAI role or field):
@@ -47,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 
-from ctxwise._io import read_text_file, same_file, write_output
+from ctxwise._io import parse_json, read_text_file, same_file, write_output
 from ctxwise.errors import FormatError, OutputError, UnknownFormatError, UsageError
 from ctxwise.formats import anthropic, claude_code, openai
 from ctxwise.messages import Transcript
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS",
+    "MAX_TRANSCRIPT_BYTES",
     "SHAPES",
     "FormatName",
     "Shape",
@@ -88,6 +93,14 @@ Shape: TypeAlias = Literal[
 ]
 SHAPES: tuple[str, ...] = get_args(Shape)
 _Format: TypeAlias = Literal["anthropic", "openai", "claude-code"]
+
+MAX_TRANSCRIPT_BYTES = 256 * 2**20
+"""The largest transcript file read by default (256 MiB): a larger one is refused
+from its size, before a byte is read. Raise it with ``max_bytes`` (``None``: no
+limit), on the command line with ``--max-input-bytes``. Reading a file holds its
+bytes, its text and the parsed events at once, several times its size in memory:
+the limit keeps a file given by mistake (a log, a disk image) from exhausting it."""
+_RAISE_WITH = "--max-input-bytes (max_bytes in Python)"
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -133,8 +146,10 @@ class TranscriptFile:
         return f"{_LABELS[self.format]} {_SHAPE_LABELS[self.shape]}"
 
 
-def _read_text(path: Path) -> str:
-    return read_text_file(path, "a transcript file", FormatError)
+def _read_text(path: Path, max_bytes: int | None) -> str:
+    return read_text_file(
+        path, "a transcript file", FormatError, max_bytes=max_bytes, raise_with=_RAISE_WITH
+    )
 
 
 def _starts_with_bom(path: Path) -> bool:
@@ -210,10 +225,12 @@ def _openai_request_key(doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def detect_format(path: str | Path, text: str | None = None) -> _Format:
+def detect_format(
+    path: str | Path, text: str | None = None, *, max_bytes: int | None = MAX_TRANSCRIPT_BYTES
+) -> _Format:
     """The format of a transcript file, from its content (and extension as a hint)."""
     p = Path(path)
-    return _detect(p, _read_text(p) if text is None else text)[0]
+    return _detect(p, _read_text(p, max_bytes) if text is None else text)[0]
 
 
 def _is_message_line(obj: Any) -> bool:
@@ -229,7 +246,7 @@ def _is_message_line(obj: Any) -> bool:
 def _first_line_json(stripped: str) -> tuple[bool, Any]:
     first = stripped.split("\n", 1)[0]
     try:
-        return True, json.loads(first)
+        return True, parse_json(first)
     except (json.JSONDecodeError, RecursionError):
         return False, None
 
@@ -241,7 +258,7 @@ def _has_event_line(stripped: str) -> bool:
         if '"type"' not in line:
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(obj, Mapping) and isinstance(obj.get("type"), str):
@@ -275,7 +292,7 @@ def _detect(p: Path, body: str) -> tuple[_Format, Any, Shape, str]:
             )
         return "claude-code", None, "session", "JSONL whose first line is not a message object"
     try:
-        doc = json.loads(body)
+        doc = parse_json(body)
     except json.JSONDecodeError as exc:
         raise UnknownFormatError(
             str(p), f"not JSON or JSONL ({exc.msg} at line {exc.lineno}, column {exc.colno})"
@@ -344,7 +361,7 @@ def _parse_lines(text: str, source: str, what: str) -> list[Any]:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = parse_json(line)
         except json.JSONDecodeError as exc:
             raise FormatError(
                 source, f"not valid {what}: {exc.msg} (column {exc.colno})", line=lineno
@@ -369,21 +386,28 @@ def _session_bytes(file: TranscriptFile, text: str) -> bytes:
     return b"\xef\xbb\xbf" + data if file.bom else data
 
 
-def read_transcript_file(path: str | Path, format: FormatName = "auto") -> TranscriptFile:
+def read_transcript_file(
+    path: str | Path,
+    format: FormatName = "auto",
+    *,
+    max_bytes: int | None = MAX_TRANSCRIPT_BYTES,
+) -> TranscriptFile:
     """A transcript file: its transcripts, format, shape and parsed document.
+    ``max_bytes`` is the largest file read (``None``: any size).
 
     Raises:
         UnknownFormatError: an unknown ``format`` name, or a file whose format
             cannot be detected.
-        FormatError: a file that does not read or decode; the message names what
-            it was read as (and why, when detected), ``line`` is set for JSONL.
+        FormatError: a file that does not read or decode, or is over ``max_bytes``
+            (refused before it is read); the message names what it was read as (and
+            why, when detected), ``line`` is set for JSONL.
     """
     if format not in FORMATS:
         raise UnknownFormatError(
             str(path), f"unknown format {format!r}; choose one of {', '.join(FORMATS)}"
         )
     p = Path(path)
-    text = _read_text(p)
+    text = _read_text(p, max_bytes)
     source = str(p)
     reason: str | None = None
     fmt: _Format
@@ -413,7 +437,7 @@ def _parse_json(p: Path, text: str, fmt: _Format) -> tuple[Any, Shape]:
     source = str(p)
     label = _LABELS[fmt]
     try:
-        doc = json.loads(text)
+        doc = parse_json(text)
     except json.JSONDecodeError as exc:
         lines, first = _looks_like_lines(p, text.lstrip())
         if lines and _is_message_line(first):
@@ -460,17 +484,26 @@ def _decode(doc: Any, shape: Shape, fmt: _Format, source: str, text: str) -> lis
     return [codec.decode_messages(doc, source=source)]
 
 
-def read_transcripts(path: str | Path, format: FormatName = "auto") -> list[Transcript]:
+def read_transcripts(
+    path: str | Path, format: FormatName = "auto", *, max_bytes: int | None = MAX_TRANSCRIPT_BYTES
+) -> list[Transcript]:
     """Every transcript in a file (one, except for trajectory and record lists).
 
-    Each transcript's ``format`` says which format it was read as.
+    Each transcript's ``format`` says which format it was read as; ``max_bytes`` as
+    in :func:`read_transcript_file`.
     """
-    return list(read_transcript_file(path, format).transcripts)
+    return list(read_transcript_file(path, format, max_bytes=max_bytes).transcripts)
 
 
-def read_transcript(path: str | Path, format: FormatName = "auto", *, index: int = 0) -> Transcript:
+def read_transcript(
+    path: str | Path,
+    format: FormatName = "auto",
+    *,
+    index: int = 0,
+    max_bytes: int | None = MAX_TRANSCRIPT_BYTES,
+) -> Transcript:
     """One transcript from a file; ``index`` picks one of a trajectory collection."""
-    items = read_transcripts(path, format)
+    items = read_transcripts(path, format, max_bytes=max_bytes)
     if not -len(items) <= index < len(items):
         raise FormatError(
             str(path), f"holds {len(items)} transcript(s); index {index} is out of range"

@@ -44,6 +44,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ctxwise._io import parse_json
 from ctxwise.compaction.pinned import PINNED_KEY
 from ctxwise.compaction.result import Compaction
 from ctxwise.errors import ClaudeCodeWriteError
@@ -51,6 +52,7 @@ from ctxwise.formats.anthropic import decode_block, encode_block
 from ctxwise.formats.claude_code import (
     _CHAIN_TYPES,
     PINNED_EVENT_KEY,
+    _event_type,
     _is_local_command,
     _live_branch,
     read_claude_code_lines,
@@ -127,7 +129,7 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
     events: list[Mapping[str, Any]] = []
     for line in text.split("\n"):
         if line.strip():
-            event = json.loads(line)
+            event = parse_json(line)
             if isinstance(event, Mapping):
                 events.append(event)
     has_main = any(
@@ -137,7 +139,9 @@ def compacted_claude_code(text: str, result: Compaction, *, source: str = "claud
     branch = _live_branch(events, has_main)
     if branch is not None:
         events = [
-            e for i, e in enumerate(events) if i in branch.live or e.get("type") not in _CHAIN_TYPES
+            e
+            for i, e in enumerate(events)
+            if i in branch.live or _event_type(e) not in _CHAIN_TYPES
         ]
     # the window that was compacted: the events after the last compaction boundary
     last_boundary = max(

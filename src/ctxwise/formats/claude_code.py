@@ -93,6 +93,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxwise._io import parse_json
 from ctxwise.errors import FormatError
 from ctxwise.formats._extra import keep
 from ctxwise.formats.anthropic import decode_block, encode_block
@@ -138,6 +139,13 @@ class ClaudeCodeReadReport:
 
 _MICROCOMPACT_CLEARED = "[Old tool result content cleared]"
 """What Claude Code sends in place of a tool result its microcompaction cleared."""
+
+
+def _event_type(event: Mapping[str, Any]) -> str | None:
+    """An event's ``type``; ``None`` when it has none or one that is not a string
+    (an object or a list: such an event is read as one without a type, skipped)."""
+    etype = event.get("type")
+    return etype if isinstance(etype, str) else None
 
 
 def _is_boundary(event: Mapping[str, Any]) -> bool:
@@ -198,7 +206,7 @@ def _live_branch(events: Sequence[Mapping[str, Any]], has_main: bool) -> _Branch
         return bridge.get(link, link)
 
     for i, e in enumerate(events):
-        etype, uid = e.get("type"), e.get("uuid")
+        etype, uid = _event_type(e), e.get("uuid")
         if etype == "progress" and isinstance(uid, str):
             bridge[uid] = bridged(e.get("parentUuid"))
             continue
@@ -325,13 +333,13 @@ def read_claude_code(text: str, *, source: str = "claude-code") -> Transcript:
 
 def _parse_line(line: str, lineno: int, source: str) -> Mapping[str, Any]:
     try:
-        event = json.loads(line)
+        event = parse_json(line)
     except RecursionError:
         raise FormatError(source, "JSON nested too deeply", line=lineno) from None
     except json.JSONDecodeError as exc:
-        raise FormatError(
-            source, f"invalid JSON ({exc.msg}); the line may be truncated", line=lineno
-        ) from None
+        # a line that does not end its object was most likely cut short
+        cut = "" if line.rstrip().endswith("}") else "; the line may be truncated"
+        raise FormatError(source, f"invalid JSON ({exc.msg}){cut}", line=lineno) from None
     if not isinstance(event, Mapping):
         raise FormatError(source, "each line must be a JSON object", line=lineno)
     return event
@@ -365,7 +373,7 @@ def read_claude_code_lines(
         for i, (lineno, event) in enumerate(events):
             if has_main and event.get("isSidechain") and event.get("type") in ("user", "assistant"):
                 report.skipped["sidechain"] += 1
-            elif event.get("type") in _CHAIN_TYPES and i not in branch.live:
+            elif _event_type(event) in _CHAIN_TYPES and i not in branch.live:
                 report.skipped["off_branch"] += 1
             else:
                 kept.append((lineno, event))
@@ -373,7 +381,7 @@ def read_claude_code_lines(
     cleared_in = _segments(events)
     seen_uuids: set[str] = set()  # of the user and assistant events in this segment
     for (lineno, event), cleared in zip(events, cleared_in, strict=True):
-        etype = event.get("type")
+        etype = _event_type(event)
         if has_main and event.get("isSidechain") and etype in ("user", "assistant"):
             report.skipped["sidechain"] += 1
             continue
@@ -614,7 +622,7 @@ def patch_claude_code(text: str, transcript: Transcript, *, source: str = "claud
         events = {
             i: e
             for n, (i, e) in enumerate(numbered)
-            if n in branch.live or e.get("type") not in _CHAIN_TYPES
+            if n in branch.live or _event_type(e) not in _CHAIN_TYPES
         }
     # One compaction segment at a time: the API never sees two, so a tool id may
     # repeat across a boundary (a compacted tail copies its calls), never within one.

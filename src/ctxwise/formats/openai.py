@@ -56,6 +56,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ctxwise._io import parse_json
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.formats._extra import keep, own
 from ctxwise.messages import (
@@ -325,7 +326,7 @@ def _decode_tool_call(raw: Any, index: int, source: str) -> ToolUseBlock:
     if fn_extra:
         extra[_mark("_function_extra")] = fn_extra
     try:
-        parsed: Any = json.loads(args) if args.strip() else {}
+        parsed: Any = parse_json(args) if args.strip() else {}
     except (json.JSONDecodeError, RecursionError):
         parsed = None
     # Models sometimes emit invalid or non-object arguments: input is then {} and
@@ -344,7 +345,7 @@ def _encode_tool_call(block: ToolUseBlock) -> dict[str, Any]:
     arguments = json.dumps(dict(block.input), ensure_ascii=False)
     if isinstance(raw, str):
         try:
-            parsed: Any = json.loads(raw) if raw.strip() else {}
+            parsed: Any = parse_json(raw) if raw.strip() else {}
         except (json.JSONDecodeError, RecursionError):
             parsed = None
         if parsed == dict(block.input) or (not isinstance(parsed, dict) and not block.input):

@@ -22,6 +22,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeGuard
 
+from ctxwise._io import parse_json
 from ctxwise.errors import FormatError
 from ctxwise.formats import openai as openai_codec
 from ctxwise.formats._extra import own
@@ -175,7 +176,7 @@ def _output_content(output: Any) -> str | tuple[ContentBlock, ...]:
 
 def _loads(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except ValueError:
         return None
 

@@ -41,6 +41,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ctxwise._io import parse_json
 from ctxwise._schema import field_path
 from ctxwise.errors import StoreError, SubagentReportError, UsageError
 from ctxwise.memory.store import NewItem, Store, check_namespace
@@ -562,7 +563,7 @@ def _decode(data: str | bytes, source: str | None) -> object:
             )
         candidate = candidate[start : end + 1]
     try:
-        return json.loads(candidate)
+        return parse_json(candidate)
     except json.JSONDecodeError as e:
         raise SubagentReportError(
             [("(top level)", f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")],

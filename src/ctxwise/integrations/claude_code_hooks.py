@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ctxwise._io import read_user_file, replace_file
+from ctxwise._io import parse_json, read_user_file, replace_file
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
@@ -182,9 +182,11 @@ def _parse(model: type[_P], payload: str | Mapping[str, Any], event: str) -> _P:
     ``hook_event_name`` is refused (an answer naming ``event`` would be an error in
     Claude Code). One without the field is taken."""
     try:
-        data = json.loads(payload) if isinstance(payload, str) else payload
+        data = parse_json(payload) if isinstance(payload, str) else payload
     except json.JSONDecodeError as exc:
         raise FormatError("hook payload", f"not JSON ({exc})") from None
+    except RecursionError:
+        raise FormatError("hook payload", "JSON nested too deeply") from None
     if not isinstance(data, Mapping):
         raise FormatError("hook payload", f"not a JSON object but {type(data).__name__}")
     try:
@@ -277,8 +279,11 @@ def _complete_lines(path: Path) -> str | None:
     """The UTF-8 text of ``path`` up to its last newline, or ``None`` when the file
     ends in a newline (nothing is half-written) or that text does not decode."""
     from ctxwise._io import decode_text
+    from ctxwise.formats import MAX_TRANSCRIPT_BYTES
 
     try:
+        if path.stat().st_size > MAX_TRANSCRIPT_BYTES:  # refused by the reader already
+            return None
         data = path.read_bytes()
     except (OSError, ValueError):
         return None
@@ -920,9 +925,11 @@ def install_settings(
             ) from None
         if raw.strip():
             try:
-                existing = json.loads(raw)
+                existing = parse_json(raw)
             except json.JSONDecodeError as exc:
                 raise FormatError(str(p), f"is not valid JSON ({exc}); left unchanged") from None
+            except RecursionError:
+                raise FormatError(str(p), "is JSON nested too deeply; left unchanged") from None
         if not isinstance(existing, dict):
             raise FormatError(str(p), "is not a JSON object; left unchanged")
     merged, added = merge_settings(existing, snippet)

@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from ctxwise._io import parse_json
 from ctxwise.errors import FormatError, IntegrationError, UsageError
 from ctxwise.formats import responses
 from ctxwise.formats.request import CONTEXT_CLOSE, CONTEXT_OPEN
@@ -553,7 +554,7 @@ def policy_guardrail(
             sid = _resolve(session_id, ctx.context)
             raw = ctx.tool_arguments or "{}"
             try:
-                tool_input = json.loads(raw)
+                tool_input = parse_json(raw)
             except ValueError as exc:
                 raise UsageError(f"its arguments are not JSON ({exc})") from None
             if not isinstance(tool_input, dict):

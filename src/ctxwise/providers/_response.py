@@ -16,12 +16,12 @@ async client, which the adapters cannot await, is refused.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise._io import parse_json
 from ctxwise.errors import ProviderError, UsageError
 
 __all__ = [
@@ -152,7 +152,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
 def parse_body(provider: str, body: bytes, model: type[_M]) -> _M:
     """``body`` (a 200 response's bytes) as ``model``, or a ProviderError saying what is wrong."""
     try:
-        data = json.loads(body)
+        data = parse_json(body)
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         what = "empty" if not body.strip() else "not JSON"
         raise ProviderError(provider, f"malformed response: the body is {what}") from exc
@@ -212,7 +212,7 @@ def _body_text(content: bytes, content_type: str) -> tuple[str, str | None]:
     if not text:
         return "the response has no body", None
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except (ValueError, RecursionError):
         data = None
     said = _envelope(data)

@@ -39,7 +39,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from ctxwise._io import read_user_file
+from ctxwise._io import parse_json, read_user_file
 from ctxwise._schema import describe, field_path
 from ctxwise.errors import RelayError
 from ctxwise.relay.carry import Shares
@@ -148,9 +148,11 @@ def load_spec(path: str | Path) -> RelaySpec:
     except UnicodeDecodeError:
         raise RelayError("spec", "not UTF-8 text", path=str(p)) from None
     try:
-        data: Any = json.loads(raw) if p.suffix == ".json" else tomllib.loads(raw)
+        data: Any = parse_json(raw) if p.suffix == ".json" else tomllib.loads(raw)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RelayError("spec", f"does not parse ({exc})", path=str(p)) from None
+    except RecursionError:
+        raise RelayError("spec", "does not parse (nested too deeply)", path=str(p)) from None
     if not isinstance(data, dict):
         raise RelayError("spec", "the spec is not a table of keys", path=str(p))
     try:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctxwise._io import parse_json
 from ctxwise.errors import StepFailed
 from ctxwise.providers.chat import ChatModel
 
@@ -116,9 +117,11 @@ def parse_reply(reply: str) -> StepResult:
         text = text.split("\n", 1)[1] if "\n" in text else ""
         text = text.rsplit("```", 1)[0]
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except json.JSONDecodeError as exc:
         raise StepFailed(f"the reply is not JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise StepFailed("the reply is JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise StepFailed("the reply is not a JSON object")
     unknown = sorted(set(data) - {"table", "notes"})

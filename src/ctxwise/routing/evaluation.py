@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxwise._io import read_text_file, read_user_file, write_output
+from ctxwise._io import parse_json, read_text_file, read_user_file, write_output
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.routing.calibration import (
     DEFAULT_OBJECTIVE,
@@ -132,7 +132,7 @@ def load_labeled(path: str | Path) -> Labeled:
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
+            item = parse_json(line)
         except (json.JSONDecodeError, RecursionError):
             raise FormatError(str(p), "invalid JSON", line=lineno) from None
         if (
@@ -298,7 +298,7 @@ def clinc150_splits(
     src = Path(data_full)
     raw = read_user_file(src, "CLINC150 data", FormatError)  # a FIFO or device: refused
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise FormatError(str(src), f"cannot read CLINC150 data: {exc}") from None
     splits = {

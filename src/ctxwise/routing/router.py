@@ -20,7 +20,7 @@ from typing import Any, cast
 import numpy as np
 from pydantic import ValidationError
 
-from ctxwise._io import read_user_file, write_output
+from ctxwise._io import parse_json, read_user_file, write_output
 from ctxwise._schema import as_dict, describe
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.routing._schema import RouterFile, StateItem
@@ -62,7 +62,7 @@ def _named_arrays(path: Path) -> Path | None:
     such router, it names none, or it cannot be read: best effort, for the clean-up
     after a save)."""
     try:
-        data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+        data = parse_json(path.read_bytes().removeprefix(codecs.BOM_UTF8).decode("utf-8"))
         doc = RouterFile.model_validate(data)
     except (OSError, ValueError, RecursionError, ValidationError):
         return None
@@ -537,7 +537,7 @@ class IntentRouter:
         raw = read_user_file(p, "a router file", FormatError)  # a FIFO or device: refused
         try:
             # a UTF-8 byte order mark (an editor's) is UTF-8 still, as in the JSONL readers
-            data = json.loads(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
+            data = parse_json(raw.removeprefix(codecs.BOM_UTF8).decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise FormatError(
                 str(p), f"not a router file (not UTF-8 text, byte {exc.start})"

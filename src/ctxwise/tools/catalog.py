@@ -80,6 +80,7 @@ from typing import Any, Literal, TypeAlias, cast
 import numpy as np
 
 from ctxwise._bm25 import BM25Index
+from ctxwise._io import parse_json
 from ctxwise.embeddings import Embedder
 from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError, UsageError
 from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
@@ -89,6 +90,7 @@ from ctxwise.tools.trim import json_depth
 
 __all__ = [
     "DEFAULT_K",
+    "MAX_CATALOG_BYTES",
     "MAX_SEARCH_K",
     "SERVER_SEARCH_TOOLS",
     "TOOL_SEARCH",
@@ -104,6 +106,13 @@ DEFAULT_K = 5
 
 MAX_SEARCH_K = 20
 """The most tools one ``tool_search`` call may return."""
+
+MAX_CATALOG_BYTES = 64 * 2**20
+"""The largest catalog file :meth:`ToolCatalog.load` reads by default (64 MiB): a
+larger one is refused from its size, before a byte is read. Raise it with
+``max_bytes`` (``None``: no limit), on the command line with ``--max-input-bytes``.
+Every definition is parsed, validated and indexed for search, so a catalog costs
+several times its size in memory."""
 
 TOOL_SEARCH = "tool_search"
 """The name of the search tool ctxwise gives the model (client mode)."""
@@ -616,6 +625,7 @@ class ToolCatalog:
         server: str | None = None,
         skip_invalid: bool = False,
         always_loaded: Iterable[str] = (),
+        max_bytes: int | None = MAX_CATALOG_BYTES,
         **options: Any,
     ) -> ToolCatalog:
         """A catalog from a file: a LiveMCPBench JSONL (one row a line), an MCP
@@ -625,18 +635,25 @@ class ToolCatalog:
         up to its first dot; a tools array has no server unless given; JSONL rows
         name their own. ``skip_invalid``: leave out definitions that do not validate
         (listed in :attr:`skipped`) instead of refusing the file. ``always_loaded``:
-        names (``name`` or ``server/name``) to mark. ``options`` go to the
-        constructor.
+        names (``name`` or ``server/name``) to mark. ``max_bytes``: the largest file
+        read (``None``: any size). ``options`` go to the constructor.
 
         Raises:
-            FormatError: the file cannot be read, is not JSON, or is none of these.
+            FormatError: the file cannot be read, is over ``max_bytes`` (refused
+                before it is read), is not JSON, or is none of these.
             ToolCatalogError: a definition does not validate (without
                 ``skip_invalid``), or a name in ``always_loaded`` is unknown.
         """
         from ctxwise._io import read_text_file
 
         source = str(path)
-        text = read_text_file(source, "a tool catalog", FormatError)
+        text = read_text_file(
+            source,
+            "a tool catalog",
+            FormatError,
+            max_bytes=max_bytes,
+            raise_with="--max-input-bytes (max_bytes in Python)",
+        )
         catalog = cls(**options)
         rows, kind, default_server = _parse_catalog(text, source)
         srv = server if server is not None else (default_server or Path(source).name.split(".")[0])
@@ -802,6 +819,11 @@ class ToolCatalog:
         if self._built is None:
             self._built = _Index.build(self._tools, self.analyzer, self.embedder)
         return self._built
+
+    def build_index(self) -> None:
+        """Build the search index now (embedding every tool when the catalog has an
+        embedder); otherwise the first :meth:`search` builds it."""
+        self._index_built()
 
     def search(
         self, query: str, k: int = DEFAULT_K, *, exclude: Iterable[ToolDef] = ()
@@ -1154,14 +1176,14 @@ def _parse_catalog(text: str, source: str) -> tuple[list[Any], str, str | None]:
     if not stripped:
         raise FormatError(source, "the tool catalog is empty")
     try:
-        data = json.loads(stripped)
+        data = parse_json(stripped)
     except (json.JSONDecodeError, RecursionError):
         rows = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                rows.append(json.loads(line))
+                rows.append(parse_json(line))
             except json.JSONDecodeError as e:
                 raise FormatError(source, f"not JSON or JSON lines: {e.msg}", line=n) from None
             except RecursionError:

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise._io import parse_json
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.tools.catalog import ToolCatalog
 
@@ -92,7 +93,7 @@ def load_tool_queries(path: str | Path) -> list[ToolQuery]:
         if not line.strip():
             continue
         try:
-            out.append(ToolQuery.model_validate(json.loads(line)))
+            out.append(ToolQuery.model_validate(parse_json(line)))
         except json.JSONDecodeError as e:
             raise FormatError(source, f"not JSON: {e.msg}", line=n) from None
         except RecursionError:

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from ctxwise._io import parse_json
 from ctxwise.errors import BudgetError, UsageError
 from ctxwise.tokens import CharCounter, TokenCounter
 
@@ -237,7 +238,7 @@ def _parse(text: str) -> _Node:
     """The tree of ``text``; ``ValueError`` when it is not JSON or nests deeper than
     :data:`MAX_DEPTH`."""
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except RecursionError:
         raise ValueError("nested too deeply") from None
     if json_depth(data, MAX_DEPTH) > MAX_DEPTH:
