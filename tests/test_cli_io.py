@@ -4,6 +4,7 @@ as a symlink, a FIFO or ``-``, the umask, bad input, and one token total."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import stat
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from ctxwise import composition, get_counter, read_transcripts
-from tests._cli import assert_usage_error, run
+from tests._cli import assert_usage_error, run, runner
 from tests.conftest import DATA, TAU, TRANSCRIPTS, claude_code_files
 from tests.formats.test_readers import TestMessagesJSONL, livemcp_task
 
@@ -515,9 +516,10 @@ def test_max_input_bytes_lowers_and_raises_the_limit(data_dir: Path) -> None:
         assert_usage_error(run("inspect", SHORT, "--max-input-bytes", bad), "--max-input-bytes")
 
 
-def _long_id_session(tmp_path: Path, long_id: str) -> Path:
+def _long_id_session(tmp_path: Path, long_id: str, *, orphan: bool = True) -> Path:
     """A session whose tool call has an id and a name of ``len(long_id)`` characters,
-    and a result answering another such id (an orphan: a pairing problem line)."""
+    and a result answering another such id (an orphan: a pairing problem line), or
+    with ``orphan=False`` the call's own."""
     events = [
         {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "go"}},
         {
@@ -536,7 +538,13 @@ def _long_id_session(tmp_path: Path, long_id: str) -> Path:
             "parentUuid": "a1",
             "message": {
                 "role": "user",
-                "content": [{"type": "tool_result", "tool_use_id": "x" + long_id, "content": "ok"}],
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": ("x" if orphan else "") + long_id,
+                        "content": "ok",
+                    }
+                ],
             },
         },
     ]
@@ -550,10 +558,57 @@ def test_text_inspect_cuts_long_ids_and_json_keeps_them(tmp_path: Path) -> None:
 
     long_id = "toolu_" + "A" * 20_000
     path = _long_id_session(tmp_path, long_id)
-    result = run("inspect", path)
+    result = run("inspect", path, "--max-id-chars", "30000")
     assert result.exit_code == 0, result.stderr
     assert long_id not in result.stdout and "A" * (2 * MAX_CELL_CHARS) not in result.stdout
     assert "toolu_AAAA" in result.stdout and "…" in result.stdout
-    report = json.loads(run("inspect", path, "--json").stdout)
+    report = json.loads(run("inspect", path, "--json", "--max-id-chars", "30000").stdout)
     assert long_id in report["tools"]
     assert any(p["tool_use_id"] == "x" + long_id for p in report["problems"])
+
+
+@pytest.mark.parametrize("command", ["inspect", "clear", "compact", "replay"])
+def test_an_id_over_max_id_chars_is_refused_in_one_line(tmp_path: Path, command: str) -> None:
+    from ctxwise.formats import MAX_ID_CHARS
+
+    path = _long_id_session(tmp_path, "toolu_" + "A" * MAX_ID_CHARS, orphan=False)
+    args = _commands(path, tmp_path / "out.json")[command]
+    line = f"{MAX_ID_CHARS + 6:,} characters, over the limit of {MAX_ID_CHARS:,}"
+    assert_usage_error(run(*args), str(path), "message 1: a tool_use id", line, "--max-id-chars")
+    assert not (tmp_path / "out.json").exists()
+    result = run(*args, "--max-id-chars", str(MAX_ID_CHARS + 7))
+    assert result.exit_code == 0, result.stderr
+
+
+def run_with_input(args: list[str], stdin: str) -> Any:
+    from ctxwise.cli import app
+
+    return runner.invoke(app, args, input=stdin)
+
+
+def test_a_hook_payload_over_the_limit_stops_the_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import ctxwise.cli.hook as hook
+    from ctxwise.errors import FormatError
+
+    monkeypatch.setattr(hook, "MAX_PAYLOAD_BYTES", 2**20)
+    r, w = os.pipe()
+
+    def feed() -> None:  # three times the limit, more than a pipe holds
+        with os.fdopen(w, "wb") as f, contextlib.suppress(BrokenPipeError):
+            f.write(b"{" * (3 * 2**20))
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    with os.fdopen(r, "rb") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        with pytest.raises(FormatError, match=r"hook payload: over the limit of 1\.0 MiB"):
+            hook._stdin()
+    writer.join()
+    # as Claude Code runs it: nothing printed, exit 0, one line in the hook log
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("CTXWISE_HOOK_LOG", str(log))
+    result = run_with_input(["hook", "session-start"], "x" * (2**20 + 1))
+    assert (result.exit_code, result.stdout) == (0, "")
+    assert "over the limit of 1.0 MiB" in log.read_text(encoding="utf-8")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 from pathlib import Path
 from typing import Any
 
@@ -170,3 +171,40 @@ def test_a_corrupt_gate_file_is_a_config_error_naming_the_file(tmp_path: Path, t
     with pytest.raises(ConfigError) as caught:
         Engine.from_file(str(toml))
     assert str(gates) in str(caught.value) and "gates.file" in str(caught.value)
+
+
+@pytest.mark.parametrize("is_error", [False, True])
+def test_a_tool_result_over_max_chars_is_refused_naming_the_limit(
+    tmp_path: Path, is_error: bool
+) -> None:
+    """The largest tool result the Engine accepts is ``[tool_results] max_chars``
+    (issue 33): a larger one, text or JSON, is refused in one line that names it."""
+    with _engine(tmp_path, tool_results={"max_chars": 100}) as engine:
+        engine.turn("s", [Message.text_message("user", "hello")])
+        use = ToolUseBlock("toolu_1", "lookup", {})
+        assert engine.tool_result("s", use, "x" * 100, is_error=is_error).content == "x" * 100
+        for big in ("x" * 101, {"rows": ["y" * 90]}):
+            with pytest.raises(UsageError) as info:
+                engine.tool_result("s", use, big, is_error=is_error)
+            message = str(info.value)
+            assert "over the limit of 100" in message and "tool_results.max_chars" in message
+            assert "\n" not in message
+    with _engine(tmp_path, tool_results={"max_chars": 0}) as engine:  # 0: no limit
+        engine.turn("t", [Message.text_message("user", "hello")])
+        assert len(str(engine.tool_result("t", use, "z" * 100_000).content)) == 100_000
+
+
+def test_a_catalog_over_max_catalog_bytes_is_a_config_error_naming_the_key(
+    tmp_path: Path,
+) -> None:
+    catalog = tmp_path / "tools.json"
+    tools = [
+        {"name": f"t{i}", "description": "d", "input_schema": {"type": "object"}} for i in range(9)
+    ]
+    catalog.write_text(json.dumps(tools), encoding="utf-8")
+    size = catalog.stat().st_size
+    with pytest.raises(ConfigError) as info:
+        _engine(tmp_path, tools={"catalog": str(catalog), "max_catalog_bytes": size - 1})
+    assert "tools.catalog" in str(info.value) and "tools.max_catalog_bytes" in str(info.value)
+    with _engine(tmp_path, tools={"catalog": str(catalog), "max_catalog_bytes": size}) as engine:
+        assert engine.catalog is not None and len(engine.catalog) == 9

@@ -38,6 +38,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.editing.DEFAULT_PLACEHOLDER",
         "ctxwise.editing.MISSING_RESULT_TEXT",
         "ctxwise.formats.FORMATS",
+        "ctxwise.formats.MAX_ID_CHARS",
         "ctxwise.formats.MAX_TRANSCRIPT_BYTES",
         "ctxwise.formats.SHAPES",
         "ctxwise.memory.PRESETS",

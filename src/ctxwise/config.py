@@ -92,10 +92,15 @@ its default::
     server_search = "bm25"        # bm25 | regex: Anthropic's search tool (mode = "server")
     embedder = "none"             # none | hashing[:DIM] | minilm | st:DIR: the search's
                                   # vectors (DIR relative: to the config file)
+    max_catalog_bytes = 67108864  # the largest catalog file read (64 MiB): a larger one
+                                  # is refused before it is read (0: no limit)
 
     [tool_results]                # what Engine.tool_result does to a tool's result
     store_over = 0                # tokens: a larger list or text result is stored and
                                   # paged behind a cursor with a fetch_more tool (0: never)
+    max_chars = 16777216          # the largest result Engine.tool_result accepts, in
+                                  # characters (16 Mi): a larger one is refused (0: no
+                                  # limit)
     page_size = 20                # items (or lines) per page
     ttl = 3600                    # seconds a cursor stays valid
     key_env = "CTXWISE_CURSOR_KEY"  # the environment variable holding the cursor key
@@ -275,6 +280,7 @@ class ToolsConfig(_Strict):
     mode: Literal["client", "server"] = "client"
     server_search: Literal["bm25", "regex"] = "bm25"
     embedder: str = "none"
+    max_catalog_bytes: int = Field(default=64 * 2**20, ge=0)
 
     @field_validator("embedder")
     @classmethod
@@ -296,6 +302,7 @@ class TrimConfig(_Strict):
 
 class ToolResultsConfig(_Strict):
     store_over: int = Field(default=0, ge=0)
+    max_chars: int = Field(default=16 * 2**20, ge=0)
     page_size: int = Field(default=20, ge=1)
     ttl: float = Field(default=3600, gt=0, allow_inf_nan=False)
     key_env: str = Field(default="CTXWISE_CURSOR_KEY", min_length=1)

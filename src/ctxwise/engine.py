@@ -505,6 +505,7 @@ class Engine:
                 cfg.path(cfg.tools.catalog),
                 skip_invalid=cfg.tools.skip_invalid,
                 always_loaded=cfg.tools.always,
+                max_bytes=cfg.tools.max_catalog_bytes or None,
                 embedder=embedder,
                 counter=self.counter,
             )
@@ -818,6 +819,8 @@ class Engine:
         done is recorded for the next turn's trace. An error result is passed on
         unchanged. A text ``result`` is used as it is; anything else must be JSON
         data (a date, bytes or a set is a :class:`UsageError`, error result or not).
+        A result of more than ``[tool_results] max_chars`` characters (as text, or
+        as its JSON) is refused with a :class:`UsageError` naming the limit.
         """
         check_session_id(session_id)
         if not isinstance(call, ToolUseBlock):
@@ -833,6 +836,12 @@ class Engine:
                     f"{type(result).__name__} is not JSON-serialisable: {e} "
                     "(convert it, e.g. str(value) or value.isoformat(), first)"
                 ) from None
+        most = self.config.tool_results.max_chars
+        if most and len(text) > most:
+            raise UsageError(
+                f"the result of tool {call.name[:64]!r} is {len(text):,} characters, over "
+                f"the limit of {most:,}; raise it with tool_results.max_chars"
+            )
         if is_error:
             return ToolResultBlock(call.id, text, is_error=True)
         before = self.counter.count(text)

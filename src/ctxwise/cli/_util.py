@@ -9,7 +9,8 @@ an id or a name of megabytes would take minutes to lay out and screens to show.
 ``--json`` output is never cut.
 
 :func:`max_input_option` and :func:`max_input_bytes` are the ``--max-input-bytes``
-option of the commands that read a transcript or a catalog.
+option of the commands that read a transcript or a catalog; ``MaxIdOpt`` is the
+``--max-id-chars`` option of those that read a transcript.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.cells import cell_len
@@ -157,6 +158,17 @@ def max_input_option(what: str, default: int) -> Any:
         help=f"Refuse {what} larger than this, before reading it (bytes, or with KB, MB, "
         f"GB, KiB, MiB, GiB; default {format_size(default)}).",
     )
+
+
+MaxIdOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-id-chars",
+        min=1,
+        help="Refuse a transcript holding a longer id (a message's, a tool call's, the "
+        "one a tool result answers).",
+    ),
+]
 
 
 def max_input_bytes(value: str | None, default: int) -> int:

@@ -20,6 +20,7 @@ from ctxwise import (
     get_counter,
 )
 from ctxwise.cli._util import (
+    MaxIdOpt,
     _assembly_table,
     _bar,
     _buffered_console,
@@ -34,7 +35,7 @@ from ctxwise.cli._util import (
     max_input_bytes,
     max_input_option,
 )
-from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES, read_transcript_file
+from ctxwise.formats import FORMATS, MAX_ID_CHARS, MAX_TRANSCRIPT_BYTES, read_transcript_file
 from ctxwise.messages import Placement
 
 __all__ = ["assemble_cmd", "inspect_cmd"]
@@ -91,6 +92,7 @@ def inspect_cmd(
     max_input: Annotated[
         str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
     ] = None,
+    max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the composition as JSON.")] = False,
 ) -> None:
     """Show where a transcript's tokens go, like Claude Code's /context.
@@ -104,7 +106,12 @@ def inspect_cmd(
         if top < 0:
             raise UsageError("--top must be 0 or more")
         limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
-        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
+        file = read_transcript_file(
+            transcript,
+            format,  # type: ignore[arg-type]
+            max_bytes=limit,
+            max_id_chars=max_id_chars,
+        )
         items = file.transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(

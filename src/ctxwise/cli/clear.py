@@ -10,11 +10,12 @@ from typing import Annotated, Any
 import typer
 
 from ctxwise._io import is_stdout
-from ctxwise.cli._util import _guard, max_input_bytes, max_input_option
+from ctxwise.cli._util import MaxIdOpt, _guard, max_input_bytes, max_input_option
 from ctxwise.editing import EditResult, clear_tool_uses
 from ctxwise.errors import UsageError
 from ctxwise.formats import (
     FORMATS,
+    MAX_ID_CHARS,
     MAX_TRANSCRIPT_BYTES,
     check_destination,
     read_transcript_file,
@@ -100,6 +101,7 @@ def clear_cmd(
     max_input: Annotated[
         str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
     ] = None,
+    max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Clear old tool results (Anthropic's clear_tool_uses_20250919, done locally).
@@ -115,7 +117,12 @@ def clear_cmd(
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
         limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
-        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
+        file = read_transcript_file(
+            transcript,
+            format,  # type: ignore[arg-type]
+            max_bytes=limit,
+            max_id_chars=max_id_chars,
+        )
         fmt, items = file.format, file.transcripts
         if index is not None and not -len(items) <= index < len(items):
             raise UsageError(

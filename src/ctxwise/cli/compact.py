@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctxwise._io import is_stdout
-from ctxwise.cli._util import _guard, max_input_bytes, max_input_option
+from ctxwise.cli._util import MaxIdOpt, _guard, max_input_bytes, max_input_option
 from ctxwise.errors import MissingDependencyError, UsageError
-from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES
+from ctxwise.formats import FORMATS, MAX_ID_CHARS, MAX_TRANSCRIPT_BYTES
 
 if TYPE_CHECKING:
     from ctxwise.compaction import Compaction
@@ -186,6 +186,7 @@ def compact_cmd(
     max_input: Annotated[
         str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
     ] = None,
+    max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
     """Summarize the older part of a transcript, keep a verbatim tail, write the result.
@@ -222,7 +223,12 @@ def compact_cmd(
         ctr = get_counter(counter)
         chosen = _summarizer(summarizer, model, ctr)
         limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
-        file = read_transcript_file(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
+        file = read_transcript_file(
+            transcript,
+            format,  # type: ignore[arg-type]
+            max_bytes=limit,
+            max_id_chars=max_id_chars,
+        )
         check_destination(file, out)  # before the (perhaps paid) summary
         items = file.transcripts
         if not -len(items) <= index < len(items):

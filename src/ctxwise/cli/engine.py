@@ -18,6 +18,7 @@ from ctxwise.cli._store import (
     writable_store,
 )
 from ctxwise.cli._util import (
+    MaxIdOpt,
     _buffered_console,
     _clip,
     _guard,
@@ -31,7 +32,7 @@ from ctxwise.cli._util import (
 )
 from ctxwise.config import EngineConfig, load_config
 from ctxwise.errors import UsageError
-from ctxwise.formats import FORMATS, MAX_TRANSCRIPT_BYTES, read_transcripts
+from ctxwise.formats import FORMATS, MAX_ID_CHARS, MAX_TRANSCRIPT_BYTES, read_transcripts
 from ctxwise.memory.urls import store_kind
 from ctxwise.replay import ReplayReport, replay
 from ctxwise.sessions import open_session_store
@@ -107,6 +108,7 @@ def replay_cmd(
     max_input: Annotated[
         str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
     ] = None,
+    max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Drive a recorded session through the Engine, checking every request.
@@ -138,7 +140,12 @@ def replay_cmd(
         if isinstance(budget, bool) or budget < 1:
             raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
         limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
-        transcripts = read_transcripts(transcript, format, max_bytes=limit)  # type: ignore[arg-type]
+        transcripts = read_transcripts(
+            transcript,
+            format,  # type: ignore[arg-type]
+            max_bytes=limit,
+            max_id_chars=max_id_chars,
+        )
         if not -len(transcripts) <= index < len(transcripts):
             raise UsageError(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "

@@ -14,7 +14,8 @@ Code reads back (see :mod:`ctxwise.integrations.claude_code_hooks`):
   and case facts as ``additionalContext``.
 
 They never block Claude Code on their own failure: a broken payload, a missing
-transcript, any error or the ``--deadline`` passing prints nothing, writes one line
+transcript, a payload over :data:`MAX_PAYLOAD_BYTES` (its read stops there), any
+error or the ``--deadline`` passing prints nothing, writes one line
 to the hook log (``$CTXWISE_HOOK_LOG``, else ``~/.ctxwise/hooks.log``) and exits 0
 (a bad option on their command line too). ``hook install`` writes the settings
 snippet into ``.claude/settings.json`` (``--project``, the default) or
@@ -34,9 +35,16 @@ from typing import Annotated
 
 import typer
 
+from ctxwise._io import format_size
 from ctxwise.cli._util import _guard
+from ctxwise.errors import FormatError
 
-__all__ = ["hook_app", "is_hook_run", "log_bad_command_line"]
+__all__ = ["MAX_PAYLOAD_BYTES", "hook_app", "is_hook_run", "log_bad_command_line"]
+
+MAX_PAYLOAD_BYTES = 16 * 2**20
+"""The largest hook payload read on stdin (16 MiB): Claude Code's payloads name the
+transcript rather than hold it, so a larger one is not Claude Code's, and reading
+stops one chunk past the limit instead of taking the whole stream into memory."""
 
 hook_app = typer.Typer(
     help="Claude Code hooks: subagent context, rules and facts kept through compaction.",
@@ -75,11 +83,22 @@ def _stdin() -> str:
     try:
         fd = sys.stdin.fileno()
     except (AttributeError, OSError, ValueError):  # a replaced sys.stdin (tests)
-        return sys.stdin.read()
+        text = sys.stdin.read(MAX_PAYLOAD_BYTES + 1)
+        if len(text) > MAX_PAYLOAD_BYTES:
+            raise _too_large() from None
+        return text
     chunks: list[bytes] = []
+    total = 0
     while chunk := os.read(fd, 1 << 20):
+        total += len(chunk)
+        if total > MAX_PAYLOAD_BYTES:
+            raise _too_large()
         chunks.append(chunk)
     return b"".join(chunks).decode("utf-8-sig")
+
+
+def _too_large() -> FormatError:
+    return FormatError("hook payload", f"over the limit of {format_size(MAX_PAYLOAD_BYTES)}")
 
 
 def _json(data: object) -> str:

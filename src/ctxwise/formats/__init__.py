@@ -33,7 +33,9 @@ byte order mark, the encoding JSON is exchanged in (RFC 8259 §8.1).
 
 A file over ``max_bytes`` (by default :data:`MAX_TRANSCRIPT_BYTES`, 256 MiB) is
 refused from its size before it is read, and a binary file from its first chunk
-(see :func:`ctxwise._io.read_text_file`); ``max_bytes=None`` reads any size.
+(see :func:`ctxwise._io.read_text_file`); ``max_bytes=None`` reads any size. An id
+longer than ``max_id_chars`` (by default :data:`MAX_ID_CHARS`: a message's id, a
+tool call's id, the id a tool result answers) is refused too.
 
 A file that does not decode raises :class:`~ctxwise.errors.FormatError` whose
 message names what it was read as and, when the format was detected, why (for
@@ -54,13 +56,14 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
 from ctxwise._io import parse_json, read_text_file, same_file, write_output
 from ctxwise.errors import FormatError, OutputError, UnknownFormatError, UsageError
 from ctxwise.formats import anthropic, claude_code, openai
-from ctxwise.messages import Transcript
+from ctxwise.messages import ToolResultBlock, ToolUseBlock, Transcript
 
 if TYPE_CHECKING:
     from ctxwise.compaction.result import Compaction
 
 __all__ = [
     "FORMATS",
+    "MAX_ID_CHARS",
     "MAX_TRANSCRIPT_BYTES",
     "SHAPES",
     "FormatName",
@@ -101,6 +104,32 @@ limit), on the command line with ``--max-input-bytes``. Reading a file holds its
 bytes, its text and the parsed events at once, several times its size in memory:
 the limit keeps a file given by mistake (a log, a disk image) from exhausting it."""
 _RAISE_WITH = "--max-input-bytes (max_bytes in Python)"
+
+MAX_ID_CHARS = 1024
+"""The longest id a transcript file may hold by default (a message's id, a tool
+call's id, the id a tool result answers): a longer one is refused. Raise it with
+``max_id_chars`` (``None``: no limit), on the command line with ``--max-id-chars``.
+Provider ids are tens of characters; an id of megabytes is a broken or hostile
+file, and every report, trace and store that names it would carry it."""
+
+
+def _check_ids(t: Transcript, max_id_chars: int) -> None:
+    """Raise :class:`FormatError` for the first id of ``t`` over ``max_id_chars``."""
+    for i, m in enumerate(t.messages):
+        found = [("an id", m.id)] if m.id is not None else []
+        for b in m.content:
+            if isinstance(b, ToolUseBlock):
+                found.append(("a tool_use id", b.id))
+            elif isinstance(b, ToolResultBlock):
+                found.append(("a tool_result's tool_use_id", b.tool_use_id))
+        for what, value in found:
+            if len(value) > max_id_chars:
+                raise FormatError(
+                    t.source or "transcript",
+                    f"message {i}: {what} of {len(value):,} characters, over the limit of "
+                    f"{max_id_chars:,}; raise it with --max-id-chars (max_id_chars in Python)",
+                )
+
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
@@ -391,16 +420,19 @@ def read_transcript_file(
     format: FormatName = "auto",
     *,
     max_bytes: int | None = MAX_TRANSCRIPT_BYTES,
+    max_id_chars: int | None = MAX_ID_CHARS,
 ) -> TranscriptFile:
     """A transcript file: its transcripts, format, shape and parsed document.
-    ``max_bytes`` is the largest file read (``None``: any size).
+    ``max_bytes`` is the largest file read, ``max_id_chars`` the longest id it may
+    hold (``None``: no limit).
 
     Raises:
         UnknownFormatError: an unknown ``format`` name, or a file whose format
             cannot be detected.
-        FormatError: a file that does not read or decode, or is over ``max_bytes``
-            (refused before it is read); the message names what it was read as (and
-            why, when detected), ``line`` is set for JSONL.
+        FormatError: a file that does not read or decode, is over ``max_bytes``
+            (refused before it is read) or holds an id over ``max_id_chars``; the
+            message names what it was read as (and why, when detected), ``line`` is
+            set for JSONL.
     """
     if format not in FORMATS:
         raise UnknownFormatError(
@@ -424,6 +456,9 @@ def read_transcript_file(
             items = [claude_code.read_claude_code(text, source=source)]
         else:
             items = _decode(doc, shape, fmt, source, text)
+        if max_id_chars is not None:
+            for t in items:
+                _check_ids(t, max_id_chars)
     except FormatError as exc:
         why = f" (auto-detected: {reason})" if reason else ""
         raise FormatError(
@@ -485,14 +520,19 @@ def _decode(doc: Any, shape: Shape, fmt: _Format, source: str, text: str) -> lis
 
 
 def read_transcripts(
-    path: str | Path, format: FormatName = "auto", *, max_bytes: int | None = MAX_TRANSCRIPT_BYTES
+    path: str | Path,
+    format: FormatName = "auto",
+    *,
+    max_bytes: int | None = MAX_TRANSCRIPT_BYTES,
+    max_id_chars: int | None = MAX_ID_CHARS,
 ) -> list[Transcript]:
     """Every transcript in a file (one, except for trajectory and record lists).
 
-    Each transcript's ``format`` says which format it was read as; ``max_bytes`` as
-    in :func:`read_transcript_file`.
+    Each transcript's ``format`` says which format it was read as; ``max_bytes`` and
+    ``max_id_chars`` as in :func:`read_transcript_file`.
     """
-    return list(read_transcript_file(path, format, max_bytes=max_bytes).transcripts)
+    file = read_transcript_file(path, format, max_bytes=max_bytes, max_id_chars=max_id_chars)
+    return list(file.transcripts)
 
 
 def read_transcript(
@@ -501,9 +541,10 @@ def read_transcript(
     *,
     index: int = 0,
     max_bytes: int | None = MAX_TRANSCRIPT_BYTES,
+    max_id_chars: int | None = MAX_ID_CHARS,
 ) -> Transcript:
     """One transcript from a file; ``index`` picks one of a trajectory collection."""
-    items = read_transcripts(path, format, max_bytes=max_bytes)
+    items = read_transcripts(path, format, max_bytes=max_bytes, max_id_chars=max_id_chars)
     if not -len(items) <= index < len(items):
         raise FormatError(
             str(path), f"holds {len(items)} transcript(s); index {index} is out of range"

@@ -110,7 +110,8 @@ MAX_SEARCH_K = 20
 MAX_CATALOG_BYTES = 64 * 2**20
 """The largest catalog file :meth:`ToolCatalog.load` reads by default (64 MiB): a
 larger one is refused from its size, before a byte is read. Raise it with
-``max_bytes`` (``None``: no limit), on the command line with ``--max-input-bytes``.
+``max_bytes`` (``None``: no limit), on the command line with ``--max-input-bytes``,
+in an Engine's config with ``[tools] max_catalog_bytes``.
 Every definition is parsed, validated and indexed for search, so a catalog costs
 several times its size in memory."""
 
@@ -652,7 +653,8 @@ class ToolCatalog:
             "a tool catalog",
             FormatError,
             max_bytes=max_bytes,
-            raise_with="--max-input-bytes (max_bytes in Python)",
+            raise_with="--max-input-bytes (max_bytes in Python, tools.max_catalog_bytes "
+            "in a config)",
         )
         catalog = cls(**options)
         rows, kind, default_server = _parse_catalog(text, source)
