@@ -68,7 +68,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from ctxwise.errors import MissingDependencyError, UsageError
+import numpy as np
+
+from ctxwise.errors import MissingDependencyError, StoreDimensionError, UsageError
 from ctxwise.memory.store import (
     BM25_B,
     BM25_K1,
@@ -90,8 +92,11 @@ from ctxwise.memory.store import (
     check_query,
     check_seqs,
     check_vector,
+    exact_dots,
     local_lock,
     lock_held,
+    rank_key,
+    unit,
 )
 from ctxwise.text import Analyzer
 
@@ -300,7 +305,7 @@ WITH idf AS MATERIALIZED (
     FROM tf JOIN idf ON idf.lex = tf.lex
     GROUP BY tf.seq
     ORDER BY score DESC, tf.seq
-    LIMIT %(k)s
+    LIMIT %(fetch)s
 )
 SELECT {columns}, hits.score
 FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
@@ -327,15 +332,45 @@ takes a write between queries counts every lexeme again on every query, and a
 common lexeme is slow to count in a large namespace."""
 _DF_CACHE = 10_000
 
-# ORDER BY the bare distance so that the HNSW index can serve it; ties and the
-# relaxed order of an iterative index scan are settled in Python (score, then seq)
-_VECTOR = """
-SELECT {columns},
-       1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score
+EXACT_MAX_ITEMS = 50_000
+"""A namespace of at most this many items is searched exactly (every vector scored,
+as the in-memory and SQLite stores do below their ANN threshold); a larger one
+through the HNSW index, approximately."""
+
+_OVERFETCH = 16
+"""Rows a search fetches past k, ranked in Python as every store ranks them
+(:func:`~ctxwise.memory.store.rank_key`) and cut to k: SQL orders by the raw score,
+and pgvector's float32 distances may order two near-equal rows unlike the float64
+scores every store ranks by (:func:`~ctxwise.memory.store.exact_dots`)."""
+
+
+def _ranked(found: list[tuple[MemoryItem, float]], k: int) -> list[tuple[MemoryItem, float]]:
+    found.sort(key=lambda p: rank_key(p[1], p[0].seq))
+    return found[:k]
+
+
+# Two branches, of which a one-time filter on the namespace's count runs one: an
+# exact scan (ORDER BY an expression the HNSW index cannot serve) for a namespace of
+# at most %(exact_max)s items, else ORDER BY the bare distance so that the index
+# serves it. Ties and the relaxed order of an iterative index scan are settled in
+# Python (score, then seq).
+_VECTOR_BRANCH = """
+(SELECT {columns},
+       1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score,
+       i.embedding::real[]
 FROM {schema}.items i
 WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
-ORDER BY i.embedding OPERATOR({ext}.<=>) %(q)s LIMIT %(k)s
-"""
+  AND (SELECT coalesce(max(c.n_items), 0) FROM {schema}.counters c WHERE c.ns = %(ns)s) @CMP
+ORDER BY @ORDER LIMIT %(k)s)"""
+_VECTOR = (
+    _VECTOR_BRANCH.replace("@CMP", "<= %(exact_max)s").replace(
+        "@ORDER", "(i.embedding OPERATOR({ext}.<=>) %(q)s) + 0, i.seq"
+    )
+    + "\nUNION ALL"
+    + _VECTOR_BRANCH.replace("@CMP", "> %(exact_max)s").replace(
+        "@ORDER", "i.embedding OPERATOR({ext}.<=>) %(q)s"
+    )
+)
 _BM25_SQL = {
     "{k1p1}": repr(BM25_K1 + 1),
     "{k1}": repr(BM25_K1),
@@ -772,10 +807,7 @@ class PostgresStore(Store):
         if row is None:
             raise StoreError(f"schema {self.schema!r} has no items table with embeddings")
         if row[0] != self.dim:
-            raise StoreError(
-                f"schema {self.schema!r} holds {row[0]}-dimensional vectors, not {self.dim}: "
-                "open it with that dim, or use another schema"
-            )
+            raise StoreDimensionError(self.schema, int(row[0]), self.dim)
 
     def migrations(self) -> list[tuple[str, str]]:
         """Applied migrations as (name, ISO time), in the order they were applied."""
@@ -1043,12 +1075,12 @@ class PostgresStore(Store):
                             "lexes": lexes,
                             "quoted": [_quote(x) for x in lexes],
                             "ns": key,
-                            "k": k,
+                            "k": min(k + _OVERFETCH, INT64_MAX),
                             **params,
                         },
                     )
             rows = [] if cur is None else cur.fetchall()
-        return [(self._item(ns, row), float(row[6])) for row in rows]
+        return _ranked([(self._item(ns, row), float(row[6])) for row in rows], k)
 
     def _lexical_bounded(
         self,
@@ -1159,7 +1191,8 @@ class PostgresStore(Store):
             {
                 **base,
                 **tsqueries,
-                "k": k,
+                "k": k,  # the candidate rule's k
+                "fetch": min(k + _OVERFETCH, INT64_MAX),
                 "cap": LEXICAL_CAP,
                 "n": float(n_items),
                 "avgdl": max(n_tokens / n_items, 1e-9),
@@ -1188,11 +1221,26 @@ class PostgresStore(Store):
         with self._db() as conn:
             with self._batch(conn), conn.transaction():  # one round trip
                 conn.execute(settings, [str(min(max(HNSW_EF_SEARCH, k), _MAX_EF_SEARCH))])
-                cur = conn.execute(statement, {"q": q, "ns": _ns_key(ns), "k": k, **params})
+                cur = conn.execute(
+                    statement,
+                    {
+                        "q": q,
+                        "ns": _ns_key(ns),
+                        "k": min(k + _OVERFETCH, INT64_MAX),
+                        "exact_max": EXACT_MAX_ITEMS,
+                        **params,
+                    },
+                )
             rows = cur.fetchall()
-        found = [(self._item(ns, row), float(row[6])) for row in rows]
-        found.sort(key=lambda p: (-p[1], p[0].seq))
-        return found
+        if not rows:
+            return []
+        # rescored as every store scores them (pgvector sums in float32, in its order)
+        # as unit vectors, as the other stores keep them (PostgreSQL keeps them as given)
+        stored = np.stack([unit(check_vector(row[7], "a stored vector")) for row in rows])
+        exact = exact_dots(stored, unit(q))
+        return _ranked(
+            [(self._item(ns, r), float(score)) for r, score in zip(rows, exact, strict=True)], k
+        )
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
         ns = check_namespace(namespace)

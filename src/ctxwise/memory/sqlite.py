@@ -94,6 +94,7 @@ from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory.store import (
     BM25_K1,
+    DOT_SLACK,
     INT64_MAX,
     LockBusy,
     MemoryItem,
@@ -113,9 +114,11 @@ from ctxwise.memory.store import (
     check_query,
     check_seqs,
     check_vector,
+    exact_dots,
     json_equal,
     local_lock,
     lock_held,
+    rank_key,
     unit,
 )
 from ctxwise.text import Analyzer
@@ -365,8 +368,14 @@ def _idf_bound(total: int, more_than: int) -> float:
     return max(1e-6, math.log(max(total - n + 0.5, 1e-9) / (n + 0.5)))
 
 
+_OVERFETCH = 16
+"""Rows a lexical query fetches past its depth, ranked in Python as every store
+ranks them (:func:`~ctxwise.memory.store.rank_key`) and cut: FTS5 orders by its raw
+BM25, whose last bits may differ from another store's for an equal score."""
+
+
 def _top(scores: Mapping[int, float], depth: int) -> list[tuple[int, float]]:
-    return sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:depth]
+    return sorted(scores.items(), key=lambda p: rank_key(p[1], p[0]))[:depth]
 
 
 class _Lexical:
@@ -428,9 +437,9 @@ class _Lexical:
         rows = self.conn.execute(
             f"SELECT {t}.rowid, bm25({t}) {self.source}{bound} "
             f"ORDER BY bm25({t}), {t}.rowid LIMIT ?",
-            (match, *self.args, *([] if lo is None else [lo]), depth),
+            (match, *self.args, *([] if lo is None else [lo]), min(depth + _OVERFETCH, INT64_MAX)),
         ).fetchall()
-        return [(int(r), -float(s)) for r, s in rows]
+        return _top({int(r): -float(s) for r, s in rows}, depth)  # ranked as every store
 
     def run(self, terms: list[str], depth: int) -> list[tuple[int, float]]:
         total = self.total
@@ -960,7 +969,7 @@ class SQLiteStore(Store):
             }
             mask = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
             sims = np.where(mask, sims, -np.inf)
-        return self._best(key, rowids, sims, k)
+        return self._best(key, rowids, sims, k, matrix, q)
 
     def _search_scan(
         self, key: str, q: Vector, k: int, filters: Mapping[str, Any] | None
@@ -975,20 +984,35 @@ class SQLiteStore(Store):
             return []
         rowids = np.array([r[0] for r in rows], dtype=np.int64)
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        return self._best(key, rowids, _dots(matrix.reshape(len(rows), -1), q), k)
+        matrix = matrix.reshape(len(rows), -1)
+        return self._best(key, rowids, _dots(matrix, q), k, matrix, q)
 
     def _best(
-        self, key: str, rowids: npt.NDArray[np.int64], sims: npt.NDArray[Any], k: int
+        self,
+        key: str,
+        rowids: npt.NDArray[np.int64],
+        sims: npt.NDArray[Any],
+        k: int,
+        matrix: npt.NDArray[np.float32],
+        q: Vector,
     ) -> list[tuple[MemoryItem, float]]:
+        """The best ``k`` rows by ``sims`` (float32; -inf: filtered out), rescored
+        and ranked as every store ranks them (:func:`exact_dots`, :func:`rank_key`)."""
         take = min(k, len(rowids))
-        part = np.argpartition(-sims, take - 1)[:take]
-        part = part[np.lexsort((rowids[part], -sims[part]))]
-        top = [int(i) for i in part if np.isfinite(sims[i])]
-        if not top:
+        kth = sims[np.argpartition(-sims, take - 1)[:take]].min()
+        cand = np.flatnonzero((sims >= kth - DOT_SLACK) & np.isfinite(sims))
+        if not len(cand):
             return []
-        chosen = [int(rowids[i]) for i in top]
+        exact = exact_dots(matrix[cand], q)
+        order = sorted(
+            range(len(cand)), key=lambda i: rank_key(float(exact[i]), int(rowids[cand[i]]))
+        )
+        order = order[:take]
+        chosen = [int(rowids[cand[i]]) for i in order]
         found = self._by_rowid(key, chosen)
-        return [(found[r], float(sims[i])) for r, i in zip(chosen, top, strict=True) if r in found]
+        return [
+            (found[r], float(exact[i])) for r, i in zip(chosen, order, strict=True) if r in found
+        ]
 
     def _search_index(
         self, key: str, index: _ann.NamespaceIndex, q: Vector, k: int
@@ -1004,8 +1028,8 @@ class SQLiteStore(Store):
         if not rows:
             return []
         matrix = np.frombuffer(b"".join(r[7] for r in rows), dtype=np.float32)
-        sims = matrix.reshape(len(rows), -1) @ q  # exact scores for the candidates
-        order = sorted(range(len(rows)), key=lambda i: (-float(sims[i]), rows[i][3]))
+        sims = exact_dots(matrix.reshape(len(rows), -1), q)  # as every store scores them
+        order = sorted(range(len(rows)), key=lambda i: rank_key(float(sims[i]), rows[i][3]))
         return [(_row(rows[i]), float(sims[i])) for i in order]
 
     # the HNSW index -----------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "BM25_B",
     "BM25_K1",
     "MAX_TEXT_CHARS",
+    "SCORE_DIGITS",
     "InMemoryStore",
     "MemoryItem",
     "Namespace",
@@ -49,7 +50,9 @@ __all__ = [
     "bm25_term",
     "check_k",
     "check_namespace",
+    "exact_dots",
     "fts_tokens",
+    "rank_key",
 ]
 
 Namespace: TypeAlias = tuple[str, ...]
@@ -309,6 +312,34 @@ def fts_tokens(text: str) -> list[str]:
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+
+SCORE_DIGITS = 9
+"""Scores are ranked to 9 significant digits, then by ``seq``: every store computes
+the same score with its own float arithmetic (numpy, SQLite's FTS5, PostgreSQL's
+float8), so two scores equal in exact arithmetic may differ in their last bits,
+and a tie would be broken by that noise, differently on each store."""
+
+
+def exact_dots(matrix: npt.NDArray[Any], q: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """``matrix @ q`` in float64 (the rows and the query are float32): the cosines
+    every store ranks by, alike on each, whatever order its float32 arithmetic
+    would have summed them in. Stores search in float32 and rescore the best this
+    way."""
+    out: npt.NDArray[np.float64] = np.asarray(matrix, dtype=np.float64) @ np.asarray(
+        q, dtype=np.float64
+    )
+    return out
+
+
+DOT_SLACK = 1e-5
+"""How far a float32 cosine of unit vectors may be from its float64 value, with room
+to spare: the rows within this of the k-th best float32 score are rescored."""
+
+
+def rank_key(score: float, seq: int) -> tuple[float, int]:
+    """The sort key of a hit, best first: its score to :data:`SCORE_DIGITS`
+    significant digits, descending, then its ``seq``, ascending."""
+    return (-float(f"{score:.{SCORE_DIGITS}g}"), seq)
 
 
 def bm25_idf(n_items: float, df: float) -> float:
@@ -645,7 +676,7 @@ class InMemoryStore(Store):
             for i, score in sums.items()
             if score > 0 and matches(rows[i][0].metadata, filters)
         ]
-        scored.sort(key=lambda p: (-p[1], p[0].seq))
+        scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
         return scored[:k]
 
     def vector_search(
@@ -664,12 +695,13 @@ class InMemoryStore(Store):
                 f"{self._dim}-dimensional vectors"
             )
         filters = check_filters(filters)
+        q64 = q.astype(np.float64)
         scored = [
-            (item, float(vec @ q))
+            (item, float(vec.astype(np.float64) @ q64))
             for item, vec, _ in rows.values()
             if vec is not None and matches(item.metadata, filters)
         ]
-        scored.sort(key=lambda p: (-p[1], p[0].seq))
+        scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
         return scored[:k]
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
