@@ -16,6 +16,7 @@ import pytest
 
 from ctxwise.embeddings import Embedder, HashingEmbedder
 from ctxwise.errors import FormatError, UsageError
+from ctxwise.handoff.evaluation import evaluate_handoff
 from ctxwise.memory import PRESETS, InMemoryStore, SQLiteStore, Store
 from ctxwise.memory.evaluation import (
     HeldOut,
@@ -74,9 +75,61 @@ def test_locomo_converter_parses_malformed_evidence() -> None:
     assert [t["id"] for t in conv["turns"]] == ["D1:1", "D1:2"] and conv["turns"][0][
         "date"
     ] == "1 May 2023"
+    # a question none of whose ids names a turn is kept, without evidence, so the
+    # evaluations count it as skipped and say why; category 5 is counted as excluded
     assert conv["questions"] == [
-        {"question": "What pet?", "evidence": ["D1:1", "D1:2"], "category": "1"}
+        {"question": "What pet?", "evidence": ["D1:1", "D1:2"], "category": "1"},
+        {
+            "question": "Bad ids",
+            "evidence": [],
+            "category": "2",
+            "unresolved_evidence": ["D:11:26", "D30:05", "D"],
+        },
     ]
+    assert out["excluded"] == {"category 5": 1}
+
+
+def test_locomo_evidence_with_leading_zeros_names_its_turn() -> None:
+    # upstream writes one evidence id as "D30:05" for the turn D30:5: it was dropped,
+    # with its question, and counted nowhere (775 questions where BM25 scored 776)
+    turns = [{"speaker": "A", "dia_id": f"D30:{n}", "text": f"turn {n}"} for n in range(1, 7)]
+    sample = {
+        "sample_id": "c1",
+        "conversation": {"session_30": turns},
+        "qa": [
+            {"question": "Which turn?", "evidence": ["D30:05"], "category": 4},
+            {"question": "Both?", "evidence": ["D030:1; D30:006"], "category": 1},
+        ],
+    }
+    (conv,) = locomo_to_generic([sample])["conversations"]
+    assert [q["evidence"] for q in conv["questions"]] == [["D30:5"], ["D30:1", "D30:6"]]
+
+
+def test_skipped_questions_are_listed_with_their_reason(tmp_path: Path) -> None:
+    sample = {
+        "sample_id": "c1",
+        "conversation": {"session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "a dog"}]},
+        "qa": [
+            {"question": "Which pet?", "evidence": ["D1:1"], "category": 1},
+            {"question": "Unknown turn", "evidence": ["D9:9"], "category": 2},
+            {"question": "None given", "evidence": [], "category": 3},
+            {"question": "Adversarial", "evidence": ["D1:1"], "category": 5},
+        ],
+    }
+    data = locomo_to_generic([sample])
+    result = evaluate_recall(data, [1])
+    assert result["n"] == 1 and result["skipped"] == 2
+    assert [(q["question"], q["text"]) for q in result["skipped_questions"]] == [
+        (2, "Unknown turn"),
+        (3, "None given"),
+    ]
+    reasons = [q["reason"] for q in result["skipped_questions"]]
+    assert "'D9:9'" in reasons[0] and "names no turn" in reasons[0]
+    assert reasons[1] == "it has no evidence"
+    assert result["excluded"] == {"category 5": 1}
+    handoff = evaluate_handoff(data, 200)
+    assert handoff["skipped_questions"] == result["skipped_questions"]
+    assert handoff["n"] == result["n"] and handoff["excluded"] == result["excluded"]
 
 
 def test_locomo_categories_written_as_strings_are_read() -> None:

@@ -38,7 +38,12 @@ from ctxwise.errors import BudgetError, FormatError, UsageError
 from ctxwise.handoff.chunks import Chunk, chunk_transcript
 from ctxwise.handoff.scoring import BM25Scorer, ChunkScorer, HybridScorer
 from ctxwise.handoff.select import chunk_costs, select_scored
-from ctxwise.memory.evaluation import check_conversations, turn_messages
+from ctxwise.memory.evaluation import (
+    check_conversations,
+    conversation_name,
+    skipped_question,
+    turn_messages,
+)
 from ctxwise.memory.longterm import PRESETS
 from ctxwise.tokens import CharCounter, TokenCounter
 
@@ -104,10 +109,12 @@ def evaluate_handoff(
     ``baselines`` (``recent``, ``bm25``, ``whole``) for
     :func:`~ctxwise.handoff.select.select_context` with ``scorer`` (see the module
     docstring); ``skipped`` counts the questions without evidence, which are left
-    out of every figure. ``progress(done, total)`` is called as the questions are
-    done (``total``: every question, those without evidence too); nothing is
-    printed. ``recent_share`` and ``size_exponent`` (default: the library's) apply
-    to ``scorer`` and to the ``bm25`` baseline alike (``bm25``: a
+    out of every figure, and ``skipped_questions`` lists them with the reason
+    (:func:`~ctxwise.memory.evaluation.skipped_question`); ``excluded`` is what the
+    loader left out (LoCoMo: ``{"category 5": n}``). ``progress(done, total)`` is
+    called as the questions are done (``total``: every question, those without
+    evidence too); nothing is printed. ``recent_share`` and ``size_exponent``
+    (default: the library's) apply to ``scorer`` and to the ``bm25`` baseline alike (``bm25``: a
     :class:`~ctxwise.handoff.scoring.BM25Scorer`; by default :func:`default_bm25`).
 
     Raises:
@@ -126,24 +133,24 @@ def evaluate_handoff(
     recall: dict[str, list[float]] = {n: [] for n in names}
     share: dict[str, list[float]] = {n: [] for n in names}
     by_category: dict[str, list[float]] = {}
-    skipped = 0
+    skipped: list[dict[str, Any]] = []
     asked = 0
     work = sum(len(conv.get("questions", [])) for conv in conversations)
     if progress is not None:
         progress(0, work)
-    for conv in conversations:
+    for cn, conv in enumerate(conversations, 1):
         chunks = chunk_transcript(turn_messages(conv), tc)
         cost = chunk_costs(chunks, tc)
         total = sum(cost) or 1
         newest = list(range(len(chunks) - 1, -1, -1))
-        for q in conv.get("questions", []):
+        for qn, q in enumerate(conv.get("questions", []), 1):
             if progress is not None:  # the questions done before this one
                 progress(asked, work)
             asked += 1
             # turn ids compare as strings, as message ids (and eval memory) do
             evidence = {str(e) for e in q.get("evidence", [])}
             if not evidence:
-                skipped += 1
+                skipped.append(skipped_question(conversation_name(conv, cn), qn, q))
                 continue
             for name, chosen in (("ctxwise", scorer), ("bm25", lexical)):
                 scores = chosen.score(q["question"], chunks) if chunks else []
@@ -175,7 +182,9 @@ def evaluate_handoff(
 
     return {
         "n": len(recall["ctxwise"]),
-        "skipped": skipped,
+        "skipped": len(skipped),
+        "skipped_questions": skipped,
+        "excluded": dict(data.get("excluded", {})),
         "budget": budget,
         "scorer": scorer.name,
         "bm25_scorer": lexical.name,

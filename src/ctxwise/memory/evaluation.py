@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ctxwise._io import read_text_file
+from ctxwise._io import parse_json, read_text_file
 from ctxwise.embeddings import Embedder, HashingEmbedder, MemoEmbedder
 from ctxwise.errors import FormatError, UsageError
 from ctxwise.memory.longterm import LongTermMemory, RecallMode
@@ -67,17 +67,22 @@ __all__ = [
     "HeldOut",
     "SettingScores",
     "check_conversations",
+    "conversation_name",
     "evaluate_recall",
     "grid_for_mode",
     "held_out_recall",
     "load_conversations",
     "locomo_to_generic",
     "score_settings",
+    "skipped_question",
     "turn_items",
     "turn_messages",
 ]
 
-_EVIDENCE = re.compile(r"D\d+:\d+")
+_EVIDENCE = re.compile(r"D(\d+):(\d+)")
+"""A LoCoMo evidence id, anywhere in an evidence string (upstream writes a few as
+``"D8:6; D9:17"`` or ``"D30:05"``); read as ``D<session>:<turn>`` with the leading
+zeros dropped, as the turns' own ``dia_id`` has them."""
 _OPTIONS = frozenset(inspect.signature(LongTermMemory).parameters) - {
     "store",
     "namespace",
@@ -95,10 +100,18 @@ def locomo_to_generic(
     <caption>]"``: the caption is part of what the turn said (LoCoMo's own
     baselines read it too). Its ``query`` field (the search that fetched the
     image when the data was made) is never used.
+
+    Evidence ids are read as the data's README says: every ``D<s>:<t>`` in an
+    evidence string, leading zeros dropped, ids that name no turn left out. A
+    question none of whose ids names a turn is kept with no evidence (the
+    evaluations skip it, count it and list it with its ``unresolved_evidence``);
+    a question outside ``categories`` is left out and counted in ``excluded``
+    (``{"category 5": n}``).
     """
     if not isinstance(data, list) or not all(isinstance(s, Mapping) for s in data):
         raise FormatError("locomo", "LoCoMo data is a list of samples")
     conversations = []
+    excluded: dict[str, int] = {}
     for sample in data:
         conv = sample.get("conversation")
         if not isinstance(conv, Mapping):
@@ -133,23 +146,24 @@ def locomo_to_generic(
             if isinstance(category, str) and category.strip().isdigit():
                 category = int(category)  # "1", as a file converted through strings has it
             if isinstance(category, bool) or category not in categories:
+                key = f"category {category}"
+                excluded[key] = excluded.get(key, 0) + 1
                 continue
-            evidence = [
-                e for raw in qa.get("evidence", []) for e in _EVIDENCE.findall(str(raw)) if e in ids
-            ]
-            if not evidence:
-                continue
-            questions.append(
-                {
-                    "question": qa["question"],
-                    "evidence": sorted(set(evidence)),
-                    "category": str(category),
-                }
-            )
+            raw = [str(r) for r in qa.get("evidence", [])]
+            named = [f"D{int(s)}:{int(t)}" for r in raw for s, t in _EVIDENCE.findall(r)]
+            evidence = sorted({e for e in named if e in ids})
+            question: dict[str, Any] = {
+                "question": qa["question"],
+                "evidence": evidence,
+                "category": str(category),
+            }
+            if not evidence:  # kept, so the evaluations count it and say why
+                question["unresolved_evidence"] = raw
+            questions.append(question)
         conversations.append(
             {"id": str(sample.get("sample_id")), "turns": turns, "questions": questions}
         )
-    return {"conversations": conversations}
+    return {"conversations": conversations, "excluded": dict(sorted(excluded.items()))}
 
 
 def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]:
@@ -163,7 +177,7 @@ def load_conversations(path: str | Path, format: str = "auto") -> dict[str, Any]
     """
     text = read_text_file(path, "a JSON file", FormatError)
     try:
-        data = json.loads(text)
+        data = parse_json(text)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise FormatError(str(path), f"invalid JSON: {exc}") from None
     if format == "auto":
@@ -225,7 +239,7 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
                 f"conversation {n}: 'questions' is a list of "
                 "{'question': text, 'evidence': [turn ids]}",
             )
-        name = _conversation_name(conv, n)
+        name = conversation_name(conv, n)
         if name in seen:
             raise FormatError(source, f"two conversations have the id {name!r}")
 
@@ -269,7 +283,7 @@ def check_conversations(data: Mapping[str, Any], source: str) -> None:
                     )
 
 
-def _conversation_name(conversation: Mapping[str, Any], position: int) -> str:
+def conversation_name(conversation: Mapping[str, Any], position: int) -> str:
     """A conversation's name: its ``id`` as a string, or ``conversation-<position>``
     (1-based) without one; the evaluation remembers it in ``eval/<name>``."""
     return str(conversation.get("id", f"conversation-{position}"))
@@ -278,6 +292,26 @@ def _conversation_name(conversation: Mapping[str, Any], position: int) -> str:
 def _evidence_ids(question: Mapping[str, Any]) -> set[str]:
     """A question's evidence turn ids, as strings (turn ids compare as strings)."""
     return {str(e) for e in question.get("evidence", [])}
+
+
+def skipped_question(conversation: str, number: int, question: Mapping[str, Any]) -> dict[str, Any]:
+    """What an evaluation reports of a question it left out for want of evidence:
+    its ``conversation``, its 1-based ``question`` number there, its ``text`` (at
+    most 200 characters) and the ``reason``."""
+    unresolved = question.get("unresolved_evidence")
+    if unresolved:
+        reason = "its evidence names no turn of the conversation: " + ", ".join(
+            repr(str(e))[:40] for e in unresolved[:5]
+        )
+    else:
+        reason = "it has no evidence"
+    text = str(question.get("question", ""))
+    return {
+        "conversation": conversation,
+        "question": number,
+        "text": text if len(text) <= 200 else text[:199] + "…",
+        "reason": reason,
+    }
 
 
 def turn_messages(conversation: Mapping[str, Any]) -> list[Message]:
@@ -351,8 +385,10 @@ def evaluate_recall(
     ``{"weights": (1.0, 0.3)}``), to evaluate a configuration other than the
     defaults. Each query returns exactly ``max(ks)`` items (fewer only when the
     conversation has fewer candidates); recall@k reads the first ``k`` of them.
-    A question without evidence is left out of every figure and counted as
-    ``skipped``.
+    A question without evidence is left out of every figure, counted as
+    ``skipped`` and listed in ``skipped_questions`` with the reason
+    (:func:`skipped_question`); ``excluded`` is what the loader left out (LoCoMo:
+    ``{"category 5": n}``).
 
     Conversation ``id`` is remembered in the namespace ``eval/<id>`` of the store
     ``store_factory`` opens. A rerun of the same data rewrites its own items; a
@@ -383,7 +419,7 @@ def evaluate_recall(
         )
     check_conversations(data, "evaluation data")
     for n, conv in enumerate(data["conversations"], 1):
-        name = _conversation_name(conv, n)
+        name = conversation_name(conv, n)
         try:
             check_namespace(("eval", name))
         except UsageError as exc:
@@ -397,7 +433,7 @@ def evaluate_recall(
         m: [] for m in modes
     }
     latencies: list[float] = []
-    skipped = 0
+    skipped: list[dict[str, Any]] = []
     asked = 0
     work = sum(len(conv.get("questions", [])) for conv in data["conversations"])
     if progress is not None:
@@ -407,7 +443,7 @@ def evaluate_recall(
         plan = []
         for n, conv in enumerate(data["conversations"], 1):
             memory = LongTermMemory(
-                store, ("eval", _conversation_name(conv, n)), embedder, **options
+                store, ("eval", conversation_name(conv, n)), embedder, **options
             )
             items = turn_items(conv)
             _check_fresh(store, memory.namespace, items)
@@ -417,13 +453,13 @@ def evaluate_recall(
             # a rerun of the same data: its own items are written afresh
             store.delete(memory.namespace, [it.id for it in items if it.id is not None])
             memory.remember_many(items)
-            for q in conv.get("questions", []):
+            for qn, q in enumerate(conv.get("questions", []), 1):
                 if progress is not None:  # the questions done before this one
                     progress(asked, work)
                 asked += 1
                 evidence = _evidence_ids(q)
                 if not evidence:
-                    skipped += 1
+                    skipped.append(skipped_question(memory.namespace[-1], qn, q))
                     continue
                 for mode in modes:
                     t0 = clock()
@@ -457,7 +493,9 @@ def evaluate_recall(
         "baselines": {m: summary(results[m]) for m in ("lexical", "vector")},
         "p50_ms": round(float(np.percentile(latencies, 50)), 4) if latencies else 0.0,
         "p99_ms": round(float(np.percentile(latencies, 99)), 4) if latencies else 0.0,
-        "skipped": skipped,
+        "skipped": len(skipped),
+        "skipped_questions": skipped,
+        "excluded": dict(data.get("excluded", {})),
         "conversations": len(data["conversations"]),
         "embedder": settings.get("embedder", embedder.name if embedder is not None else "hashing"),
         "settings": settings,
@@ -753,7 +791,7 @@ def score_settings(
         raise UsageError("the grid holds no settings")
     check_conversations(data, "evaluation data")
     convs = data["conversations"]
-    names = [_conversation_name(conv, n) for n, conv in enumerate(convs, 1)]
+    names = [conversation_name(conv, n) for n, conv in enumerate(convs, 1)]
     for n, name in enumerate(names, 1):
         try:
             check_namespace(("eval", name))
