@@ -47,7 +47,7 @@ its default::
     [memory]
     recall = true                 # recall compacted turns by similarity ("memory" source)
     k = 5                         # items recalled per turn
-    preset = "neutral"            # neutral | dialogue | dialogue-minilm: recall settings
+    preset = "neutral"            # neutral | dialogue: recall settings
     namespace = "ctxwise"         # first part of each session's memory namespace
 
     [facts]

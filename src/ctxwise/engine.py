@@ -91,7 +91,7 @@ from ctxwise.handoff.scoring import ChunkScorer
 from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
 from ctxwise.handoff.select import Handoff, select_context
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
-from ctxwise.memory.longterm import LongTermMemory
+from ctxwise.memory.longterm import LongTermMemory, check_preset_embedder
 from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store
 from ctxwise.memory.tiered import turn_items
 from ctxwise.memory.urls import open_store, store_kind
@@ -355,6 +355,10 @@ class Engine:
             None if cfg.facts.extractor == "none" else FactExtractor.preset(cfg.facts.extractor)
         )
         self.embedder = HashingEmbedder()
+        try:  # the memory embeds with hashing: a preset fit to another embedder is refused
+            check_preset_embedder(cfg.memory.preset, self.embedder.name)
+        except UsageError as exc:
+            raise ConfigError("config", f"memory.preset: {exc}") from None
         self.now = now if now is not None else time.time
         # what a bad config fails on is built before a store is opened: a refused
         # config creates no SQLite file and leaves no connection open

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,7 +14,13 @@ from hypothesis import strategies as st
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import UsageError
 from ctxwise.memory import InMemoryStore, LongTermMemory, NewItem, SQLiteStore, Store
-from ctxwise.memory.longterm import PRESETS, STOPWORDS, RecallSettings, lexical_query
+from ctxwise.memory.longterm import (
+    PRESET_EMBEDDERS,
+    PRESETS,
+    STOPWORDS,
+    RecallSettings,
+    lexical_query,
+)
 from ctxwise.text import Analyzer
 
 EMB = HashingEmbedder(64)
@@ -156,6 +164,30 @@ def test_settings_and_bad_parameters() -> None:
         memory.recall("hello", weights=(1.0, 2.0, 3.0))  # type: ignore[arg-type]
 
 
+class _Named:
+    """An embedder that says it is ``name`` (vectors from the hashing embedder)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dim = EMB.dim
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        return EMB.embed(texts)
+
+
+def test_preset_for_another_embedder_is_refused_by_name() -> None:
+    # dialogue-minilm's weights were fit to MiniLM's vectors: on the hashing
+    # embedder it ran, silently, as a figure of another configuration
+    for embedder in (None, EMB, _Named("st:/models/other")):
+        with pytest.raises(UsageError, match=r"dialogue-minilm.*minilm"):
+            LongTermMemory(InMemoryStore(), NS, embedder, preset="dialogue-minilm")
+    chosen = LongTermMemory(InMemoryStore(), NS, _Named("minilm"), preset="dialogue-minilm")
+    assert chosen.settings()["preset"] == "dialogue-minilm"
+    for preset in sorted(set(PRESETS) - set(PRESET_EMBEDDERS)):  # for any embedder
+        LongTermMemory(InMemoryStore(), NS, _Named("minilm"), preset=preset)
+        LongTermMemory(InMemoryStore(), NS, EMB, preset=preset)
+
+
 WORDS = st.sampled_from(["order", "refund", "the", "dog", "Ann:", "Rex", "what", "paid", "7"])
 
 
@@ -174,7 +206,9 @@ def test_recall_returns_exactly_k_distinct_items(
     it returns exactly min(k, distinct texts); nothing is returned twice or beyond k."""
     store = InMemoryStore()
     ns = ("prop", hashlib.sha256("|".join(texts).encode()).hexdigest()[:12])
-    memory = LongTermMemory(store, ns, EMB, preset=preset)
+    # every preset's settings, given as settings: a preset named for another
+    # embedder than EMB is refused by name (test_preset_for_another_embedder_...)
+    memory = LongTermMemory(store, ns, EMB, preset=PRESETS[preset])
     memory.remember_many(NewItem(t, {"speaker": t.split()[0]}) for t in texts)
     hits = memory.recall(query, k=k, mode=mode)  # type: ignore[arg-type]
     ids = [h.item.id for h in hits]

@@ -73,12 +73,14 @@ from ctxwise.text import STOPWORDS, words
 
 __all__ = [
     "PRESETS",
+    "PRESET_EMBEDDERS",
     "RRF_K",
     "STOPWORDS",
     "LongTermMemory",
     "RecallMode",
     "RecallSettings",
     "Recalled",
+    "check_preset_embedder",
     "lexical_query",
     "recall_settings",
 ]
@@ -224,6 +226,29 @@ in turn, is how ``benchmarks/bench_presets.py`` (``--embedder minilm``) reports
 them (see the Benchmarks page, docs/benchmarks.md)."""
 
 
+PRESET_EMBEDDERS: Mapping[str, str] = {"dialogue-minilm": "minilm"}
+"""The presets chosen for one embedder, by that embedder's name: their weights
+and shares were fit to its vectors and mean something else on another's."""
+
+
+def check_preset_embedder(preset: str | RecallSettings, embedder: str) -> None:
+    """Refuse a preset chosen for another embedder than ``embedder`` (a name, as
+    :attr:`Embedder.name`; ``"hashing"`` when none is given).
+
+    Raises:
+        UsageError: the preset is in :data:`PRESET_EMBEDDERS` for another embedder.
+    """
+    if not isinstance(preset, str):
+        return
+    wanted = PRESET_EMBEDDERS.get(preset)
+    if wanted is not None and embedder != wanted:
+        raise UsageError(
+            f"recall preset {preset!r} was chosen for the {wanted} embedder, not"
+            f" {embedder}: embed with {wanted}, or choose a preset for any embedder"
+            f" ({', '.join(sorted(set(PRESETS) - set(PRESET_EMBEDDERS)))})"
+        )
+
+
 def recall_settings(preset: str | RecallSettings = "neutral", **overrides: Any) -> RecallSettings:
     """A preset by name (or settings as given), with ``overrides`` (None = keep)."""
     if isinstance(preset, RecallSettings):
@@ -300,6 +325,7 @@ class LongTermMemory:
         self.store = store
         self.namespace: Namespace = check_namespace(namespace)
         self.embedder: Embedder = embedder if embedder is not None else HashingEmbedder()
+        check_preset_embedder(preset, self.embedder.name)
         self.clock = clock
 
     def settings(self) -> dict[str, Any]:
