@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,20 @@ def long_sessions() -> list[Path]:
 
 
 TAU = TRANSCRIPTS / "tau_bench" / "gpt-4o-airline.json"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _embedding_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The eval commands keep model vectors in a cache file under the user's cache
+    folder by default: in the tests, in a folder of the test run (each test that
+    checks the cache names its own file)."""
+    before = os.environ.get("CTXWISE_CACHE_DIR")
+    os.environ["CTXWISE_CACHE_DIR"] = str(tmp_path_factory.mktemp("ctxwise-cache"))
+    yield
+    if before is None:
+        os.environ.pop("CTXWISE_CACHE_DIR", None)
+    else:
+        os.environ["CTXWISE_CACHE_DIR"] = before
 
 
 @pytest.fixture(scope="session")

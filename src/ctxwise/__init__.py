@@ -55,6 +55,7 @@ from ctxwise.errors import (
     SessionStoreError,
     SpecError,
     StepFailed,
+    StoreDimensionError,
     SubagentReportError,
     TokenizerUnavailableError,
     ToolCatalogError,
@@ -113,6 +114,7 @@ if _typing.TYPE_CHECKING:
         safe_cut_points,
     )
     from ctxwise.config import EngineConfig, load_config
+    from ctxwise.embedding_cache import CachedEmbedder
     from ctxwise.embeddings import (
         Embedder,
         HashingEmbedder,
@@ -188,6 +190,7 @@ _LAZY = {
     "Embedder": "ctxwise.embeddings",
     "HashingEmbedder": "ctxwise.embeddings",
     "MemoEmbedder": "ctxwise.embeddings",
+    "CachedEmbedder": "ctxwise.embedding_cache",
     "SentenceTransformerEmbedder": "ctxwise.embeddings",
     "Intent": "ctxwise.routing",
     "IntentRouter": "ctxwise.routing",
@@ -275,6 +278,7 @@ __all__ = [
     "Budget",
     "BudgetError",
     "CacheCost",
+    "CachedEmbedder",
     "CaseFacts",
     "CharCounter",
     "ClaudeCodeWriteError",
@@ -362,6 +366,7 @@ __all__ = [
     "StaticSource",
     "StepFailed",
     "Store",
+    "StoreDimensionError",
     "StoreError",
     "StoreURLError",
     "SubagentReportError",

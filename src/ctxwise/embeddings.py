@@ -177,6 +177,7 @@ class SentenceTransformerEmbedder:
             ) from None
         self.model_path = path
         self.batch_size = batch_size
+        self._fingerprint: str | None = None
         get_dim = getattr(self._model, "get_embedding_dimension", None) or (
             self._model.get_sentence_embedding_dimension  # sentence-transformers < 6
         )
@@ -185,6 +186,22 @@ class SentenceTransformerEmbedder:
     @property
     def name(self) -> str:
         return "minilm" if self._default else f"st:{self.model_path}"
+
+    @property
+    def fingerprint(self) -> str:
+        """The model, as an embedding cache keys it: the name, the dimension and a
+        digest of the model folder (every file's relative path and size, and the
+        bytes of its small JSON and text files), so a changed model is another key."""
+        if self._fingerprint is None:
+            digest = hashlib.sha256()
+            for path in sorted(p for p in self.model_path.rglob("*") if p.is_file()):
+                rel = path.relative_to(self.model_path).as_posix()
+                size = path.stat().st_size
+                digest.update(f"{rel}\x00{size}\x00".encode("utf-8", "surrogatepass"))
+                if path.suffix in (".json", ".txt") and size <= 1 << 20:
+                    digest.update(path.read_bytes())
+            self._fingerprint = f"{self.name}:{self._dim}:{digest.hexdigest()[:16]}"
+        return self._fingerprint
 
     @property
     def dim(self) -> int:
