@@ -93,6 +93,7 @@ __all__ = [
     "SimulationError",
     "SpecError",
     "StepFailed",
+    "StoreDimensionError",
     "StoreError",
     "StoreURLError",
     "SubagentReportError",
@@ -504,6 +505,23 @@ class StoreError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.detail,))
+
+
+class StoreDimensionError(StoreError):
+    """A PostgreSQL schema that holds vectors of another dimension than the store was
+    opened with: another embedder's. ``schema``, ``held`` and ``dim`` say which."""
+
+    def __init__(self, schema: str, held: int, dim: int) -> None:
+        self.schema = schema
+        self.held = held
+        self.dim = dim
+        super().__init__(
+            f"schema {schema!r} holds {held}-dimensional vectors, not {dim}: "
+            "open it with that dim, or use another schema"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.schema, self.held, self.dim))
 
 
 class SummarizerError(BackendError):
