@@ -251,7 +251,10 @@ def calibrate(
     thresholds = np.full(k, threshold)
     chosen_per_intent: dict[str, float] = {}
     if per_intent:
-        for j, label in enumerate(labels):
+        # greedy, one intent after the other: by name, so the intents' order in the
+        # training file does not choose which thresholds are kept
+        for j in sorted(range(k), key=lambda i: labels[i]):
+            label = labels[j]
             mine = top_s[top == j]
             if mine.size == 0:
                 continue

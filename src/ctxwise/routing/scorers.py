@@ -144,6 +144,24 @@ def _embedder(value: Any) -> Embedder:
     return value
 
 
+def _embed(embedder: Embedder, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    """``embedder``'s vectors of ``texts``, encoded as their distinct texts in sorted
+    order: the same texts give the same vectors whatever their order or repeats (an
+    encoder's float noise depends on the batch a text is padded in with)."""
+    distinct = sorted(set(texts))
+    vectors = np.asarray(embedder.embed(distinct), dtype=np.float32)
+    where = {text: i for i, text in enumerate(distinct)}
+    return vectors[[where[t] for t in texts]] if texts else vectors
+
+
+def _sorted_rows(texts: Sequence[str], labels: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The training rows in one order, by label then text: a fit reads the same
+    rows in the same order however the training file was ordered (a solver's float
+    sums, and liblinear's seeded passes, follow the row order)."""
+    rows = sorted(zip(labels, texts, strict=True))
+    return [t for _, t in rows], [y for y, _ in rows]
+
+
 def _require_fit(labels: tuple[str, ...], name: str) -> None:
     if not labels:
         raise UsageError(f"the {name} scorer has not been fitted: add intents first")
@@ -275,6 +293,7 @@ class LexicalScorer:
             raise UsageError(
                 "the lexical scorer needs two intents, or one intent and out-of-scope examples"
             )
+        texts, y = _sorted_rows(texts, y)
         analyzers: list[WordNgrams | CharWbNgrams] = [WordNgrams(1, 2)]
         min_dfs = [1]
         if self.char_ngrams:
@@ -292,7 +311,7 @@ class LexicalScorer:
                 "word or character n-gram is shared by two of them; add examples"
             ) from None
         if self.embedder is not None:
-            blocks.append(sp.csr_matrix(self.embedder.embed(texts) * self.embedding_weight))
+            blocks.append(sp.csr_matrix(_embed(self.embedder, texts) * self.embedding_weight))
         model = LinearSVC(C=self.c, random_state=0)
         model.fit(sp.hstack(blocks).tocsr(), y)
         classes = list(model.classes_)
@@ -391,7 +410,7 @@ class LexicalScorer:
     def scores(self, queries: Sequence[str]) -> Matrix:
         _require_fit(self._labels, self.name)
         embeddings: Any = (
-            self.embedder.embed(list(queries))
+            _embed(self.embedder, list(queries))
             if self.embedder is not None
             else [None] * len(queries)
         )
@@ -478,7 +497,7 @@ class EmbeddingScorer:
         if self.head == "nearest":
             # examples grouped by intent, so a row's per-intent max is one reduceat
             order = np.argsort(np.array(owner, dtype=np.int64), kind="stable")
-            self._vectors = self.embedder.embed([texts[k] for k in order])
+            self._vectors = _embed(self.embedder, [texts[k] for k in order])
             owners = np.array(owner, dtype=np.int64)[order]
             self._starts = np.searchsorted(owners, np.arange(len(self._labels)))
             return
@@ -489,9 +508,9 @@ class EmbeddingScorer:
             raise UsageError(
                 "the linear head needs two intents, or one intent and out-of-scope examples"
             )
-        x = self.embedder.embed([*texts, *negatives])
-        model = LogisticRegression(C=self.c, max_iter=2000)
-        model.fit(x, y)
+        rows, y = _sorted_rows([*texts, *negatives], y)
+        model = LogisticRegression(C=self.c, max_iter=2000, random_state=0)
+        model.fit(_embed(self.embedder, rows), y)
         classes = list(model.classes_)
         self._columns = np.array([classes.index(n) for n in self._labels], dtype=np.int64)
         self._weights = np.ascontiguousarray(np.asarray(model.coef_, dtype=np.float64).T)
@@ -563,7 +582,7 @@ class EmbeddingScorer:
 
     def scores(self, queries: Sequence[str]) -> Matrix:
         _require_fit(self._labels, self.name)
-        q = self.embedder.embed(list(queries))
+        q = _embed(self.embedder, list(queries))
         if self.head == "linear":
             return np.ascontiguousarray(self._proba(q)[:, self._columns])
         out = np.empty((len(queries), len(self._labels)))
