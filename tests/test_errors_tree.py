@@ -165,6 +165,7 @@ SAMPLES: dict[str, BaseException] = {
     "TokenizerUnavailableError": errors.TokenizerUnavailableError("o200k_base", "offline"),
     "ProviderError": errors.ProviderError("anthropic", "rate limited", status=429),
     "StoreError": errors.StoreError("db.sqlite: not a usable SQLite store"),
+    "StoreDimensionError": errors.StoreDimensionError("ctxwise_eval", 1024, 384),
     "SummarizerError": errors.SummarizerError(
         "LLMSummarizer", "timeout", archive_id="arch-1", archived_messages=12
     ),

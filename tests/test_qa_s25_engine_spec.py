@@ -48,7 +48,7 @@ def test_an_integer_too_long_to_convert_is_a_spec_error(
     # json.loads and yaml.safe_load raise a bare ValueError past 4300 digits
     spec = tmp_path / name
     spec.write_text(text, encoding="utf-8")
-    with pytest.raises(SpecError, match=r"invalid (JSON|YAML): .*digits"):
+    with pytest.raises(SpecError, match=r"invalid (JSON|YAML)\b.*digits"):
         load_spec(spec)
     assert_usage_error(run("assemble", spec), "digits")
 

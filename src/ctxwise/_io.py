@@ -294,17 +294,6 @@ def read_text_file(
 # -- parsing --------------------------------------------------------------------
 
 
-class _LongInteger(Exception):
-    """An integer literal longer than ``int()`` converts (its digits in ``args[0]``)."""
-
-
-def _parse_int(digits: str) -> int:
-    try:
-        return int(digits)
-    except ValueError:  # more digits than sys.get_int_max_str_digits()
-        raise _LongInteger(digits) from None
-
-
 def _at(text: str, literal: str) -> int:
     """Where the number ``literal`` is in ``text`` (best effort: its first place
     not inside a longer run of digits, else 0)."""
@@ -319,10 +308,18 @@ def parse_json(text: str | bytes, **options: Any) -> Any:
     limit on converting one; the message names it and ``PYTHONINTMAXSTRDIGITS``, the
     setting that raises it), and :class:`RecursionError` for JSON nested past the
     decoder."""
-    try:
-        return json.loads(text, parse_int=_parse_int, **options)
-    except _LongInteger as exc:
-        literal = exc.args[0]
+    too_long: list[str] = []
+
+    def parse_int(digits: str) -> int:
+        try:
+            return int(digits)
+        except ValueError:  # more digits than sys.get_int_max_str_digits()
+            too_long.append(digits)
+            return 0  # the document is refused below, once it has been read
+
+    value = json.loads(text, parse_int=parse_int, **options)
+    if too_long:
+        literal = too_long[0]
         digits = len(literal.lstrip("-"))
         limit = sys.get_int_max_str_digits()
         doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
@@ -331,7 +328,8 @@ def parse_json(text: str | bytes, **options: Any) -> Any:
             "(raise it with PYTHONINTMAXSTRDIGITS)",
             doc,
             _at(doc, literal),
-        ) from None
+        )
+    return value
 
 
 # -- writing --------------------------------------------------------------------

@@ -32,6 +32,7 @@ One root, two branches::
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
         ├── StoreError                  a memory store failed (unreachable, corrupt, newer schema)
+        │   └── StoreDimensionError     a schema holding another embedder's vector dimension
         ├── SummarizerError             the summarizer raised or returned no text
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
