@@ -204,8 +204,20 @@ def test_eval_tools_livemcp(tools_data: Path) -> None:
         "eval", "tools", "--catalog", LIVEMCP, "--queries", LIVEMCP_QUERIES,
         "--k", "5,10", "--skip-invalid",
     )  # fmt: skip
-    assert set(out) == {"n", "recall_at", "any_at", "baseline_bm25", "p50_ms"}
-    assert out["n"] == n_queries()
+    assert set(out) == {
+        "n",
+        "tools",
+        "skipped_tools",
+        "search",
+        "embedder",
+        "embedding_cache",
+        "recall_at",
+        "any_at",
+        "baseline_bm25",
+        "p50_ms",
+    }
+    assert out["n"] == n_queries() and out["tools"] > 0 and out["skipped_tools"] >= 0
+    assert (out["search"], out["embedder"], out["embedding_cache"]) == ("lexical", None, None)
     base = out["baseline_bm25"]
     assert set(base) == {"recall_at", "any_at", "p50_ms"}
     for figures in (out, base):

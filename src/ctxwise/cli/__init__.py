@@ -2,7 +2,8 @@
 
 One module per command group: :mod:`~ctxwise.cli.assemble` (``assemble``,
 ``inspect``), :mod:`~ctxwise.cli.clear`, :mod:`~ctxwise.cli.compact`,
-:mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval``, ``data``),
+:mod:`~ctxwise.cli.routing` (``route``, ``router``, ``eval routing``, ``data``),
+:mod:`~ctxwise.cli.evals` (the ``eval`` group, ``eval memory``),
 :mod:`~ctxwise.cli.simulate`, :mod:`~ctxwise.cli.tools` (``tools search``,
 ``tools budget``, ``eval tools``), :mod:`~ctxwise.cli.handoff` (``handoff
 select``, ``eval handoff``), :mod:`~ctxwise.cli.relay` (``relay run``, ``relay
@@ -36,11 +37,12 @@ from ctxwise.cli.clear import clear_cmd
 from ctxwise.cli.compact import compact_cmd
 from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
+from ctxwise.cli.evals import eval_app
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
 from ctxwise.cli.mcp import mcp_cmd
 from ctxwise.cli.relay import data_relay_cmd, eval_relay_cmd, relay_app
-from ctxwise.cli.routing import data_app, eval_app, route_cmd, router_app
+from ctxwise.cli.routing import data_app, eval_routing_cmd, route_cmd, router_app
 from ctxwise.cli.simulate import simulate_app
 from ctxwise.cli.tools import eval_tools_cmd, tools_app
 
@@ -119,6 +121,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(handoff_app, name="handoff")
 app.add_typer(relay_app, name="relay")
 app.add_typer(hook_app, name="hook")
+eval_app.command("routing")(eval_routing_cmd)
 eval_app.command("tools")(eval_tools_cmd)
 eval_app.command("handoff")(eval_handoff_cmd)
 eval_app.command("relay")(eval_relay_cmd)

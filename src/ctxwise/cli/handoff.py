@@ -17,6 +17,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from ctxwise.cli._eval import (
+    EmbedderOpt,
+    EmbeddingCacheOpt,
+    NoEmbeddingCacheOpt,
+    PresetOpt,
+    check_preset,
+    open_embedder,
+    print_skipped,
+)
 from ctxwise.cli._progress import progress
 from ctxwise.cli._util import (
     _buffered_console,
@@ -135,20 +144,35 @@ def eval_handoff_cmd(
     ],
     budget: Annotated[int, typer.Option(help="Tokens of transcript each handoff carries.")] = 3_000,
     counter: CounterOpt = "char",
+    embedder: EmbedderOpt = None,
+    preset: PresetOpt = "neutral",
+    embedding_cache: EmbeddingCacheOpt = None,
+    no_embedding_cache: NoEmbeddingCacheOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Evidence recall and token share of handoffs, beside recent, BM25 and whole."""
 
     def run() -> dict[str, Any]:
         from ctxwise.handoff.evaluation import evaluate_handoff
+        from ctxwise.handoff.scoring import HybridScorer
         from ctxwise.memory.evaluation import load_conversations
         from ctxwise.tokens import get_counter
 
         _check_budget(budget)
         ctr = get_counter(counter)
+        name = embedder or "hashing"
+        check_preset(preset, name)
         conversations = load_conversations(data)  # its errors name the file
-        with progress(f"handing off {data.name}", enabled=not as_json) as report:
-            return evaluate_handoff(conversations, budget, counter=ctr, progress=report)
+        used = open_embedder(name, cache=embedding_cache, no_cache=no_embedding_cache)
+        try:
+            scorer = HybridScorer(used.embedder, preset=preset)
+            with progress(f"handing off {data.name}", enabled=not as_json) as report:
+                result = evaluate_handoff(
+                    conversations, budget, counter=ctr, scorer=scorer, progress=report
+                )
+            return {**result, **used.report(), "preset": preset, "counter": counter}
+        finally:
+            used.close()
 
     result = _guard(run)
     if as_json:
@@ -171,4 +195,5 @@ def eval_handoff_cmd(
             "ctxwise by category: "
             + ", ".join(f"{c or '-'} {v:.3f}" for c, v in result["by_category"].items())
         )
+    print_skipped(console, result)
     _write(buf)

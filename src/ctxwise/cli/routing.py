@@ -8,8 +8,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from ctxwise.cli._eval import (
+    EmbedderOpt,
+    EmbeddingCacheOpt,
+    EvalEmbedder,
+    NoEmbeddingCacheOpt,
+    open_embedder,
+)
 from ctxwise.cli._progress import progress
-from ctxwise.cli._store import STORE_HELP, writable_store
 from ctxwise.cli._util import (
     _buffered_console,
     _guard,
@@ -31,8 +37,6 @@ __all__ = [
     "build_cmd",
     "clinc150_cmd",
     "data_app",
-    "eval_app",
-    "eval_memory_cmd",
     "eval_routing_cmd",
     "route_cmd",
     "router_app",
@@ -42,16 +46,21 @@ SCORERS = ("bow", "lexical", "embedding", "hybrid")  # ctxwise.routing.SCORERS, 
 OBJECTIVES = ("accuracy", "balanced", "macro_f1")  # ctxwise.routing.calibration.OBJECTIVES
 
 router_app = typer.Typer(help="Build intent routers.", no_args_is_help=True)
-eval_app = typer.Typer(help="Evaluate components on labeled data.", no_args_is_help=True)
 data_app = typer.Typer(help="Convert public datasets to ctxwise's formats.", no_args_is_help=True)
 
-ScorerOpt = Annotated[str, typer.Option(help=f"Scorer: {', '.join(SCORERS)}.")]
-EmbedderOpt = Annotated[
-    str | None,
-    typer.Option(help="Embedder for embedding/hybrid: hashing, hashing:DIM, minilm, st:DIR."),
+ScorerOpt = Annotated[
+    str,
+    typer.Option(
+        help="Scorer: bow, lexical (the default), embedding (--embedder, default hashing)"
+        " or hybrid (lexical + --embedder, default minilm: the minilm extra)."
+    ),
 ]
 HeadOpt = Annotated[
-    str | None, typer.Option(help="Embedding head: nearest (the default) or linear.")
+    str | None,
+    typer.Option(
+        help="Head of --scorer embedding (refused with any other scorer): nearest (the"
+        " default: the best example's cosine) or linear (a logistic regression)."
+    ),
 ]
 ObjectiveOpt = Annotated[
     str,
@@ -87,18 +96,39 @@ def _check_out(out: Path, inputs: dict[str, Path | None]) -> None:
             raise OutputError(str(out), f"is the {option} file; write the router elsewhere")
 
 
-def _scorer(name: str, embedder: str | None, head: str | None) -> Scorer:
+def _scorer(
+    name: str,
+    embedder: str | None,
+    head: str | None,
+    *,
+    cache: Path | None = None,
+    no_cache: bool = False,
+) -> tuple[Scorer, EvalEmbedder | None]:
+    """The scorer the flags name, and the embedder it runs (None: it embeds nothing).
+    A flag that does not apply, or a default embedder whose extra is missing, is
+    refused naming the flag to change."""
     from ctxwise.routing import EmbeddingScorer, HybridScorer, make_scorer
 
-    if name == "embedding":
-        return EmbeddingScorer(embedder or "hashing", head=head or "nearest")
-    if head is not None:
+    if name not in SCORERS:
+        raise UsageError(f"unknown scorer {name!r}; choose {', '.join(SCORERS)}")
+    if head is not None and name != "embedding":
         raise UsageError(f"--head applies to the embedding scorer, not {name}")
-    if name == "hybrid":
-        return HybridScorer(embedder or "minilm")
-    if embedder is not None:
-        raise UsageError(f"--embedder applies to the embedding and hybrid scorers, not {name}")
-    return make_scorer(name)
+    if name not in ("embedding", "hybrid"):
+        if embedder is not None:
+            raise UsageError(f"--embedder applies to the embedding and hybrid scorers, not {name}")
+        if cache is not None:
+            raise UsageError(f"--embedding-cache applies to a scorer that embeds, not {name}")
+        return make_scorer(name), None
+    default = "hashing" if name == "embedding" else "minilm"
+    hint = (
+        ""
+        if embedder is not None
+        else f"or pass --embedder hashing (--scorer {name} embeds with {default} by default)"
+    )
+    used = open_embedder(embedder or default, cache=cache, no_cache=no_cache, flag_hint=hint)
+    if name == "embedding":
+        return EmbeddingScorer(used.embedder, head=head or "nearest"), used
+    return HybridScorer(used.embedder), used
 
 
 def route_cmd(
@@ -168,7 +198,7 @@ def build_cmd(
         _check_out(out, {"--train": train, "--fit-on": fit_on})
         examples = load_labeled(train)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
-        chosen = _scorer(scorer, embedder, head)
+        chosen, _ = _scorer(scorer, embedder, head, no_cache=True)
         with progress("fitting and calibrating the router", enabled=not as_json):
             r, fitted, how = build_router(
                 examples,
@@ -198,7 +228,6 @@ def build_cmd(
     )
 
 
-@eval_app.command("routing")
 def eval_routing_cmd(
     train: Annotated[Path, typer.Option(help='Training JSONL of {"text", "label"}.')],
     test: Annotated[Path, typer.Option(help="Test JSONL.")],
@@ -207,6 +236,8 @@ def eval_routing_cmd(
     embedder: EmbedderOpt = None,
     head: HeadOpt = None,
     objective: ObjectiveOpt = "balanced",
+    embedding_cache: EmbeddingCacheOpt = None,
+    no_embedding_cache: NoEmbeddingCacheOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
 ) -> None:
     """Train on --train, calibrate for --objective on --fit-on (or, as `router build`
@@ -218,19 +249,37 @@ def eval_routing_cmd(
         rows = load_labeled(train)
         test_rows = load_labeled(test)
         fit_rows = load_labeled(fit_on) if fit_on is not None else None
-        chosen = _scorer(scorer, embedder, head)
+        chosen, used = _scorer(
+            scorer, embedder, head, cache=embedding_cache, no_cache=no_embedding_cache
+        )
         what = f"fitting, then routing {test.name}"
-        with progress(what, enabled=not as_json) as report:
-            return evaluate(
-                rows,
-                test_rows,
-                scorer=chosen,
-                fit_on=fit_rows,
-                objective=goal,
-                train_source=str(train),
-                fit_source=str(fit_on),
-                progress=report,
-            ).to_dict()
+        try:
+            with progress(what, enabled=not as_json) as report:
+                result = evaluate(
+                    rows,
+                    test_rows,
+                    scorer=chosen,
+                    fit_on=fit_rows,
+                    objective=goal,
+                    train_source=str(train),
+                    fit_source=str(fit_on),
+                    progress=report,
+                ).to_dict()
+            return {
+                **result,
+                **(
+                    used.report()
+                    if used is not None
+                    else {"embedder": None, "embedding_cache": None}
+                ),
+                "head": (head or "nearest") if scorer == "embedding" else None,
+                "train_rows": len(rows),
+                "fit_rows": len(fit_rows) if fit_rows is not None else None,
+                "test_rows": len(test_rows),
+            }
+        finally:
+            if used is not None:
+                used.close()
 
     result = _guard(run)
     if as_json:
@@ -241,7 +290,9 @@ def eval_routing_cmd(
     _text_col(table, "metric")
     _text_col(table, "value", justify="right")
     for key, value in result.items():
-        table.add_row(key, Text(str(value)))
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        table.add_row(key, Text("-" if value is None else str(value)))
     console.print(table)
     _write(buf)
 
@@ -277,78 +328,3 @@ def clinc150_cmd(
         + (f" ({held} intents held out as oos)" if held is not None else "")
         + f" → {out_dir}"
     )
-
-
-@eval_app.command("memory")
-def eval_memory_cmd(
-    data: Annotated[
-        Path, typer.Option(help="Conversations with evidence (generic JSON or LoCoMo).")
-    ],
-    k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "1,5,10",
-    embedder: Annotated[
-        str, typer.Option(help="hashing, hashing:DIM, minilm, st:DIR.")
-    ] = "hashing",
-    format: Annotated[str, typer.Option("--format", help="auto, generic or locomo.")] = "auto",
-    store: Annotated[
-        str,
-        typer.Option(
-            help=f"Where to remember ({STORE_HELP}; a new SQLite file is created; schema"
-            " ctxwise_eval in PostgreSQL); namespaces eval/<conversation>. Default: a"
-            " private in-memory SQLite database."
-        ),
-    ] = "sqlite://",
-    preset: Annotated[
-        str,
-        typer.Option(
-            help="Recall preset: neutral (the default), dialogue, or dialogue-minilm"
-            " (dialogue with --embedder minilm)."
-        ),
-    ] = "neutral",
-    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
-) -> None:
-    """Remember every turn, recall for every question: recall@k, hybrid and baselines."""
-    from ctxwise.embeddings import get_embedder
-    from ctxwise.memory.evaluation import evaluate_recall, load_conversations
-    from ctxwise.memory.longterm import recall_settings
-    from ctxwise.memory.urls import open_store, store_kind
-
-    def run() -> dict[str, Any]:
-        url = writable_store(store)  # a bad URL fails before anything is read or written
-        kind = store_kind(url)
-        recall_settings(preset)  # so does an unknown preset
-        try:
-            ks = [int(x) for x in k.split(",") if x.strip()]
-        except ValueError:
-            raise UsageError(f"--k must be comma-separated integers, got {k!r}") from None
-        conversations = load_conversations(data, format)
-        emb = get_embedder(embedder)
-        with progress(f"remembering and recalling {data.name}", enabled=not as_json) as report:
-            result = evaluate_recall(
-                conversations,
-                ks,
-                embedder=emb,
-                store_factory=lambda: open_store(url, dim=emb.dim, schema="ctxwise_eval"),
-                options={"preset": preset},
-                progress=report,
-            )
-        return {**result, "store": kind}
-
-    result = _guard(run)
-    if as_json:
-        _print_json(result)
-        return
-    console, buf = _buffered_console()
-    table = _table(
-        f"recall on {data.name} ({result['n']} questions, {result['store']} store,"
-        f" preset {result['settings'].get('preset')})"
-    )
-    _text_col(table, "method")
-    for key in result["recall_at"]:
-        _num_col(table, f"recall@{key}")
-    rows = [("hybrid", result), *[(m, b) for m, b in result["baselines"].items()]]
-    rows += [(f"hybrid, category {c}", v) for c, v in result["by_category"].items()]
-    for name, values in rows:
-        table.add_row(name, *[f"{v:.3f}" for v in values["recall_at"].values()])
-    console.print(table)
-    console.print(f"hybrid recall p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms")
-    _write(buf)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from ctxwise.cli._eval import EmbeddingCacheOpt, NoEmbeddingCacheOpt, open_embedder
 from ctxwise.cli._progress import progress, scaled
 from ctxwise.cli._util import (
     _buffered_console,
@@ -32,6 +33,7 @@ from ctxwise.errors import ToolCatalogError, UsageError
 from ctxwise.tools.catalog import MAX_CATALOG_BYTES
 
 if TYPE_CHECKING:
+    from ctxwise.embeddings import Embedder
     from ctxwise.tools.catalog import ToolCatalog
 
 __all__ = ["budget_cmd", "eval_tools_cmd", "search_cmd", "tools_app"]
@@ -91,7 +93,7 @@ def _parse_ks(value: str) -> list[int]:
 def _load(
     path: Path,
     *,
-    embedder: str | None,
+    embedder: str | Embedder | None,
     skip_invalid: bool,
     max_input: str | None,
     always: list[str] | None = None,
@@ -99,10 +101,12 @@ def _load(
     from ctxwise.tools.catalog import ToolCatalog
 
     options: dict[str, Any] = {"max_bytes": max_input_bytes(max_input, MAX_CATALOG_BYTES)}
-    if embedder is not None:
+    if isinstance(embedder, str):
         from ctxwise.embeddings import get_embedder
 
         options["embedder"] = get_embedder(embedder)
+    elif embedder is not None:
+        options["embedder"] = embedder
     try:
         return ToolCatalog.load(
             path, skip_invalid=skip_invalid, always_loaded=always or (), **options
@@ -279,6 +283,8 @@ def eval_tools_cmd(
     k: Annotated[str, typer.Option(help="Comma-separated k values.")] = "5,10",
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
     embedder: EmbedderOpt = None,
+    embedding_cache: EmbeddingCacheOpt = None,
+    no_embedding_cache: NoEmbeddingCacheOpt = False,
     skip_invalid: SkipOpt = False,
     max_input: MaxInputOpt = None,
 ) -> None:
@@ -288,16 +294,39 @@ def eval_tools_cmd(
         from ctxwise.tools.evaluation import evaluate_tool_search, load_tool_queries, plain_bm25
 
         ks = _parse_ks(k)
+        if embedder is None and embedding_cache is not None:
+            raise UsageError("--embedding-cache applies with --embedder: add --embedder")
         rows = load_tool_queries(queries)
+        used = (
+            open_embedder(embedder, cache=embedding_cache, no_cache=no_embedding_cache)
+            if embedder is not None
+            else None
+        )
         what = f"{catalog.name}: ctxwise, then plain BM25"
-        with progress(what, enabled=not as_json) as report:
-            cat = _load(catalog, embedder=embedder, skip_invalid=skip_invalid, max_input=max_input)
-            ours = evaluate_tool_search(cat, rows, ks, progress=scaled(report, 0, 2)).to_dict()
-            base = evaluate_tool_search(
-                plain_bm25(cat), rows, ks, progress=scaled(report, 1, 2)
-            ).to_dict()
+        try:
+            with progress(what, enabled=not as_json) as report:
+                cat = _load(
+                    catalog,
+                    embedder=used.embedder if used is not None else None,
+                    skip_invalid=skip_invalid,
+                    max_input=max_input,
+                )
+                ours = evaluate_tool_search(cat, rows, ks, progress=scaled(report, 0, 2)).to_dict()
+                base = evaluate_tool_search(
+                    plain_bm25(cat), rows, ks, progress=scaled(report, 1, 2)
+                ).to_dict()
+            described = (
+                used.report() if used is not None else {"embedder": None, "embedding_cache": None}
+            )
+        finally:
+            if used is not None:
+                used.close()
         return cat, {
             "n": ours["n"],
+            "tools": len(cat),
+            "skipped_tools": len(cat.skipped),
+            "search": "hybrid" if embedder else "lexical",
+            **described,
             "recall_at": ours["recall_at"],
             "any_at": ours["any_at"],
             "baseline_bm25": {key: base[key] for key in ("recall_at", "any_at", "p50_ms")},
@@ -310,7 +339,7 @@ def eval_tools_cmd(
         _print_json(result)
         return
     console, buf = _buffered_console()
-    how = "hybrid" if embedder else "lexical"
+    how = result["search"]
     table = _table(f"tool search on {catalog.name} ({result['n']} queries, {len(cat)} tools)")
     _text_col(table, "method")
     for key in result["recall_at"]:
