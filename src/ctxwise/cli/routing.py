@@ -236,6 +236,14 @@ def eval_routing_cmd(
     embedder: EmbedderOpt = None,
     head: HeadOpt = None,
     objective: ObjectiveOpt = "balanced",
+    latency_queries: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Test queries routed one at a time for p50_ms/p99_ms (0: none), each"
+            " through the model, never the embedding cache.",
+        ),
+    ] = 200,
     embedding_cache: EmbeddingCacheOpt = None,
     no_embedding_cache: NoEmbeddingCacheOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON.")] = False,
@@ -263,6 +271,7 @@ def eval_routing_cmd(
                     objective=goal,
                     train_source=str(train),
                     fit_source=str(fit_on),
+                    latency_queries=latency_queries,
                     progress=report,
                 ).to_dict()
             return {
@@ -273,6 +282,7 @@ def eval_routing_cmd(
                     else {"embedder": None, "embedding_cache": None}
                 ),
                 "head": (head or "nearest") if scorer == "embedding" else None,
+                "latency_queries": min(latency_queries, len(test_rows)),
                 "train_rows": len(rows),
                 "fit_rows": len(fit_rows) if fit_rows is not None else None,
                 "test_rows": len(test_rows),
