@@ -217,7 +217,7 @@ def run_postgres(
 ) -> dict[str, Any]:
     import psycopg
 
-    from ctxwise.memory.postgres import PostgresStore
+    from ctxwise.memory.postgres import EXACT_MAX_ITEMS, PostgresStore
 
     schema = f"bench_{size}"
     store = PostgresStore(dsn, dim=DIM, schema=schema)
@@ -248,7 +248,8 @@ def run_postgres(
         "items": size,
         "insert_seconds": round(insert_s, 3),
         "items_per_second": round(size / insert_s),
-        "vector_method": "hnsw",
+        # a namespace of at most EXACT_MAX_ITEMS items is scanned exactly
+        "vector_method": "exact" if size <= EXACT_MAX_ITEMS else "hnsw",
         "index_seconds": round(index_s, 1),
         "latency": latency,
         "vector_top10_overlap": vec,

@@ -128,13 +128,21 @@ def test_eval_relay_with_the_parser_keeps_every_needle_and_no_filler() -> None:
         "rejected_updates",
         "steps",
         "unrecognised_chunks",
+        "workload",
+        "chunks",
+        "step",
+        "carry_cap_tokens",
+        "drop_policy",
         "warnings",
     }
     assert score["unrecognised_chunks"] == 0 and score["warnings"] == []
+    # what ran, not what was asked: --step auto resolved to the parser
+    assert (score["step"], score["chunks"], score["drop_policy"]) == ("parser", 8, "lowest-score")
 
 
 def test_eval_relay_rejects_the_faulty_parsers_breaks(workload_dir: Path) -> None:
     score = ok_json("eval", "relay", "--workload", workload_dir, "--step", "faulty-parser")
+    assert score["step"] == "faulty-parser" and score["workload"] == str(workload_dir)
     assert score["rejected_updates"] > 0
     assert score["counts_exact"] == score["rows_total"] == 40
     assert score["holders_correct"] == score["rows_total"]

@@ -272,6 +272,15 @@ def _step(kind: StepKind, workload: Workload, rate: float, seed: int) -> Step:
     )
 
 
+def _step_name(step: object) -> str:
+    """What ``--step`` resolved to: ``parser``, ``faulty-parser`` or ``none``."""
+    from ctxwise.relay import FaultyStep
+
+    if isinstance(step, FaultyStep):
+        return "faulty-parser"
+    return "parser" if _is_parser(step) else "none"
+
+
 def eval_relay_cmd(
     workload: Annotated[
         Path | None,
@@ -366,7 +375,15 @@ def eval_relay_cmd(
         warnings = _warnings(
             result.unrecognised_chunks, result.steps, _is_parser(relay.step), "--step none"
         )
-        return name, {**score, "warnings": warnings}
+        return name, {
+            **score,
+            "workload": name,
+            "step": _step_name(relay.step),
+            "carry_cap_tokens": carry_tokens,
+            "drop_policy": drop_policy.value,
+            "chunks": len(job.chunks),
+            "warnings": warnings,
+        }
 
     name, score = _guard(go)
     if as_json:
@@ -374,7 +391,14 @@ def eval_relay_cmd(
         return
     _warn(score["warnings"])
     console, buf = _buffered_console()
-    console.print(Text(f"relay on {name}: {score['steps']:,} steps, step {step.value}"))
+    asked = "" if step.value == score["step"] else f" (--step {step.value})"
+    console.print(
+        Text(
+            f"relay on {name}: {score['chunks']:,} chunks, {score['steps']:,} steps, step"
+            f" {score['step']}{asked}, carry cap {score['carry_cap_tokens']:,} tokens,"
+            f" drop policy {score['drop_policy']}"
+        )
+    )
     table = Table(show_header=False)
     table.add_column("figure")
     table.add_column("value", justify="right")
