@@ -520,3 +520,32 @@ def test_catalog_tools_named_like_the_engines_own_are_renamed(tmp_path: Path, re
     assert {"fetch_more", *(["memory"] if render == "anthropic" else [])} <= set(names)
     wires = {catalog.wire_name(t) for t in catalog}
     assert wires <= set(names) and not wires & {"fetch_more", "memory"}
+
+
+def test_a_session_id_with_a_slash_stores_and_pages_its_tool_results(tmp_path: Path) -> None:
+    # issue 33: the result store put the raw session id into the namespace, where
+    # every other store escapes it, so an id holding '/' failed with store_over set
+    config = EngineConfig.model_validate(
+        {
+            "store": f"sqlite:///{tmp_path / 'db.sqlite'}",
+            "tool_results": {"store_over": 400, "page_size": 20},
+        }
+    )
+    with Engine(config, results=ResultStore(KEY, clock=Clock(), page_size=20)) as engine:
+        use = ToolUseBlock("toolu_1", "get_order_history", {})
+        pages = {}
+        for sid in ("team/alice", "team%2Falice"):  # escaped apart: never one namespace
+            engine.turn(sid, [Message.text_message("user", "list my orders")])
+            out = engine.tool_result(sid, use, _orders() if sid == "team/alice" else _orders(50))
+            pages[sid] = json.loads(out.content if isinstance(out.content, str) else "")
+        first = pages["team/alice"]
+        assert first["showing"] == "items 1-20 of 212"
+        assert pages["team%2Falice"]["showing"] == "items 1-20 of 50"
+        more = ToolUseBlock("toolu_2", "fetch_more", {"cursor": first["next_cursor"]})
+        page_two = engine.run_tool("team/alice", more)
+        assert page_two is not None and not page_two.is_error
+        body = json.loads(page_two.content if isinstance(page_two.content, str) else "")
+        assert body["items"][0] == _orders()[20]
+        # another session cannot open it, even one whose escaped id looks alike
+        foreign = engine.run_tool("team%2Falice", more)
+        assert foreign is not None and foreign.is_error

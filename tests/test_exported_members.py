@@ -114,6 +114,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.memory.store.check_namespace",
         "ctxwise.memory.store.exact_dots",
         "ctxwise.memory.store.fts_tokens",
+        "ctxwise.memory.store.namespace_part",
         "ctxwise.memory.store.rank_key",
         "ctxwise.memory.tiered.turn_items",
         "ctxwise.memory.urls.store_kind",

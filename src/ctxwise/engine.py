@@ -92,7 +92,7 @@ from ctxwise.handoff.select import DEFAULT_BUDGET as DEFAULT_HANDOFF_BUDGET
 from ctxwise.handoff.select import Handoff, select_context
 from ctxwise.memory.facts import CaseFacts, FactExtractor, Rules
 from ctxwise.memory.longterm import LongTermMemory, check_preset_embedder
-from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store
+from ctxwise.memory.store import NamespaceNotFoundError, NewItem, Store, namespace_part
 from ctxwise.memory.tiered import turn_items
 from ctxwise.memory.urls import open_store, store_kind
 from ctxwise.memory_tool import DirectoryMemory, MemoryTool, StoreMemory
@@ -257,11 +257,6 @@ class _Session:
             "tool_events": self.tool_events,
             "counted_by": self.counted_by,
         }
-
-
-def _namespace_part(session_id: str) -> str:
-    """A session id as one namespace part ('/' and '%' escaped)."""
-    return session_id.replace("%", "%25").replace("/", "%2F")
 
 
 def _unanswered(history: Sequence[Message], new: Sequence[Message]) -> bool:
@@ -912,7 +907,7 @@ class Engine:
         cfg = self.config.memory_tool
         if not cfg.enabled or cfg.backend != "store" or self.memory is None:
             return None
-        namespace = (self.config.memory.namespace, "memory_tool", _namespace_part(session_id))
+        namespace = (self.config.memory.namespace, "memory_tool", namespace_part(session_id))
         return MemoryTool(StoreMemory(self.memory, namespace))
 
     def _loaded(self, session: _Session) -> list[ToolDef]:
@@ -1293,7 +1288,7 @@ class Engine:
         )
 
     def _namespace(self, session_id: str) -> tuple[str, ...]:
-        return (self.config.memory.namespace, "session", _namespace_part(session_id))
+        return (self.config.memory.namespace, "session", namespace_part(session_id))
 
     def _remember(self, session: _Session, upto: int) -> int:
         """Put the session's log from ``session.remembered`` up to ``upto`` into

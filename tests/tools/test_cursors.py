@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ctxwise.config import EngineConfig
 from ctxwise.errors import BudgetError, ConfigError, CursorError, UsageError
 from ctxwise.memory.sqlite import SQLiteStore
-from ctxwise.memory.store import InMemoryStore, Store
+from ctxwise.memory.store import InMemoryStore, Store, namespace_part
 from ctxwise.tools.cursors import (
     FETCH_MORE,
     Page,
@@ -188,6 +188,22 @@ def test_other_sessions_cursors_are_refused() -> None:
     results = ResultStore(KEY, clock=Clock())
     cursor = _second_page(results, "s1")
     assert _reason(results, cursor, "s2") == "wrong_session"
+
+
+def test_session_ids_are_escaped_into_one_namespace_part(backend: Store) -> None:
+    # issue 33: a session id holding '/' was put raw into the namespace and refused;
+    # it is escaped as every other store escapes it (namespace_part)
+    results = ResultStore(KEY, clock=Clock(), store=backend, namespace=("t", "tool_results"))
+    ids = {}
+    for sid in ("a/b", "a%2Fb", "a%252Fb"):
+        ids[sid], page = results.put(list(range(5)), session_id=sid, page_size=2)
+        assert page.next_cursor is not None
+        assert results.fetch(page.next_cursor, sid).items == (2, 3)
+    assert backend.get(("t", "tool_results", namespace_part("a/b")), ids["a/b"]) is not None
+    assert namespace_part("a/b") == "a%2Fb" and namespace_part("a%2Fb") == "a%252Fb"
+    assert results.discard(ids["a/b"], session_id="a/b")
+    assert not results.discard(ids["a%2Fb"], session_id="a/b")  # another session's
+    assert results.discard(ids["a%2Fb"], session_id="a%2Fb")
 
 
 def test_a_discarded_result_is_unknown() -> None:

@@ -72,7 +72,7 @@ from ctxwise import __version__  # noqa: E402
 from ctxwise.engine import Engine  # noqa: E402
 from ctxwise.memory.facts import Rules  # noqa: E402
 from ctxwise.memory.longterm import LongTermMemory  # noqa: E402
-from ctxwise.memory.store import Store  # noqa: E402
+from ctxwise.memory.store import Store, namespace_part  # noqa: E402
 from ctxwise.messages import Message  # noqa: E402
 
 __all__ = ["MCP_VERSION", "SUPPORTED", "TOOLS", "TRACE_URI", "build_server", "serve"]
@@ -113,7 +113,7 @@ def _scope(session: str | None) -> tuple[str, ...]:
     """The namespace parts after ``(memory.namespace, "notes")``."""
     if session is None:
         return ("shared",)
-    return ("session", session.replace("%", "%25").replace("/", "%2F"))
+    return ("session", namespace_part(session))
 
 
 class _Tools:

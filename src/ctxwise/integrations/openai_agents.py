@@ -68,7 +68,14 @@ from ctxwise.formats.request import CONTEXT_CLOSE, CONTEXT_OPEN
 from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.memory.facts import CaseFacts
 from ctxwise.memory.sqlite import SQLiteStore
-from ctxwise.memory.store import MAX_TEXT_CHARS, MemoryItem, NewItem, Store, check_namespace
+from ctxwise.memory.store import (
+    MAX_TEXT_CHARS,
+    MemoryItem,
+    NewItem,
+    Store,
+    check_namespace,
+    namespace_part,
+)
 from ctxwise.memory.urls import open_store
 from ctxwise.messages import (
     Message,
@@ -578,10 +585,6 @@ def policy_guardrail(
 # ------------------------------------------------------------------ the session
 
 
-def _namespace_part(session_id: str) -> str:
-    return session_id.replace("%", "%25").replace("/", "%2F")
-
-
 DEFAULT_STORE = "sqlite:///ctxwise.db"
 
 
@@ -616,7 +619,7 @@ class CtxwiseSession:
         self.session_settings = (
             session_settings if session_settings is not None else SessionSettings()
         )
-        self.namespace = check_namespace((namespace, EXTRA, _namespace_part(session_id)))
+        self.namespace = check_namespace((namespace, EXTRA, namespace_part(session_id)))
         self._own = False
         if isinstance(store, Store):
             self.store = store

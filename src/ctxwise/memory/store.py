@@ -52,6 +52,7 @@ __all__ = [
     "check_namespace",
     "exact_dots",
     "fts_tokens",
+    "namespace_part",
     "rank_key",
 ]
 
@@ -107,6 +108,15 @@ def check_namespace(namespace: Sequence[str]) -> Namespace:
             f"a namespace of {size:,} bytes (UTF-8, parts joined by '/') exceeds {MAX_KEY_BYTES:,}"
         )
     return ns
+
+
+def namespace_part(value: str) -> str:
+    """``value`` (a session id, a user's name) as one namespace part: ``%`` escaped as
+    ``%25``, then ``/`` as ``%2F``, so any string fits a part and two strings never
+    share one (``a/b`` is ``a%2Fb``, ``a%2Fb`` is ``a%252Fb``). Every store keyed by a
+    session escapes the id this one way; :func:`check_namespace` still refuses an empty
+    part, a NUL and lone surrogates."""
+    return value.replace("%", "%25").replace("/", "%2F")
 
 
 def _valid_unicode(text: str) -> bool:

@@ -21,7 +21,8 @@ whole results and hands out cursors a model can pass back through the
 
 Results live in a memory :class:`~ctxwise.memory.store.Store` (an
 :class:`~ctxwise.memory.store.InMemoryStore` unless one is given), one item per
-result in the namespace ``(*namespace, session_id)``.
+result in the namespace ``(*namespace, namespace_part(session_id))`` (the session id
+escaped as every store escapes it, so an id holding ``/`` is one part).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctxwise.errors import BudgetError, CursorError, UsageError
-from ctxwise.memory.store import InMemoryStore, NewItem, Store, check_namespace
+from ctxwise.memory.store import InMemoryStore, NewItem, Store, check_namespace, namespace_part
 from ctxwise.messages import ToolResultBlock
 
 __all__ = [
@@ -205,7 +206,7 @@ class ResultStore:
     # -- results ---------------------------------------------------------------------
 
     def _ns(self, session_id: str) -> tuple[str, ...]:
-        return check_namespace((*self.namespace, session_id))
+        return check_namespace((*self.namespace, namespace_part(session_id)))
 
     def put(
         self, items: Sequence[Any], *, session_id: str, page_size: int | None = None
