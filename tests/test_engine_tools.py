@@ -549,3 +549,42 @@ def test_a_session_id_with_a_slash_stores_and_pages_its_tool_results(tmp_path: P
         # another session cannot open it, even one whose escaped id looks alike
         foreign = engine.run_tool("team%2Falice", more)
         assert foreign is not None and foreign.is_error
+
+
+@pytest.mark.parametrize("backend", ["store", "directory"])
+def test_the_memory_tool_s_file_limit_is_a_config_key(tmp_path: Path, backend: str) -> None:
+    # issue 33: every limit a config key or a flag; the memory file's was neither
+    config = EngineConfig.model_validate(
+        {
+            "store": f"sqlite:///{tmp_path / 'm.sqlite'}",
+            "memory_tool": {
+                "enabled": True,
+                "backend": backend,
+                "directory": str(tmp_path / "mem"),
+                "max_file_bytes": 16,
+            },
+        }
+    )
+    with Engine(config) as engine:
+        tool = engine._memory_tool("m")
+        assert tool is not None and tool.max_file_bytes == 16
+
+        def create(text: str) -> ToolResultBlock:
+            use = ToolUseBlock(
+                "toolu_1",
+                "memory",
+                {"command": "create", "path": "/memories/a.md", "file_text": text},
+            )
+            out = engine.run_tool("m", use)
+            assert out is not None
+            return out
+
+        refused = create("x" * 17)
+        assert refused.is_error and "16-byte limit" in str(refused.content)
+        assert not create("x" * 16).is_error
+    with pytest.raises(ConfigError, match="max_file_bytes"):
+        EngineConfig.model_validate({"memory_tool": {"max_file_bytes": 0}})
+    default = EngineConfig().memory_tool.max_file_bytes
+    from ctxwise.memory_tool import DEFAULT_MAX_FILE_BYTES
+
+    assert default == DEFAULT_MAX_FILE_BYTES

@@ -119,6 +119,9 @@ its default::
                                   # directory: one folder on disk
     directory = "memories"        # backend = "directory": the folder (relative: to
                                   # the config file)
+    max_file_bytes = 1048576      # the largest memory file, in UTF-8 bytes (1 MiB): a
+                                  # command that would make one larger is refused
+                                  # with an error result the model reads
 
 Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
 """
@@ -314,6 +317,7 @@ class MemoryToolConfig(_Strict):
     enabled: bool = False
     backend: Literal["store", "directory"] = "store"
     directory: str = "memories"
+    max_file_bytes: int = Field(default=2**20, ge=1)
 
 
 class EngineConfig(_Strict):

@@ -378,7 +378,9 @@ class Engine:
         ):
             root = cfg.path(cfg.memory_tool.directory)
             try:
-                self.memory_tool = MemoryTool(DirectoryMemory(root))
+                self.memory_tool = MemoryTool(
+                    DirectoryMemory(root), max_file_bytes=cfg.memory_tool.max_file_bytes
+                )
             except UsageError as e:  # 'the memory root … is not a folder': name the key
                 raise ConfigError(str(root), f"memory_tool.directory: {e}") from None
         self._own: list[Any] = []
@@ -908,7 +910,7 @@ class Engine:
         if not cfg.enabled or cfg.backend != "store" or self.memory is None:
             return None
         namespace = (self.config.memory.namespace, "memory_tool", namespace_part(session_id))
-        return MemoryTool(StoreMemory(self.memory, namespace))
+        return MemoryTool(StoreMemory(self.memory, namespace), max_file_bytes=cfg.max_file_bytes)
 
     def _loaded(self, session: _Session) -> list[ToolDef]:
         cat = self.catalog
