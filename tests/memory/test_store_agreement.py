@@ -6,7 +6,7 @@ and near-ties were broken by each engine's float noise (float32 dot products
 summed in another order, FTS5's BM25 against Python's), and PostgreSQL's HNSW
 index answered small namespaces approximately. Scores are now compared to nine
 significant digits, then by seq (:func:`ctxwise.memory.store.rank_key`), vector
-scores rescored in float64, and PostgreSQL scans a namespace of up to 50,000 items
+scores rescored in float64, and PostgreSQL scans a namespace of up to 2,000 items
 exactly.
 """
 

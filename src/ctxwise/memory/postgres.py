@@ -332,10 +332,13 @@ takes a write between queries counts every lexeme again on every query, and a
 common lexeme is slow to count in a large namespace."""
 _DF_CACHE = 10_000
 
-EXACT_MAX_ITEMS = 50_000
+EXACT_MAX_ITEMS = 2_000
 """A namespace of at most this many items is searched exactly (every vector scored,
-as the in-memory and SQLite stores do below their ANN threshold); a larger one
-through the HNSW index, approximately."""
+as the in-memory store always does and SQLite below its ANN threshold of 50,000);
+a larger one through the HNSW index, approximately. PostgreSQL's exact scan costs
+about 3 microseconds an item (benchmarks/bench_memory.py), so past a few thousand
+items the index is the better trade: between 2,000 and 50,000 items a vector
+search on PostgreSQL may differ from SQLite's in its last places."""
 
 _OVERFETCH = 16
 """Rows a search fetches past k, ranked in Python as every store ranks them
