@@ -347,6 +347,12 @@ and pgvector's float32 distances may order two near-equal rows unlike the float6
 scores every store ranks by (:func:`~ctxwise.memory.store.exact_dots`)."""
 
 
+def _stored_vector(value: Any) -> Vector:
+    """A vector column as pgvector's adapter gives it (a ``Vector``), as float32."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return check_vector(to_numpy() if to_numpy is not None else value, "a stored vector")
+
+
 def _ranked(found: list[tuple[MemoryItem, float]], k: int) -> list[tuple[MemoryItem, float]]:
     found.sort(key=lambda p: rank_key(p[1], p[0].seq))
     return found[:k]
@@ -360,7 +366,7 @@ def _ranked(found: list[tuple[MemoryItem, float]], k: int) -> list[tuple[MemoryI
 _VECTOR_BRANCH = """
 (SELECT {columns},
        1 - coalesce(nullif(i.embedding OPERATOR({ext}.<=>) %(q)s, 'NaN'::float8), 1) AS score,
-       i.embedding::real[]
+       i.embedding
 FROM {schema}.items i
 WHERE i.ns = %(ns)s AND i.embedding IS NOT NULL {filters}
   AND (SELECT coalesce(max(c.n_items), 0) FROM {schema}.counters c WHERE c.ns = %(ns)s) @CMP
@@ -1239,7 +1245,7 @@ class PostgresStore(Store):
             return []
         # rescored as every store scores them (pgvector sums in float32, in its order)
         # as unit vectors, as the other stores keep them (PostgreSQL keeps them as given)
-        stored = np.stack([unit(check_vector(row[7], "a stored vector")) for row in rows])
+        stored = np.stack([unit(_stored_vector(row[7])) for row in rows])
         exact = exact_dots(stored, unit(q))
         return _ranked(
             [(self._item(ns, r), float(score)) for r, score in zip(rows, exact, strict=True)], k
