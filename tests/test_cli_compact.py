@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -479,3 +480,28 @@ def test_budget_error_names_the_parts(tmp_path: Path) -> None:
     out = ctxwise("compact", src, "--budget", "3", "--out", tmp_path / "o.json")
     assert_one_error_line(out, "budget 3 tokens is too small", "system", "latest user message")
     assert not (tmp_path / "o.json").exists()
+
+
+def test_out_sweeps_what_a_killed_run_left(tmp_path: Path) -> None:
+    # a killed `compact --out` (SIGKILL runs no cleanup) left a hidden partial
+    # temporary file; the next write in that folder removes it once it is an hour
+    # old, and nothing that is not ctxwise's. Ages here are far from any clock: a
+    # year-2001 file is stale and a year-2100 one fresh whenever the test runs.
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(anthropic_request()))
+    dst = tmp_path / "out.json"
+    left = {
+        ".out.json.ctxwise-0123abcd.tmp": (1_000_000_000, False),  # a killed run's
+        ".out.json.0123abcd.tmp": (1_000_000_000, False),  # an earlier version's run's
+        ".out.json.ctxwise-89abcdef.tmp": (4_102_444_800, True),  # a run going on
+        ".other.json.0123abcd.tmp": (1_000_000_000, True),  # not for this file
+        "notes.tmp": (1_000_000_000, True),
+    }
+    for name, (mtime, _) in left.items():
+        (tmp_path / name).write_text('{"partial": ')
+        os.utime(tmp_path / name, (mtime, mtime))
+    out = ctxwise("compact", src, "--keep-tail-turns", "1", "--out", dst, "--json")
+    assert out.returncode == 0, out.stderr
+    kept = {name for name, (_, stays) in left.items() if stays}
+    assert {p.name for p in tmp_path.iterdir()} == kept | {"req.json", "out.json"}
+    assert json.loads(dst.read_text())["model"] == "claude-sonnet-5-5"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import re
 import stat
 import sys
 import threading
@@ -308,3 +309,119 @@ def test_output_error_pickles_with_its_fields() -> None:
         "is a directory",
         "cannot write /x/out.json: is a directory",
     )
+
+
+# -- temporaries --------------------------------------------------------------
+
+HOUR = 3600.0
+T0 = 1_000_000_000.0  # the seconds since the epoch the injected clocks start from
+
+
+class Clock:
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _aged(path: Path, mtime: float) -> Path:
+    os.utime(path, (mtime, mtime), follow_symlinks=False)
+    return path
+
+
+def _stale_folder(folder: Path) -> dict[str, bool]:
+    """Files and folders named and aged for a sweep at T0 + 1 hour + 1 s; whether
+    each must go."""
+    folder.mkdir(exist_ok=True)
+    made: dict[str, bool] = {}
+
+    def file(name: str, mtime: float, goes: bool) -> None:
+        (folder / name).write_bytes(b"partial")
+        _aged(folder / name, mtime)
+        made[name] = goes
+
+    file(".out.json.ctxwise-0123abcd.tmp", T0, True)  # a killed replace's
+    file(".ctxwise-89abcdef.tmp", T0, True)  # a killed memory tool write's
+    file(".out.json.ctxwise-fedcba98.tmp", T0 + 1.0, False)  # one hour old, not more
+    file(".out.json.0123abcd.tmp", T0, False)  # an earlier version's: not this pattern
+    for other in ("notes.tmp", ".hidden", "out.json", ".x.ctxwise-0123ABCD.tmp"):
+        file(other, T0, False)
+    file(".x.ctxwise-0123abc.tmp", T0, False)  # seven digits
+    file(".x.ctxwise-0123abcd.tmp.bak", T0, False)
+    relay = folder / ".job.ctxwise-00000000.tmp"  # a killed workload write's folder
+    (relay / "chunks").mkdir(parents=True)
+    (relay / "chunks" / "0000.txt").write_text("chunk")
+    _aged(relay, T0)
+    made[relay.name] = True
+    outside = folder.parent / f"{folder.name}-kept.txt"
+    outside.write_text("not ours")
+    link = folder / ".link.ctxwise-11111111.tmp"  # a link is never followed nor removed
+    link.symlink_to(outside)
+    _aged(link, T0)
+    made[link.name] = False
+    return made
+
+
+@pytest.mark.parametrize("by", ["path", "descriptor"])
+def test_a_sweep_removes_only_ctxwise_s_stale_temporaries(tmp_path: Path, by: str) -> None:
+    import ctxwise._io as io_mod
+
+    folder = tmp_path / "out"
+    made = _stale_folder(folder)
+    clock = Clock(T0 + HOUR + 1.0)
+    assert io_mod.STALE_TEMP_AGE == HOUR
+    if by == "path":
+        removed = io_mod.sweep_temporaries(folder, clock=clock)
+    else:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            removed = io_mod.sweep_temporaries(fd, clock=clock)
+        finally:
+            os.close(fd)
+    assert sorted(removed) == sorted(n for n, goes in made.items() if goes)
+    assert files_in(folder) == {n for n, goes in made.items() if not goes}
+    assert (tmp_path / "out-kept.txt").read_text() == "not ours"
+    # an earlier version's names, when the writer names them
+    legacy = re.compile(r"\.out\.json\.[0-9a-f]{8}\.tmp")
+    assert io_mod.sweep_temporaries(folder, clock=clock, also=legacy) == [".out.json.0123abcd.tmp"]
+    # nothing is stale by a clock an hour earlier
+    assert io_mod.sweep_temporaries(folder, clock=Clock(T0 + 1.0)) == []
+
+
+def test_replace_file_sweeps_its_folder_once_an_hour(tmp_path: Path) -> None:
+    import ctxwise._io as io_mod
+
+    clock = Clock(T0 + HOUR + 1.0)
+    left = tmp_path / ".a.json.ctxwise-0123abcd.tmp"  # a killed write's
+    left.write_bytes(b"part")
+    _aged(left, T0)
+    older = tmp_path / ".a.json.deadbeef.tmp"  # an earlier version's, for this file
+    older.write_bytes(b"part")
+    _aged(older, T0)
+    other = tmp_path / ".b.json.deadbeef.tmp"  # an earlier version's, for another
+    other.write_bytes(b"part")
+    _aged(other, T0)
+    io_mod.replace_file(tmp_path / "a.json", b"{}", clock=clock)
+    assert files_in(tmp_path) == {"a.json", other.name}
+    # within the hour the folder is not listed again; after it, it is
+    again = tmp_path / ".c.ctxwise-00000001.tmp"
+    again.write_bytes(b"part")
+    _aged(again, T0)
+    clock.now += 10
+    io_mod.replace_file(tmp_path / "a.json", b"[]", clock=clock)
+    assert again.exists()
+    clock.now += HOUR
+    io_mod.replace_file(tmp_path / "a.json", b"[1]", clock=clock)
+    assert files_in(tmp_path) == {"a.json", other.name}
+    assert (tmp_path / "a.json").read_bytes() == b"[1]"
+
+
+def test_a_name_of_the_longest_length_is_written(tmp_path: Path) -> None:
+    # the temporary file was named after the whole target name, so a name near the
+    # file system's 255 bytes could not be written
+    for name in ("a" * 255, "é" * 127):
+        target = tmp_path / name
+        write_output(str(target), b"data")
+        assert target.read_bytes() == b"data"
+    assert files_in(tmp_path) == {"a" * 255, "é" * 127}

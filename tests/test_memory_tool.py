@@ -1050,3 +1050,25 @@ def test_a_write_that_fails_leaves_the_file_and_no_temporary(
         assert "No space left on device" in err(tool, **command)
     assert (root / "a.md").read_text() == "original\n"
     assert os.listdir(root) == ["a.md"]
+
+
+def test_a_write_sweeps_the_temporaries_a_killed_process_left(tmp_path: Path) -> None:
+    # a process killed in the middle of a write leaves its hidden temporary file;
+    # the next write in that folder removes it once it is an hour old (by the clock
+    # given), and leaves every other hidden file
+    now = 2_000_000_000.0
+    root = tmp_path / "root"
+    (root / "x").mkdir(parents=True)
+    left = {
+        ".ctxwise-0123abcd.tmp": now - 3601,  # stale: removed
+        ".tmp-0123456789abcdef": now - 3601,  # an earlier version's, stale: removed
+        ".ctxwise-89abcdef.tmp": now - 10,  # a write still going
+        ".notes": now - 86_400,  # not ctxwise's
+    }
+    for name, mtime in left.items():
+        (root / "x" / name).write_bytes(b"part")
+        os.utime(root / "x" / name, (mtime, mtime))
+    tool = MemoryTool(DirectoryMemory(root, clock=lambda: now))
+    ok(tool, command="create", path="/memories/x/a.md", file_text="kept\n")
+    assert sorted(os.listdir(root / "x")) == [".ctxwise-89abcdef.tmp", ".notes", "a.md"]
+    assert "ctxwise" not in ok(tool, command="view", path="/memories/x")  # never listed

@@ -43,6 +43,14 @@ it half-written and never replaces what is not a regular file:
 :func:`replace_file` is the atomic replace underneath, for files the library owns
 (the memory store's ANN index): the same temporary file and rename, the path
 itself replaced, errors left as :class:`OSError`.
+
+Temporary files never outlive a run. Every temporary file or folder ctxwise makes is
+named by :func:`temporary_name` (``.<name>.ctxwise-<8 hex digits>.tmp``), and every
+error path removes it. A process killed outright (``SIGKILL``, a power cut) runs no
+cleanup, so the next ctxwise write in that folder (the first one in a process, and
+again once :data:`STALE_TEMP_AGE` has passed) calls :func:`sweep_temporaries`: it
+removes the files and folders of that name whose last change is more than
+:data:`STALE_TEMP_AGE` (one hour) old by an injectable clock, and nothing else.
 """
 
 from __future__ import annotations
@@ -54,8 +62,11 @@ import json
 import os
 import re
 import secrets
+import shutil
 import stat
 import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,6 +74,7 @@ from typing import Any
 from ctxwise.errors import OutputError, UsageError
 
 __all__ = [
+    "STALE_TEMP_AGE",
     "STDOUT",
     "decode_text",
     "format_size",
@@ -72,6 +84,9 @@ __all__ = [
     "read_user_file",
     "replace_file",
     "same_file",
+    "sweep_stale_once",
+    "sweep_temporaries",
+    "temporary_name",
     "write_output",
 ]
 
@@ -478,7 +493,13 @@ def _replace_atomically(name: str, target: str, data: bytes, st: os.stat_result 
         raise OutputError(name, exc.strerror or str(exc)) from None
 
 
-def replace_file(target: str | Path, data: bytes, st: os.stat_result | None = None) -> None:
+def replace_file(
+    target: str | Path,
+    data: bytes,
+    st: os.stat_result | None = None,
+    *,
+    clock: Callable[[], float] = time.time,
+) -> None:
     """Replace ``target`` by ``data`` atomically: a temporary file in its folder,
     flushed to disk and renamed over it (``os.replace``), then the folder synced.
 
@@ -488,17 +509,21 @@ def replace_file(target: str | Path, data: bytes, st: os.stat_result | None = No
     :class:`OSError`. ``st`` is the existing file's status, whose mode (and, as
     root, owner) the new file keeps; with None the new file gets ``0o666`` less the
     umask. Whatever fails, ``target`` is unchanged and no temporary file is left.
+    Stale temporaries in the folder are swept first (:func:`sweep_stale_once`, ages
+    by ``clock``, seconds since the epoch), with those an earlier version left for
+    this same file (``.<name>.<8 hex digits>.tmp``).
     """
     target = os.fspath(target)
     folder = os.path.dirname(target) or "."
     base = os.path.basename(target)
+    sweep_stale_once(folder, clock=clock, also=re.compile(re.escape(f".{base}.") + _LEGACY_HEX))
     # a new file: 0o666, the kernel applies the umask; an existing one: set below
     create_mode = 0o666 if st is None else 0o600
     tmp = ""
     fd = -1
     try:
         for _ in range(100):
-            candidate = os.path.join(folder, f".{base}.{secrets.token_hex(4)}.tmp")
+            candidate = os.path.join(folder, temporary_name(base))
             try:
                 fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, create_mode)
             except FileExistsError:
@@ -519,6 +544,113 @@ def replace_file(target: str | Path, data: bytes, st: os.stat_result | None = No
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
     _fsync_folder(folder)
+
+
+# -- temporary files ----------------------------------------------------------------
+
+STALE_TEMP_AGE = 3600.0
+"""Seconds after its last change that a temporary file or folder ctxwise left behind
+is stale (one hour). A writer killed outright leaves its temporary behind; the next
+ctxwise write in that folder removes it once it is this old. A live writer changes
+its file all the time (and a replace takes well under a second), so no temporary of
+a run still going is this old."""
+
+_TEMP_NAME = re.compile(r"\.(?:.*\.)?ctxwise-[0-9a-f]{8}\.tmp", re.DOTALL)
+_LEGACY_HEX = r"[0-9a-f]{8}\.tmp"
+_TEMP_BASE_BYTES = 200
+"""The most bytes of the name a temporary is named after: the whole name must fit
+the 255 bytes a file system allows."""
+_SWEPT_FOLDERS = 4096
+_swept: dict[tuple[int, int], float] = {}
+_swept_lock = threading.Lock()
+
+
+def temporary_name(base: str = "") -> str:
+    """A new name for a temporary file or folder ctxwise writes in a folder:
+    ``.<base>.ctxwise-<8 hex digits>.tmp`` (``base``, the name it will become, cut
+    to 200 bytes), or ``.ctxwise-<8 hex digits>.tmp`` without one. The pattern is
+    how :func:`sweep_temporaries` tells ctxwise's own temporaries from any other
+    file; the caller creates it exclusively (``O_EXCL``) and draws another name when
+    it exists."""
+    tag = f"ctxwise-{secrets.token_hex(4)}.tmp"
+    if not base:
+        return f".{tag}"
+    base = base[:_TEMP_BASE_BYTES]
+    while len(os.fsencode(base)) > _TEMP_BASE_BYTES:
+        base = base[:-1]
+    return f".{base}.{tag}"
+
+
+def sweep_temporaries(
+    folder: str | os.PathLike[str] | int,
+    *,
+    clock: Callable[[], float] = time.time,
+    max_age: float = STALE_TEMP_AGE,
+    also: re.Pattern[str] | None = None,
+) -> list[str]:
+    """Remove ctxwise's stale temporaries in ``folder`` (a path, or an open folder's
+    descriptor) and return their names.
+
+    Removed: each regular file or folder (a link is never followed) named as
+    :func:`temporary_name` names them, or as ``also`` matches whole (the names an
+    earlier version used there), whose last change is more than ``max_age``
+    seconds before ``clock()`` (seconds since the epoch). Anything else is left,
+    and so is whatever cannot be read or removed: a sweep never fails.
+    """
+    now = clock()
+    removed: list[str] = []
+    dir_fd = folder if isinstance(folder, int) else None
+    where = "" if isinstance(folder, int) else os.fspath(folder)
+    try:
+        with os.scandir(folder) as entries:
+            found = [e.name for e in entries]
+    except OSError:
+        return removed
+    for name in found:
+        if not (_TEMP_NAME.fullmatch(name) or (also is not None and also.fullmatch(name))):
+            continue
+        path = name if dir_fd is not None else os.path.join(where, name)
+        try:
+            st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+            if not now - st.st_mtime > max_age:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                os.unlink(path, dir_fd=dir_fd)
+            elif stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path, dir_fd=dir_fd)
+            else:
+                continue
+        except (OSError, NotImplementedError):  # gone meanwhile, not ours to remove, …
+            continue
+        removed.append(name)
+    return removed
+
+
+def sweep_stale_once(
+    folder: str | os.PathLike[str] | int,
+    *,
+    clock: Callable[[], float] = time.time,
+    also: re.Pattern[str] | None = None,
+) -> list[str]:
+    """:func:`sweep_temporaries` on ``folder`` (a path or an open folder's
+    descriptor) unless this process swept it less than :data:`STALE_TEMP_AGE`
+    seconds ago (by ``clock``): what a ctxwise write calls before it makes a
+    temporary there, so a folder written to often is listed once an hour, not on
+    every write."""
+    try:
+        st = os.fstat(folder) if isinstance(folder, int) else os.stat(folder)
+    except OSError:
+        return []
+    key = (st.st_dev, st.st_ino)
+    now = clock()
+    with _swept_lock:
+        last = _swept.get(key)
+        if last is not None and 0 <= now - last < STALE_TEMP_AGE:
+            return []
+        if len(_swept) >= _SWEPT_FOLDERS:
+            _swept.clear()
+        _swept[key] = now
+    return sweep_temporaries(folder, clock=lambda: now, also=also)
 
 
 def _fsync_folder(folder: str) -> None:

@@ -76,19 +76,18 @@ import functools
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import stat
 import threading
 import time
 import unicodedata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from ctxwise._io import fill_temporary
+from ctxwise._io import fill_temporary, sweep_stale_once, temporary_name
 from ctxwise.errors import MissingDependencyError, StoreError, UsageError
 from ctxwise.memory.store import MAX_KEY_BYTES, MemoryItem, NewItem, Store, check_namespace
 
@@ -133,6 +132,8 @@ MAX_ERROR_CHARS = 4_000
 MAX_MATCH_LINES = 10
 """The most line numbers a str_replace error lists for an old_str found more than once."""
 _NOT_PORTABLE = frozenset('<>:"|?*')
+_LEGACY_TMP = re.compile(r"\.tmp-[0-9a-f]{16}")
+"""The temporary files of earlier versions, swept like today's."""
 LISTING_DEPTH = 2
 LINE_NUMBER_WIDTH = 6
 
@@ -454,10 +455,18 @@ class DirectoryMemory(MemoryBackend):
     file is created, opened, replaced, renamed or deleted through that descriptor, so
     a link swapped in between the check and the use cannot lead out of the root. Writes
     go through a temporary file renamed over the target, so a file is never
-    half-written.
+    half-written; a temporary that a killed process left in the folder written to is
+    removed by the next write there once it is :data:`ctxwise._io.STALE_TEMP_AGE`
+    old by ``clock`` (seconds since the epoch).
     """
 
-    def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not isinstance(root, str | os.PathLike):
             raise UsageError(f"root must be a folder path, got {type(root).__name__}")
         path = Path(root)
@@ -470,6 +479,7 @@ class DirectoryMemory(MemoryBackend):
             raise UsageError(f"the memory root {path} is not a folder")
         self.root = path
         self._real_root = os.path.realpath(path)
+        self._clock = clock
 
     def _inside(self, real: str) -> bool:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
@@ -565,11 +575,13 @@ class DirectoryMemory(MemoryBackend):
         with self._open_folder(folder, parts) as parent:
             self._replace(parent, name, text.encode("utf-8"))
 
-    @staticmethod
-    def _replace(parent: _Folder, name: str, data: bytes) -> None:
+    def _replace(self, parent: _Folder, name: str, data: bytes) -> None:
         """Replace ``name`` in ``parent`` atomically: a temporary file (a short name,
         so a name of the longest length still fits) flushed and renamed over it."""
         path, dir_fd = parent.at(name)
+        sweep_stale_once(
+            parent.fd if parent.fd is not None else parent.path, clock=self._clock, also=_LEGACY_TMP
+        )
         try:
             st: os.stat_result | None = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -579,7 +591,7 @@ class DirectoryMemory(MemoryBackend):
         fd = -1
         try:
             for _ in range(100):
-                candidate = f".tmp-{secrets.token_hex(8)}"
+                candidate = temporary_name()
                 try:
                     # a new file: 0o666 less the umask; an existing one keeps its mode
                     mode = 0o666 if st is None else 0o600
@@ -588,7 +600,7 @@ class DirectoryMemory(MemoryBackend):
                     continue
                 tmp = candidate
                 break
-            else:  # pragma: no cover - 100 collisions of 64 random bits
+            else:  # pragma: no cover - 100 collisions of 32 random bits
                 raise FileExistsError(errno.EEXIST, "cannot create a temporary file")
             fill_temporary(fd, data, st)
             os.close(fd)

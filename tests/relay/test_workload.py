@@ -378,3 +378,17 @@ def test_score_run_needs_answers(tmp_path: Path) -> None:
     with pytest.raises(RelayError) as err:
         score_run(result, w)
     assert err.value.reason == "workload"
+
+
+def test_a_write_sweeps_the_folders_a_killed_write_left(tmp_path: Path) -> None:
+    import os
+
+    now = 2_000_000_000.0
+    stale = [tmp_path / ".w.ctxwise-0123abcd.tmp", tmp_path / ".w.89abcdef.tmp"]  # new, old
+    fresh = tmp_path / ".w.ctxwise-00000001.tmp"
+    for folder, mtime in [(stale[0], now - 3601), (stale[1], now - 3601), (fresh, now - 5)]:
+        (folder / "chunks").mkdir(parents=True)
+        (folder / "chunks" / "0000.txt").write_text("part")
+        os.utime(folder, (mtime, mtime))
+    write(small_counting(1, chunks=2), tmp_path / "w", clock=lambda: now)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [fresh.name, "w"]

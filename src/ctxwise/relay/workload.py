@@ -21,16 +21,16 @@ from __future__ import annotations
 import os
 import random
 import re
-import secrets
 import shutil
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ctxwise._io import read_user_file
+from ctxwise._io import read_user_file, sweep_stale_once, temporary_name
 from ctxwise._schema import describe
 from ctxwise.errors import RelayError
 from ctxwise.tokens import CharCounter, TokenCounter
@@ -127,8 +127,14 @@ def _chunk_name(i: int) -> str:
     return f"{i:04d}.txt"
 
 
-def write_workload(workload: Workload, folder: str | Path) -> Path:
+def write_workload(
+    workload: Workload, folder: str | Path, *, clock: Callable[[], float] = time.time
+) -> Path:
     """Write ``workload`` into ``folder`` (created; it must be empty or missing).
+
+    It is written in a hidden temporary folder beside it, then renamed into place; a
+    temporary folder a killed process left there is removed once it is
+    :data:`ctxwise._io.STALE_TEMP_AGE` old by ``clock`` (seconds since the epoch).
 
     Raises:
         RelayError: ``folder`` exists and is not an empty folder.
@@ -142,8 +148,10 @@ def write_workload(workload: Workload, folder: str | Path) -> Path:
     # leaves nothing behind
     dest = out.resolve() if out.exists() else out
     dest.parent.mkdir(parents=True, exist_ok=True)
+    legacy = re.compile(re.escape(f".{dest.name}.") + r"[0-9a-f]{8}\.tmp")
+    sweep_stale_once(dest.parent, clock=clock, also=legacy)
     for _ in range(100):
-        tmp = dest.parent / f".{dest.name}.{secrets.token_hex(4)}.tmp"
+        tmp = dest.parent / temporary_name(dest.name)
         try:
             tmp.mkdir()  # 0o777 less the umask, like the folder itself would get
             break
