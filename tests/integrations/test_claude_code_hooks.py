@@ -7,6 +7,7 @@ each run gets a generous ``timeout=`` and ``benchmarks/bench_hooks.py`` measures
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -482,3 +483,205 @@ def test_installing_with_another_command_replaces_the_old_hooks(tmp_path: Path) 
     }
     again = install_settings(path, hook_settings("uvx ctxwise"))
     assert not again.written and again.added == ()
+
+
+# -- temporary files and the archive's cap (issue 33) -------------------------------
+
+
+class _CancelAfter(threading.Event):
+    """A cancel event that turns set after ``checks`` looks at it: a deadline passing
+    in the middle of a copy, at a place the test chooses."""
+
+    def __init__(self, checks: int) -> None:
+        super().__init__()
+        self.checks = checks
+
+    def is_set(self) -> bool:
+        self.checks -= 1
+        return self.checks < 0 or super().is_set()
+
+
+@pytest.mark.parametrize("checks", [0, 1, 3], ids=["at-once", "after-a-chunk", "after-all"])
+def test_a_copy_cancelled_by_the_deadline_leaves_no_file(tmp_path: Path, checks: int) -> None:
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b'{"type": "user"}\n' * (3 * 2**20 // 17))  # three chunks
+    arch = tmp_path / "arch"
+    with pytest.raises(OSError, match="deadline passed") as caught:
+        archive_transcript(big, arch, "s1", clock=lambda: FIXED, cancel=_CancelAfter(checks))
+    assert caught.value.errno == errno.ECANCELED
+    assert list((arch / "s1").iterdir()) == []
+    # through pre_compact: the copy is abandoned and so is the work after it
+    payload = {**_base(big, "PreCompact"), "session_id": "s1"}
+    result = pre_compact(payload, archive_dir=arch, clock=lambda: FIXED, cancel=_CancelAfter(1))
+    assert result.archive is None and "deadline passed" in (result.archive_error or "")
+    assert list((arch / "s1").iterdir()) == []
+
+
+def test_the_deadline_cancels_the_work_and_waits_for_it_to_clean_up(tmp_path: Path) -> None:
+    log = tmp_path / "hooks.log"
+    scratch = tmp_path / ".scratch.ctxwise-00000000.tmp"
+    cancel = threading.Event()
+
+    def writes(_: str) -> str:
+        scratch.write_text("half")
+        try:
+            cancel.wait(TIMEOUT)
+            return "late"
+        finally:
+            scratch.unlink()
+
+    out = run_hook(
+        "pre-compact", writes, lambda: "{}", deadline=0.05, log=log, cancel=cancel, grace=TIMEOUT
+    )
+    assert out == "" and cancel.is_set()
+    assert not scratch.exists()
+    assert "deadline of 0.05s passed" in log.read_text()
+
+
+def test_the_pre_compact_hook_removes_its_copy_when_the_deadline_passes(
+    session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `hook pre-compact` on a 2 GiB transcript left a 1.27 GB temporary file when its
+    # deadline passed: the copy went on in a thread the exit then killed
+    import ctxwise.integrations.claude_code_hooks as hooks
+    from ctxwise.cli import app
+    from tests._cli import runner
+
+    arch = tmp_path / "arch"
+    started: list[Path] = []
+    release = threading.Event()  # ends a copy no deadline cancels, after the checks
+
+    def slow_copy(transcript: Any, archive_dir: Any, session_id: str, **kw: Any) -> Path:
+        cancel = kw.get("cancel") or release
+        folder = Path(archive_dir) / session_id
+        folder.mkdir(parents=True)
+        tmp = folder / ".20260301T123005.123456Z.ctxwise-0123abcd.tmp"
+        tmp.write_bytes(b"part of a long copy")
+        started.append(tmp)
+        try:
+            while not cancel.wait(0.01):  # a chunk at a time, until the deadline
+                pass
+            raise OSError(errno.ECANCELED, "the hook's deadline passed")
+        finally:
+            tmp.unlink()
+
+    monkeypatch.setattr(hooks, "archive_transcript", slow_copy)
+    monkeypatch.setattr(hooks, "CLEANUP_GRACE", float(TIMEOUT), raising=False)
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("CTXWISE_HOOK_LOG", str(log))
+    payload = {**_base(session, "PreCompact"), "session_id": "s1", "trigger": "auto"}
+    args = ["hook", "pre-compact", "--archive", str(arch), "--deadline", "0.05"]
+    try:
+        result = runner.invoke(app, args, input=json.dumps(payload))
+        left = [p.name for p in (arch / "s1").iterdir()]  # when the hook has returned
+    finally:
+        release.set()
+    assert result.exit_code == 0 and result.stdout == ""
+    assert started and left == []
+    assert "deadline of 0.05s passed" in log.read_text()
+
+
+def _archive_copy(arch: Path, session_id: str, stamp: str, size: int) -> Path:
+    folder = arch / session_id
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{stamp}.jsonl"
+    path.write_bytes(b"x" * size)
+    return path
+
+
+def test_the_archive_folder_keeps_within_its_cap_oldest_first(
+    session: Path, tmp_path: Path
+) -> None:
+    arch = tmp_path / "arch"
+    oldest = _archive_copy(arch, "other", "20250101T000000.000000Z", 1000)
+    old = _archive_copy(
+        arch, "7f1c2a9e-0000-4000-8000-000000000001", "20250601T000000.000000Z", 1000
+    )
+    recent = _archive_copy(arch, "other", "20260201T000000.000000Z", 1000)
+    newer = _archive_copy(arch, "third", "20270101T000000.000000Z", 1000)  # after this copy
+    notes = arch / "other" / "notes.txt"  # not an archive copy: never counted or removed
+    notes.write_bytes(b"n" * 10_000)
+    size = session.stat().st_size
+    payload = {**_base(session, "PreCompact"), "trigger": "auto"}
+    cap = size + 2000  # this copy, the newer one and one older copy
+    result = pre_compact(payload, archive_dir=arch, clock=lambda: FIXED, archive_max_bytes=cap)
+    assert result.archive is not None and result.archive.stat().st_size == size
+    assert result.pruned == (oldest, old)  # by the time in their names, any session
+    assert not oldest.exists() and not old.exists()
+    assert recent.exists() and newer.exists() and notes.exists()
+    # one copy over the cap alone is kept: the one just written is never removed
+    again = pre_compact(payload, archive_dir=arch, clock=lambda: FIXED, archive_max_bytes=1)
+    assert again.archive is not None and again.archive.exists()
+    assert again.pruned == (recent, result.archive)
+    assert newer.exists()
+    # 0: no cap
+    third = pre_compact(payload, archive_dir=arch, clock=lambda: FIXED, archive_max_bytes=0)
+    assert third.pruned == () and again.archive.exists()
+
+
+def test_the_cli_default_cap_is_the_librarys() -> None:
+    import inspect
+
+    from ctxwise.cli._util import parse_size
+    from ctxwise.cli.hook import pre_compact_cmd
+    from ctxwise.integrations.claude_code_hooks import DEFAULT_ARCHIVE_MAX_BYTES
+
+    default = inspect.signature(pre_compact_cmd).parameters["archive_max_bytes"].default
+    assert parse_size(default, "--archive-max-bytes") == DEFAULT_ARCHIVE_MAX_BYTES == 2**30
+
+
+def test_the_hook_caps_the_archive_from_its_command_line(
+    session: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwise.cli import app
+    from tests._cli import runner
+
+    arch = tmp_path / "arch"
+    old = _archive_copy(arch, "other", "20250101T000000.000000Z", 5000)
+    log = tmp_path / "hooks.log"
+    monkeypatch.setenv("CTXWISE_HOOK_LOG", str(log))
+    payload = json.dumps({**_base(session, "PreCompact"), "trigger": "auto"})
+    args = ["hook", "pre-compact", "--archive", str(arch), "--deadline", str(TIMEOUT)]
+    kept = runner.invoke(app, [*args, "--archive-max-bytes", "1GiB"], input=payload)
+    assert kept.exit_code == 0 and "DO NOT create any beads" in kept.stdout
+    assert old.exists()
+    capped = runner.invoke(app, [*args, "--archive-max-bytes", "1KB"], input=payload)
+    assert capped.exit_code == 0 and "DO NOT create any beads" in capped.stdout
+    assert not old.exists()
+    copies = sorted((arch / _base(session, "x")["session_id"]).glob("*.jsonl"))
+    assert len(copies) == 1  # the earlier copy of this run went too; the new one stays
+    bad = runner.invoke(app, [*args, "--archive-max-bytes", "lots"], input=payload)
+    assert bad.exit_code == 0 and bad.stdout == ""  # a hook never blocks: logged
+    assert "--archive-max-bytes takes a size" in log.read_text()
+
+
+def test_a_copy_sweeps_the_temporaries_a_killed_hook_left(session: Path, tmp_path: Path) -> None:
+    arch = tmp_path / "arch"
+    folder = arch / "s1"
+    folder.mkdir(parents=True)
+    now = FIXED.timestamp()
+    left = {
+        ".20260301T000000.000000Z.ctxwise-0123abcd.tmp": now - 3601,  # stale: removed
+        ".20260301T000000.000000Z.k3j_9x2a.tmp": now - 3601,  # an earlier version's
+        ".20260301T123000.000000Z.ctxwise-89abcdef.tmp": now - 60,  # a live copy's
+        ".hidden-note.tmp": now - 86_400,  # not ctxwise's
+    }
+    for name, mtime in left.items():
+        (folder / name).write_bytes(b"part")
+        os.utime(folder / name, (mtime, mtime))
+    copy = archive_transcript(session, arch, "s1", clock=lambda: FIXED)
+    assert {p.name for p in folder.iterdir()} == {
+        copy.name,
+        ".20260301T123000.000000Z.ctxwise-89abcdef.tmp",
+        ".hidden-note.tmp",
+    }
+    # the hook sweeps every session's folder: a session that never compacts again
+    # would keep its killed copy for good
+    other = arch / "other"
+    other.mkdir()
+    killed = other / ".20260201T000000.000000Z.ctxwise-0123abcd.tmp"
+    killed.write_bytes(b"part")
+    os.utime(killed, (now - 3601, now - 3601))
+    payload = {**_base(session, "PreCompact"), "session_id": "s1"}
+    assert pre_compact(payload, archive_dir=arch, clock=lambda: FIXED).archive is not None
+    assert list(other.iterdir()) == []

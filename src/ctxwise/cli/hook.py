@@ -8,8 +8,9 @@ Code reads back (see :mod:`ctxwise.integrations.claude_code_hooks`):
   prompt replaced by the task followed by the transcript chunks it needs;
 - ``subagent-start`` (``SubagentStart``): JSON with the same selection as
   ``additionalContext`` (at most 10,000 characters);
-- ``pre-compact`` (``PreCompact``): archives the transcript and prints, as plain
-  text, the standing rules and case facts the summary must keep;
+- ``pre-compact`` (``PreCompact``): archives the transcript (the archive folder
+  kept within ``--archive-max-bytes``, oldest copies removed first) and prints, as
+  plain text, the standing rules and case facts the summary must keep;
 - ``session-start`` (``SessionStart``, matcher ``compact``): JSON with the rules
   and case facts as ``additionalContext``.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -60,6 +62,15 @@ DeadlineOpt = Annotated[
 ArchiveOpt = Annotated[
     Path | None,
     typer.Option("--archive", help="Archive folder (default ~/.ctxwise/archive)."),
+]
+ArchiveMaxOpt = Annotated[
+    str,
+    typer.Option(
+        "--archive-max-bytes",
+        metavar="SIZE",
+        help="The most the archive folder holds; the oldest copies go first (bytes, or "
+        "with KB, MB, GB, KiB, MiB, GiB; 0: no cap).",
+    ),
 ]
 
 
@@ -107,10 +118,15 @@ def _json(data: object) -> str:
     return "" if data is None else json.dumps(data, allow_nan=False) + "\n"
 
 
-def _run(event: str, handler: Callable[[str], str], deadline: float) -> None:
+def _run(
+    event: str,
+    handler: Callable[[str], str],
+    deadline: float,
+    cancel: threading.Event | None = None,
+) -> None:
     from ctxwise.integrations.claude_code_hooks import run_hook
 
-    text = run_hook(event, handler, _stdin, deadline=deadline)
+    text = run_hook(event, handler, _stdin, deadline=deadline, cancel=cancel)
     if text:  # UTF-8, as Claude Code reads it (lone surrogates escaped)
         data = text.encode("utf-8", errors="backslashreplace")
         buffer = getattr(sys.stdout, "buffer", None)
@@ -161,18 +177,29 @@ def pre_compact_cmd(
     archive: ArchiveOpt = None,
     extractor: ExtractorOpt = Extractor.prose,
     deadline: DeadlineOpt = 5.0,
+    archive_max_bytes: ArchiveMaxOpt = "1GiB",
 ) -> None:
     """PreCompact: archive the transcript; print the rules and facts the summary keeps."""
+    cancel = threading.Event()  # set at the deadline: the copy stops and leaves no file
 
     def handle(payload: str) -> str:
+        from ctxwise.cli._util import parse_size
         from ctxwise.integrations.claude_code_hooks import log_hook_failure, pre_compact
 
-        result = pre_compact(payload, archive_dir=archive, extractor=extractor.value)
+        cap = archive_max_bytes.strip()
+        most = 0 if cap == "0" else parse_size(cap, "--archive-max-bytes")
+        result = pre_compact(
+            payload,
+            archive_dir=archive,
+            extractor=extractor.value,
+            archive_max_bytes=most,
+            cancel=cancel,
+        )
         if result.archive_error is not None:  # the rules still go to the summary
             log_hook_failure("pre-compact", result.archive_error)
         return result.instructions
 
-    _run("pre-compact", handle, deadline)
+    _run("pre-compact", handle, deadline, cancel)
 
 
 @hook_app.command("session-start")

@@ -21,9 +21,11 @@ Claude Code runs a hook command with a JSON payload on stdin and reads its stdou
   transcript (of the same ``subagent_type`` when ``agent_type`` is given).
 - ``PreCompact``: ``trigger`` (``manual`` | ``auto``) and ``custom_instructions``.
   :func:`pre_compact` copies the transcript into the archive
-  (``<archive>/<session_id>/<UTC timestamp>.jsonl``, never replacing a file) and
-  returns the standing rules and case facts the summary must keep; Claude Code
-  appends a PreCompact hook's stdout to the compaction instructions.
+  (``<archive>/<session_id>/<UTC timestamp>.jsonl``, never replacing a file; the
+  oldest copies are removed to keep the archive within
+  :data:`DEFAULT_ARCHIVE_MAX_BYTES`) and returns the standing rules and case facts
+  the summary must keep; Claude Code appends a PreCompact hook's stdout to the
+  compaction instructions.
 - ``SessionStart``: ``source`` (``startup`` | ``resume`` | ``clear`` | ``compact``).
   With ``compact``, :func:`session_start` re-injects the rules and case facts as
   ``hookSpecificOutput.additionalContext``.
@@ -48,11 +50,11 @@ line in the hook log (:func:`hook_log_path`: ``$CTXWISE_HOOK_LOG``, else
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
-import shutil
-import tempfile
+import stat
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -63,7 +65,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ctxwise._io import parse_json, read_user_file, replace_file
+from ctxwise._io import (
+    parse_json,
+    read_user_file,
+    replace_file,
+    sweep_stale_once,
+    temporary_name,
+)
 from ctxwise.errors import FormatError, OutputError, UsageError
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
@@ -75,6 +83,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ADDITIONAL_CONTEXT_CAP",
+    "CLEANUP_GRACE",
+    "DEFAULT_ARCHIVE_MAX_BYTES",
     "DEFAULT_DEADLINE",
     "DEFAULT_HOOK_TIMEOUT",
     "HOOK_EVENTS",
@@ -97,6 +107,7 @@ __all__ = [
     "log_hook_failure",
     "merge_settings",
     "pre_compact",
+    "prune_archives",
     "run_hook",
     "session_start",
     "standing_context",
@@ -110,6 +121,18 @@ replaced by a preview and a file path)."""
 
 DEFAULT_DEADLINE = 5.0
 """Seconds a hook works before it gives up and lets Claude Code go on unchanged."""
+
+CLEANUP_GRACE = 1.0
+"""Seconds a hook given a ``cancel`` event waits, once its deadline has passed, for
+its work to stop and remove what it left half-written (the ``pre-compact`` copy's
+temporary file) before the process exits."""
+
+DEFAULT_ARCHIVE_MAX_BYTES = 2**30
+"""The most bytes the ``pre-compact`` archive folder holds (1 GiB): after each copy,
+the oldest copies (of any session) are removed until the folder is within it. The
+copy just written, and any newer one, is never removed, so one transcript larger
+than the cap is kept alone. ``hook pre-compact --archive-max-bytes`` changes it
+(``0``: no cap)."""
 
 DEFAULT_HOOK_TIMEOUT = 30
 """The ``timeout`` (seconds) :func:`hook_settings` gives each hook: well above
@@ -519,6 +542,12 @@ def _safe_name(session_id: str) -> str:
     return name if name.strip(".") else "unknown-session"
 
 
+_ARCHIVE_NAME = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)(?:-(\d+))?\.jsonl")
+_LEGACY_TMP = re.compile(r"\.\d{8}T\d{6}\.\d{6}Z\.[a-z0-9_]{8}\.tmp")
+"""The temporary copies of earlier versions (``tempfile.mkstemp``), swept like today's."""
+_COPY_CHUNK = 1 << 20
+
+
 def _claim(tmp: Path, target_dir: Path, stem: str) -> Path:
     """Move ``tmp`` to ``<stem>.jsonl`` (or ``<stem>-N.jsonl``) without replacing a file."""
     for n in range(1000):
@@ -533,11 +562,20 @@ def _claim(tmp: Path, target_dir: Path, stem: str) -> Path:
             except FileExistsError:
                 continue
             os.close(fd)
-            os.replace(tmp, final)
+            try:
+                os.replace(tmp, final)
+            except BaseException:  # no empty copy left under the reserved name
+                with contextlib.suppress(OSError):
+                    final.unlink()
+                raise
             return final
         tmp.unlink()
         return final
     raise UsageError(f"no free archive name for {stem} in {target_dir}")
+
+
+def _cancelled(tmp: Path) -> OSError:
+    return OSError(errno.ECANCELED, "the hook's deadline passed; copy abandoned", str(tmp))
 
 
 def archive_transcript(
@@ -546,35 +584,129 @@ def archive_transcript(
     session_id: str,
     *,
     clock: Clock = _utc_now,
+    cancel: threading.Event | None = None,
 ) -> Path:
     """Copy ``transcript`` to ``<archive_dir>/<session_id>/<UTC timestamp>.jsonl`` and
     return the copy's path.
 
-    The copy is written under a temporary name in that folder and then linked to
-    its final name, so a reader never sees half a file, and an existing file is
+    The copy is written under a temporary name in that folder
+    (``.<timestamp>.ctxwise-<hex>.tmp``, readable by its owner only) and then linked
+    to its final name, so a reader never sees half a file, and an existing file is
     never replaced (a second archive in the same microsecond gets ``-1``, ``-2``…).
-    The session id keeps only ``A-Z a-z 0-9 . _ -``.
+    The session id keeps only ``A-Z a-z 0-9 . _ -``. Whatever stops the copy (an
+    error, ``cancel`` set: it is checked between chunks of 1 MiB and before the
+    copy is linked into place), the temporary file is removed. Temporary files a
+    killed process left in that folder are removed first once they are
+    :data:`ctxwise._io.STALE_TEMP_AGE` old by ``clock``.
 
     Raises:
         FormatError: the transcript cannot be read.
+        OSError: the copy cannot be written; ``errno.ECANCELED`` when ``cancel`` was
+            set. No file is left of it.
     """
     src = Path(transcript)
     if not src.is_file():
         raise FormatError(str(src), "no such transcript file")
     target = Path(archive_dir) / _safe_name(session_id)
     target.mkdir(parents=True, exist_ok=True)
-    stamp = clock().astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    fd, name = tempfile.mkstemp(prefix=f".{stamp}.", suffix=".tmp", dir=target)
-    tmp = Path(name)
+    now = clock()
+    sweep_stale_once(target, clock=now.timestamp, also=_LEGACY_TMP)
+    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        tmp = target / temporary_name(stamp)
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - 100 collisions of 32 random bits
+        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(target))
     try:
         with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-            shutil.copyfileobj(inp, out)
+            while chunk := inp.read(_COPY_CHUNK):
+                if cancel is not None and cancel.is_set():
+                    raise _cancelled(tmp)
+                out.write(chunk)
             out.flush()
             os.fsync(out.fileno())
+        if cancel is not None and cancel.is_set():
+            raise _cancelled(tmp)
         return _claim(tmp, target, stamp)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def _archive_key(name: str) -> tuple[str, int] | None:
+    """``(timestamp, N)`` of an archive copy's name (``<stamp>.jsonl``,
+    ``<stamp>-N.jsonl``), the order they were written in; None for any other name."""
+    m = _ARCHIVE_NAME.fullmatch(name)
+    return (m.group(1), int(m.group(2) or 0)) if m else None
+
+
+def prune_archives(archive_dir: str | Path, max_bytes: int, keep: str | Path) -> list[Path]:
+    """Remove the oldest archive copies under ``archive_dir`` (every session's folder)
+    until they hold at most ``max_bytes`` in all, and return the paths removed.
+
+    Only copies named as :func:`archive_transcript` names them and written before
+    ``keep`` (the copy just written) are removed: ``keep`` and newer copies stay,
+    even when they alone pass ``max_bytes``. ``max_bytes`` 0 removes nothing.
+    Order is by the UTC timestamp in the names, not by the clock of the file
+    system; a copy that cannot be removed is skipped.
+    """
+    if max_bytes < 0:
+        raise UsageError(f"max_bytes must be 0 (no cap) or more, got {max_bytes}")
+    kept = _archive_key(Path(keep).name)
+    if max_bytes == 0 or kept is None:
+        return []
+    copies: list[tuple[tuple[str, int], str, Path, int]] = []
+    total = 0
+    base = Path(archive_dir)
+    try:
+        folders = [e for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder.path))
+        except OSError:
+            continue
+        for e in entries:
+            key = _archive_key(e.name)
+            if key is None:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                continue
+            total += st.st_size
+            if key < kept:
+                copies.append((key, folder.name, Path(e.path), st.st_size))
+    removed: list[Path] = []
+    for _, _, path, size in sorted(copies):
+        if total <= max_bytes:
+            break
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed.append(path)
+    return removed
+
+
+def _sweep_archive(archive_dir: Path, clock: Clock) -> None:
+    """Sweep every session folder of the archive for the temporary copies killed
+    hooks left (each copy sweeps its own folder; a session that never compacts
+    again would keep another's)."""
+    now = clock().timestamp()
+    with contextlib.suppress(OSError), os.scandir(archive_dir) as entries:
+        folders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
+        for folder in folders:
+            sweep_stale_once(folder, clock=lambda: now, also=_LEGACY_TMP)
 
 
 def _latest_archive(archive_dir: Path, session_id: str) -> Path | None:
@@ -607,6 +739,8 @@ class PreCompactResult:
     instructions: str
     trigger: str | None
     archive_error: str | None = None
+    pruned: tuple[Path, ...] = ()
+    """Older copies removed to keep the archive folder within its cap."""
 
 
 def pre_compact(
@@ -615,13 +749,21 @@ def pre_compact(
     archive_dir: str | Path | None = None,
     extractor: str = "prose",
     clock: Clock = _utc_now,
+    archive_max_bytes: int = DEFAULT_ARCHIVE_MAX_BYTES,
+    cancel: threading.Event | None = None,
 ) -> PreCompactResult:
     """Archive the transcript, then find the rules and case facts the summary keeps.
 
     The archive is written first, so it exists even when the transcript does not
     parse. An archive that cannot be written (:class:`OSError`) does not stop the
     rules and facts from being found: the result has ``archive`` None and the
-    reason in ``archive_error``.
+    reason in ``archive_error``. After a copy is written, the oldest copies are
+    removed until the archive folder holds at most ``archive_max_bytes``
+    (:func:`prune_archives`; ``0``: no cap); ``pruned`` lists them; temporary
+    copies killed hooks left in any session's folder are removed once they are
+    :data:`ctxwise._io.STALE_TEMP_AGE` old by ``clock``. ``cancel`` (set by
+    :func:`run_hook` when the deadline passes) stops the copy, which then leaves no
+    file, and the work after it.
 
     Raises:
         FormatError: the payload is not a PreCompact payload, or the transcript
@@ -629,14 +771,24 @@ def pre_compact(
     """
     p = _parse(PreCompactPayload, payload, "PreCompact")
     base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
+    if archive_max_bytes < 0:
+        raise UsageError(f"archive_max_bytes must be 0 (no cap) or more, got {archive_max_bytes}")
     copy: Path | None = None
     problem: str | None = None
+    pruned: list[Path] = []
     try:
-        copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock)
+        copy = archive_transcript(p.transcript_path, base, p.session_id, clock=clock, cancel=cancel)
     except OSError as exc:
         problem = f"archive not written to {base}: {exc.strerror or exc}"
+    if copy is not None:
+        pruned = prune_archives(base, archive_max_bytes, copy)
+        _sweep_archive(base, clock)
+    if cancel is not None and cancel.is_set():
+        return PreCompactResult(copy, "", p.trigger, problem, tuple(pruned))
     rules, facts = standing_context(_read(p.transcript_path), extractor=extractor)
-    return PreCompactResult(copy, keep_instructions(rules, facts), p.trigger, problem)
+    return PreCompactResult(
+        copy, keep_instructions(rules, facts), p.trigger, problem, tuple(pruned)
+    )
 
 
 def session_start(
@@ -709,16 +861,21 @@ def run_hook(
     deadline: float = DEFAULT_DEADLINE,
     log: Path | None = None,
     clock: Clock = _utc_now,
+    cancel: threading.Event | None = None,
+    grace: float | None = None,
 ) -> str:
     """What the hook prints: ``handler(read_payload())``, or ``""`` on any failure.
 
     The handler runs in a daemon thread. When it raises, its error is logged and
-    ``""`` returned. When it is still running after ``deadline`` seconds, ``""`` is
-    returned at once and a ``deadline`` line logged: Claude Code goes on with the
+    ``""`` returned. When it is still running after ``deadline`` seconds, a
+    ``deadline`` line is logged and ``""`` returned: Claude Code goes on with the
     tool call, compaction or session unchanged, and the unfinished work is abandoned
-    when the process exits (a ``pre-compact`` archive copy cut off this way leaves at
-    most a hidden ``.<timestamp>.*.tmp`` file in the archive folder, never a partial
-    ``.jsonl``).
+    when the process exits. A handler that writes files is given ``cancel``: at the
+    deadline it is set, and the hook waits up to ``grace`` seconds (default
+    :data:`CLEANUP_GRACE`; less when the handler returns sooner) for the handler to
+    stop and remove what it left half-written, so a ``pre-compact`` copy cut off
+    this way leaves no temporary file; one a killed process left is swept by the
+    next copy into that folder.
     """
     out: list[str] = []
     err: list[BaseException] = []
@@ -733,6 +890,9 @@ def run_hook(
     thread.start()
     thread.join(max(0.05, deadline))
     if thread.is_alive():
+        if cancel is not None:
+            cancel.set()
+            thread.join(max(0.0, CLEANUP_GRACE if grace is None else grace))
         log_hook_failure(
             event, f"deadline of {deadline:g}s passed; left unchanged", log=log, clock=clock
         )
