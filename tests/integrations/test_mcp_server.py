@@ -371,3 +371,72 @@ def test_a_bad_setup_fails_before_serving(tmp_path: Path, args: list[str], says:
     assert run.returncode == 2
     assert run.stdout == ""
     assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+UNPARSEABLE = {
+    "lone surrogate": b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}',
+    "deep nesting": b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": '
+    + b"[" * 100_000
+    + b"]" * 100_000
+    + b"}}",
+    "batch array": b'[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]',
+    "cut short": b'{"jsonrpc": "2.0", "id": 1, "method": "pi',
+}
+
+
+def test_an_unparseable_line_is_not_answered_but_the_next_request_is(tmp_path: Path) -> None:
+    # the mcp SDK's stdio transport drops a line that does not validate as one
+    # JSON-RPC message, without the -32700 / -32600 reply JSON-RPC asks for (mcp
+    # 2.3): a client waiting on that request's id needs its own timeout (docs:
+    # integrations/mcp.md, "Errors"). The server itself stays up and answers the
+    # next request. An error reply, should the SDK send one, is accepted.
+    from tests._children import child_line
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ctxwise.cli", "mcp", "--store", "memory"],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert child.stdin is not None and child.stdout is not None
+
+    def send(line: bytes) -> None:
+        assert child.stdin is not None
+        child.stdin.write(line + b"\n")
+        child.stdin.flush()
+
+    def reply() -> dict[str, Any]:
+        text = child_line(child)  # type: ignore[arg-type]
+        assert text, "the server closed its output"
+        data: dict[str, Any] = json.loads(text)
+        return data
+
+    try:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+        send(json.dumps(init).encode())
+        assert reply()["id"] == 0
+        send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        for n, (name, line) in enumerate(UNPARSEABLE.items(), start=100):
+            send(line)
+            send(json.dumps({"jsonrpc": "2.0", "id": n, "method": "ping"}).encode())
+            got = reply()
+            while got.get("id") != n:  # only an error reply may come before the ping's
+                assert "error" in got, (name, got)
+                got = reply()
+            assert got == {"jsonrpc": "2.0", "id": n, "result": {}}, name
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
+        child.stdin.close()
+        child.stdout.close()
