@@ -1239,6 +1239,7 @@ class PostgresStore(Store):
                         "exact_max": EXACT_MAX_ITEMS,
                         **params,
                     },
+                    binary=True,  # the vectors come back as float32 bytes, not text to parse
                 )
             rows = cur.fetchall()
         if not rows:
