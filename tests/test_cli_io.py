@@ -497,9 +497,12 @@ def test_inspect_refuses_a_transcript_over_the_default_limit_unread(tmp_path: Pa
     path = tmp_path / "huge.jsonl"
     with path.open("wb") as f:  # sparse: reading it would take the whole size in memory
         f.truncate(MAX_TRANSCRIPT_BYTES + 1)
-    for command in ("inspect", "clear", "compact", "replay"):
+    for command in ("inspect", "clear", "compact", "replay", "handoff select"):
         args = _commands(path, tmp_path / "out.json")[command]
         assert_usage_error(run(*args), str(path), "256.0 MiB", "--max-input-bytes")
+    # the flag the message names is one the command has
+    args = [*_commands(SHORT, tmp_path / "out.json")["handoff select"], "--max-input-bytes", "1KiB"]
+    assert_usage_error(run(*args), "over the limit of 1,024 bytes", "--max-input-bytes")
 
 
 def test_max_input_bytes_lowers_and_raises_the_limit(data_dir: Path) -> None:

@@ -28,6 +28,7 @@ from ctxwise.cli._eval import (
 )
 from ctxwise.cli._progress import progress
 from ctxwise.cli._util import (
+    MaxIdOpt,
     _buffered_console,
     _guard,
     _num_col,
@@ -35,9 +36,11 @@ from ctxwise.cli._util import (
     _table,
     _text_col,
     _write,
+    max_input_bytes,
+    max_input_option,
 )
 from ctxwise.errors import BudgetError, FormatError, UsageError
-from ctxwise.formats import FORMATS
+from ctxwise.formats import FORMATS, MAX_ID_CHARS, MAX_TRANSCRIPT_BYTES
 
 if TYPE_CHECKING:
     from ctxwise.handoff.select import Handoff
@@ -107,6 +110,10 @@ def select_cmd(
         str, typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.")
     ] = "auto",
     index: Annotated[int, typer.Option(help="Which transcript of a multi-transcript file.")] = 0,
+    max_input: Annotated[
+        str | None, max_input_option("a transcript file", MAX_TRANSCRIPT_BYTES)
+    ] = None,
+    max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     as_json: Annotated[
         bool, typer.Option("--json", help='Print {"prompt": …, "report": …} as JSON.')
     ] = False,
@@ -123,7 +130,12 @@ def select_cmd(
         if format not in FORMATS:
             raise UsageError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}")
         ctr = get_counter(counter)
-        items = read_transcript_file(transcript, format).transcripts  # type: ignore[arg-type]
+        items = read_transcript_file(
+            transcript,
+            format,  # type: ignore[arg-type]
+            max_bytes=max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES),
+            max_id_chars=max_id_chars,
+        ).transcripts
         if not -len(items) <= index < len(items):
             raise UsageError(
                 f"{transcript} holds {len(items)} transcript(s); --index {index} is out of range"
