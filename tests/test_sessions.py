@@ -183,3 +183,43 @@ def test_a_lone_surrogate_is_stored_and_read_back(
     assert make_sessions().log("s")[0]["content"][0]["text"] == broken
     with pytest.raises(UsageError, match="lone surrogate"):
         store.commit("bad\udc00", 0, _commit(0, [_row("x", 0)], ["x"], 1))
+
+
+def test_tool_ids_are_added_by_commits_and_kept_once(
+    make_sessions: Callable[[], SessionStore],
+) -> None:
+    # a commit writes the ids it adds (issue 33: they were in the state row, which
+    # every turn rewrote whole); an id given twice, or again later, is kept once
+    store = make_sessions()
+    odd = ["toolu_1", "call a/b", "nul \x00 id", "broken \ud83d", "東京"]
+    store.commit("s", 0, SessionCommit({"format": 1}, 0, [], [], tool_ids=[*odd, "toolu_1"]))
+    with pytest.raises(SessionConflictError):  # a stale commit adds none
+        store.commit("s", 0, SessionCommit({}, 0, [], [], tool_ids=["stale"]))
+    store.commit("s", 1, SessionCommit({"format": 1}, 0, [], [], tool_ids=["toolu_1", "t2"]))
+    assert make_sessions().load("s").tool_ids == frozenset([*odd, "t2"])
+    assert store.load("s").state == {"format": 1}
+    assert store.load("other").tool_ids == frozenset()
+    with pytest.raises(UsageError, match="tool_ids are a list of strings"):
+        store.commit("s", 2, SessionCommit({}, 0, [], [], tool_ids="t3"))
+    assert store.version("s") == 2
+
+
+def test_a_span_of_the_log_is_read_alone(make_sessions: Callable[[], SessionStore]) -> None:
+    store = make_sessions()
+    store.commit("s", 0, _commit(0, [], ["a", "b", "c", "d"], None))
+
+    def texts(start: int = 0, stop: int | None = None) -> list[str]:
+        return [m["content"][0]["text"] for m in store.log("s", start, stop)]
+
+    assert texts() == texts(0, None) == ["a", "b", "c", "d"]
+    assert (texts(1, 3), texts(3), texts(2, 2), texts(3, 1), texts(9)) == (
+        ["b", "c"],
+        ["d"],
+        [],
+        [],
+        [],
+    )
+    assert texts(0, 2**70) == texts() and texts(2**70) == []  # past any integer SQL holds
+    for bad in ((-1, None), (0, -2), (True, None), (0, 1.5), ("1", None)):
+        with pytest.raises(UsageError, match=r"log (start|stop) is a non-negative integer"):
+            store.log("s", *bad)

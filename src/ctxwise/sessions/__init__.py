@@ -1,6 +1,6 @@
 """Where the Engine keeps sessions: a versioned row per session, written in one transaction.
 
-A session is stored as four things:
+A session is stored as five things:
 
 - a **state** row (JSON: case facts, rules, counters, the last route) with a
   ``version`` that every commit raises by one;
@@ -12,7 +12,14 @@ A session is stored as four things:
 - the **log**: every message the session was ever given, verbatim and
   append-only. It is the archive: clearing and compaction edit the live history,
   never the log, and the log is written in the same transaction as the edit;
-- one **trace** per turn (:class:`ctxwise.trace.Trace` as JSON).
+- one **trace** per turn (:class:`ctxwise.trace.Trace` as JSON);
+- the **tool ids**: every tool call id the session used, one row each, so a
+  reused id can be refused (append-only too).
+
+A commit writes what changed and nothing more: the state row, the history rows
+from the first one that changed, and the new log, trace and tool id rows. What a
+turn writes does not grow with the session's length; a session's whole log is
+read only when asked for (:meth:`SessionStore.log`, which can read a span of it).
 
 :meth:`SessionStore.commit` applies all of it atomically, and only if the stored
 version is still the one the caller read (optimistic concurrency). Otherwise it

@@ -1,9 +1,9 @@
 """The PostgreSQL session store (extra ``postgres``; see :mod:`ctxwise.sessions`).
 
-Four tables in the store's schema (``ctxwise`` by default), beside the memory
-store's: ``sessions`` (one row per session: version, state as ``jsonb``, log
-length), ``session_history``, ``session_log`` and ``session_turns``, plus
-``session_migrations``. A commit runs in one transaction that first locks the
+Five tables in the store's schema (``ctxwise`` by default), beside the memory
+store's: ``sessions`` (one row per session: version, state, log length),
+``session_history``, ``session_log``, ``session_turns`` and ``session_tool_ids``,
+plus ``session_migrations``. A commit runs in one transaction that first locks the
 session's row (``SELECT … FOR UPDATE``; a new session is inserted with ``ON
 CONFLICT DO NOTHING`` and re-read), so two writers of one session serialize and
 the version check cannot be raced. Texts are stored as ``text`` (JSON with NUL
@@ -31,6 +31,8 @@ from ctxwise.sessions.store import (
     SessionStore,
     check_keep,
     check_session_id,
+    check_span,
+    check_tool_ids,
     dumps,
     loads,
 )
@@ -63,7 +65,19 @@ _MIGRATIONS: tuple[tuple[str, str], ...] = (
             PRIMARY KEY (session_id, turn))
         """,
     ),
+    (
+        # the tool call ids a session used, one row each (the id as JSON text), so a
+        # turn adds its own instead of rewriting every id in the state row
+        "002_session_tool_ids",
+        """
+        CREATE TABLE IF NOT EXISTS {schema}.session_tool_ids (
+            session_id text NOT NULL, tool_id text NOT NULL,
+            PRIMARY KEY (session_id, tool_id))
+        """,
+    ),
 )
+
+INT64_MAX = 2**63 - 1
 
 
 def _one_line(e: BaseException) -> str:
@@ -159,6 +173,10 @@ class PostgresSessionStore(SessionStore):
                 ),
                 (session_id,),
             ).fetchall()
+            ids = c.execute(
+                self._sql("SELECT tool_id FROM {schema}.session_tool_ids WHERE session_id = %s"),
+                (session_id,),
+            ).fetchall()
         if row is None:
             return SessionSnapshot(session_id, 0, {}, (), 0)
         where = f"session {session_id!r}"
@@ -169,7 +187,14 @@ class PostgresSessionStore(SessionStore):
             for i, (m, t, o) in enumerate(rows)
         )
         state = self._json(row[1], f"{where}: state")
-        return SessionSnapshot(session_id, int(row[0]), state, history, int(row[2]))
+        tool_ids = [self._json(r[0], f"{where}: tool id") for r in ids]
+        if not all(isinstance(i, str) for i in tool_ids):
+            raise SessionStoreError(
+                f"PostgreSQL schema {self.schema!r}: {where}: damaged: a tool id is not a string"
+            )
+        return SessionSnapshot(
+            session_id, int(row[0]), state, history, int(row[2]), frozenset(tool_ids)
+        )
 
     def _json(self, text: str, what: str) -> Any:
         return loads(text, what, f"PostgreSQL schema {self.schema!r}")
@@ -180,6 +205,7 @@ class PostgresSessionStore(SessionStore):
         history = [(dumps(dict(r.message)), r.tokens, r.origin) for r in change.history]
         log = [dumps(dict(m)) for m in change.log]
         trace = dumps(dict(change.trace)) if change.trace is not None else None
+        ids = [(session_id, dumps(i)) for i in check_tool_ids(change.tool_ids)]
         with self._db() as c, c.transaction():
             c.execute(
                 self._sql(
@@ -227,6 +253,13 @@ class PostgresSessionStore(SessionStore):
                     self._sql("INSERT INTO {schema}.session_log VALUES (%s, %s, %s)"),
                     [(session_id, log_length + i, m) for i, m in enumerate(log)],
                 )
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO {schema}.session_tool_ids VALUES (%s, %s) "
+                        "ON CONFLICT DO NOTHING"
+                    ),
+                    ids,
+                )
             if trace is not None:
                 c.execute(
                     self._sql("INSERT INTO {schema}.session_turns VALUES (%s, %s, %s)"),
@@ -246,15 +279,20 @@ class PostgresSessionStore(SessionStore):
             ).fetchall()
         return [self._json(r[1], f"session {session_id!r}: trace of turn {r[0]}") for r in rows]
 
-    def log(self, session_id: str) -> list[dict[str, Any]]:
+    def log(self, session_id: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         check_session_id(session_id)
+        start, stop = check_span(start, stop)
         with self._db() as c:
             rows = c.execute(
                 self._sql(
                     "SELECT seq, message FROM {schema}.session_log WHERE session_id = %s "
-                    "ORDER BY seq"
+                    "AND seq >= %s AND seq < %s ORDER BY seq"
                 ),
-                (session_id,),
+                (
+                    session_id,
+                    min(start, INT64_MAX),
+                    INT64_MAX if stop is None else min(stop, INT64_MAX),
+                ),
             ).fetchall()
         return [self._json(r[1], f"session {session_id!r}: log message {r[0]}") for r in rows]
 

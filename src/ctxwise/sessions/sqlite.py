@@ -19,11 +19,15 @@ from ctxwise.sessions.store import (
     SessionStore,
     check_keep,
     check_session_id,
+    check_span,
+    check_tool_ids,
     dumps,
     loads,
 )
 
 __all__ = ["SQLiteSessionStore"]
+
+INT64_MAX = 2**63 - 1
 
 _SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
     (
@@ -41,6 +45,16 @@ _SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
         CREATE TABLE IF NOT EXISTS ctxwise_session_turns (
             session_id TEXT NOT NULL, turn INTEGER NOT NULL, trace TEXT NOT NULL,
             PRIMARY KEY (session_id, turn));
+        """,
+    ),
+    (
+        # the tool call ids a session used, one row each (the id as JSON text), so a
+        # turn adds its own instead of rewriting every id in the state row
+        "002_session_tool_ids",
+        """
+        CREATE TABLE IF NOT EXISTS ctxwise_session_tool_ids (
+            session_id TEXT NOT NULL, tool_id TEXT NOT NULL,
+            PRIMARY KEY (session_id, tool_id)) WITHOUT ROWID;
         """,
     ),
 )
@@ -131,6 +145,10 @@ class SQLiteSessionStore(SessionStore):
                     "WHERE session_id = ? ORDER BY pos",
                     (session_id,),
                 ).fetchall()
+                ids = c.execute(
+                    "SELECT tool_id FROM ctxwise_session_tool_ids WHERE session_id = ?",
+                    (session_id,),
+                ).fetchall()
             finally:
                 c.execute("COMMIT")
         if row is None:
@@ -145,8 +163,21 @@ class SQLiteSessionStore(SessionStore):
         except (TypeError, ValueError) as e:  # a count that is not a number
             raise SessionStoreError(f"session store {self.path!r}: {where}: damaged: {e}") from e
         return SessionSnapshot(
-            session_id, version, self._json(row[1], f"{where}: state"), history, log_length
+            session_id,
+            version,
+            self._json(row[1], f"{where}: state"),
+            history,
+            log_length,
+            self._tool_ids([r[0] for r in ids], where),
         )
+
+    def _tool_ids(self, texts: list[str], where: str) -> frozenset[str]:
+        ids = [self._json(t, f"{where}: tool id") for t in texts]
+        if not all(isinstance(i, str) for i in ids):
+            raise SessionStoreError(
+                f"session store {self.path!r}: {where}: damaged: a tool id is not a string"
+            )
+        return frozenset(ids)
 
     def _json(self, text: str, what: str) -> Any:
         return loads(text, what, f"session store {self.path!r}")
@@ -157,6 +188,7 @@ class SQLiteSessionStore(SessionStore):
         history = [(dumps(dict(r.message)), r.tokens, r.origin) for r in change.history]
         log = [dumps(dict(m)) for m in change.log]
         trace = dumps(dict(change.trace)) if change.trace is not None else None
+        ids = [(session_id, dumps(i)) for i in check_tool_ids(change.tool_ids)]
         with self._db() as c:
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -197,6 +229,7 @@ class SQLiteSessionStore(SessionStore):
                         "INSERT INTO ctxwise_session_turns VALUES (?, ?, ?)",
                         (session_id, change.turn if change.turn is not None else new, trace),
                     )
+                c.executemany("INSERT OR IGNORE INTO ctxwise_session_tool_ids VALUES (?, ?)", ids)
                 c.execute("COMMIT")
             except BaseException:
                 c.execute("ROLLBACK")
@@ -212,12 +245,18 @@ class SQLiteSessionStore(SessionStore):
             ).fetchall()
         return [self._json(r[1], f"session {session_id!r}: trace of turn {r[0]}") for r in rows]
 
-    def log(self, session_id: str) -> list[dict[str, Any]]:
+    def log(self, session_id: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         check_session_id(session_id)
+        start, stop = check_span(start, stop)
         with self._db() as c:
             rows = c.execute(
-                "SELECT seq, message FROM ctxwise_session_log WHERE session_id = ? ORDER BY seq",
-                (session_id,),
+                "SELECT seq, message FROM ctxwise_session_log WHERE session_id = ? "
+                "AND seq >= ? AND seq < ? ORDER BY seq",
+                (
+                    session_id,
+                    min(start, INT64_MAX),
+                    INT64_MAX if stop is None else min(stop, INT64_MAX),
+                ),
             ).fetchall()
         return [self._json(r[1], f"session {session_id!r}: log message {r[0]}") for r in rows]
 

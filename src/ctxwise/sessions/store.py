@@ -57,20 +57,26 @@ class HistoryRow:
 
 @dataclass(frozen=True, slots=True)
 class SessionSnapshot:
-    """A session as stored at ``version`` (0: never written)."""
+    """A session as stored at ``version`` (0: never written), with every tool call
+    id its commits recorded (``tool_ids``)."""
 
     session_id: str
     version: int
     state: Mapping[str, Any]
     history: tuple[HistoryRow, ...]
     log_length: int
+    tool_ids: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class SessionCommit:
     """What one turn writes: the new state, the live history from position ``keep``
-    on (rows before ``keep`` are unchanged), messages appended to the log, and the
-    turn's trace (``None``: a commit that only records messages)."""
+    on (rows before ``keep`` are unchanged), messages appended to the log, the
+    turn's trace (``None``: a commit that only records messages), and the tool call
+    ids the session uses from now on (added to the stored ones, each kept once).
+
+    Everything a commit writes is what changed: the log, the traces and the tool
+    ids only grow, so a turn's write does not grow with the session's length."""
 
     state: Mapping[str, Any]
     keep: int
@@ -78,6 +84,7 @@ class SessionCommit:
     log: Sequence[Mapping[str, Any]]
     trace: Mapping[str, Any] | None = None
     turn: int | None = None
+    tool_ids: Sequence[str] = ()
 
 
 def dumps(value: Any) -> str:
@@ -106,6 +113,25 @@ def loads(text: str, what: str, store: str) -> Any:
         raise SessionStoreError(
             f"{store}: {what} is not valid JSON ({e}); the store is damaged"
         ) from e
+
+
+def check_span(start: object, stop: object) -> tuple[int, int | None]:
+    """A log span's bounds: ``start`` a non-negative int, ``stop`` one or ``None``
+    (to the end)."""
+
+    def bound(name: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageError(f"log {name} is a non-negative integer, got {value!r}")
+        return value
+
+    return bound("start", start), None if stop is None else bound("stop", stop)
+
+
+def check_tool_ids(ids: Sequence[str]) -> list[str]:
+    """A commit's tool ids: strings (each stored once, as JSON text)."""
+    if isinstance(ids, str) or any(not isinstance(i, str) for i in ids):
+        raise UsageError(f"a commit's tool_ids are a list of strings, got {ids!r}")
+    return list(dict.fromkeys(ids))
 
 
 def check_keep(keep: object, length: int, session_id: str) -> None:
@@ -141,8 +167,10 @@ class SessionStore(ABC):
         """Every turn's trace, in turn order."""
 
     @abstractmethod
-    def log(self, session_id: str) -> list[dict[str, Any]]:
-        """Every message the session was given, in order (neutral JSON)."""
+    def log(self, session_id: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
+        """The messages the session was given, in order (neutral JSON): every one, or
+        those at log positions ``start`` up to ``stop`` (excluded; ``None``: to the end),
+        read without the rest."""
 
     @abstractmethod
     def sessions(self) -> list[str]:
@@ -178,10 +206,15 @@ class _MemSession:
     history: list[HistoryRow] = field(default_factory=list)
     log: list[Mapping[str, Any]] = field(default_factory=list)
     traces: list[Mapping[str, Any]] = field(default_factory=list)
+    tool_ids: set[str] = field(default_factory=set)
 
 
 class InMemorySessionStore(SessionStore):
-    """Sessions in process memory: the reference backend (thread-safe)."""
+    """Sessions in process memory: the reference backend (thread-safe).
+
+    A commit changes its session in place under the lock, once every check has
+    passed: the log, the traces and the tool ids grow by what the commit adds (they
+    are not copied whole), and every read copies what it returns under the lock."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -197,7 +230,12 @@ class InMemorySessionStore(SessionStore):
         with self._lock:
             s = self._sessions.get(session_id, _MemSession())
             return SessionSnapshot(
-                session_id, s.version, json.loads(dumps(s.state)), tuple(s.history), len(s.log)
+                session_id,
+                s.version,
+                json.loads(dumps(s.state)),
+                tuple(s.history),
+                len(s.log),
+                frozenset(s.tool_ids),
             )
 
     def commit(self, session_id: str, expected_version: int, change: SessionCommit) -> int:
@@ -208,30 +246,39 @@ class InMemorySessionStore(SessionStore):
         rows = [HistoryRow(_copy(dict(r.message)), r.tokens, r.origin) for r in change.history]
         log = [_copy(dict(m)) for m in change.log]
         trace = [_copy(dict(change.trace))] if change.trace is not None else []
+        ids = check_tool_ids(change.tool_ids)
         with self._lock:
-            s = self._sessions.get(session_id, _MemSession())
-            if s.version != expected_version:
-                raise SessionConflictError(session_id, expected=expected_version, found=s.version)
-            check_keep(change.keep, len(s.history), session_id)
-            new = _MemSession(
-                s.version + 1,
-                payload,
-                s.history[: change.keep] + rows,
-                s.log + log,
-                s.traces + trace,
-            )
-            self._sessions[session_id] = new
-            return new.version
+            s = self._sessions.get(session_id)
+            found = s.version if s is not None else 0
+            if found != expected_version:
+                raise SessionConflictError(session_id, expected=expected_version, found=found)
+            check_keep(change.keep, len(s.history) if s is not None else 0, session_id)
+            if s is None:
+                s = self._sessions[session_id] = _MemSession()
+            # nothing below can fail: the session changes whole or not at all
+            s.version += 1
+            s.state = payload
+            del s.history[change.keep :]
+            s.history.extend(rows)
+            s.log.extend(log)
+            s.traces.extend(trace)
+            s.tool_ids.update(ids)
+            return s.version
 
     def traces(self, session_id: str) -> list[dict[str, Any]]:
         check_session_id(session_id)
-        s = self._sessions.get(session_id)
-        return [] if s is None else [json.loads(dumps(t)) for t in s.traces]
+        with self._lock:
+            s = self._sessions.get(session_id)
+            held = [] if s is None else list(s.traces)
+        return [json.loads(dumps(t)) for t in held]
 
-    def log(self, session_id: str) -> list[dict[str, Any]]:
+    def log(self, session_id: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         check_session_id(session_id)
-        s = self._sessions.get(session_id)
-        return [] if s is None else [json.loads(dumps(m)) for m in s.log]
+        start, stop = check_span(start, stop)
+        with self._lock:
+            s = self._sessions.get(session_id)
+            held = [] if s is None else s.log[start:stop]
+        return [json.loads(dumps(m)) for m in held]
 
     def sessions(self) -> list[str]:
         with self._lock:  # a commit adding a session mid-iteration raised RuntimeError
