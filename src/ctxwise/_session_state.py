@@ -5,7 +5,7 @@ store's state row::
 
     {"format": 1, "facts": {CaseFacts.to_dict()}, "rules": {Rules.to_dict()},
      "system": [str, ...], "turns": int, "compactions": int, "clears": int,
-     "remembered": int, "tool_ids": [str, ...],
+     "remembered": int,
      "route": null | {"origin": int | null, "trace": {RouteTrace as JSON}},
      "gate_rules": [PolicyRule.to_dict(), ...],
      "loaded_tools": [[server, name], ...],
@@ -18,11 +18,17 @@ refused, and ``facts`` / ``rules`` are read by
 :meth:`Rules.from_dict <ctxwise.memory.facts.Rules.from_dict>`, so they are
 checked exactly as anywhere else. The route memo's ``trace`` stays a mapping
 (the Engine validates it as a ``RouteTrace`` when it reuses it).
+
+The session's tool call ids are not in the state row: the store keeps them one
+row each (``SessionCommit.tool_ids``), so a turn writes its new ids, not all of
+them. A state written before then may still hold ``"tool_ids": [str, ...]``: they
+are read, and moved to the store's rows by the session's next commit
+(:class:`ToolIds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, ConfigDict, Field, NonNegativeInt, ValidationError
@@ -31,7 +37,7 @@ from ctxwise._schema import PersistedModel, as_dict, describe, versions
 from ctxwise.errors import FormatError
 from ctxwise.memory.facts import CaseFacts, Rules
 
-__all__ = ["STATE_FORMAT", "RouteMemo", "SessionState", "parse_state"]
+__all__ = ["STATE_FORMAT", "RouteMemo", "SessionState", "ToolIds", "parse_state"]
 
 STATE_FORMAT: Literal[1] = 1
 
@@ -72,6 +78,7 @@ class SessionState(PersistedModel):
     clears: NonNegativeInt = 0
     remembered: NonNegativeInt = 0
     tool_ids: list[str] = Field(default_factory=list)
+    """Tool call ids, in a state written before the store kept them apart."""
     route: RouteMemo | None = None
     gate_rules: list[dict[str, Any]] = Field(default_factory=list)
     """Policy rules compiled from rules stated in this session (``PolicyRule.to_dict``)."""
@@ -102,3 +109,57 @@ def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:
         return SessionState.model_validate(as_dict(data))
     except ValidationError as exc:
         raise FormatError(where, describe(exc)) from None
+
+
+class ToolIds:
+    """Every tool call id a session used (a reused one is refused): a set that only
+    grows, whose copies share what they hold.
+
+    A turn works on a copy of the session, so copying must not cost the whole set:
+    a copy sees the first ``len`` ids of a shared list, and an id it adds is
+    appended to that list, unless another copy appended first (a turn applied
+    again after a conflict or an error), in which case it takes a list of its own.
+    :meth:`unsaved` lists the ids added since :meth:`saved`: what the next commit
+    writes to the store (``SessionCommit.tool_ids``), never the ones before."""
+
+    __slots__ = ("_at", "_ids", "_n", "_saved")
+
+    def __init__(self, stored: Iterable[str] = (), unsaved: Iterable[str] = ()) -> None:
+        self._ids: list[str] = []
+        self._at: dict[str, int] = {}
+        self._n = 0
+        for tool_id in stored:
+            self.add(tool_id)
+        self._saved = self._n
+        for tool_id in unsaved:
+            self.add(tool_id)
+
+    def __contains__(self, tool_id: object) -> bool:
+        return isinstance(tool_id, str) and self._at.get(tool_id, self._n) < self._n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, tool_id: str) -> None:
+        if tool_id in self:
+            return
+        if self._n != len(self._ids):  # another copy appended after this one's ids
+            self._ids = self._ids[: self._n]
+            self._at = {t: i for i, t in enumerate(self._ids)}
+        self._at[tool_id] = self._n
+        self._ids.append(tool_id)
+        self._n += 1
+
+    def copy(self) -> ToolIds:
+        """A copy that shares the ids held so far (no id is copied)."""
+        new = ToolIds.__new__(ToolIds)
+        new._ids, new._at, new._n, new._saved = self._ids, self._at, self._n, self._saved
+        return new
+
+    def unsaved(self) -> list[str]:
+        """The ids added since the last :meth:`saved` (or since loading)."""
+        return self._ids[self._saved : self._n]
+
+    def saved(self) -> None:
+        """The ids held so far are in the store."""
+        self._saved = self._n

@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ctxwise._session_state import STATE_FORMAT, parse_state
+from ctxwise._session_state import STATE_FORMAT, ToolIds, parse_state
 from ctxwise.assembly import Budget, Section, SectionStatus, assemble
 from ctxwise.compaction import Compaction, CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
@@ -206,7 +206,7 @@ class _Session:
     compactions: int = 0
     clears: int = 0
     remembered: int = 0
-    tool_ids: set[str] = field(default_factory=set)
+    tool_ids: ToolIds = field(default_factory=ToolIds)
     route: dict[str, Any] | None = None
     gate_rules: list[dict[str, Any]] = field(default_factory=list)
     loaded_tools: list[tuple[str, str]] = field(default_factory=list)
@@ -215,6 +215,10 @@ class _Session:
     """Each history message encoded for the render target (kept in memory only)."""
     counted_by: str | None = None
     """The counter and render that counted ``tokens`` (``SessionState.counted_by``)."""
+    recalled: tuple[tuple[object, ...], tuple[Section, ...]] | None = None
+    """The latest recall: what it depends on (the query, the first live log
+    position, how much of the log memory holds) and its sections (kept in memory
+    only): a turn that asks the same of the same memory reuses them."""
 
     def copy(self) -> _Session:
         return _Session(
@@ -231,13 +235,14 @@ class _Session:
             self.compactions,
             self.clears,
             self.remembered,
-            set(self.tool_ids),
+            self.tool_ids.copy(),
             None if self.route is None else dict(self.route),
             [dict(r) for r in self.gate_rules],
             list(self.loaded_tools),
             [dict(e) for e in self.tool_events],
             None if self.encoded is None else list(self.encoded),
             self.counted_by,
+            self.recalled,
         )
 
     def state(self) -> dict[str, Any]:
@@ -250,7 +255,6 @@ class _Session:
             "compactions": self.compactions,
             "clears": self.clears,
             "remembered": self.remembered,
-            "tool_ids": sorted(self.tool_ids),
             "route": self.route,
             "gate_rules": self.gate_rules,
             "loaded_tools": [list(k) for k in self.loaded_tools],
@@ -621,7 +625,9 @@ class Engine:
             st.compactions,
             st.clears,
             st.remembered,
-            set(st.tool_ids),
+            # the ids a state row held (written before the store kept them apart) move
+            # to the store on the next commit
+            ToolIds(sorted(snap.tool_ids), [i for i in st.tool_ids if i not in snap.tool_ids]),
             None if st.route is None else st.route.model_dump(),
             [dict(r) for r in st.gate_rules],
             [(str(a), str(b)) for a, b in st.loaded_tools],
@@ -716,7 +722,9 @@ class Engine:
             work = base.copy()
             log = change(work)
             keep = len(base.history)
-            commit = SessionCommit(work.state(), keep, self._rows(work, keep), log)
+            commit = SessionCommit(
+                work.state(), keep, self._rows(work, keep), log, tool_ids=work.tool_ids.unsaved()
+            )
             try:
                 work.version = self.sessions.commit(session_id, base.version, commit)
             except SessionConflictError:
@@ -724,6 +732,7 @@ class Engine:
                 if attempt + 1 == self.max_attempts:
                     raise
                 continue
+            work.tool_ids.saved()
             self._cache[session_id] = work
             return work.version
         raise AssertionError("unreachable")  # pragma: no cover
@@ -1089,6 +1098,7 @@ class Engine:
                 if expected_version is not None or attempt == self.max_attempts:
                     raise
                 continue
+            work.tool_ids.saved()
             self._cache[session_id] = work
             if unanswered and warn_unanswered:  # said once committed: done as asked
                 warnings.warn(UnansweredTurnWarning(session_id), stacklevel=2)
@@ -1298,7 +1308,7 @@ class Engine:
         if self.memory is None or upto <= session.remembered:
             return 0
         start = session.remembered
-        raw = self.sessions.log(session.session_id)[start:upto]
+        raw = self.sessions.log(session.session_id, start, upto)  # that span, not the log
         originals = neutral.decode_messages(raw, start)
         body = [(start + i, m) for i, m in enumerate(originals) if m.role != "system"]
         if not body:
@@ -1325,8 +1335,21 @@ class Engine:
             return []
         live = [o for o in session.origins if o is not None]
         first_live = min(live) if live else session.log_length
+        # the session's memory changes only when a compaction remembers turns (the
+        # log up to session.remembered is in it): a turn that routes the same query
+        # with the same live history (a tool result's turn) reuses the last recall
+        key = (query, first_live, session.remembered)
+        if session.recalled is not None and session.recalled[0] == key:
+            return list(session.recalled[1])
+        found = self._recalled(self.memory, session, query, first_live)
+        session.recalled = (key, tuple(found))
+        return found
+
+    def _recalled(
+        self, store: Store, session: _Session, query: str, first_live: int
+    ) -> list[Section]:
         memory = LongTermMemory(
-            self.memory,
+            store,
             self._namespace(session.session_id),
             self.embedder,
             preset=self.config.memory.preset,
@@ -1667,7 +1690,13 @@ class Engine:
         )
         keep = 0 if recounted else min(changed_from, len(base.history))
         change = SessionCommit(
-            work.state(), keep, self._rows(work, keep), log, trace.to_dict(), work.turns
+            work.state(),
+            keep,
+            self._rows(work, keep),
+            log,
+            trace.to_dict(),
+            work.turns,
+            work.tool_ids.unsaved(),
         )
         return work, change, TurnResult(request, trace, neutral_window, headers)
 
