@@ -25,8 +25,24 @@ Stores: the embedded default (a SQLite file in a temporary folder) and
 compact, growing no faster than linearly (``growth``: p50 at 2 × the size over
 p50 at the size, per doubling; linear is 2).
 
+Long session (issue 33: per-turn cost flat in session length). The same three
+sessions back to back ``LONG_COPIES`` times (tool ids suffixed per copy), driven
+turn by turn as ``ctxwise replay`` drives a recording (everything new before each
+assistant message), into one session per store with the default config and a
+budget of ``LONG_BUDGET`` tokens: the history is cleared and compacted as it
+grows, compacted turns are remembered and recalled, so the live history stays
+bounded while the log, the memory, the traces and the tool ids grow with every
+turn. Every copy is timed; a row is one copy (434 turns): the first (turns 1-434,
+a session of about 400 turns) and the last (turns 3,039-3,472), the same messages
+at a session length 8 times longer. Per row: p50 and p99 of the turns that neither
+clear nor compact (``no edit``; of those, the turns of a new user message, whose
+recall searches the memory anew, apart), and of the clearing and the compacting
+turns apart (their count sets the phase of a copy: an edit's cost follows the
+live history, not the session's length). ``ratio``: the last copy over the first.
+Target (issue 33): p50 and p99 of the no-edit turns within 1.5 × at 3,000+ turns.
+
 Run: ``.venv/bin/python benchmarks/bench_engine.py``; writes
-``benchmarks/results/bench_engine.json``. About a minute.
+``benchmarks/results/bench_engine.json``. About five minutes.
 """
 
 from __future__ import annotations
@@ -36,18 +52,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import long_sessions, print_table, require, say, scaled, summarize_ns, write_results
+from _common import (
+    _suffix_ids,
+    long_sessions,
+    print_table,
+    require,
+    say,
+    scaled,
+    summarize_ns,
+    write_results,
+)
 from ctxwise import CharCounter
 from ctxwise.config import EngineConfig
 from ctxwise.engine import Engine
 from ctxwise.formats import anthropic, read_transcript
 from ctxwise.messages import Message, Transcript
+from ctxwise.replay import _turns as replay_turns  # the turns `ctxwise replay` runs
 
 SIZES = (10_000, 50_000, 100_000, 200_000)
 TURNS = 60
 COMPACT_RUNS = 3
 TARGET_MS = 5.0
 COUNTER = CharCounter()
+LONG_COPIES = 8
+LONG_BUDGET = 100_000
+LONG_TARGET = 1.5
 
 
 def follow_ups(sessions: list[Transcript], n: int) -> list[tuple[Message, Message]]:
@@ -109,12 +138,161 @@ def time_baseline(prefix: Transcript, runs: int = 21) -> list[int]:
     return samples
 
 
+def long_turns(sessions: list[Transcript], copies: int) -> list[list[Message]]:
+    """The turns of ``sessions`` back to back ``copies`` times (tool ids suffixed
+    ``~COPY.SESSION``), as replay runs them."""
+    messages = [
+        _suffix_ids(m, f"~{c}.{i}")
+        for c in range(copies)
+        for i, t in enumerate(sessions)
+        for m in t.messages
+    ]
+    return [list(new) for _, _, new in replay_turns(messages)]
+
+
+def time_long(store: str, turns: list[list[Message]]) -> list[dict[str, Any]]:
+    """Each turn's time (ns) and what it did: cleared, compacted, a new question."""
+    out = []
+    with engine_for(store, LONG_BUDGET) as engine:
+        for new in turns:
+            start = time.perf_counter_ns()
+            result = engine.turn("long", new, warn_unanswered=False)
+            ns = time.perf_counter_ns() - start
+            out.append(
+                {
+                    "ns": ns,
+                    "cleared": result.trace.cleared is not None,
+                    "compacted": result.trace.compacted is not None,
+                    "asked": any(
+                        m.role == "user" and m.kind == "message" and m.text.strip() for m in new
+                    ),
+                }
+            )
+    return out
+
+
+def long_row(store: str, copy: int, first: int, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    def stats(picked: list[dict[str, Any]]) -> dict[str, float] | None:
+        return summarize_ns([t["ns"] for t in picked]) if picked else None
+
+    plain = [t for t in turns if not t["cleared"] and not t["compacted"]]
+    return {
+        "store": store,
+        "copy": copy,
+        "first_turn": first,
+        "last_turn": first + len(turns) - 1,
+        "no_edit": stats(plain),
+        "no_edit_same_question": stats([t for t in plain if not t["asked"]]),
+        "no_edit_new_question": stats([t for t in plain if t["asked"]]),
+        "clearing": stats([t for t in turns if t["cleared"] and not t["compacted"]]),
+        "compacting": stats([t for t in turns if t["compacted"]]),
+    }
+
+
+def long_session(sessions: list[Transcript], tmp: str) -> dict[str, Any]:
+    turns = long_turns(sessions, LONG_COPIES)
+    per_copy = len(turns) // LONG_COPIES
+    say(f"long session: {len(turns):,} turns ({LONG_COPIES} copies of {per_copy})")
+    copies: list[dict[str, Any]] = []
+    for kind in ("sqlite", "memory"):
+        store = f"sqlite:///{Path(tmp) / 'long.db'}" if kind == "sqlite" else "memory"
+        timed = time_long(store, turns)
+        for c in range(LONG_COPIES):
+            part = timed[c * per_copy : (c + 1) * per_copy]
+            copies.append(long_row(kind, c + 1, c * per_copy + 1, part))
+    rows = []
+    for kind in ("sqlite", "memory"):
+        first, last = (r for r in copies if r["store"] == kind and r["copy"] in (1, LONG_COPIES))
+        for row in (first, last):
+            rows.append(
+                {
+                    **row,
+                    "ratio_p50": row["no_edit"]["p50_ms"] / first["no_edit"]["p50_ms"],
+                    "ratio_p99": row["no_edit"]["p99_ms"] / first["no_edit"]["p99_ms"],
+                }
+            )
+    met = all(r["ratio_p50"] <= LONG_TARGET and r["ratio_p99"] <= LONG_TARGET for r in rows)
+    return {
+        "copies": LONG_COPIES,
+        "turns": len(turns),
+        "budget": LONG_BUDGET,
+        "target_ratio": LONG_TARGET,
+        "target_met": met,
+        "rows": rows,
+        "per_copy": copies,
+    }
+
+
+def fmt(stats: dict[str, float] | None, key: str = "p50_ms") -> str:
+    return "-" if stats is None else f"{stats[key]:.2f}"
+
+
+def print_long(long: dict[str, Any]) -> None:
+    print_table(
+        f"Long session: {long['turns']:,} turns, budget {long['budget']:,} tokens (ms)",
+        [
+            "store",
+            "turns",
+            "no edit n",
+            "p50",
+            "p99",
+            "same question p99",
+            "new question p50",
+            "clearing n",
+            "p50",
+            "compacting n",
+            "p50",
+            "ratio p50",
+            "ratio p99",
+        ],
+        [
+            [
+                r["store"],
+                f"{r['first_turn']:,}-{r['last_turn']:,}",
+                r["no_edit"]["n"],
+                fmt(r["no_edit"]),
+                fmt(r["no_edit"], "p99_ms"),
+                fmt(r["no_edit_same_question"], "p99_ms"),
+                fmt(r["no_edit_new_question"]),
+                0 if r["clearing"] is None else r["clearing"]["n"],
+                fmt(r["clearing"]),
+                0 if r["compacting"] is None else r["compacting"]["n"],
+                fmt(r["compacting"]),
+                f"{r['ratio_p50']:.2f}",
+                f"{r['ratio_p99']:.2f}",
+            ]
+            for r in long["rows"]
+        ],
+    )
+    print_table(
+        "Long session, every copy: no-edit turns (ms)",
+        ["store", "turns", "p50", "p99", "same question p99", "new question p50", "clearing n"],
+        [
+            [
+                r["store"],
+                f"{r['first_turn']:,}-{r['last_turn']:,}",
+                fmt(r["no_edit"]),
+                fmt(r["no_edit"], "p99_ms"),
+                fmt(r["no_edit_same_question"], "p99_ms"),
+                fmt(r["no_edit_new_question"]),
+                0 if r["clearing"] is None else r["clearing"]["n"],
+            ]
+            for r in long["per_copy"]
+        ],
+    )
+    say(
+        f"target: no-edit p50 and p99 at {long['turns']:,} turns within {LONG_TARGET} x "
+        f"the first copy: {'met' if long['target_met'] else 'NOT met'}"
+    )
+
+
 def main() -> None:
     sessions = [read_transcript(require(p)) for p in long_sessions()]
     pairs = follow_ups(sessions, TURNS)
     added = sum(COUNTER.count_messages(pair) for pair in pairs)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
+        long = long_session(sessions, tmp)
         for size in SIZES:
             prefix = scaled(sessions, size)
             tokens = COUNTER.count_messages(prefix.messages)
@@ -175,6 +353,7 @@ def main() -> None:
         ],
     )
     say(f"target p50 <= {TARGET_MS} ms at 100k tokens (no edit): {'met' if met else 'NOT met'}")
+    print_long(long)
     write_results(
         "bench_engine",
         {
@@ -183,6 +362,7 @@ def main() -> None:
             "target_ms": TARGET_MS,
             "target_met": met,
             "rows": rows,
+            "long_session": long,
         },
     )
 

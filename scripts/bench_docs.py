@@ -63,6 +63,66 @@ def engine(d: dict[str, Any]) -> str:
             ],
             rows,
         )
+        + engine_long(d.get("long_session"))
+    )
+
+
+def engine_long(long: dict[str, Any] | None) -> str:
+    """The long-session rows of bench_engine (issue 33), when the results hold them."""
+    if long is None:
+        return ""
+
+    def ms(stats: dict[str, Any] | None, key: str = "p50_ms") -> str:
+        return "-" if stats is None else f"{stats[key]:.2f}"
+
+    def n(stats: dict[str, Any] | None) -> int:
+        return 0 if stats is None else int(stats["n"])
+
+    rows = [
+        [
+            r["store"],
+            f"{r['first_turn']:,}–{r['last_turn']:,}",
+            n(r["no_edit"]),
+            ms(r["no_edit"]),
+            ms(r["no_edit"], "p99_ms"),
+            ms(r["no_edit_same_question"], "p99_ms"),
+            f"{n(r['no_edit_new_question'])}: {ms(r['no_edit_new_question'])}",
+            f"{n(r['clearing'])}: {ms(r['clearing'])}",
+            f"{n(r['compacting'])}: {ms(r['compacting'])}",
+            f"{r['ratio_p50']:.2f}",
+            f"{r['ratio_p99']:.2f}",
+        ]
+        for r in long["rows"]
+    ]
+    met = "met" if long["target_met"] else "not met"
+    return (
+        f"\n\n**Long session** ({long['turns']:,} turns: the three sessions back to back "
+        f"{long['copies']} times, replayed turn by turn into one session with budget "
+        f"{long['budget']:,}, so the history is cleared and compacted and compacted turns "
+        "are recalled). A row is one copy of the three sessions: the first (a session of "
+        "about 400 turns) and the last, the same messages at 8 times the session's "
+        "length. `no edit`: turns that neither clear nor compact; `same question`: those "
+        "of them that route the same user message as the turn before (a tool result's "
+        "turn), `new question`: those with a new user message, whose recall searches the "
+        "session's memory anew (count: p50). Clearing and compacting turns apart (count: "
+        "p50). `ratio`: no-edit p50 and p99 over the first copy's; target "
+        f"≤ {long['target_ratio']} × at 3,000+ turns: **{met}**.\n\n"
+        + table(
+            [
+                "store",
+                "turns",
+                "no edit n",
+                "p50 ms",
+                "p99 ms",
+                "same question p99 ms",
+                "new question p50 ms",
+                "clearing p50 ms",
+                "compacting p50 ms",
+                "ratio p50",
+                "ratio p99",
+            ],
+            rows,
+        )
     )
 
 
