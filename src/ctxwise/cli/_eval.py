@@ -27,6 +27,7 @@ __all__ = [
     "NoEmbeddingCacheOpt",
     "PresetOpt",
     "check_preset",
+    "embedder_report",
     "open_embedder",
     "print_skipped",
 ]
@@ -83,6 +84,11 @@ class EvalEmbedder:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+
+
+def embedder_report(used: EvalEmbedder | None) -> dict[str, Any]:
+    """``used.report()``, or the same keys as null for a command that embedded nothing."""
+    return used.report() if used is not None else {"embedder": None, "embedding_cache": None}
 
 
 def check_preset(preset: str, embedder: str) -> None:

@@ -13,6 +13,7 @@ from ctxwise.cli._eval import (
     EmbeddingCacheOpt,
     EvalEmbedder,
     NoEmbeddingCacheOpt,
+    embedder_report,
     open_embedder,
 )
 from ctxwise.cli._progress import progress
@@ -276,11 +277,7 @@ def eval_routing_cmd(
                 ).to_dict()
             return {
                 **result,
-                **(
-                    used.report()
-                    if used is not None
-                    else {"embedder": None, "embedding_cache": None}
-                ),
+                **embedder_report(used),
                 "head": (head or "nearest") if scorer == "embedding" else None,
                 "latency_queries": min(latency_queries, len(test_rows)),
                 "train_rows": len(rows),

@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
-from ctxwise.cli._eval import EmbeddingCacheOpt, NoEmbeddingCacheOpt, open_embedder
+from ctxwise.cli._eval import (
+    EmbeddingCacheOpt,
+    NoEmbeddingCacheOpt,
+    embedder_report,
+    open_embedder,
+)
 from ctxwise.cli._progress import progress, scaled
 from ctxwise.cli._util import (
     _buffered_console,
@@ -315,9 +320,7 @@ def eval_tools_cmd(
                 base = evaluate_tool_search(
                     plain_bm25(cat), rows, ks, progress=scaled(report, 1, 2)
                 ).to_dict()
-            described = (
-                used.report() if used is not None else {"embedder": None, "embedding_cache": None}
-            )
+            described = embedder_report(used)
         finally:
             if used is not None:
                 used.close()
