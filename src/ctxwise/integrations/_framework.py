@@ -6,58 +6,45 @@ in a session)."""
 from __future__ import annotations
 
 import importlib.metadata
-import re
 from collections.abc import Iterable, Sequence
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 
 from ctxwise.errors import IntegrationError, MissingDependencyError
 
 __all__ = ["require_framework", "without_texts"]
 
 
-def _release(version: str) -> tuple[int, ...]:
-    """The release numbers of a version string (``1.5.2rc1`` → ``(1, 5, 2)``)."""
-    out = []
-    for part in version.split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        out.append(int(m.group()))
-        if m.group() != part:
-            break
-    return tuple(out)
-
-
-def _holds(version: tuple[int, ...], clause: str) -> bool:
-    m = re.fullmatch(r"(>=|<=|<|>|==)\s*([0-9][0-9.]*)", clause.strip())
-    if not m:
-        raise ValueError(f"bad version clause {clause!r}")
-    op, bound = m.group(1), _release(m.group(2))
-    width = max(len(version), len(bound))
-    a = version + (0,) * (width - len(version))
-    b = bound + (0,) * (width - len(bound))
-    return {
-        ">=": a >= b,
-        "<=": a <= b,
-        "<": a < b,
-        ">": a > b,
-        "==": a == b,
-    }[op]
-
-
 def require_framework(distribution: str, supported: str, extra: str, purpose: str) -> str:
-    """The installed version of ``distribution`` when it is within ``supported``
-    (comma-separated clauses such as ``">=1.5,<2"``).
+    """The installed version of ``distribution`` when it is within ``supported``, a PEP 440
+    specifier set such as ``">=1.5,<2"`` (read by ``packaging``).
+
+    A pre-release or development release is outside every range that does not name one
+    itself, as pip chooses versions: ``2.0rc1`` is refused by ``">=1.5,<2"`` and ``1.5rc1`` by
+    ``">=1.5"``. A version that is not PEP 440 is outside every range.
 
     Raises:
         MissingDependencyError: it is not installed (naming ``pip install -e '.[extra]'``).
         IntegrationError: (reason ``"version"``) it is installed outside ``supported``.
+            (reason ``"config"``) ``supported`` is not a specifier set.
     """
+    try:
+        spec = SpecifierSet(supported)
+    except InvalidSpecifier:
+        raise IntegrationError(
+            distribution, "config", f"{purpose} names a bad version range {supported!r}"
+        ) from None
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
         raise MissingDependencyError(distribution, extra, purpose) from None
-    release = _release(version)
-    if not all(_holds(release, clause) for clause in supported.split(",")):
+    try:
+        # explicit: packaging's own default for pre-releases changed between releases
+        within = spec.contains(Version(version), prereleases=bool(spec.prereleases))
+    except InvalidVersion:
+        within = False
+    if not within:
         raise IntegrationError(
             distribution,
             "version",
