@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import UsageError
-from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann
+from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann, _sqlite_lexical
 from ctxwise.memory import sqlite as sqlite_module
 from ctxwise.memory.sqlite import SCHEMA_VERSION
 from ctxwise.memory.store import fts_tokens
@@ -189,8 +189,8 @@ def test_bounded_lexical_search_invariants(
         store.put_many(other, [NewItem(t) for t in _corpus(200, 3)])
     query = " ".join(words)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sqlite_module, "LEXICAL_CAP", 40)
-        mp.setattr(sqlite_module, "STOP_WINDOW", 100)
+        mp.setattr(_sqlite_lexical, "LEXICAL_CAP", 40)
+        mp.setattr(_sqlite_lexical, "STOP_WINDOW", 100)
         got = store.lexical_search(ns, query, k)
     assert 0 < len(got) <= k
     assert all(it.namespace == ns and set(fts_tokens(it.text)) & set(words) for it, _ in got)
@@ -207,7 +207,7 @@ def test_bounded_lexical_search_finds_the_rows_with_every_term(tmp_path: Path) -
     texts[1234] = "mia osaka broken router refund"
     store.put_many(ns, [NewItem(t) for t in texts])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sqlite_module, "LEXICAL_CAP", 100)
+        mp.setattr(_sqlite_lexical, "LEXICAL_CAP", 100)
         top = store.lexical_search(ns, "refund for the broken router mia osaka", 5)
     assert top[0][0].seq == 1234
     assert top[0][1] == pytest.approx(_exact(store, ns, "refund broken router mia osaka", 1)[0])

@@ -71,30 +71,35 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import math
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any, TypeAlias
 
 try:
     import fcntl
 except ImportError:  # Windows: exclusive() holds against this process only
     fcntl = None  # type: ignore[assignment]
 
+from ctxwise._migrations import Migration, SQLiteDatabase, migrate, status
 from ctxwise._sqlite import use_wal
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory import _ann
+from ctxwise.memory._sqlite_lexical import LEXICAL_CAP, _Lexical
+from ctxwise.memory._sqlite_rows import (
+    _COLUMNS,
+    _by_rowid,
+    _filter_sql,
+    _key,
+    _metadata_equal,
+    _row,
+)
+from ctxwise.memory._sqlite_vectors import SQLiteVectors, VectorIndexInfo, _Matrix
 from ctxwise.memory.store import (
-    BM25_K1,
-    DOT_SLACK,
     INT64_MAX,
     LockBusy,
     MemoryItem,
@@ -114,11 +119,8 @@ from ctxwise.memory.store import (
     check_query,
     check_seqs,
     check_vector,
-    exact_dots,
-    json_equal,
     local_lock,
     lock_held,
-    rank_key,
     unit,
 )
 from ctxwise.text import Analyzer
@@ -247,283 +249,10 @@ MIGRATIONS: tuple[tuple[str, tuple[Step, ...]], ...] = (
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-LEXICAL_CAP = 4000
-"""Most rows one lexical step scores (see the module docstring)."""
-STOP_SHARE = 0.5
-"""A term in at least this share of the recent rows is left out of a big query."""
-STOP_WINDOW = 20_000
-"""How many of the newest rows that share is measured over."""
 ANN_MIN_ITEMS = 50_000
 """Vectors in a namespace from which an HNSW index is used (with usearch)."""
-ANN_SAVE_SHARE = 0.1
-"""The index is saved again once this share of it changed (and on close)."""
-_BM25_BOUND = BM25_K1 + 1  # no term adds more than idf x this to a bm25 score
 _MMAP_BYTES = 1 << 30
 _CHUNK = 50_000
-
-_COLUMNS = "rowid, ns, id, seq, text, metadata, created_at"
-
-
-@dataclass(frozen=True, slots=True)
-class VectorIndexInfo:
-    """How a namespace's vectors are searched, and why."""
-
-    method: Literal["exact", "hnsw"]
-    vectors: int
-    reason: str
-
-
-def _key(ns: Namespace) -> str:
-    return "/".join(ns)
-
-
-def _row(r: Sequence[Any]) -> MemoryItem:
-    return MemoryItem(
-        id=r[2],
-        namespace=tuple(r[1].split("/")),
-        text=r[4],
-        metadata=json.loads(r[5]),
-        seq=r[3],
-        created_at=r[6],
-    )
-
-
-_INT64_MIN = -(2**63)
-_NUL_JSON = json.dumps("\x00")[1:-1]  # how a NUL character reads in JSON text
-_ENTRY = "EXISTS (SELECT 1 FROM json_each(items.metadata) AS j WHERE j.key = ?"
-
-
-def _metadata_equal(metadata: str, key: str, value: str) -> bool:
-    """SQL function ``ctxwise_metadata_equal``: :func:`json_equal` of the item's
-    value under ``key`` (None when missing) and the filter value (JSON text)."""
-    found = json.loads(metadata).get(key)
-    return json_equal(found, json.loads(value))
-
-
-def _native_filter(key: str, value: Any) -> tuple[str, list[Any]] | None:
-    """SQL for one filter in SQLite's JSON functions, or None where they cannot
-    compare it exactly."""
-    if "\x00" in key:
-        return None
-    if value is None:
-        return f"NOT {_ENTRY} AND j.type != 'null')", [key]
-    if isinstance(value, bool):
-        return f"{_ENTRY} AND j.type = ?)", [key, "true" if value else "false"]
-    if isinstance(value, float) or (isinstance(value, int) and _INT64_MIN <= value <= INT64_MAX):
-        return f"{_ENTRY} AND j.type IN ('integer', 'real') AND j.atom = ?)", [key, value]
-    if isinstance(value, str) and "\x00" not in value:
-        return f"{_ENTRY} AND j.type = 'text' AND j.atom = ?)", [key, value]
-    return None
-
-
-def _filter_sql(filters: Mapping[str, Any] | None) -> tuple[str, list[Any]]:
-    """SQL for :func:`ctxwise.memory.store.matches` over ``items.metadata``.
-
-    Top-level values are found by ``json_each`` (any key, no JSON path to escape)
-    and compared by JSON type: ``true`` is not ``1``, a missing key matches
-    ``None``. Lists, objects, integers past 64 bits and strings with NUL (which
-    SQLite's JSON functions cut short) are compared in Python."""
-    checked = check_filters(filters)
-    if not checked:
-        return "", []
-    clauses: list[str] = []
-    params: list[Any] = []
-    for key, value in checked.items():
-        exact = "ctxwise_metadata_equal(items.metadata, ?, ?)"
-        exact_params = [key, json.dumps(value, ensure_ascii=False)]
-        native = _native_filter(key, value)
-        if native is None:
-            clauses.append(exact)
-            params.extend(exact_params)
-        else:  # metadata holding a NUL anywhere (JSON text \u0000) is compared in Python
-            clauses.append(
-                f"(CASE WHEN instr(items.metadata, ?) THEN {exact} ELSE {native[0]} END)"
-            )
-            params.extend([_NUL_JSON, *exact_params, *native[1]])
-    return " AND " + " AND ".join(clauses), params
-
-
-def _dots(matrix: npt.NDArray[np.float32], q: Vector) -> npt.NDArray[np.float32]:
-    """``matrix @ q`` in one thread. A matrix-vector product is memory-bound, and
-    OpenBLAS's threads made it slower, not faster, on a busy 2-core machine."""
-    return np.asarray(np.einsum("ij,j->i", matrix, q), dtype=np.float32)
-
-
-def _phrase(term: str) -> str:
-    return '"' + term.replace('"', '""') + '"'
-
-
-def _any(terms: Sequence[str]) -> str:
-    return " OR ".join(_phrase(t) for t in terms)
-
-
-def _all(terms: Sequence[str]) -> str:
-    return " AND ".join(_phrase(t) for t in terms)
-
-
-def _idf_bound(total: int, more_than: int) -> float:
-    """The largest idf FTS5 can give a term found in more than ``more_than`` of at
-    most ``total`` rows (its formula, clamped at 1e-6 as FTS5 does)."""
-    n = more_than + 1
-    return max(1e-6, math.log(max(total - n + 0.5, 1e-9) / (n + 0.5)))
-
-
-_OVERFETCH = 16
-"""Rows a lexical query fetches past its depth, ranked in Python as every store
-ranks them (:func:`~ctxwise.memory.store.rank_key`) and cut: FTS5 orders by its raw
-BM25, whose last bits may differ from another store's for an equal score."""
-
-
-def _top(scores: Mapping[int, float], depth: int) -> list[tuple[int, float]]:
-    return sorted(scores.items(), key=lambda p: rank_key(p[1], p[0]))[:depth]
-
-
-class _Lexical:
-    """One bounded lexical search inside a read transaction (see the module docstring)."""
-
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        table: str,
-        key: str,
-        total: int,
-        where: str,
-        params: list[Any],
-    ) -> None:
-        self.conn = conn
-        self.table = t = f'"{table}"'
-        self.key = key
-        self.total = total
-        if where:
-            self.source = f"FROM {t} JOIN items ON items.rowid = {t}.rowid WHERE {t} MATCH ?{where}"
-            self.args: list[Any] = list(params)
-        else:
-            self.source = f"FROM {t} WHERE {t} MATCH ?"
-            self.args = []
-
-    def count(self, term: str, limit: int) -> int:
-        """The namespace's rows holding ``term``, counting no further than ``limit``."""
-        t = self.table
-        sql = f"SELECT count(*) FROM (SELECT rowid FROM {t} WHERE {t} MATCH ? LIMIT ?)"
-        return int(self.conn.execute(sql, (_phrase(term), limit)).fetchone()[0])
-
-    def share(self, term: str) -> float:
-        """The share of the namespace's newest ``STOP_WINDOW`` rows that hold ``term``."""
-        window = min(STOP_WINDOW, self.total)
-        lo = self.conn.execute(
-            "SELECT rowid FROM items WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
-            (self.key, max(window - 1, 0)),
-        ).fetchone()
-        found = self.conn.execute(
-            f"SELECT count(*) FROM {self.table} WHERE {self.table} MATCH ? AND rowid >= ?",
-            (_phrase(term), int(lo[0]) if lo else 0),
-        ).fetchone()[0]
-        return float(found) / max(window, 1)
-
-    def window(self, match: str) -> int | None:
-        """The rowid of the ``LEXICAL_CAP``-th newest match, or None if there are fewer."""
-        t = self.table
-        found = self.conn.execute(
-            f"SELECT {t}.rowid {self.source} ORDER BY {t}.rowid DESC LIMIT 1 OFFSET ?",
-            (match, *self.args, LEXICAL_CAP - 1),
-        ).fetchone()
-        return None if found is None else int(found[0])
-
-    def score(self, match: str, depth: int, *, recent: bool = False) -> list[tuple[int, float]]:
-        """Best ``depth`` (rowid, BM25) for ``match``; ``recent``: the newest cap only."""
-        t = self.table
-        lo = self.window(match) if recent else None
-        bound = "" if lo is None else f" AND {t}.rowid >= ?"
-        rows = self.conn.execute(
-            f"SELECT {t}.rowid, bm25({t}) {self.source}{bound} "
-            f"ORDER BY bm25({t}), {t}.rowid LIMIT ?",
-            (match, *self.args, *([] if lo is None else [lo]), min(depth + _OVERFETCH, INT64_MAX)),
-        ).fetchall()
-        return _top({int(r): -float(s) for r, s in rows}, depth)  # ranked as every store
-
-    def run(self, terms: list[str], depth: int) -> list[tuple[int, float]]:
-        total = self.total
-        if total <= LEXICAL_CAP:
-            return self.score(_any(terms), depth)
-        df = {t: self.count(t, LEXICAL_CAP + 1) for t in terms}
-        present = sorted((t for t in terms if df[t]), key=lambda t: (df[t], t))
-        if not present:
-            return []
-        if sum(df[t] for t in present) <= LEXICAL_CAP:
-            return self.score(_any(present), depth)
-        stop = {t for t in present if df[t] > LEXICAL_CAP and self.share(t) >= STOP_SHARE}
-        kept = [t for t in present if t not in stop] or present[:1]
-        rare: list[str] = []
-        used = 0
-        for t in kept:
-            if used + df[t] > LEXICAL_CAP:
-                break
-            rare.append(t)
-            used += df[t]
-        common = kept[len(rare) :]
-        if not common:
-            return self.score(_any(rare), depth)
-        best: dict[int, float] = {}
-
-        def merge(found: list[tuple[int, float]]) -> None:
-            for rowid, s in found:
-                if s > best.get(rowid, -math.inf):
-                    best[rowid] = s
-
-        if rare:
-            merge(self.score(_any(rare), depth))
-            merge(self.score(f"({_any(rare)}) AND ({_any(common)})", depth))
-            ranked = _top(best, depth)
-            ceiling = sum(_BM25_BOUND * _idf_bound(total, LEXICAL_CAP) for _ in common)
-            if len(ranked) == depth and ranked[-1][1] >= ceiling:
-                return ranked  # no row without a rare term can reach the top
-            merge(self.score(_any(common), depth, recent=True))
-        else:
-            merge(self.score(_all(kept), depth, recent=True))
-            if len(best) < depth:
-                merge(self.score(_any(kept), depth, recent=True))
-        return _top(best, depth)
-
-
-class _Matrix:
-    """A namespace's vectors in seq order, in a buffer that grows by doubling (so
-    appending the rows of one write does not copy the namespace)."""
-
-    def __init__(self) -> None:
-        self.version: int | None = None  # PRAGMA data_version it was checked at
-        self.upto = 0  # seqs below this are loaded
-        self.n = 0
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.vectors = np.zeros((0, 0), dtype=np.float32)
-
-    def fits(self, rows: Sequence[tuple[int, bytes]]) -> bool:
-        """Whether ``rows`` have this matrix's dimension (always, when it is empty)."""
-        dim = self.vectors.shape[1]
-        return not self.n or all(len(blob) == 4 * dim for _, blob in rows)
-
-    def append(self, rows: Sequence[tuple[int, bytes]]) -> None:
-        if not rows:
-            return
-        dim = len(rows[0][1]) // 4
-        need = self.n + len(rows)
-        if need > len(self.rowids) or self.vectors.shape[1] != dim:
-            cap = max(need, 2 * len(self.rowids))
-            rowids = np.zeros(cap, dtype=np.int64)
-            vectors = np.zeros((cap, dim), dtype=np.float32)
-            rowids[: self.n] = self.rowids[: self.n]
-            if self.n:
-                vectors[: self.n] = self.vectors[: self.n]
-            self.rowids, self.vectors = rowids, vectors
-        self.rowids[self.n : need] = [r[0] for r in rows]
-        self.vectors[self.n : need] = np.frombuffer(
-            b"".join(r[1] for r in rows), dtype=np.float32
-        ).reshape(len(rows), dim)
-        self.n = need
-
-    def view(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        if not self.n:
-            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-        return self.rowids[: self.n], self.vectors[: self.n]
 
 
 @contextmanager
@@ -570,7 +299,7 @@ def _file_lock(path: str, busy: LockBusy) -> Iterator[None]:
         os.close(fd)
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLiteVectors, Store):
     """A store in one SQLite file (``":memory:"`` for a private in-memory database).
 
     ``ann_min_items``: vectors in a namespace from which an HNSW index is used when
@@ -643,42 +372,18 @@ class SQLiteStore(Store):
 
     # schema -------------------------------------------------------------------
 
+    def _migrations(self) -> tuple[SQLiteDatabase, list[Migration]]:
+        """The runner's view of the file, and MIGRATIONS with their functions bound
+        to this store."""
+        steps = [
+            Migration(name, tuple(s if isinstance(s, str) else partial(s, self) for s in steps))
+            for name, steps in MIGRATIONS
+        ]
+        return SQLiteDatabase(self._conn, "migrations", self.path), steps
+
     def _migrate(self) -> None:
-        c = self._conn
-        c.execute(
-            "CREATE TABLE IF NOT EXISTS migrations"
-            " (position INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL)"
-        )
-        applied = dict(c.execute("SELECT position, name FROM migrations").fetchall())
-        if applied and max(applied) > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path}: schema version {max(applied)} is newer than this ctxwise "
-                f"knows ({SCHEMA_VERSION}); upgrade ctxwise to open it"
-            )
-        for position, (name, statements) in enumerate(MIGRATIONS, start=1):
-            if applied.get(position) == name:
-                continue
-            if position in applied:
-                raise StoreError(
-                    f"{self.path}: migration {position} is {applied[position]!r}, expected {name!r}"
-                )
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                if c.execute(
-                    "SELECT 1 FROM migrations WHERE position = ?", (position,)
-                ).fetchone():  # another process applied it meanwhile
-                    c.execute("ROLLBACK")
-                    continue
-                for statement in statements:
-                    if isinstance(statement, str):
-                        c.execute(statement)
-                    else:
-                        statement(self, c)
-                c.execute("INSERT INTO migrations (position, name) VALUES (?, ?)", (position, name))
-                c.execute("COMMIT")
-            except BaseException:
-                c.execute("ROLLBACK")
-                raise
+        db, steps = self._migrations()
+        migrate(db, steps, fail=StoreError)
 
     def _check_analyzer(self) -> None:
         """Re-index the file when its terms were made by another analyzer."""
@@ -707,8 +412,10 @@ class SQLiteStore(Store):
 
     @property
     def migrations(self) -> list[str]:
-        with self._db() as c:
-            return [r[0] for r in c.execute("SELECT name FROM migrations ORDER BY position")]
+        """The names of the migrations applied to the file, in order."""
+        with self._db():
+            db, steps = self._migrations()
+            return [m.name for m in status(db, steps, fail=StoreError).applied]
 
     # writes -------------------------------------------------------------------
 
@@ -782,10 +489,6 @@ class SQLiteStore(Store):
         if slot is not None:
             self._indexes[key] = (None, slot[1])
 
-    def _stored_dim(self) -> int | None:
-        found = self._conn.execute("SELECT value FROM meta WHERE key = 'dim'").fetchone()
-        return int(found[0]) if found else None
-
     def _check_dim(self, rows: Sequence[tuple[NewItem, str, bytes | None]]) -> None:
         dims = {len(blob) // 4 for _, _, blob in rows if blob is not None}
         stored = self._stored_dim()
@@ -844,18 +547,6 @@ class SQLiteStore(Store):
             }
         return [found[i] for i in ids if i in found]
 
-    def _by_rowid(self, key: str, rowids: Sequence[int]) -> dict[int, MemoryItem]:
-        if not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        return {
-            r[0]: _row(r)
-            for r in self._conn.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE rowid IN ({marks}) AND +ns = ?",
-                (*rowids, key),
-            )
-        }
-
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
@@ -878,50 +569,10 @@ class SQLiteStore(Store):
                     return []
                 plan = _Lexical(c, found[0], key, int(found[1]), where, params)
                 scored = plan.run(terms, k)
-                rows = self._by_rowid(key, [r for r, _ in scored])
+                rows = _by_rowid(c, key, [r for r, _ in scored])
             finally:
                 c.execute("COMMIT")
         return [(rows[r], s) for r, s in scored if r in rows]
-
-    def _matrix(self, key: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
-        """The namespace's vectors (and their rowids), in seq order.
-
-        Kept in memory and caught up when the file changed: rows added since are
-        appended (seqs are never reused), unless a row it holds was deleted (the
-        trigger-kept vector count says so), which reloads it. A write between
-        queries costs the new rows, not the namespace."""
-        c = self._conn
-        version = int(c.execute("PRAGMA data_version").fetchone()[0])
-        cached = self._matrices.get(key)
-        if cached is not None and cached.version == version:
-            return cached.view()
-        c.execute("BEGIN")  # one snapshot: counts and rows agree
-        try:
-            found = c.execute(
-                "SELECT next_seq, n_vectors FROM counters WHERE ns = ?", (key,)
-            ).fetchone()
-            next_seq, n_vectors = (int(found[0]), int(found[1])) if found else (0, 0)
-            if cached is not None and cached.upto <= next_seq:
-                rows = c.execute(
-                    "SELECT rowid, vector FROM items WHERE ns = ? AND seq >= ? AND seq < ?"
-                    " AND vector IS NOT NULL ORDER BY seq",
-                    (key, cached.upto, next_seq),
-                ).fetchall()
-                if cached.n + len(rows) != n_vectors or not cached.fits(rows):
-                    cached = None
-            if cached is None:
-                rows = c.execute(
-                    "SELECT rowid, vector FROM items WHERE ns = ? AND seq < ?"
-                    " AND vector IS NOT NULL ORDER BY seq",
-                    (key, next_seq),
-                ).fetchall()
-                cached = _Matrix()
-            cached.append(rows)
-        finally:
-            c.execute("COMMIT")
-        cached.version, cached.upto = version, next_seq
-        self._matrices[key] = cached
-        return cached.view()
 
     def vector_search(
         self,
@@ -947,208 +598,6 @@ class SQLiteStore(Store):
             if index is not None:
                 return self._search_scan(key, q, k, filters)
             return self._search_matrix(key, q, k, filters)
-
-    def _search_matrix(
-        self, key: str, q: Vector, k: int, filters: Mapping[str, Any] | None
-    ) -> list[tuple[MemoryItem, float]]:
-        rowids, matrix = self._matrix(key)
-        if not len(rowids):
-            return []
-        if matrix.shape[1] != q.shape[0]:
-            raise UsageError(
-                f"query vector has {q.shape[0]} dimensions, the store {matrix.shape[1]}"
-            )
-        sims = _dots(matrix, q)
-        if filters:
-            where, params = _filter_sql(filters)
-            allowed = {
-                r[0]
-                for r in self._conn.execute(
-                    f"SELECT rowid FROM items WHERE ns = ?{where}", (key, *params)
-                )
-            }
-            mask = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            sims = np.where(mask, sims, -np.inf)
-        return self._best(key, rowids, sims, k, matrix, q)
-
-    def _search_scan(
-        self, key: str, q: Vector, k: int, filters: Mapping[str, Any] | None
-    ) -> list[tuple[MemoryItem, float]]:
-        """Exact search over the rows a filter allows (a namespace with an index)."""
-        where, params = _filter_sql(filters)
-        rows = self._conn.execute(
-            f"SELECT rowid, vector FROM items WHERE ns = ? AND vector IS NOT NULL{where}",
-            (key, *params),
-        ).fetchall()
-        if not rows:
-            return []
-        rowids = np.array([r[0] for r in rows], dtype=np.int64)
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-        matrix = matrix.reshape(len(rows), -1)
-        return self._best(key, rowids, _dots(matrix, q), k, matrix, q)
-
-    def _best(
-        self,
-        key: str,
-        rowids: npt.NDArray[np.int64],
-        sims: npt.NDArray[Any],
-        k: int,
-        matrix: npt.NDArray[np.float32],
-        q: Vector,
-    ) -> list[tuple[MemoryItem, float]]:
-        """The best ``k`` rows by ``sims`` (float32; -inf: filtered out), rescored
-        and ranked as every store ranks them (:func:`exact_dots`, :func:`rank_key`)."""
-        take = min(k, len(rowids))
-        kth = sims[np.argpartition(-sims, take - 1)[:take]].min()
-        cand = np.flatnonzero((sims >= kth - DOT_SLACK) & np.isfinite(sims))
-        if not len(cand):
-            return []
-        exact = exact_dots(matrix[cand], q)
-        order = sorted(
-            range(len(cand)), key=lambda i: rank_key(float(exact[i]), int(rowids[cand[i]]))
-        )
-        order = order[:take]
-        chosen = [int(rowids[cand[i]]) for i in order]
-        found = self._by_rowid(key, chosen)
-        return [
-            (found[r], float(exact[i])) for r, i in zip(chosen, order, strict=True) if r in found
-        ]
-
-    def _search_index(
-        self, key: str, index: _ann.NamespaceIndex, q: Vector, k: int
-    ) -> list[tuple[MemoryItem, float]]:
-        seqs, _ = index.search(q, k)
-        if not len(seqs):
-            return []
-        marks = ",".join("?" * len(seqs))
-        rows = self._conn.execute(
-            f"SELECT {_COLUMNS}, vector FROM items WHERE ns = ? AND seq IN ({marks})",
-            (key, *[int(s) for s in seqs]),
-        ).fetchall()
-        if not rows:
-            return []
-        matrix = np.frombuffer(b"".join(r[7] for r in rows), dtype=np.float32)
-        sims = exact_dots(matrix.reshape(len(rows), -1), q)  # as every store scores them
-        order = sorted(range(len(rows)), key=lambda i: rank_key(float(sims[i]), rows[i][3]))
-        return [(_row(rows[i]), float(sims[i])) for i in order]
-
-    # the HNSW index -----------------------------------------------------------
-
-    def _index(self, key: str) -> _ann.NamespaceIndex | None:
-        """The namespace's HNSW index, caught up with the file; None = brute force."""
-        if self.ann_min_items is None or not _ann.available():
-            return None
-        c = self._conn
-        version = int(c.execute("PRAGMA data_version").fetchone()[0])
-        slot = self._indexes.get(key)
-        if slot is not None and slot[0] == version:
-            return slot[1]
-        c.execute("BEGIN")  # one snapshot: counts and rows agree
-        try:
-            found = c.execute(
-                "SELECT next_seq, n_vectors FROM counters WHERE ns = ?", (key,)
-            ).fetchone()
-            dim = self._stored_dim()
-            if found is None or dim is None or found[1] < self.ann_min_items:
-                self._indexes.pop(key, None)
-                return None
-            next_seq, n_vectors = int(found[0]), int(found[1])
-            index = slot[1] if slot is not None else self._load_index(key, dim)
-            if index is None or index.dim != dim:
-                index = self._build_index(key, dim, next_seq)
-            else:
-                self._add_rows(index, key, index.upto, next_seq)
-                index.upto = next_seq
-                excess = len(index) - n_vectors
-                if excess < 0 or excess > n_vectors // 4:
-                    index = self._build_index(key, dim, next_seq)
-                elif excess:
-                    live = np.array(
-                        [
-                            r[0]
-                            for r in c.execute(
-                                "SELECT seq FROM items WHERE ns = ? AND vector IS NOT NULL",
-                                (key,),
-                            )
-                        ],
-                        dtype=np.int64,
-                    )
-                    index.remove(np.setdiff1d(index.keys(), live))
-            probe = self._probe(key, index) if self._should_save(index) else None
-        finally:
-            c.execute("COMMIT")
-        if probe is not None and self.ann_dir is not None:
-            index.save(self.ann_dir, self._index_name(key), key, probe)
-        self._indexes[key] = (version, index)
-        return index
-
-    def _should_save(self, index: _ann.NamespaceIndex) -> bool:
-        return self.ann_dir is not None and index.unsaved > ANN_SAVE_SHARE * len(index)
-
-    @staticmethod
-    def _index_name(key: str) -> str:
-        return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
-
-    def _build_index(self, key: str, dim: int, upto: int) -> _ann.NamespaceIndex:
-        index = _ann.NamespaceIndex(dim, self.ann_params)
-        self._add_rows(index, key, 0, upto)
-        index.upto = upto
-        return index
-
-    def _add_rows(self, index: _ann.NamespaceIndex, key: str, lo: int, hi: int) -> None:
-        """Add the vectors of seqs ``lo`` to ``hi`` (exclusive), in seq order."""
-        cur = self._conn.execute(
-            "SELECT seq, vector FROM items WHERE ns = ? AND seq >= ? AND seq < ?"
-            " AND vector IS NOT NULL ORDER BY seq",
-            (key, lo, hi),
-        )
-        while rows := cur.fetchmany(_CHUNK):
-            seqs = np.array([r[0] for r in rows], dtype=np.int64)
-            vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32)
-            index.add(seqs, vectors.reshape(len(rows), index.dim))
-
-    def _probe(self, key: str, index: _ann.NamespaceIndex) -> dict[int, str]:
-        """SHA-256 of the vectors of the lowest and highest indexed seqs."""
-        keys = index.keys()
-        if not len(keys):
-            return {}
-        wanted = sorted({int(keys.min()), int(keys.max())})
-        marks = ",".join("?" * len(wanted))
-        return {
-            int(r[0]): _ann.vector_digest(r[1])
-            for r in self._conn.execute(
-                f"SELECT seq, vector FROM items WHERE ns = ? AND seq IN ({marks})", (key, *wanted)
-            )
-        }
-
-    def _load_index(self, key: str, dim: int) -> _ann.NamespaceIndex | None:
-        """The saved index if it still describes this file's rows, else None."""
-        if self.ann_dir is None:
-            return None
-        loaded = _ann.NamespaceIndex.load(
-            self.ann_dir, self._index_name(key), key, dim, self.ann_params
-        )
-        if loaded is None:
-            return None
-        index, probe = loaded
-        if not probe and len(index):
-            return None
-        if probe != self._probe_seqs(key, list(probe)):
-            return None
-        return index
-
-    def _probe_seqs(self, key: str, seqs: list[int]) -> dict[int, str]:
-        if not seqs:
-            return {}
-        marks = ",".join("?" * len(seqs))
-        return {
-            int(r[0]): _ann.vector_digest(r[1])
-            for r in self._conn.execute(
-                f"SELECT seq, vector FROM items WHERE ns = ? AND seq IN ({marks})"
-                " AND vector IS NOT NULL",
-                (key, *seqs),
-            )
-        }
 
     def index_info(self, namespace: Sequence[str]) -> VectorIndexInfo:
         """How ``namespace``'s vectors are searched now (building or catching up its
