@@ -122,7 +122,7 @@ def test_errors_imports_nothing_from_ctxwise_at_run_time() -> None:
         ("ctxwise.compaction.errors", "CompactionArchiveError"),
         ("ctxwise.compaction.errors", "CompactionThrashError"),
         ("ctxwise.compaction", "CompactionBudgetError"),
-        ("ctxwise.formats._claude_code_compact", "ClaudeCodeWriteError"),
+        ("ctxwise.compaction._claude_code", "ClaudeCodeWriteError"),
         ("ctxwise.editing", "EditParameterError"),
         ("ctxwise.memory.store", "StoreError"),
         ("ctxwise.memory.store", "NamespaceNotFoundError"),

@@ -309,7 +309,9 @@ ALLOWLIST: dict[str, set[str]] = {
     "saving an edited or compacted transcript file (write_back is top level): ctxwise.formats.X": {
         "ctxwise.formats.check_destination",
         "ctxwise.formats.save_transcript_file",
-        "ctxwise.formats.write_back_compaction",
+    },
+    "writing a compaction back into its file, a layer above the codecs: ctxwise.compaction.X": {
+        "ctxwise.compaction.write_back_compaction",
     },
 }
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from ctxwise.compaction import write_back_compaction
 from ctxwise.compaction.core import compact
 from ctxwise.editing import DEFAULT_PLACEHOLDER
-from ctxwise.formats import read_transcript_file, write_back_compaction
+from ctxwise.formats import read_transcript_file
 from ctxwise.formats.claude_code import read_claude_code, read_claude_code_lines
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock, Transcript
 from tests.formats._clear import clear_file

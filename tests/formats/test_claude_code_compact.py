@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwise.compaction import PINNED_HEADER, SUMMARY_HEADER, Compaction, compact
-from ctxwise.formats._claude_code_compact import ClaudeCodeWriteError, compacted_claude_code
+from ctxwise.compaction._claude_code import ClaudeCodeWriteError, compacted_claude_code
 from ctxwise.formats.anthropic import decode_block, encode_block
 from ctxwise.formats.claude_code import read_claude_code
 from ctxwise.memory import Fact

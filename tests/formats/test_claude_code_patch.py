@@ -318,7 +318,8 @@ def test_long_sessions_live_window_and_savings(path: Path, data_dir: Path) -> No
 
 
 def test_a_byte_order_mark_is_written_back(tmp_path: Path, data_dir: Path) -> None:
-    from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+    from ctxwise.compaction import write_back_compaction
+    from ctxwise.formats import read_transcript_file, write_back
 
     source = data_dir / "transcripts" / "claude_code" / "tool_heavy.jsonl"
     raw = source.read_bytes()

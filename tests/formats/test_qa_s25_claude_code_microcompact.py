@@ -17,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ctxwise.compaction import write_back_compaction
 from ctxwise.compaction.core import compact
 from ctxwise.editing import DEFAULT_PLACEHOLDER
-from ctxwise.formats import read_transcript_file, write_back_compaction
+from ctxwise.formats import read_transcript_file
 from ctxwise.formats.claude_code import read_claude_code_lines
 from ctxwise.messages import ToolResultBlock, Transcript
 from ctxwise.tokens import CharCounter

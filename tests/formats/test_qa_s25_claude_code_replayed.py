@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ctxwise.compaction import write_back_compaction
 from ctxwise.compaction.core import compact
 from ctxwise.editing import DEFAULT_PLACEHOLDER, clear_tool_uses
-from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+from ctxwise.formats import read_transcript_file, write_back
 from ctxwise.formats.claude_code import read_claude_code_lines
 from tests.formats._clear import clear_file
 from tests.formats.test_qa_s25_claude_code_microcompact import Chain

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from ctxwise.compaction import write_back_compaction
 from ctxwise.compaction.core import compact
 from ctxwise.errors import FormatError
-from ctxwise.formats import read_transcript_file, write_back, write_back_compaction
+from ctxwise.formats import read_transcript_file, write_back
 from ctxwise.memory.facts import Fact
 from tests._cli import assert_usage_error, run
 

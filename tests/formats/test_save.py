@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxwise.compaction import compact
+from ctxwise.compaction import compact, write_back_compaction
 from ctxwise.editing import clear_tool_uses
 from ctxwise.errors import OutputError
 from ctxwise.formats import (
@@ -17,7 +17,6 @@ from ctxwise.formats import (
     read_transcript_file,
     save_transcript_file,
     write_back,
-    write_back_compaction,
 )
 from ctxwise.messages import block_text
 from ctxwise.summarize import ExtractiveSummarizer

@@ -1,7 +1,7 @@
 """``ctxwise compact``: compact a transcript file with a verbatim tail.
 
 The output keeps the input's format and shape
-(:func:`ctxwise.formats.write_back_compaction`): an Anthropic request stays a
+(:func:`ctxwise.compaction.write_back_compaction`): an Anthropic request stays a
 request; an OpenAI request, messages list, JSONL or tau-bench trajectory stays
 one; a list of trajectories (tau-bench) or of records (LiveMCPBench) is written
 whole, the chosen one (``--index``) compacted and the others and every other
@@ -205,12 +205,11 @@ def compact_cmd(
 
     def run() -> tuple[Compaction, str, str, list[dict[str, Any]]]:
         from ctxwise import get_counter
-        from ctxwise.compaction import compact
+        from ctxwise.compaction import compact, write_back_compaction
         from ctxwise.formats import (
             check_destination,
             read_transcript_file,
             save_transcript_file,
-            write_back_compaction,
         )
 
         if format not in FORMATS:

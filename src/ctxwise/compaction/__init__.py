@@ -57,6 +57,10 @@ raises :class:`SummarizerError`. The input transcript is never modified.
 budget below the trigger, and raises :class:`CompactionThrashError` when one item
 keeps refilling the window. Both take one :class:`CompactionSettings`.
 
+:func:`write_back_compaction` writes a compaction back into the file its
+transcript was read from, in the file's shape (a Claude Code session the way
+Claude Code records its own compactions).
+
 Cost is measured by ``benchmarks/bench_compaction.py`` (its output gives the
 figures; the Benchmarks page, docs/benchmarks.md, has the runs over every transcript).
 """
@@ -81,6 +85,7 @@ from ctxwise.compaction.settings import (
     DEFAULT_SUMMARY_TOKENS,
     CompactionSettings,
 )
+from ctxwise.compaction.write_back import write_back_compaction
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -101,4 +106,5 @@ __all__ = [
     "WindowItem",
     "compact",
     "safe_cut_points",
+    "write_back_compaction",
 ]

@@ -4,12 +4,13 @@
 - :mod:`ctxwise.formats.openai`: Chat Completions requests and responses;
 - :mod:`ctxwise.formats.claude_code`: Claude Code session JSONL (read; an edited
   session is written back by ``patch_claude_code``, a compacted one by
-  ``formats._claude_code_compact``).
+  :func:`ctxwise.compaction.write_back_compaction`, a layer above the codecs).
 
 :func:`read_transcripts` loads a file in any of them, detecting the format when
 asked to (``format="auto"``); :func:`read_transcript_file` also returns the
 file's *shape*, which :func:`write_back` keeps when it writes edited transcripts
-back (:func:`write_back_compaction` when it writes a compaction back), and
+back (:func:`ctxwise.compaction.write_back_compaction` when it writes a
+compaction back), and
 :func:`save_transcript_file` writes those bytes to a path atomically, never over
 the file they were read from unless asked to. The shapes of a JSON file:
 
@@ -51,15 +52,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_args
+from typing import Any, Literal, TypeAlias, get_args
 
 from ctxwise._io import parse_json, read_text_file, same_file, write_output
 from ctxwise.errors import FormatError, OutputError, UnknownFormatError, UsageError
 from ctxwise.formats import anthropic, claude_code, openai
 from ctxwise.messages import ToolResultBlock, ToolUseBlock, Transcript
-
-if TYPE_CHECKING:
-    from ctxwise.compaction.result import Compaction
 
 __all__ = [
     "FORMATS",
@@ -79,7 +77,6 @@ __all__ = [
     "read_transcripts",
     "save_transcript_file",
     "write_back",
-    "write_back_compaction",
 ]
 
 FormatName: TypeAlias = Literal["auto", "anthropic", "openai", "claude-code"]
@@ -566,7 +563,7 @@ def write_back(file: TranscriptFile, edited: Mapping[int, Transcript]) -> tuple[
     cannot hold one). A Claude Code session stays a session: the edited blocks are
     patched into its lines by :func:`ctxwise.formats.claude_code.patch_claude_code`
     (every other line byte-identical). A compaction is written back by
-    :func:`write_back_compaction`.
+    :func:`ctxwise.compaction.write_back_compaction`.
 
     Raises:
         UsageError: an index out of range, or a transcript the shape cannot hold
@@ -590,36 +587,11 @@ def write_back(file: TranscriptFile, edited: Mapping[int, Transcript]) -> tuple[
     return _dumps(body, indent=1), shape
 
 
-def write_back_compaction(
-    file: TranscriptFile, result: Compaction, index: int = 0
-) -> tuple[bytes, Shape]:
-    """The file's bytes with ``result``, a compaction of its transcript ``index``,
-    written in, and the shape written.
-
-    A Claude Code session (``result`` compacts its
-    :meth:`~ctxwise.messages.Transcript.live_window`) stays Claude Code JSONL,
-    written the way Claude Code records its own compactions: every original line
-    unchanged, then a ``compact_boundary`` event, the summary and the tail (see
-    :mod:`ctxwise.formats._claude_code_compact`). Any other shape is
-    :func:`write_back` of ``result.transcript``.
-
-    Raises:
-        UsageError: as :func:`write_back`.
-        ClaudeCodeWriteError: a session compaction that cannot be written (see
-            ``compacted_claude_code``).
-    """
-    if file.shape == "session":
-        from ctxwise.formats._claude_code_compact import compacted_claude_code
-
-        text = compacted_claude_code(file.text, result, source=file.source)
-        return _session_bytes(file, text), "session"
-    return write_back(file, {index: result.transcript})
-
-
 def save_transcript_file(
     file: TranscriptFile, data: bytes, out: str | Path, *, replace_source: bool = False
 ) -> None:
-    """Write ``data`` (from :func:`write_back` or :func:`write_back_compaction`) to
+    """Write ``data`` (from :func:`write_back` or
+    :func:`ctxwise.compaction.write_back_compaction`) to
     ``out`` atomically: a temporary file renamed over it, so an error never leaves a
     half-written output; ``-`` is standard output, a symbolic link's target is
     replaced, a FIFO or device written in place (:func:`ctxwise._io.write_output`).

@@ -254,12 +254,11 @@ class _Tools:
         facts: str,
         include_transcript: bool,
     ) -> dict[str, Any]:
-        from ctxwise.compaction import compact
+        from ctxwise.compaction import compact, write_back_compaction
         from ctxwise.formats import (
             check_destination,
             read_transcript_file,
             save_transcript_file,
-            write_back_compaction,
         )
         from ctxwise.memory.facts import FactExtractor
         from ctxwise.summarize import ExtractiveSummarizer

@@ -1,4 +1,5 @@
-"""Write a compaction back into a Claude Code session file, the way Claude Code does.
+"""Write a compaction back into a Claude Code session file, the way Claude Code does
+(reached through :func:`ctxwise.compaction.write_back_compaction`).
 
 Claude Code never rewrites a session log: when it compacts, it appends a
 ``system`` event with ``subtype: "compact_boundary"`` (``parentUuid: null``,
