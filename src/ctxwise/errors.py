@@ -53,18 +53,17 @@ every ``CtxwiseError`` to exit code 2 and one line.
 
 The modules that raise these errors re-export them where they always lived
 (``ctxwise.pairing.PairingError``, ``ctxwise.compaction.CompactionBudgetError``,
-``ctxwise.memory.StoreError``, ...). This module imports nothing else from
-ctxwise at run time, so every module can import it.
+``ctxwise.memory.StoreError``, ...). This module imports nothing from ctxwise,
+not even for type checking, so every module can import it: the values an error
+carries from a higher layer (a pairing problem, a compaction's window item) are
+typed by the small protocols below, which those values satisfy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ctxwise.compaction.errors import WindowItem
-    from ctxwise.messages import PairingProblem, Placement
+from enum import StrEnum
+from typing import Any, Protocol
 
 __all__ = [
     "BackendError",
@@ -107,6 +106,39 @@ __all__ = [
     "UnsupportedInputError",
     "UsageError",
 ]
+
+
+class _PairingProblem(Protocol):
+    """What :class:`PairingError` reads of a problem:
+    :class:`ctxwise.messages.PairingProblem` is one."""
+
+    @property
+    def kind(self) -> StrEnum: ...
+    @property
+    def tool_use_id(self) -> str: ...
+    @property
+    def message_index(self) -> int: ...
+    @property
+    def detail(self) -> str: ...
+
+
+class _WindowItem(Protocol):
+    """What the compaction errors read of the item they name:
+    :class:`ctxwise.compaction.WindowItem` is one."""
+
+    @property
+    def message_index(self) -> int: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def tool_name(self) -> str | None: ...
+    @property
+    def tool_use_id(self) -> str | None: ...
+    def describe(self) -> str: ...
 
 
 def _rebuild(
@@ -253,13 +285,15 @@ class PairingError(UsageError):
     """A transcript whose tool calls and results do not pair up, so no edit of it is valid.
 
     ``problems`` are the :class:`~ctxwise.messages.PairingProblem` found (raised
-    by :mod:`ctxwise.pairing`); ``repairable`` is false when a repair cannot fix them.
+    by :mod:`ctxwise.pairing`) under ``placement``, the placement rule checked
+    (``loose``, ``anthropic`` or ``openai``: :data:`ctxwise.messages.Placement`);
+    ``repairable`` is false when a repair cannot fix them.
     """
 
     def __init__(
         self,
-        problems: Sequence[PairingProblem],
-        placement: Placement,
+        problems: Sequence[_PairingProblem],
+        placement: str,
         source: str | None = None,
         *,
         repairable: bool = True,
@@ -359,7 +393,7 @@ class CompactionBudgetError(UsageError):
         self,
         budget: int,
         parts: Mapping[str, int],
-        largest: WindowItem | None = None,
+        largest: _WindowItem | None = None,
         *,
         source: str | None = None,
     ) -> None:
@@ -390,7 +424,7 @@ class CompactionThrashError(UsageError):
     """
 
     def __init__(
-        self, attempts: int, trigger_tokens: int, tokens: int, item: WindowItem | None, detail: str
+        self, attempts: int, trigger_tokens: int, tokens: int, item: _WindowItem | None, detail: str
     ) -> None:
         self.attempts = attempts
         self.trigger_tokens = trigger_tokens
