@@ -70,11 +70,11 @@ from _common import (
     require,
     write_results,
 )
-from ctxwise._bm25 import BM25Index
 from ctxwise.embeddings import get_embedder
 from ctxwise.formats import read_transcript
 from ctxwise.handoff import Chunk, ChunkScorer, HybridScorer, chunk_transcript, select_context
 from ctxwise.messages import Message, ToolUseBlock
+from ctxwise.search import BM25Index
 from ctxwise.text import DEFAULT_ANALYZER
 from ctxwise.tokens import CharCounter
 
@@ -148,7 +148,7 @@ def _score_task(
         transcript, case["task"], budget=BUDGET, counter=counter, scorer=scorer
     )
     newest = list(range(len(chunks) - 1, -1, -1))
-    scores = BM25Index([c.text for c in chunks], DEFAULT_ANALYZER).query(case["task"])
+    scores = BM25Index(DEFAULT_ANALYZER, [c.text for c in chunks]).query(case["task"])
     ranked = [int(i) for i in np.argsort(-scores, kind="stable") if scores[i] > 0]
     index = {c.id: i for i, c in enumerate(chunks)}
     taken = {

@@ -162,6 +162,11 @@ ALLOWLIST: dict[str, set[str]] = {
     "the text analyzer shared by every index: reached as ctxwise.text.X": {
         "ctxwise.text.*",
     },
+    "the search core (BM25, its index, fusion, the bounded pass): reached as ctxwise.search.X": {
+        "ctxwise.search.*",
+        "ctxwise.search.bm25.*",
+        "ctxwise.search.fusion.*",
+    },
     "the summary-retention measure used by the benchmarks: ctxwise.retention.X": {
         "ctxwise.retention.*",
     },

@@ -36,7 +36,16 @@ from typing import Literal
 
 from ctxwise.errors import UsageError
 
-__all__ = ["DEFAULT_ANALYZER", "MAX_TERM_CHARS", "STOPWORDS", "Analyzer", "normalize", "words"]
+__all__ = [
+    "DEFAULT_ANALYZER",
+    "MAX_TERM_CHARS",
+    "STOPWORDS",
+    "Analyzer",
+    "identifier_parts",
+    "normalize",
+    "split_identifier",
+    "words",
+]
 
 _STOPWORD_TEXT = """a about after all also am an and any are as at be been before being but by can
     could d did do does doing done during for from had has have having he her here hers
@@ -140,6 +149,31 @@ def words(text: str) -> list[str]:
     return found
 
 
+_IDENTIFIER_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_ACRONYM_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CAMEL_WORD = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+\b")
+
+
+def split_identifier(name: str, *, acronyms: bool = True) -> str:
+    """``name`` with a space at each camelCase or PascalCase boundary: ``getMe`` →
+    ``get Me``, and with ``acronyms`` before the last capital of a run of capitals
+    too (``getHTTPResponse`` → ``get HTTP Response``). ``snake_case`` and
+    ``kebab-case`` need nothing: ``_`` and ``-`` already separate words."""
+    return (_ACRONYM_BOUNDARY if acronyms else _IDENTIFIER_BOUNDARY).sub(" ", name)
+
+
+def identifier_parts(text: str) -> str:
+    """``text`` with each camelCase or PascalCase word followed by its parts
+    (``ProjectReviewLive`` → ``ProjectReviewLive (Project Review Live)``), so a query
+    naming a module finds the text naming its file (``project_review_live.ex``). What
+    :class:`Analyzer` reads with ``identifiers=True``."""
+    if not _CAMEL_WORD.search(text):
+        return text
+    return _CAMEL_WORD.sub(
+        lambda m: f"{m.group(0)} ({split_identifier(m.group(0), acronyms=False)})", text
+    )
+
+
 @lru_cache(maxsize=4)
 def _snowball(language: str) -> Callable[[str], str]:
     """A cached Snowball stemmer for ``language`` (one word in, its stem out)."""
@@ -172,11 +206,14 @@ class Analyzer:
     stemming, e.g. for text that is not English). Stemming raises hybrid recall
     on LoCoMo dev on every store alike (the guide's Memory section gives the
     figures; ``ctxwise eval memory`` measures them): "refund" finds "refunded".
-    ``stopwords`` are what :meth:`query_terms` leaves out.
+    ``stopwords`` are what :meth:`query_terms` leaves out. ``identifiers``: a
+    camelCase or PascalCase word also gives the terms of its parts
+    (:func:`identifier_parts`), for text that names code.
     """
 
     stem: Literal["english"] | None = "english"
     stopwords: frozenset[str] = STOPWORDS
+    identifiers: bool = False
     _stemmer: Callable[[str], str] | None = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -188,17 +225,20 @@ class Analyzer:
         if isinstance(given, str) or not all(isinstance(w, str) for w in self.stopwords):
             raise UsageError("stopwords is a collection of lower-case words")
         object.__setattr__(self, "stopwords", frozenset(self.stopwords))
+        if not isinstance(self.identifiers, bool):
+            raise UsageError(f"identifiers is True or False, got {self.identifiers!r}")
         if self.stem is not None:
             object.__setattr__(self, "_stemmer", _snowball(self.stem))
 
     @property
     def name(self) -> str:
         """What a store records, so an index is never queried with other terms."""
-        return "ctxwise-1" + ("" if self.stem is None else f"+snowball-{self.stem}")
+        name = "ctxwise-1" + ("" if self.stem is None else f"+snowball-{self.stem}")
+        return name + ("+identifiers" if self.identifiers else "")
 
     def words(self, text: str) -> list[str]:
         """The terms of ``text``, in order (repeats kept)."""
-        found = words(text)
+        found = words(identifier_parts(text) if self.identifiers else text)
         stem = self._stemmer
         return found if stem is None else [stem(w) for w in found]
 
@@ -210,7 +250,7 @@ class Analyzer:
         """The distinct terms a lexical search uses: without ``stopwords`` (default
         :attr:`stopwords`), or every term when nothing else is left; sorted."""
         drop = self.stopwords if stopwords is None else stopwords
-        found = words(query)
+        found = words(identifier_parts(query) if self.identifiers else query)
         kept = [w for w in found if w not in drop] or found
         stem = self._stemmer
         return sorted({w if stem is None else stem(w) for w in kept})

@@ -16,18 +16,18 @@
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
-from ctxwise._bm25 import BM25Index
 from ctxwise.embeddings import Embedder, HashingEmbedder
 from ctxwise.errors import UsageError
 from ctxwise.handoff.chunks import Chunk
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import InMemoryStore, NewItem
 from ctxwise.providers.scoring import YesNoModel
-from ctxwise.text import DEFAULT_ANALYZER
+from ctxwise.search import BM25Index
+from ctxwise.text import DEFAULT_ANALYZER, identifier_parts
 
 __all__ = [
     "DEFAULT_SHORTLIST",
@@ -39,16 +39,10 @@ __all__ = [
     "code_words",
 ]
 
-_CAMEL = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]+)+\b")
-_SPLIT = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-
-
-def code_words(text: str) -> str:
-    """``text`` with each camelCase or PascalCase word followed by its parts
-    (``ProjectReviewLive`` → ``ProjectReviewLive (Project Review Live)``), so a
-    task naming a module finds the chunks naming its file (``project_review_live.ex``:
-    the analyzer already splits ``_``)."""
-    return _CAMEL.sub(lambda m: f"{m.group(0)} ({_SPLIT.sub(' ', m.group(0))})", text)
+code_words = identifier_parts
+"""``text`` with each camelCase or PascalCase word followed by its parts
+(:func:`ctxwise.text.identifier_parts`), so a task naming a module finds the chunks
+naming its file."""
 
 
 def _indexable(text: str) -> str:
@@ -60,6 +54,8 @@ def _indexable(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
 
+
+_CODE_ANALYZER = replace(DEFAULT_ANALYZER, identifiers=True)
 
 DEFAULT_SHORTLIST = 40
 """Chunks an :class:`LLMScorer` asks its model about."""
@@ -129,10 +125,10 @@ class HybridScorer:
 
 
 class BM25Scorer:
-    """Plain BM25 (the stores' formula and :data:`~ctxwise.text.DEFAULT_ANALYZER`)
-    over each chunk's text, with camelCase split on both sides as
-    :class:`HybridScorer` splits it (:func:`code_words`); a chunk no word of the
-    task is in scores 0.
+    """Plain BM25 (:class:`~ctxwise.search.BM25Index`, the stores' formula) over each
+    chunk's text, by the default analyzer with its ``identifiers`` option: camelCase
+    split on both sides as :class:`HybridScorer` splits it (:func:`code_words`); a
+    chunk no word of the task is in scores 0.
 
     ``context``: the chunks before each one whose text is indexed with it (0: the
     chunk alone; the default scorer's lexical index holds two, the ``neutral``
@@ -152,11 +148,11 @@ class BM25Scorer:
         return f"bm25:context={self.context}" + (":headers" if self.headers else "")
 
     def text(self, chunks: Sequence[Chunk], i: int) -> str:
-        """What is indexed for chunk ``i``."""
+        """What is indexed for chunk ``i`` (the analyzer adds its camelCase words' parts)."""
         parts = [c.text for c in chunks[max(0, i - self.context) : i + 1]]
         if self.headers:
             parts.insert(0, chunks[i].header())
-        return code_words(_indexable("\n".join(parts)))
+        return _indexable("\n".join(parts))
 
     def _index(self, chunks: Sequence[Chunk]) -> BM25Index:
         """The chunks' index; the last transcript's is kept, as :class:`HybridScorer`
@@ -167,13 +163,13 @@ class BM25Scorer:
         key = digest.hexdigest()
         if self._last is None or self._last[0] != key:
             texts = [self.text(chunks, i) for i in range(len(chunks))]
-            self._last = (key, BM25Index(texts, DEFAULT_ANALYZER))
+            self._last = (key, BM25Index(_CODE_ANALYZER, texts))
         return self._last[1]
 
     def score(self, task: str, chunks: Sequence[Chunk]) -> list[float]:
         if not chunks:
             return []
-        found = self._index(chunks).query(code_words(_indexable(task)))
+        found = self._index(chunks).query(_indexable(task))
         return [float(x) for x in found]
 
 

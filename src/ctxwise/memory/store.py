@@ -23,7 +23,6 @@ import math
 import operator
 import threading
 from abc import ABC, abstractmethod
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -32,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxwise.errors import NamespaceNotFoundError, StoreError, UsageError
+from ctxwise.search.bm25 import BM25_B, BM25_K1, BM25Index, bm25_idf, bm25_term
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
 __all__ = [
@@ -320,9 +320,6 @@ def fts_tokens(text: str) -> list[str]:
     return DEFAULT_ANALYZER.words(text)
 
 
-BM25_K1 = 1.2
-BM25_B = 0.75
-
 SCORE_DIGITS = 9
 """Scores are ranked to 9 significant digits, then by ``seq``: every store computes
 the same score with its own float arithmetic (numpy, SQLite's FTS5, PostgreSQL's
@@ -350,19 +347,6 @@ def rank_key(score: float, seq: int) -> tuple[float, int]:
     """The sort key of a hit, best first: its score to :data:`SCORE_DIGITS`
     significant digits, descending, then its ``seq``, ascending."""
     return (-float(f"{score:.{SCORE_DIGITS}g}"), seq)
-
-
-def bm25_idf(n_items: float, df: float) -> float:
-    """BM25's idf as every store computes it (SQLite FTS5's formula):
-    ``ln((N - df + 0.5) / (df + 0.5))``, and 1e-6 where that is not positive (a
-    term in at least half of the namespace's items)."""
-    value = math.log((n_items - df + 0.5) / (df + 0.5))
-    return value if value > 0 else 1e-6
-
-
-def bm25_term(idf: float, tf: float, length: float, avgdl: float) -> float:
-    """One term's BM25 contribution (k1 1.2, b 0.75; statistics of one namespace)."""
-    return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -571,19 +555,19 @@ def check_k(k: int) -> int:
 class InMemoryStore(Store):
     """The reference store: plain Python and numpy, nothing persisted.
 
-    Lexical scoring is BM25 (:func:`bm25_term`) over the analyzer's terms, from
-    per-namespace postings (term → item → count), so a search reads only the items
-    holding a query term; the sums run in the same order as a scan of every item,
-    so the scores are the same to the bit.
+    Lexical scoring is BM25 over the analyzer's terms, from one
+    :class:`~ctxwise.search.BM25Index` per namespace (postings: term → item → count),
+    so a search reads only the items holding a query term; the sums run in the same
+    order as a scan of every item, so the scores are the same to the bit.
     """
 
     def __init__(self, *, analyzer: Analyzer | None = None) -> None:
         if analyzer is not None:
             self.analyzer = analyzer
-        self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, Counter[str]]]] = {}
-        self._postings: dict[Namespace, dict[str, dict[str, int]]] = {}
-        self._length: dict[Namespace, dict[str, int]] = {}  # item → its term count
-        self._lengths: dict[Namespace, int] = {}  # the namespace's total
+        # item id → (item, vector, its document in the namespace's index)
+        self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, int]]] = {}
+        self._indexes: dict[Namespace, BM25Index] = {}
+        self._docs: dict[Namespace, dict[int, MemoryItem]] = {}  # the index's documents
         self._seq: dict[Namespace, int] = {}
         self._dim: int | None = None  # of the first vector stored; every other must match
         self._closed = False
@@ -606,20 +590,15 @@ class InMemoryStore(Store):
     def close(self) -> None:
         """Forget every item; the store is unusable afterwards, as other stores are."""
         self._closed = True
-        for table in (self._rows, self._postings, self._length, self._lengths, self._seq):
+        for table in (self._rows, self._indexes, self._docs, self._seq):
             table.clear()
 
     def _unindex(self, ns: Namespace, item_id: str) -> bool:
         row = self._rows.get(ns, {}).pop(item_id, None)
         if row is None:
             return False
-        postings = self._postings[ns]
-        for term in row[2]:
-            holders = postings[term]
-            del holders[item_id]
-            if not holders:
-                del postings[term]
-        self._lengths[ns] -= self._length[ns].pop(item_id)
+        self._indexes[ns].remove(row[2])
+        del self._docs[ns][row[2]]
         return True
 
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
@@ -639,15 +618,13 @@ class InMemoryStore(Store):
             stored = MemoryItem(item_id, ns, item.text, item.metadata, seq, item.created_at)
             vec = None if item.vector is None else unit(item.vector)
             indexed = item.index_text if item.index_text is not None else item.text
-            counts = Counter(self.analyzer.words(indexed))
             self._unindex(ns, item_id)
-            rows[item_id] = (stored, vec, counts)
-            postings = self._postings.setdefault(ns, {})
-            for term, tf in counts.items():
-                postings.setdefault(term, {})[item_id] = tf
-            length = sum(counts.values())
-            self._length.setdefault(ns, {})[item_id] = length
-            self._lengths[ns] = self._lengths.get(ns, 0) + length
+            index = self._indexes.get(ns)
+            if index is None:
+                index = self._indexes[ns] = BM25Index(self.analyzer)
+            doc = index.add(indexed)
+            rows[item_id] = (stored, vec, doc)
+            self._docs.setdefault(ns, {})[doc] = stored
             ids.append(item_id)
         return ids
 
@@ -669,22 +646,11 @@ class InMemoryStore(Store):
         filters = check_filters(filters)
         if not rows or not terms:
             return []
-        n = len(rows)
-        avg = self._lengths[ns] / n
-        postings, lengths = self._postings[ns], self._length[ns]
-        sums: dict[str, float] = {}
-        for t in terms:  # in term order for every item, as a scan of each item adds them
-            holders = postings.get(t)
-            if not holders:
-                continue
-            idf = bm25_idf(n, len(holders))
-            for item_id, tf in holders.items():
-                term = bm25_term(idf, tf, lengths[item_id], avg)
-                sums[item_id] = sums.get(item_id, 0.0) + term
+        docs = self._docs[ns]
         scored = [
-            (rows[i][0], score)
-            for i, score in sums.items()
-            if score > 0 and matches(rows[i][0].metadata, filters)
+            (docs[doc], score)
+            for doc, score in self._indexes[ns].score_terms(terms).items()
+            if score > 0 and matches(docs[doc].metadata, filters)
         ]
         scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
         return scored[:k]

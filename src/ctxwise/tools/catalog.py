@@ -31,7 +31,7 @@ name (``snake_case``, ``kebab-case`` and ``camelCase`` split into words),
 description, and parameter names and descriptions (nested ones included), all
 through :mod:`ctxwise.text`'s analyzer:
 
-1. lexical: BM25 (:func:`ctxwise.memory.store.bm25_term`, the stores' formula) over
+1. lexical: BM25 (:class:`ctxwise.search.BM25Index`, the stores' formula) over
    the query's terms without stopwords;
 2. vector, when the catalog has an embedder: cosine between the query's and each
    tool's embedding;
@@ -79,12 +79,12 @@ from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
 
-from ctxwise._bm25 import BM25Index
 from ctxwise._io import parse_json
 from ctxwise.embeddings import Embedder
 from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError, UsageError
 from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
-from ctxwise.text import DEFAULT_ANALYZER, Analyzer
+from ctxwise.search import BM25Index, reciprocal_rank_fusion
+from ctxwise.text import DEFAULT_ANALYZER, Analyzer, split_identifier
 from ctxwise.tokens import CharCounter, TokenCounter
 from ctxwise.tools.trim import json_depth
 
@@ -142,7 +142,6 @@ Mode: TypeAlias = Literal["client", "server"]
 
 _WIRE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _MAX_NAME = 128
 _SCHEMA_DEPTH = 8
@@ -430,15 +429,11 @@ def _schema_words(schema: Any, depth: int = 0) -> list[str]:
     return out
 
 
-def _split_name(name: str) -> str:
-    return _CAMEL.sub(" ", name)
-
-
 def search_text(tool: ToolDef) -> str:
     """What search sees of ``tool``: server, name split into words, description,
     parameter names and descriptions."""
-    parts = [tool.server or "", _split_name(tool.name), tool.description]
-    parts.extend(_split_name(w) for w in _schema_words(tool.input_schema))
+    parts = [tool.server or "", split_identifier(tool.name), tool.description]
+    parts.extend(split_identifier(w) for w in _schema_words(tool.input_schema))
     return "\n".join(p for p in parts if p)
 
 
@@ -848,16 +843,12 @@ class ToolCatalog:
             qv = self.embedder.embed([query])[0]
             sims = idx.vectors @ qv
             vec_order = [int(i) for i in np.argsort(-sims, kind="stable")]
+        scores, (lex_rank, vec_rank) = reciprocal_rank_fusion(
+            [lex_order, vec_order], self.weights, self.rrf_k, self.pool
+        )
         fused = np.zeros(len(self._tools))
-        lex_rank: dict[int, int] = {}
-        vec_rank: dict[int, int] = {}
-        for order, weight, ranks in (
-            (lex_order, self.weights[0], lex_rank),
-            (vec_order, self.weights[1] if vec_order else 0.0, vec_rank),
-        ):
-            for r, i in enumerate(order[: self.pool]):
-                ranks[i] = r + 1
-                fused[i] += weight / (self.rrf_k + r + 1)
+        for i, score in scores.items():
+            fused[i] = score
         if self.server_weight:
             best = np.zeros(idx.n_servers)
             np.maximum.at(best, idx.server_of, fused)
@@ -1103,7 +1094,7 @@ class _Index:
         vectors = None
         if embedder is not None and tools:
             vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-        return cls(BM25Index(texts, analyzer), server_of, len(servers), vectors)
+        return cls(BM25Index(analyzer, texts), server_of, len(servers), vectors)
 
     def lexical(self, terms: Sequence[str]) -> np.ndarray:
         return self.lexical_index.scores(terms)

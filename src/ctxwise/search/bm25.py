@@ -1,0 +1,142 @@
+"""BM25: the formula every store scores by, and one incremental in-process index.
+
+The formula is SQLite FTS5's (k1 1.2, b 0.75; idf ``ln((N - df + 0.5) / (df + 0.5))``,
+1e-6 where that is not positive), so the in-memory store, SQLite's FTS5 and the
+PostgreSQL store's SQL compute the same scores. :class:`BM25Index` is the index code
+that ranks in process uses (the in-memory store, tool search, handoff scoring):
+documents are added (and removed) over time, and a query reads only the postings
+of its terms.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ctxwise.text import DEFAULT_ANALYZER, Analyzer
+
+__all__ = ["BM25_B", "BM25_K1", "BM25Index", "bm25_idf", "bm25_term"]
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def bm25_idf(n_items: float, df: float) -> float:
+    """BM25's idf as every store computes it (SQLite FTS5's formula):
+    ``ln((N - df + 0.5) / (df + 0.5))``, and 1e-6 where that is not positive (a
+    term in at least half of the items)."""
+    value = math.log((n_items - df + 0.5) / (df + 0.5))
+    return value if value > 0 else 1e-6
+
+
+def bm25_term(idf: float, tf: float, length: float, avgdl: float) -> float:
+    """One term's BM25 contribution (k1 1.2, b 0.75; the collection's statistics)."""
+    return idf * tf * (BM25_K1 + 1) / (tf + BM25_K1 * (1 - BM25_B + BM25_B * length / avgdl))
+
+
+class BM25Index:
+    """BM25 (:func:`bm25_term`) over ``analyzer``'s terms, documents added over time.
+
+    :meth:`add` indexes a text and returns its document number (0, 1, 2, ... in the
+    order added, never reused); :meth:`remove` takes a document out. The collection
+    statistics (document count, average length, document frequencies) are those of
+    the documents in the index at query time. :meth:`score_terms` sums each matching
+    document's terms in the order given, so the scores are the same to the bit as a
+    scan of every document adding its terms in that order.
+    """
+
+    def __init__(self, analyzer: Analyzer = DEFAULT_ANALYZER, texts: Iterable[str] = ()) -> None:
+        self.analyzer = analyzer
+        self._postings: dict[str, dict[int, int]] = {}
+        self._counts: list[Counter[str] | None] = []  # per document; None: removed
+        self._lengths: list[int] = []
+        self._live = 0
+        self._total = 0
+        for text in texts:
+            self.add(text)
+
+    def __len__(self) -> int:
+        """Documents in the index (removed ones left out)."""
+        return self._live
+
+    @property
+    def size(self) -> int:
+        """Document numbers handed out so far (the length of :meth:`scores`)."""
+        return len(self._lengths)
+
+    def add(self, text: str) -> int:
+        """Index ``text`` (its :meth:`Analyzer.words`); its document number."""
+        return self.add_terms(self.analyzer.words(text))
+
+    def add_terms(self, terms: Sequence[str]) -> int:
+        """Index a document of these terms (already analyzed); its document number."""
+        doc = len(self._lengths)
+        counts = Counter(terms)
+        postings = self._postings
+        for term, tf in counts.items():
+            holders = postings.get(term)
+            if holders is None:
+                postings[term] = {doc: tf}
+            else:
+                holders[doc] = tf
+        length = len(terms)
+        self._counts.append(counts)
+        self._lengths.append(length)
+        self._live += 1
+        self._total += length
+        return doc
+
+    def remove(self, doc: int) -> bool:
+        """Take document ``doc`` out; whether it was in the index."""
+        counts = self._counts[doc] if 0 <= doc < len(self._counts) else None
+        if counts is None:
+            return False
+        postings = self._postings
+        for term in counts:
+            holders = postings[term]
+            del holders[doc]
+            if not holders:
+                del postings[term]
+        self._counts[doc] = None
+        self._live -= 1
+        self._total -= self._lengths[doc]
+        self._lengths[doc] = 0
+        return True
+
+    def length(self, doc: int) -> int:
+        """How many terms document ``doc`` has (0 once removed)."""
+        return self._lengths[doc]
+
+    def score_terms(self, terms: Sequence[str]) -> dict[int, float]:
+        """Each document holding one of ``terms``: its BM25 score for them (the
+        query's terms: distinct, in the order their contributions are summed)."""
+        n = self._live
+        if not n:
+            return {}
+        mean = self._total / n
+        avgdl = mean if mean > 0 else 1.0
+        lengths = self._lengths
+        sums: dict[int, float] = {}
+        for t in terms:  # in term order for every document, as a scan of each adds them
+            holders = self._postings.get(t)
+            if not holders:
+                continue
+            idf = bm25_idf(n, len(holders))
+            for doc, tf in holders.items():
+                sums[doc] = sums.get(doc, 0.0) + bm25_term(idf, tf, lengths[doc], avgdl)
+        return sums
+
+    def scores(self, terms: Sequence[str]) -> npt.NDArray[np.float64]:
+        """Every document's score for ``terms`` (0 where none occurs), by document number."""
+        out = np.zeros(len(self._lengths))
+        for doc, score in self.score_terms(terms).items():
+            out[doc] = score
+        return out
+
+    def query(self, query: str) -> npt.NDArray[np.float64]:
+        """Every document's score for ``query`` (its :meth:`Analyzer.query_terms`)."""
+        return self.scores(self.analyzer.query_terms(query))
