@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxwise.memory import facts
+from ctxwise.memory import _extract as facts
 
 PIECES = [
     "2024-05-12",
