@@ -22,6 +22,7 @@ from ctxwise._session_state import ToolIds
 from ctxwise.config import EngineConfig
 from ctxwise.engine import Engine, TurnResult
 from ctxwise.errors import PairingError, UsageError
+from ctxwise.memory.source import MemorySource
 from ctxwise.memory.store import InMemoryStore, MemoryItem
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock
 from ctxwise.sessions import (
@@ -187,13 +188,15 @@ def test_recall_searches_once_per_query_and_memory(tmp_path: Path) -> None:
 
 def _without_memo(engine: Engine) -> Engine:
     """``engine`` recalling anew on every turn, as before the memo."""
-    recall = engine._recall
+    source = engine._ctx.sources["memory"]
+    assert isinstance(source, MemorySource)
+    sections = source.sections
 
-    def fresh(session: Any, query: str | None) -> Any:
-        session.recalled = None
-        return recall(session, query)
+    def fresh(query: str, state: Any) -> Any:
+        source.forget(state["session_id"])
+        return sections(query, state)
 
-    engine._recall = fresh  # type: ignore[method-assign]
+    source.sections = fresh  # type: ignore[method-assign]
     return engine
 
 

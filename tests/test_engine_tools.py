@@ -312,7 +312,7 @@ def test_a_bad_search_call_loads_nothing(tmp_path: Path) -> None:
     for bad in ({}, {"query": ""}, {"query": "pdf", "extra": 1}, {"query": "pdf", "k": 99}):
         out = engine.run_tool("s", ToolUseBlock("toolu_b", "tool_search", bad))
         assert out is not None and out.is_error
-    assert engine._load("s").loaded_tools == []
+    assert engine._load("s").loaded_tools == ()
     engine.close()
 
 

@@ -54,6 +54,7 @@ from ctxwise.errors import (
     SessionConflictError,
     SessionStoreError,
     SpecError,
+    StepError,
     StepFailed,
     StoreDimensionError,
     SubagentReportError,
@@ -170,7 +171,9 @@ if _typing.TYPE_CHECKING:
         SQLiteSessionStore,
         open_session_store,
     )
-    from ctxwise.sources import Source, StaticSource
+    from ctxwise.memory.source import MemorySource
+    from ctxwise.sources import Source, SourceContext, StaticSource
+    from ctxwise.turn import Steps, TurnContext, TurnState
     from ctxwise.spec import AssemblySpec, SectionSpec, load_spec
     from ctxwise.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
     from ctxwise.trace import Trace
@@ -222,6 +225,11 @@ _LAZY = {
     "ExtractiveSummarizer": "ctxwise.summarize",
     "Summarizer": "ctxwise.summarize",
     "StaticSource": "ctxwise.sources",
+    "SourceContext": "ctxwise.sources",
+    "MemorySource": "ctxwise.memory.source",
+    "Steps": "ctxwise.turn",
+    "TurnContext": "ctxwise.turn",
+    "TurnState": "ctxwise.turn",
     "AutoCompactor": "ctxwise.compaction",
     "Compaction": "ctxwise.compaction",
     "CompactionArchiveError": "ctxwise.compaction",
@@ -324,6 +332,7 @@ __all__ = [
     "MediaBlock",
     "MemoEmbedder",
     "MemoryItem",
+    "MemorySource",
     "Message",
     "MissingDependencyError",
     "NamespaceNotFoundError",
@@ -362,9 +371,12 @@ __all__ = [
     "SessionStoreError",
     "SimulationError",
     "Source",
+    "SourceContext",
     "SpecError",
     "StaticSource",
+    "StepError",
     "StepFailed",
+    "Steps",
     "Store",
     "StoreDimensionError",
     "StoreError",
@@ -388,7 +400,9 @@ __all__ = [
     "Trace",
     "Transcript",
     "TranscriptFile",
+    "TurnContext",
     "TurnResult",
+    "TurnState",
     "UnansweredTurnWarning",
     "UnknownFormatError",
     "UnknownSessionError",

@@ -37,6 +37,7 @@ One root, two branches::
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
         ├── SessionStoreError           the session store failed
+        ├── StepError                   a turn's step raised an error that is not ctxwise's own
         ├── RelayStateError             a relay run's manifest or state files are damaged
         └── StepFailed                  a relay step could not produce an update (retried)
 
@@ -92,6 +93,7 @@ __all__ = [
     "SessionStoreError",
     "SimulationError",
     "SpecError",
+    "StepError",
     "StepFailed",
     "StoreDimensionError",
     "StoreError",
@@ -831,6 +833,19 @@ class IntegrationError(UsageError):
         return self._reduced(
             (self.framework, self.reason, self.detail), {"supported": self.supported}
         )
+
+
+class StepError(BackendError):
+    """A step of a turn (``step``, by name) raised an error that is not ctxwise's own
+    (``detail``: its type and message); the turn was not committed."""
+
+    def __init__(self, step: str, detail: str) -> None:
+        self.step = step
+        self.detail = detail
+        super().__init__(f"turn step {step!r} failed, nothing was committed: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.step, self.detail))
 
 
 # warnings ---------------------------------------------------------------------------------

@@ -1,0 +1,234 @@
+"""The values a turn passes from step to step: the session as loaded, and the
+:class:`TurnState` each step reads and returns a new copy of.
+
+Both are frozen: a step never changes what it was given, it returns
+``dataclasses.replace(state, ...)`` (:meth:`TurnState.but`). The session's case
+facts and rules are objects with methods that change them; a step that changes
+them works on copies (:meth:`SessionView.facts_copy`), so the loaded session, which
+a retry starts from again, stays as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ctxwise._session_state import STATE_FORMAT, RouteMemo, SessionState, ToolIds
+from ctxwise.assembly import Assembly, Section
+from ctxwise.formats.request import Window
+from ctxwise.memory.facts import CaseFacts, Rules
+from ctxwise.messages import Message, Transcript
+from ctxwise.trace import ClearTrace, CompactionTrace, RouteTrace, ToolsTrace, Trace
+
+__all__ = ["Assembled", "BudgetPlan", "Remember", "SessionView", "ToolsPlan", "TurnState"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionView:
+    """A session as the store holds it, materialized: its live history (with each
+    message's tokens as sent and its position in the log, ``None`` for a summary),
+    its log's length, and its state row (:class:`~ctxwise._session_state.SessionState`)
+    in typed form."""
+
+    session_id: str
+    version: int
+    history: tuple[Message, ...] = ()
+    tokens: tuple[int, ...] = ()
+    origins: tuple[int | None, ...] = ()
+    log_length: int = 0
+    facts: CaseFacts = field(default_factory=CaseFacts)
+    rules: Rules = field(default_factory=Rules)
+    system: tuple[str, ...] = ()
+    turns: int = 0
+    compactions: int = 0
+    clears: int = 0
+    remembered: int = 0
+    """How much of the log long-term memory holds (positions below it)."""
+    tool_ids: ToolIds = field(default_factory=ToolIds)
+    route: RouteMemo | None = None
+    gate_rules: tuple[Mapping[str, Any], ...] = ()
+    loaded_tools: tuple[tuple[str, str], ...] = ()
+    tool_events: tuple[Mapping[str, Any], ...] = ()
+    encoded: tuple[Any, ...] | None = None
+    """Each history message encoded for the render target (kept in memory only)."""
+    counted_by: str | None = None
+    """The counter and render that counted ``tokens`` (``SessionState.counted_by``)."""
+
+    @classmethod
+    def from_state(
+        cls,
+        session_id: str,
+        version: int,
+        state: SessionState,
+        *,
+        history: tuple[Message, ...] = (),
+        tokens: tuple[int, ...] = (),
+        origins: tuple[int | None, ...] = (),
+        log_length: int = 0,
+        tool_ids: ToolIds | None = None,
+    ) -> SessionView:
+        return cls(
+            session_id,
+            version,
+            history,
+            tokens,
+            origins,
+            log_length,
+            state.facts,
+            state.rules,
+            tuple(state.system),
+            state.turns,
+            state.compactions,
+            state.clears,
+            state.remembered,
+            tool_ids if tool_ids is not None else ToolIds(state.tool_ids),
+            state.route,
+            tuple(state.gate_rules),
+            tuple((str(a), str(b)) for a, b in state.loaded_tools),
+            tuple(state.tool_events),
+            counted_by=state.counted_by,
+        )
+
+    def but(self, **changes: Any) -> SessionView:
+        """A copy with ``changes``."""
+        return replace(self, **changes)
+
+    def facts_copy(self) -> CaseFacts:
+        return CaseFacts.from_dict(self.facts.to_dict())
+
+    def rules_copy(self) -> Rules:
+        return Rules.from_dict(self.rules.to_dict())
+
+    def state(self) -> dict[str, Any]:
+        """The state row a commit writes (read back by ``parse_state``)."""
+        return {
+            "format": STATE_FORMAT,
+            "facts": self.facts.to_dict(),
+            "rules": self.rules.to_dict(),
+            "system": list(self.system),
+            "turns": self.turns,
+            "compactions": self.compactions,
+            "clears": self.clears,
+            "remembered": self.remembered,
+            "route": None if self.route is None else self.route.model_dump(mode="json"),
+            "gate_rules": [dict(r) for r in self.gate_rules],
+            "loaded_tools": [list(k) for k in self.loaded_tools],
+            "tool_events": [dict(e) for e in self.tool_events],
+            "counted_by": self.counted_by,
+        }
+
+    def first_live(self) -> int:
+        """The first log position the live history holds (the log's length when it
+        holds none): what memory recall must come from before."""
+        live = [o for o in self.origins if o is not None]
+        return min(live) if live else self.log_length
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetPlan:
+    """How the budget splits: ``available`` (budget - reserve) less the tool
+    definitions is ``window``; less the request framing and the pinned sections it
+    is ``room``; ``history_room`` is the part of it left after the context share."""
+
+    available: int
+    window: int
+    framing: int
+    pinned: tuple[tuple[Section, str], ...]
+    pinned_tokens: int
+    room: int
+    history_room: int
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsPlan:
+    """This turn's tool definitions (as the render sends them), their trace and tokens."""
+
+    definitions: tuple[dict[str, Any], ...] | None = None
+    trace: ToolsTrace | None = None
+    tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Assembled:
+    """The window that fits as sent, and what the trace says of it."""
+
+    assembly: Assembly
+    window: Window
+    transcript: Transcript
+    owners: Mapping[str, str]
+    placements: Mapping[str, str]
+    total_tokens: int
+    history_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    """An effect: put the session's log from ``start`` up to ``upto`` into long-term
+    memory (idempotent: an item's id is its position)."""
+
+    session_id: str
+    start: int
+    upto: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnState:
+    """Everything a turn knows, step by step. ``base`` is the session as loaded (the
+    commit is applied on its version); ``session`` is the working session the steps
+    change by copy; the rest is what each step adds, ``None`` until it has run."""
+
+    base: SessionView
+    session: SessionView
+    new: tuple[Message, ...]
+    prompt: str | None = None
+    attempt: int = 1
+    started: float = 0.0
+    log: tuple[dict[str, Any], ...] = ()
+    """The log rows of the messages this turn appends."""
+    recounted: bool = False
+    """The stored tokens were counted by another counter or render: all recounted."""
+    facts_changed: tuple[str, ...] = ()
+    rules_added: tuple[str, ...] = ()
+    gates_added: tuple[str, ...] = ()
+    route: RouteTrace | None = None
+    chosen: tuple[str, ...] = ()
+    fallback: str | None = None
+    budget: BudgetPlan | None = None
+    tools: ToolsPlan = ToolsPlan()
+    cleared: ClearTrace | None = None
+    compacted: CompactionTrace | None = None
+    changed_from: int | None = None
+    """The first history position this turn changed (None: only appended)."""
+    gathered: tuple[tuple[Section, str], ...] = ()
+    skipped: tuple[str, ...] = ()
+    assembled: Assembled | None = None
+    request: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    trace: Trace | None = None
+    effects: tuple[Remember, ...] = ()
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        base: SessionView,
+        new: tuple[Message, ...],
+        *,
+        prompt: str | None = None,
+        attempt: int = 1,
+        started: float = 0.0,
+    ) -> TurnState:
+        return cls(base, base, new, prompt, attempt, started)
+
+    def but(self, **changes: Any) -> TurnState:
+        """A copy with ``changes``."""
+        return replace(self, **changes)
+
+    def timed(self, step: str, ms: float) -> TurnState:
+        return replace(self, timings={**self.timings, step: ms})
+
+    @property
+    def query(self) -> str | None:
+        """The routed query (the latest user message's text), once routed."""
+        return None if self.route is None else self.route.query
