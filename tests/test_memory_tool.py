@@ -984,7 +984,7 @@ def racing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[MemoryTool,
         finally:
             swap()
 
-    monkeypatch.setattr(memory_tool.os.path, "realpath", checked)
+    monkeypatch.setattr(memory_tool._directory.os.path, "realpath", checked)
     return tool, outside
 
 

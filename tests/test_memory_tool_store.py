@@ -273,8 +273,8 @@ LOCK = "ctxwise.memory_tool:acme/session-1"
 def test_a_change_waits_for_the_lock_and_is_refused_when_it_stays_held(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(memory_tool, "_LOCK_PAUSE", 0.0)
-    monkeypatch.setattr(memory_tool, "_LOCK_TRIES", 3)
+    monkeypatch.setattr(memory_tool._store, "_LOCK_PAUSE", 0.0)
+    monkeypatch.setattr(memory_tool._store, "_LOCK_TRIES", 3)
     store = InMemoryStore()
     tool = MemoryTool(StoreMemory(store, NS))
     ok(tool, command="create", path="/memories/a.md", file_text="a\n")
@@ -337,8 +337,8 @@ store.close()
 def test_another_process_holding_the_lock_refuses_a_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(memory_tool, "_LOCK_PAUSE", 0.0)
-    monkeypatch.setattr(memory_tool, "_LOCK_TRIES", 2)
+    monkeypatch.setattr(memory_tool._store, "_LOCK_PAUSE", 0.0)
+    monkeypatch.setattr(memory_tool._store, "_LOCK_TRIES", 2)
     path = tmp_path / "m.db"
     store = SQLiteStore(path)
     try:
