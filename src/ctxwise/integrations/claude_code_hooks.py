@@ -45,34 +45,48 @@ line in the hook log (:func:`hook_log_path`: ``$CTXWISE_HOOK_LOG``, else
 
 :func:`hook_settings` builds the ``settings.json`` snippet and
 :func:`install_settings` merges it into a settings file, keeping every other key.
+
+The archive lives in ``ctxwise.integrations._hook_archive`` and the settings in
+``ctxwise.integrations._hook_settings``; every name is importable from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
-import re
-import stat
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ctxwise._io import (
     parse_json,
-    read_user_file,
-    replace_file,
-    sweep_stale_once,
-    temporary_name,
 )
-from ctxwise.errors import FormatError, OutputError, UsageError
+from ctxwise.errors import FormatError, UsageError
+from ctxwise.integrations._hook_archive import (
+    Clock,
+    archive_transcript,
+    default_archive_dir,
+    latest_archive,
+    prune_archives,
+    sweep_archive,
+    utc_now,
+)
+from ctxwise.integrations._hook_settings import (
+    DEFAULT_HOOK_TIMEOUT,
+    HOOK_EVENTS,
+    SUBAGENT_TOOLS,
+    InstallResult,
+    hook_settings,
+    install_settings,
+    merge_settings,
+)
 from ctxwise.messages import Message, ToolUseBlock, Transcript
 
 if TYPE_CHECKING:
@@ -134,13 +148,6 @@ copy just written, and any newer one, is never removed, so one transcript larger
 than the cap is kept alone. ``hook pre-compact --archive-max-bytes`` changes it
 (``0``: no cap)."""
 
-DEFAULT_HOOK_TIMEOUT = 30
-"""The ``timeout`` (seconds) :func:`hook_settings` gives each hook: well above
-:data:`DEFAULT_DEADLINE`, so Claude Code never has to kill a ctxwise hook."""
-
-SUBAGENT_TOOLS = ("Agent", "Task")
-"""The subagent tool's names: ``Agent`` now, ``Task`` before."""
-
 SUBAGENT_TRANSCRIPT_BYTES = 12 * 2**20
 """How much of the end of a transcript the subagent hooks select from. Selection
 takes time in proportion to the transcript, and a hook that passes its deadline
@@ -148,17 +155,7 @@ hands the subagent nothing; from a longer session they read the latest lines up 
 this size (whole lines), and say so. ``benchmarks/bench_hooks.py`` times both hooks
 on sessions longer than this."""
 
-HOOK_EVENTS = ("subagent-context", "subagent-start", "pre-compact", "session-start")
-"""The ``ctxwise hook`` commands Claude Code runs."""
-
-Clock = Callable[[], datetime]
-
 _CONTEXT_MARK = "<context note="
-_SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 # -- payloads ---------------------------------------------------------------------
@@ -529,202 +526,7 @@ def _capped(text: str, cap: int) -> str:
     return "\n".join(kept)  # pragma: no cover - the loop returns first
 
 
-# -- archive ----------------------------------------------------------------------
-
-
-def default_archive_dir() -> Path:
-    """``~/.ctxwise/archive``."""
-    return Path.home() / ".ctxwise" / "archive"
-
-
-def _safe_name(session_id: str) -> str:
-    name = _SAFE.sub("_", session_id.strip())[:200]
-    return name if name.strip(".") else "unknown-session"
-
-
-_ARCHIVE_NAME = re.compile(r"(\d{8}T\d{6}\.\d{6}Z)(?:-(\d+))?\.jsonl")
-_LEGACY_TMP = re.compile(r"\.\d{8}T\d{6}\.\d{6}Z\.[a-z0-9_]{8}\.tmp")
-"""The temporary copies of earlier versions (``tempfile.mkstemp``), swept like today's."""
-_COPY_CHUNK = 1 << 20
-
-
-def _claim(tmp: Path, target_dir: Path, stem: str) -> Path:
-    """Move ``tmp`` to ``<stem>.jsonl`` (or ``<stem>-N.jsonl``) without replacing a file."""
-    for n in range(1000):
-        final = target_dir / (f"{stem}-{n}.jsonl" if n else f"{stem}.jsonl")
-        try:
-            os.link(tmp, final)  # fails when final exists: nothing is replaced
-        except FileExistsError:
-            continue
-        except OSError:  # no hard links here: reserve the name, then move onto it
-            try:
-                fd = os.open(final, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                continue
-            os.close(fd)
-            try:
-                os.replace(tmp, final)
-            except BaseException:  # no empty copy left under the reserved name
-                with contextlib.suppress(OSError):
-                    final.unlink()
-                raise
-            return final
-        tmp.unlink()
-        return final
-    raise UsageError(f"no free archive name for {stem} in {target_dir}")
-
-
-def _cancelled(tmp: Path) -> OSError:
-    return OSError(errno.ECANCELED, "the hook's deadline passed; copy abandoned", str(tmp))
-
-
-def archive_transcript(
-    transcript: str | Path,
-    archive_dir: str | Path,
-    session_id: str,
-    *,
-    clock: Clock = _utc_now,
-    cancel: threading.Event | None = None,
-) -> Path:
-    """Copy ``transcript`` to ``<archive_dir>/<session_id>/<UTC timestamp>.jsonl`` and
-    return the copy's path.
-
-    The copy is written under a temporary name in that folder
-    (``.<timestamp>.ctxwise-<hex>.tmp``, readable by its owner only) and then linked
-    to its final name, so a reader never sees half a file, and an existing file is
-    never replaced (a second archive in the same microsecond gets ``-1``, ``-2``…).
-    The session id keeps only ``A-Z a-z 0-9 . _ -``. Whatever stops the copy (an
-    error, ``cancel`` set: it is checked between chunks of 1 MiB and before the
-    copy is linked into place), the temporary file is removed. Temporary files a
-    killed process left in that folder are removed first once they are
-    :data:`ctxwise._io.STALE_TEMP_AGE` old by ``clock``.
-
-    Raises:
-        FormatError: the transcript cannot be read.
-        OSError: the copy cannot be written; ``errno.ECANCELED`` when ``cancel`` was
-            set. No file is left of it.
-    """
-    src = Path(transcript)
-    if not src.is_file():
-        raise FormatError(str(src), "no such transcript file")
-    target = Path(archive_dir) / _safe_name(session_id)
-    target.mkdir(parents=True, exist_ok=True)
-    now = clock()
-    sweep_stale_once(target, clock=now.timestamp, also=_LEGACY_TMP)
-    stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    for _ in range(100):
-        tmp = target / temporary_name(stamp)
-        try:
-            fd = os.open(tmp, flags, 0o600)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - 100 collisions of 32 random bits
-        raise FileExistsError(errno.EEXIST, "cannot create a temporary file", str(target))
-    try:
-        with os.fdopen(fd, "wb") as out, src.open("rb") as inp:
-            while chunk := inp.read(_COPY_CHUNK):
-                if cancel is not None and cancel.is_set():
-                    raise _cancelled(tmp)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        if cancel is not None and cancel.is_set():
-            raise _cancelled(tmp)
-        return _claim(tmp, target, stamp)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-def _archive_key(name: str) -> tuple[str, int] | None:
-    """``(timestamp, N)`` of an archive copy's name (``<stamp>.jsonl``,
-    ``<stamp>-N.jsonl``), the order they were written in; None for any other name."""
-    m = _ARCHIVE_NAME.fullmatch(name)
-    return (m.group(1), int(m.group(2) or 0)) if m else None
-
-
-def prune_archives(archive_dir: str | Path, max_bytes: int, keep: str | Path) -> list[Path]:
-    """Remove the oldest archive copies under ``archive_dir`` (every session's folder)
-    until they hold at most ``max_bytes`` in all, and return the paths removed.
-
-    Only copies named as :func:`archive_transcript` names them and written before
-    ``keep`` (the copy just written) are removed: ``keep`` and newer copies stay,
-    even when they alone pass ``max_bytes``. ``max_bytes`` 0 removes nothing.
-    Order is by the UTC timestamp in the names, not by the clock of the file
-    system; a copy that cannot be removed is skipped.
-    """
-    if max_bytes < 0:
-        raise UsageError(f"max_bytes must be 0 (no cap) or more, got {max_bytes}")
-    kept = _archive_key(Path(keep).name)
-    if max_bytes == 0 or kept is None:
-        return []
-    copies: list[tuple[tuple[str, int], str, Path, int]] = []
-    total = 0
-    base = Path(archive_dir)
-    try:
-        folders = [e for e in os.scandir(base) if e.is_dir(follow_symlinks=False)]
-    except OSError:
-        return []
-    for folder in folders:
-        try:
-            entries = list(os.scandir(folder.path))
-        except OSError:
-            continue
-        for e in entries:
-            key = _archive_key(e.name)
-            if key is None:
-                continue
-            try:
-                st = e.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                continue
-            total += st.st_size
-            if key < kept:
-                copies.append((key, folder.name, Path(e.path), st.st_size))
-    removed: list[Path] = []
-    for _, _, path, size in sorted(copies):
-        if total <= max_bytes:
-            break
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        total -= size
-        removed.append(path)
-    return removed
-
-
-def _sweep_archive(archive_dir: Path, clock: Clock) -> None:
-    """Sweep every session folder of the archive for the temporary copies killed
-    hooks left (each copy sweeps its own folder; a session that never compacts
-    again would keep another's)."""
-    now = clock().timestamp()
-    with contextlib.suppress(OSError), os.scandir(archive_dir) as entries:
-        folders = [e.path for e in entries if e.is_dir(follow_symlinks=False)]
-        for folder in folders:
-            sweep_stale_once(folder, clock=lambda: now, also=_LEGACY_TMP)
-
-
-def _latest_archive(archive_dir: Path, session_id: str) -> Path | None:
-    """The session's latest archive; None when there is none, or when the payload
-    names no session (its copies share ``unknown-session`` with every other such
-    payload's, so they may be another session's)."""
-    if not _SAFE.sub("_", session_id.strip())[:200].strip("."):
-        return None
-    folder = archive_dir / _safe_name(session_id)
-    found = list(folder.glob("*.jsonl")) if folder.is_dir() else []
-
-    def order(path: Path) -> tuple[str, int]:  # <stamp>.jsonl, then <stamp>-1.jsonl, …
-        stamp, _, n = path.name.removesuffix(".jsonl").partition("-")
-        return stamp, int(n) if n.isdigit() else 0
-
-    return max(found, key=order) if found else None
-
-
+# -- compaction and session start ------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class PreCompactResult:
     """Where the transcript was archived, and the text for the compaction
@@ -748,7 +550,7 @@ def pre_compact(
     *,
     archive_dir: str | Path | None = None,
     extractor: str = "prose",
-    clock: Clock = _utc_now,
+    clock: Clock = utc_now,
     archive_max_bytes: int = DEFAULT_ARCHIVE_MAX_BYTES,
     cancel: threading.Event | None = None,
 ) -> PreCompactResult:
@@ -782,7 +584,7 @@ def pre_compact(
         problem = f"archive not written to {base}: {exc.strerror or exc}"
     if copy is not None:
         pruned = prune_archives(base, archive_max_bytes, copy)
-        _sweep_archive(base, clock)
+        sweep_archive(base, clock)
     if cancel is not None and cancel.is_set():
         return PreCompactResult(copy, "", p.trigger, problem, tuple(pruned))
     rules, facts = standing_context(_read(p.transcript_path), extractor=extractor)
@@ -815,7 +617,7 @@ def session_start(
     path = Path(p.transcript_path)
     if not path.is_file():
         base = Path(archive_dir) if archive_dir is not None else default_archive_dir()
-        latest = _latest_archive(base, p.session_id)
+        latest = latest_archive(base, p.session_id)
         if latest is None:
             raise FormatError(p.transcript_path, "no such transcript file and no archive")
         path = latest
@@ -842,7 +644,7 @@ def hook_log_path() -> Path:
 
 
 def log_hook_failure(
-    event: str, detail: str, *, log: Path | None = None, clock: Clock = _utc_now
+    event: str, detail: str, *, log: Path | None = None, clock: Clock = utc_now
 ) -> None:
     """Append one line to the hook log; a log that cannot be written is skipped."""
     path = log if log is not None else hook_log_path()
@@ -860,7 +662,7 @@ def run_hook(
     *,
     deadline: float = DEFAULT_DEADLINE,
     log: Path | None = None,
-    clock: Clock = _utc_now,
+    clock: Clock = utc_now,
     cancel: threading.Event | None = None,
     grace: float | None = None,
 ) -> str:
@@ -909,202 +711,3 @@ def run_hook(
         )
         return ""
     return out[0] if out else ""
-
-
-# -- settings ---------------------------------------------------------------------
-
-
-def hook_settings(
-    command: str = "ctxwise",
-    *,
-    subagent: Literal["pre-tool-use", "subagent-start"] = "pre-tool-use",
-    timeout: int = DEFAULT_HOOK_TIMEOUT,
-) -> dict[str, Any]:
-    """The ``settings.json`` snippet registering the hooks.
-
-    ``subagent`` picks how subagents get their context: ``updatedInput`` on the
-    ``PreToolUse`` of ``Agent|Task`` (the default), or ``additionalContext`` on
-    ``SubagentStart`` (for versions that ignore ``updatedInput`` for that tool).
-    Only one, so a subagent never gets the context twice.
-    """
-
-    def entry(matcher: str, event: str) -> dict[str, Any]:
-        return {
-            "matcher": matcher,
-            "hooks": [
-                {"type": "command", "command": f"{command} hook {event}", "timeout": timeout}
-            ],
-        }
-
-    hooks: dict[str, Any] = {}
-    if subagent == "pre-tool-use":
-        hooks["PreToolUse"] = [entry("|".join(SUBAGENT_TOOLS), "subagent-context")]
-    elif subagent == "subagent-start":
-        hooks["SubagentStart"] = [entry("", "subagent-start")]
-    else:
-        raise UsageError(f"subagent is 'pre-tool-use' or 'subagent-start', not {subagent!r}")
-    hooks["PreCompact"] = [entry("manual|auto", "pre-compact")]
-    hooks["SessionStart"] = [entry("compact", "session-start")]
-    return {"hooks": hooks}
-
-
-def _commands(groups: Sequence[Any]) -> set[str]:
-    return {
-        h["command"]
-        for g in groups
-        if isinstance(g, Mapping)
-        for h in (g.get("hooks") or [])
-        if isinstance(h, Mapping) and isinstance(h.get("command"), str)
-    }
-
-
-_SUBAGENT_HOOKS = ("subagent-context", "subagent-start")
-
-
-def _ctxwise_event(command: object) -> str | None:
-    """The ``ctxwise hook`` event a registered command runs (``… hook pre-compact``),
-    whatever runs ctxwise (``ctxwise``, ``uvx ctxwise``, a path), else None."""
-    if not isinstance(command, str):
-        return None
-    return next((e for e in HOOK_EVENTS if command.endswith(f" hook {e}")), None)
-
-
-def _drop_replaced_hooks(hooks: dict[str, Any], snippet: Mapping[str, Any]) -> None:
-    """Remove the ctxwise hooks the snippet replaces: its other way of giving
-    subagents context (``hook subagent-context`` when the snippet registers ``hook
-    subagent-start``, and the other way round), so a subagent gets its context
-    once; and a ctxwise hook the snippet registers with another command (``uvx
-    ctxwise`` after ``/old/bin/ctxwise``), so it does not run twice. Other hooks
-    are kept."""
-    commands = _commands([g for groups in snippet["hooks"].values() for g in groups])
-    new = {e: c for c in commands if (e := _ctxwise_event(c)) is not None}
-    wanted = set(new) & set(_SUBAGENT_HOOKS)
-    other = set(_SUBAGENT_HOOKS) - wanted if len(wanted) == 1 else set()
-
-    def replaced(h: object) -> bool:
-        if not isinstance(h, Mapping):
-            return False
-        event = _ctxwise_event(h.get("command"))
-        return event in other or (event in new and h["command"] != new[event])
-
-    for event in list(hooks):
-        groups = hooks[event]
-        if not isinstance(groups, list):
-            continue  # reported by merge_settings when the snippet touches it
-        kept_groups = []
-        for g in groups:
-            inner = g.get("hooks") if isinstance(g, Mapping) else None
-            if isinstance(inner, list):
-                kept = [h for h in inner if not replaced(h)]
-                if not kept and inner:
-                    continue
-                g = {**g, "hooks": kept}
-            kept_groups.append(g)
-        if kept_groups != groups:
-            if kept_groups:
-                hooks[event] = kept_groups
-            else:
-                del hooks[event]
-
-
-def merge_settings(
-    existing: Mapping[str, Any], snippet: Mapping[str, Any]
-) -> tuple[dict[str, Any], list[str]]:
-    """``existing`` with the snippet's hook groups added, and the events changed.
-
-    Every other key and hook is kept as it is; a group whose command is already
-    registered for that event is not added again (installing twice changes nothing).
-    ctxwise's other subagent hook (``subagent-context`` vs ``subagent-start``) is
-    removed, so switching ``--subagent`` replaces it rather than adding a second,
-    and so is a ctxwise hook registered with another command (installing with a
-    new ``--command`` replaces the old one).
-
-    Raises:
-        UsageError: ``hooks`` or one of its events is not of the documented shape.
-    """
-    merged = json.loads(json.dumps(existing))
-    hooks = merged.setdefault("hooks", {})
-    if not isinstance(hooks, dict):
-        raise UsageError(f"'hooks' in the settings is {type(hooks).__name__}, not an object")
-    _drop_replaced_hooks(hooks, snippet)
-    added: list[str] = []
-    for event, groups in snippet["hooks"].items():
-        current = hooks.setdefault(event, [])
-        if not isinstance(current, list):
-            raise UsageError(f"'hooks.{event}' in the settings is not a list")
-        have = _commands(current)
-        new = [g for g in groups if not _commands([g]) <= have]
-        if new:
-            current.extend(json.loads(json.dumps(new)))
-            added.append(event)
-    if merged != existing:
-        raw = existing.get("hooks")
-        before: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        added += [e for e in before if e not in hooks or hooks[e] != before[e]]
-        added = list(dict.fromkeys(added))
-    return merged, added
-
-
-@dataclass(frozen=True, slots=True)
-class InstallResult:
-    """The settings file, its new text, the events whose hooks changed (added to, or
-    ctxwise's other subagent hook taken out), and whether it was written."""
-
-    path: Path
-    text: str
-    added: tuple[str, ...]
-    written: bool
-
-
-def install_settings(
-    path: str | Path, snippet: Mapping[str, Any], *, dry_run: bool = False
-) -> InstallResult:
-    """Merge ``snippet`` into the settings file at ``path`` (created when missing).
-
-    The file is written atomically (a temporary file in the same folder, then
-    renamed over it), and only when something was added and ``dry_run`` is false.
-    A symbolic link at ``path`` is kept: the file it names is the one replaced.
-
-    Raises:
-        FormatError: the file does not read, is not valid UTF-8 JSON or not a JSON
-            object; it is left untouched.
-        OutputError: the file cannot be written (its folder is a file, …).
-        UsageError: its ``hooks`` are not of the documented shape.
-    """
-    p = Path(path)
-    existing: Any = {}
-    if p.exists():
-        blob = read_user_file(
-            p, "a settings file", lambda where, why: FormatError(where, f"{why}; left unchanged")
-        )
-        try:
-            raw = blob.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FormatError(
-                str(p), f"is not UTF-8 text (byte {exc.start}: {exc.reason}); left unchanged"
-            ) from None
-        if raw.strip():
-            try:
-                existing = parse_json(raw)
-            except json.JSONDecodeError as exc:
-                raise FormatError(str(p), f"is not valid JSON ({exc}); left unchanged") from None
-            except RecursionError:
-                raise FormatError(str(p), "is JSON nested too deeply; left unchanged") from None
-        if not isinstance(existing, dict):
-            raise FormatError(str(p), "is not a JSON object; left unchanged")
-    merged, added = merge_settings(existing, snippet)
-    try:  # 1e400 reads as inf, which json.dumps writes as Infinity: not JSON
-        text = json.dumps(merged, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-    except ValueError:
-        raise FormatError(
-            str(p), "holds a number too large for JSON (or NaN); left unchanged"
-        ) from None
-    write = bool(added) and not dry_run
-    if write:  # atomically, keeping the file's mode: the one writer in ctxwise._io
-        target = Path(os.path.realpath(p))  # replace_file would replace a link itself
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            replace_file(target, text.encode("utf-8"), target.stat() if target.exists() else None)
-        except OSError as exc:
-            raise OutputError(str(p), f"{exc.strerror or exc}; left unchanged") from None
-    return InstallResult(p, text, tuple(added), write)
