@@ -15,10 +15,10 @@ import sys
 from types import FrameType
 from typing import Any
 
-from ctxwise.formats import claude_code
+from ctxwise.formats import _claude_code_events, claude_code
 from ctxwise.formats.claude_code import read_claude_code_lines
 
-_READER_FILE = claude_code.__file__
+_READER_FILES = {claude_code.__file__, _claude_code_events.__file__}
 
 
 def _event(uuid: str, parent: str | None, n: int) -> str:
@@ -49,7 +49,7 @@ def _lines_run(lines: list[str]) -> tuple[int, int, int]:
 
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         nonlocal count
-        if frame.f_code.co_filename != _READER_FILE:
+        if frame.f_code.co_filename not in _READER_FILES:
             return None
         if event == "line":
             count += 1
