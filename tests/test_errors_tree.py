@@ -166,6 +166,8 @@ SAMPLES: dict[str, BaseException] = {
     "ProviderError": errors.ProviderError("anthropic", "rate limited", status=429),
     "StoreError": errors.StoreError("db.sqlite: not a usable SQLite store"),
     "StoreDimensionError": errors.StoreDimensionError("ctxwise_eval", 1024, 384),
+    "NewerSchemaError": errors.NewerSchemaError("memory.db", 5, 4, ["005_from_the_future"]),
+    "StepError": errors.StepError("gather", "KeyError: 'memory'"),
     "SummarizerError": errors.SummarizerError(
         "LLMSummarizer", "timeout", archive_id="arch-1", archived_messages=12
     ),

@@ -32,7 +32,8 @@ One root, two branches::
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
         ├── ProviderError               an LLM provider call failed
         ├── StoreError                  a memory store failed (unreachable, corrupt, newer schema)
-        │   └── StoreDimensionError     a schema holding another embedder's vector dimension
+        │   ├── StoreDimensionError     a schema holding another embedder's vector dimension
+        │   └── NewerSchemaError        a database migrated by a newer ctxwise (a SessionStoreError too)
         ├── SummarizerError             the summarizer raised or returned no text
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
@@ -83,6 +84,7 @@ __all__ = [
     "IntegrationError",
     "MissingDependencyError",
     "NamespaceNotFoundError",
+    "NewerSchemaError",
     "OutputError",
     "PairingError",
     "PinnedOverflowError",
@@ -666,6 +668,31 @@ class SessionStoreError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.detail,))
+
+
+class NewerSchemaError(StoreError, SessionStoreError):
+    """A database whose schema a newer ctxwise migrated: it is refused, untouched.
+
+    ``store`` names it (a file, a PostgreSQL schema), ``found`` is the schema's
+    version (migrations it records), ``known`` this code's, and ``unknown`` the
+    recorded migrations this code does not know. A memory store and a session
+    store both raise it, so it is a :class:`StoreError` and a
+    :class:`SessionStoreError`.
+    """
+
+    def __init__(self, store: str, found: int, known: int, unknown: Sequence[str] = ()) -> None:
+        self.store = store
+        self.found = found
+        self.known = known
+        self.unknown = tuple(unknown)
+        names = f" (unknown migrations: {', '.join(self.unknown)})" if self.unknown else ""
+        super().__init__(
+            f"{store} was written by a newer ctxwise: schema version {found}, this ctxwise "
+            f"knows {known}{names}; upgrade ctxwise to open it"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.store, self.found, self.known, self.unknown))
 
 
 _CURSOR_REASONS = {

@@ -70,6 +70,7 @@ from typing import Any
 
 import numpy as np
 
+from ctxwise._migrations import Migration, PostgresDatabase, migrate, status
 from ctxwise.errors import MissingDependencyError, StoreDimensionError, UsageError
 from ctxwise.memory.store import (
     BM25_B,
@@ -589,75 +590,42 @@ class PostgresStore(Store):
         self._iterative = parts >= [0, 8]
         return ext
 
-    def _applied(self) -> list[str] | None:
-        """Recorded migration names, or None when the schema has no migrations table."""
+    def _migrations(self) -> tuple[PostgresDatabase, list[Migration]]:
+        """The runner's view of the schema, and MIGRATIONS as it runs them: SQL with
+        the schema, vector type and sizes filled in, _REINDEX as :meth:`_reindex`."""
         assert self._conn is not None
-        table = f"{self.schema}.migrations"
-        row = self._conn.execute("SELECT to_regclass(%s)", [table]).fetchone()
-        if row is None or row[0] is None:
-            return None
-        rows = self._conn.execute(self._sql("SELECT name FROM {schema}.migrations")).fetchall()
-        return [r[0] for r in rows]
-
-    def _check_known(self, applied: Sequence[str]) -> None:
-        known = {name for name, _ in MIGRATIONS}
-        unknown = sorted(set(applied) - known)
-        if unknown:
-            raise StoreError(
-                f"schema {self.schema!r} was migrated by a newer ctxwise "
-                f"(unknown migrations: {', '.join(unknown)}); upgrade ctxwise to open it"
-            )
+        parts = {
+            "vector": sql.SQL("{}({})").format(
+                sql.Identifier(self._ext, "vector"), sql.SQL(str(self.dim))
+            ),
+            "fast": sql.SQL(str(_FTS_FAST_BYTES)),
+            "ext": sql.Identifier(self._ext),
+        }
+        db = PostgresDatabase(
+            self._conn,
+            "migrations",
+            f"PostgreSQL schema {self.schema!r}",
+            render=lambda template: self._sql(template, **parts),
+            lock=f"ctxwise:schema:{self.schema}",
+        )
+        steps = [
+            Migration(name, tuple(self._reindex if s == _REINDEX else s for s in statements))
+            for name, statements in MIGRATIONS
+        ]
+        return db, steps
 
     def _migrate(self, create: bool) -> None:
-        assert self._conn is not None
-        conn = self._conn
-        applied = self._applied()
-        if applied is not None:
-            self._check_known(applied)
-            if len(applied) == len(MIGRATIONS):
-                self._heal_vector_index()
-                return
+        db, steps = self._migrations()
+        state = status(db, steps, fail=StoreError)
+        if not state.pending:
+            self._heal_vector_index()
+            return
         if not create:
-            state = "does not exist" if applied is None else "needs migrating"
+            what = "needs migrating" if state.exists else "does not exist"
             raise StoreError(
-                f"ctxwise schema {self.schema!r} {state} in this database (open with create=True)"
+                f"ctxwise schema {self.schema!r} {what} in this database (open with create=True)"
             )
-        vector = sql.SQL("{}({})").format(
-            sql.Identifier(self._ext, "vector"), sql.SQL(str(self.dim))
-        )
-        with conn.transaction():
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                [f"ctxwise:schema:{self.schema}"],
-            )
-            conn.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            conn.execute(
-                self._sql(
-                    "CREATE TABLE IF NOT EXISTS {schema}.migrations ("
-                    " name text PRIMARY KEY,"
-                    " applied_at timestamptz NOT NULL DEFAULT now())"
-                )
-            )
-            done = set(self._applied() or [])
-            self._check_known(list(done))
-            for name, statements in MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in statements:
-                    if statement == _REINDEX:
-                        self._reindex(conn)
-                        continue
-                    conn.execute(
-                        self._sql(
-                            statement,
-                            vector=vector,
-                            fast=sql.SQL(str(_FTS_FAST_BYTES)),
-                            ext=sql.Identifier(self._ext),
-                        )
-                    )
-                conn.execute(
-                    self._sql("INSERT INTO {schema}.migrations (name) VALUES (%s)"), [name]
-                )
+        migrate(db, steps, fail=StoreError)
 
     def _reindex(self, conn: psycopg.Connection[Any]) -> None:
         """Every item's ``tsv`` and ``ntok`` from its indexed text by the store's
@@ -819,14 +787,12 @@ class PostgresStore(Store):
             raise StoreDimensionError(self.schema, int(row[0]), self.dim)
 
     def migrations(self) -> list[tuple[str, str]]:
-        """Applied migrations as (name, ISO time), in the order they were applied."""
-        with self._db() as conn:
-            rows = conn.execute(
-                self._sql("SELECT name, applied_at FROM {schema}.migrations ORDER BY applied_at")
-            ).fetchall()
-        order = {name: i for i, (name, _) in enumerate(MIGRATIONS)}
-        rows.sort(key=lambda r: order.get(r[0], len(order)))
-        return [(name, at.isoformat()) for name, at in rows]
+        """Applied migrations as (name, ISO time), in order; the time is empty for
+        a migration an older ctxwise recorded without one."""
+        with self._db():
+            db, steps = self._migrations()
+            applied = status(db, steps, fail=StoreError).applied
+        return [(m.name, "" if m.applied_at is None else m.applied_at.isoformat()) for m in applied]
 
     def _lock_key(self, name: str) -> int:
         """The advisory lock key :meth:`exclusive` takes for ``name``: the first 8

@@ -14,10 +14,19 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ctxwise._migrations import (
+    AppliedMigration,
+    Clock,
+    Migration,
+    PostgresDatabase,
+    migrate,
+    status,
+)
 from ctxwise.errors import (
     MissingDependencyError,
     SessionConflictError,
@@ -47,35 +56,37 @@ __all__ = ["PostgresSessionStore"]
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
-_MIGRATIONS: tuple[tuple[str, str], ...] = (
-    (
+# Ordered and named, append only: never edit or reorder one that has shipped.
+_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
         "001_sessions",
-        """
-        CREATE TABLE IF NOT EXISTS {schema}.sessions (
+        (
+            """CREATE TABLE IF NOT EXISTS {schema}.sessions (
             session_id text PRIMARY KEY, version bigint NOT NULL, state text NOT NULL,
-            log_length bigint NOT NULL);
-        CREATE TABLE IF NOT EXISTS {schema}.session_history (
+            log_length bigint NOT NULL)""",
+            """CREATE TABLE IF NOT EXISTS {schema}.session_history (
             session_id text NOT NULL, pos bigint NOT NULL, message text NOT NULL,
-            tokens bigint NOT NULL, origin bigint, PRIMARY KEY (session_id, pos));
-        CREATE TABLE IF NOT EXISTS {schema}.session_log (
+            tokens bigint NOT NULL, origin bigint, PRIMARY KEY (session_id, pos))""",
+            """CREATE TABLE IF NOT EXISTS {schema}.session_log (
             session_id text NOT NULL, seq bigint NOT NULL, message text NOT NULL,
-            PRIMARY KEY (session_id, seq));
-        CREATE TABLE IF NOT EXISTS {schema}.session_turns (
+            PRIMARY KEY (session_id, seq))""",
+            """CREATE TABLE IF NOT EXISTS {schema}.session_turns (
             session_id text NOT NULL, turn bigint NOT NULL, trace text NOT NULL,
-            PRIMARY KEY (session_id, turn))
-        """,
+            PRIMARY KEY (session_id, turn))""",
+        ),
     ),
-    (
+    Migration(
         # the tool call ids a session used, one row each (the id as JSON text), so a
         # turn adds its own instead of rewriting every id in the state row
         "002_session_tool_ids",
-        """
-        CREATE TABLE IF NOT EXISTS {schema}.session_tool_ids (
+        (
+            """CREATE TABLE IF NOT EXISTS {schema}.session_tool_ids (
             session_id text NOT NULL, tool_id text NOT NULL,
-            PRIMARY KEY (session_id, tool_id))
-        """,
+            PRIMARY KEY (session_id, tool_id))""",
+        ),
     ),
 )
+MIGRATIONS_TABLE = "session_migrations"
 
 INT64_MAX = 2**63 - 1
 
@@ -88,7 +99,14 @@ def _one_line(e: BaseException) -> str:
 class PostgresSessionStore(SessionStore):
     """Sessions in PostgreSQL (see the module docstring)."""
 
-    def __init__(self, conninfo: str, *, schema: str = "ctxwise", connect_timeout: int = 10):
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "ctxwise",
+        connect_timeout: int = 10,
+        clock: Clock = time.time,
+    ):
         if not isinstance(schema, str) or not _SCHEMA_NAME.fullmatch(schema):
             raise UsageError(f"bad schema name {schema!r}: lowercase letters, digits and _")
         self.schema = schema
@@ -100,7 +118,7 @@ class PostgresSessionStore(SessionStore):
         except psycopg.Error as e:
             raise SessionStoreError(f"cannot connect to PostgreSQL: {_one_line(e)}") from None
         try:
-            self._migrate()
+            self._migrate(clock)
         except BaseException:
             self._conn.close()
             raise
@@ -116,36 +134,24 @@ class PostgresSessionStore(SessionStore):
             except psycopg.Error as e:
                 raise SessionStoreError(f"PostgreSQL: {_one_line(e)}") from e
 
-    def _migrate(self) -> None:
-        with self._db() as c, c.transaction():
-            # one migrator at a time, however many processes open the store at once
-            # (CREATE … IF NOT EXISTS is not safe against a concurrent CREATE)
-            c.execute("SELECT pg_advisory_xact_lock(hashtext('ctxwise.sessions'))")
-            c.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {schema}"))
-            c.execute(
-                self._sql(
-                    "CREATE TABLE IF NOT EXISTS {schema}.session_migrations (name text PRIMARY KEY)"
-                )
-            )
-            done = {
-                r[0] for r in c.execute(self._sql("SELECT name FROM {schema}.session_migrations"))
-            }
-            newer = sorted(done - {name for name, _ in _MIGRATIONS})
-            if newer:
-                raise SessionStoreError(
-                    f"schema {self.schema!r} was written by a newer ctxwise (session "
-                    f"migrations {', '.join(newer)}); upgrade ctxwise to open it"
-                )
-            for name, script in _MIGRATIONS:
-                if name in done:
-                    continue
-                for statement in script.split(";"):
-                    if statement.strip():
-                        c.execute(self._sql(statement))
-                c.execute(
-                    self._sql("INSERT INTO {schema}.session_migrations (name) VALUES (%s)"),
-                    (name,),
-                )
+    def _database(self, conn: psycopg.Connection[Any]) -> PostgresDatabase:
+        # one migrator of this schema at a time, however many processes open it
+        return PostgresDatabase(
+            conn,
+            MIGRATIONS_TABLE,
+            f"PostgreSQL schema {self.schema!r}",
+            render=self._sql,
+            lock=f"ctxwise:sessions:{self.schema}",
+        )
+
+    def _migrate(self, clock: Clock) -> None:
+        with self._db() as c:
+            migrate(self._database(c), _MIGRATIONS, fail=SessionStoreError, clock=clock)
+
+    def migrations(self) -> list[AppliedMigration]:
+        """The migrations applied to the schema, in order, with when."""
+        with self._db() as c:
+            return list(status(self._database(c), _MIGRATIONS, fail=SessionStoreError).applied)
 
     def version(self, session_id: str) -> int:
         check_session_id(session_id)

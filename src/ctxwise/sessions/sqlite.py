@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from ctxwise._migrations import (
+    AppliedMigration,
+    Clock,
+    Migration,
+    SQLiteDatabase,
+    migrate,
+    status,
+)
 from ctxwise._sqlite import use_wal
 from ctxwise.errors import SessionConflictError, SessionStoreError, UsageError
 from ctxwise.sessions.store import (
@@ -29,42 +38,46 @@ __all__ = ["SQLiteSessionStore"]
 
 INT64_MAX = 2**63 - 1
 
-_SQLITE_MIGRATIONS: tuple[tuple[str, str], ...] = (
-    (
+# Ordered and named, append only: never edit or reorder one that has shipped.
+_SQLITE_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
         "001_sessions",
-        """
-        CREATE TABLE IF NOT EXISTS ctxwise_sessions (
+        (
+            """CREATE TABLE IF NOT EXISTS ctxwise_sessions (
             session_id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
-            log_length INTEGER NOT NULL);
-        CREATE TABLE IF NOT EXISTS ctxwise_session_history (
+            log_length INTEGER NOT NULL)""",
+            """CREATE TABLE IF NOT EXISTS ctxwise_session_history (
             session_id TEXT NOT NULL, pos INTEGER NOT NULL, message TEXT NOT NULL,
-            tokens INTEGER NOT NULL, origin INTEGER, PRIMARY KEY (session_id, pos));
-        CREATE TABLE IF NOT EXISTS ctxwise_session_log (
+            tokens INTEGER NOT NULL, origin INTEGER, PRIMARY KEY (session_id, pos))""",
+            """CREATE TABLE IF NOT EXISTS ctxwise_session_log (
             session_id TEXT NOT NULL, seq INTEGER NOT NULL, message TEXT NOT NULL,
-            PRIMARY KEY (session_id, seq));
-        CREATE TABLE IF NOT EXISTS ctxwise_session_turns (
+            PRIMARY KEY (session_id, seq))""",
+            """CREATE TABLE IF NOT EXISTS ctxwise_session_turns (
             session_id TEXT NOT NULL, turn INTEGER NOT NULL, trace TEXT NOT NULL,
-            PRIMARY KEY (session_id, turn));
-        """,
+            PRIMARY KEY (session_id, turn))""",
+        ),
     ),
-    (
+    Migration(
         # the tool call ids a session used, one row each (the id as JSON text), so a
         # turn adds its own instead of rewriting every id in the state row
         "002_session_tool_ids",
-        """
-        CREATE TABLE IF NOT EXISTS ctxwise_session_tool_ids (
+        (
+            """CREATE TABLE IF NOT EXISTS ctxwise_session_tool_ids (
             session_id TEXT NOT NULL, tool_id TEXT NOT NULL,
-            PRIMARY KEY (session_id, tool_id)) WITHOUT ROWID;
-        """,
+            PRIMARY KEY (session_id, tool_id)) WITHOUT ROWID""",
+        ),
     ),
 )
+MIGRATIONS_TABLE = "ctxwise_session_migrations"
 
 
 class SQLiteSessionStore(SessionStore):
     """Sessions in a SQLite file (WAL mode; every commit is ``BEGIN IMMEDIATE``, so
     two processes on one file serialize their commits and the version check holds)."""
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, path: str | Path, *, timeout: float = 30.0, clock: Clock = time.time
+    ) -> None:
         if not isinstance(path, str | PathLike):  # 5 opened a file named '5'
             raise UsageError(f"a session store path is a str or a Path, got {path!r}")
         self.path = str(path)
@@ -84,36 +97,25 @@ class SQLiteSessionStore(SessionStore):
             # as the memory store: in WAL mode a commit survives a crash of the process;
             # only a power loss can take back the last commits (no fsync per commit)
             self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except sqlite3.Error as e:
-            raise SessionStoreError(f"cannot open session store {self.path!r}: {e}") from e
+            self._migrate(clock)
+        except BaseException as e:
+            if hasattr(self, "_conn"):
+                self._conn.close()  # a store that cannot open holds no connection
+            if isinstance(e, sqlite3.Error):
+                raise SessionStoreError(f"cannot open session store {self.path!r}: {e}") from e
+            raise
         self._lock = threading.Lock()
 
-    def _migrate(self) -> None:
-        c = self._conn
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS ctxwise_session_migrations (name TEXT PRIMARY KEY)"
-            )
-            done = {r[0] for r in c.execute("SELECT name FROM ctxwise_session_migrations")}
-            known = {name for name, _ in _SQLITE_MIGRATIONS}
-            newer = sorted(done - known)
-            if newer:
-                raise SessionStoreError(
-                    f"{self.path!r} was written by a newer ctxwise (session migrations "
-                    f"{', '.join(newer)}); upgrade ctxwise to open it"
-                )
-            for name, sql in _SQLITE_MIGRATIONS:
-                if name not in done:
-                    for statement in sql.split(";"):
-                        if statement.strip():
-                            c.execute(statement)
-                    c.execute("INSERT INTO ctxwise_session_migrations (name) VALUES (?)", (name,))
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+    def _migrate(self, clock: Clock) -> None:
+        db = SQLiteDatabase(self._conn, MIGRATIONS_TABLE, repr(self.path))
+        migrate(db, _SQLITE_MIGRATIONS, fail=SessionStoreError, clock=clock)
+
+    @property
+    def migrations(self) -> list[AppliedMigration]:
+        """The migrations applied to the file, in order, with when."""
+        with self._db() as c:
+            db = SQLiteDatabase(c, MIGRATIONS_TABLE, repr(self.path))
+            return list(status(db, _SQLITE_MIGRATIONS, fail=SessionStoreError).applied)
 
     @contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:
