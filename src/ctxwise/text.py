@@ -101,8 +101,10 @@ def _fold_table() -> dict[int, str]:
     return table
 
 
-_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+_ASCII_RUN = re.compile(r"[\x00-\x7f]+")
 _PLAIN_WORD = re.compile(r"\w+")
+# \w in case-folded ASCII text, without "_" (which separates words here)
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 
 def _fold(text: str) -> tuple[str, frozenset[str]]:
@@ -116,10 +118,10 @@ def _fold(text: str) -> tuple[str, frozenset[str]]:
     if folded.isascii():
         return folded, frozenset()
     table = _fold_table()
-    chars = frozenset("".join(_NON_ASCII.findall(folded)))
+    chars = frozenset(_ASCII_RUN.sub("", folded))
     if any(ord(c) in table for c in chars):
         folded = folded.translate(table)
-        chars = frozenset("".join(_NON_ASCII.findall(folded)))
+        chars = frozenset(_ASCII_RUN.sub("", folded))
     return folded, chars
 
 
@@ -136,11 +138,18 @@ backend alike (PostgreSQL cannot index a lexeme of more than 2,047 bytes)."""
 def words(text: str) -> list[str]:
     """The default analyzer's terms (no stemming): steps 1–3 above."""
     folded, chars = _fold(text)
-    spaced = folded.replace("_", " ")
     if not chars:  # ASCII: no diacritics, CJK or combining marks
-        found: list[str] = _PLAIN_WORD.findall(spaced)
+        found: list[str] = _ASCII_WORD.findall(folded)
+    elif not _PLAIN_WORD.search(distinct := "".join(sorted(chars))) and not any(
+        unicodedata.category(c).startswith("M") for c in chars
+    ):
+        # only separators (box drawing, arrows, emoji: a tool's output): as "?", a
+        # separator too, the text is ASCII, which a pattern reads several times faster
+        found = _ASCII_WORD.findall(folded.encode("ascii", "replace").decode("ascii"))
     else:
-        spaced = _CJK_RUN.sub(r" \1 ", spaced)
+        spaced = folded.replace("_", " ")
+        if _CJK_RUN.search(distinct):
+            spaced = _CJK_RUN.sub(r" \1 ", spaced)
         # without a combining mark, the word pattern matches what \w does
         marks = any(unicodedata.category(c).startswith("M") for c in chars)
         found = (_word_pattern() if marks else _PLAIN_WORD).findall(spaced)
@@ -186,10 +195,16 @@ def _snowball(language: str) -> Callable[[str], str]:
         ) from e
     stemmer = snowballstemmer.stemmer(language)
     lock = threading.Lock()  # a Snowball stemmer keeps its word in the instance
+    english = language == "english"
 
     # slow in pure Python; text repeats its words, so they are cached
     @lru_cache(maxsize=1 << 17)
     def stem(word: str) -> str:
+        # Snowball's English stemmer returns a word of fewer than 3 characters, and
+        # one of ASCII digits (no suffix it knows), as it is: tool output is full of
+        # numbers, each a new word to the cache
+        if english and (len(word) < 3 or (word.isdigit() and word.isascii())):
+            return word
         with lock:
             out: str = stemmer.stemWord(word)
         return out
