@@ -24,6 +24,7 @@ SECTIONED = {
     "tools",
     "tool_results",
     "memory_tool",
+    "embedder",
 }
 
 

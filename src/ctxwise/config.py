@@ -47,8 +47,42 @@ its default::
     [memory]
     recall = true                 # recall compacted turns by similarity ("memory" source)
     k = 5                         # items recalled per turn
-    preset = "neutral"            # neutral | dialogue: recall settings
+    preset = "neutral"            # neutral | dialogue | dialogue-minilm: recall settings
+                                  # (dialogue-minilm: only with [embedder] kind = "minilm")
     namespace = "ctxwise"         # first part of each session's memory namespace
+
+    [embedder]                    # the one encoder: memory recall and tool search (see
+                                  # docs/embedders.md); nothing here downloads a model
+    kind = "hashing"              # hashing (offline, no model) | minilm (the packaged
+                                  # all-MiniLM-L6-v2) | sentence-transformers | fastembed
+                                  # | model2vec (a model folder: path) | endpoint (an
+                                  # OpenAI-compatible /embeddings URL: base_url, model)
+    dim = 0                       # vector width; 0: the encoder's own (hashing: 1024;
+                                  # endpoint: learned from its first answer); a model of
+                                  # another width is refused
+    bigrams = true                # hashing: hash word pairs too
+    path = ""                     # sentence-transformers, fastembed, model2vec: the model
+                                  # folder (relative: to the config file)
+    model = ""                    # fastembed: the model the folder holds (e.g.
+                                  # BAAI/bge-small-en-v1.5); endpoint: the model name
+                                  # (Azure: the deployment's)
+    threads = 0                   # local encoders' CPU threads; 0: half the CPUs, 1 to 4
+                                  # (every core of a small shared machine oversubscribes)
+    batch_size = 64               # texts per encoder call, or per endpoint request
+    base_url = ""                 # endpoint: the API root, e.g. https://api.openai.com/v1,
+                                  # http://localhost:11434/v1 (Ollama); no default
+    api_key_env = ""              # endpoint: the environment variable holding the key,
+                                  # read when the Engine is built ("": send no key)
+    api_key_header = "authorization"  # endpoint: authorization (Bearer) | api-key (Azure)
+    api_version = ""              # endpoint: the api-version query parameter (Azure)
+    request_dim = false           # endpoint: send dim as "dimensions" (models that
+                                  # shorten their vectors)
+    timeout = 30                  # endpoint: seconds per request
+    retries = 2                   # endpoint: tries again after a 429, a 5xx or no answer
+    cache = false                 # keep model vectors in a SQLite file between runs
+                                  # (never for hashing)
+    cache_path = ""               # that file ("": embeddings.sqlite in $CTXWISE_CACHE_DIR,
+                                  # $XDG_CACHE_HOME/ctxwise or ~/.cache/ctxwise)
 
     [facts]
     extractor = "prose"           # prose | support | none: case facts from the messages
@@ -90,8 +124,11 @@ its default::
     mode = "client"               # client: ctxwise's tool_search tool; server:
                                   # Anthropic's tool search (render = "anthropic")
     server_search = "bm25"        # bm25 | regex: Anthropic's search tool (mode = "server")
-    embedder = "none"             # none | hashing[:DIM] | minilm | st:DIR: the search's
-                                  # vectors (DIR relative: to the config file)
+    embedder = "none"             # none: the search ranks with [embedder] when that is a
+                                  # model encoder, else with BM25 alone (hashing vectors
+                                  # rank below it); or an embedder name (hashing[:DIM],
+                                  # minilm, st:DIR, ...: the older spelling, for tool
+                                  # search alone; refused beside a non-default [embedder])
     max_catalog_bytes = 67108864  # the largest catalog file read (64 MiB): a larger one
                                   # is refused before it is read (0: no limit)
 
@@ -129,7 +166,6 @@ Raises :class:`~ctxwise.errors.ConfigError` with the file and the key path.
 from __future__ import annotations
 
 import contextvars
-import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -144,7 +180,7 @@ from pydantic import (
 )
 
 from ctxwise._io import read_text_file
-from ctxwise.errors import ConfigError
+from ctxwise.errors import ConfigError, UsageError
 
 __all__ = [
     "ClearingConfig",
@@ -170,6 +206,13 @@ ENGINE_SECTIONS = ("system", "rules", "case facts", "recalled")
 """Names of the sections the Engine adds itself (the system prompt, the standing
 rules, the case facts, recalled memory): a static source's section takes its
 source's name, so no source may be named so."""
+
+
+PRESET_EMBEDDERS = {"dialogue-minilm": "minilm"}
+"""The recall presets fit to one embedder's vectors, by its name: the config's copy
+of :data:`ctxwise.memory.longterm.PRESET_EMBEDDERS` (this module sits below
+``memory``; a test keeps the two equal), as ``memory.preset`` copies the preset
+names."""
 
 
 _BUILDING: contextvars.ContextVar[bool] = contextvars.ContextVar("ctxwise_config", default=False)
@@ -289,12 +332,60 @@ class ToolsConfig(_Strict):
     @classmethod
     def _known_embedder(cls, value: str) -> str:
         # checked here: it is built only with a catalog, so a typo passed silently
-        if not re.fullmatch(r"none|minilm|hashing(:[0-9]+(:unigrams)?)?|st:.+", value):
-            raise ValueError(
-                f"unknown embedder {value!r}; choose none, hashing, hashing:DIM, "
-                "hashing:DIM:unigrams, minilm or st:DIR"
-            )
+        if value != "none":
+            from ctxwise.embeddings import parse_embedder
+
+            try:
+                parse_embedder(value)
+            except UsageError as exc:
+                raise ValueError(str(exc).replace("; choose ", "; choose none, ", 1)) from None
         return value
+
+
+class EmbedderConfig(_Strict):
+    """``[embedder]``: which encoder, and how it runs (the module docstring lists
+    every key; :func:`ctxwise.embeddings.build_embedder` builds it)."""
+
+    kind: Literal[
+        "hashing", "minilm", "sentence-transformers", "fastembed", "model2vec", "endpoint"
+    ] = "hashing"
+    dim: int = Field(default=0, ge=0)
+    bigrams: bool = True
+    path: str = ""
+    model: str = ""
+    threads: int = Field(default=0, ge=0, le=1024)
+    batch_size: int = Field(default=64, ge=1, le=65536)
+    base_url: str = ""
+    api_key_env: str = ""
+    api_key_header: Literal["authorization", "api-key"] = "authorization"
+    api_version: str = ""
+    request_dim: bool = False
+    timeout: float = Field(default=30, gt=0, le=3600, allow_inf_nan=False)
+    retries: int = Field(default=2, ge=0, le=10)
+    cache: bool = False
+    cache_path: str = ""
+
+    @model_validator(mode="after")
+    def _buildable(self) -> EmbedderConfig:
+        from ctxwise.embeddings._build import check_embedder
+
+        try:
+            check_embedder(self)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    @classmethod
+    def from_name(cls, name: str) -> EmbedderConfig:
+        """The settings a short embedder name (``minilm``, ``st:DIR``, ...) stands for,
+        as :func:`ctxwise.embeddings.parse_embedder` reads it (threads: auto)."""
+        from dataclasses import asdict
+
+        from ctxwise.embeddings import parse_embedder
+
+        spec = asdict(parse_embedder(name))
+        spec["threads"] = 0
+        return cls(**spec)
 
 
 class TrimConfig(_Strict):
@@ -351,6 +442,7 @@ class EngineConfig(_Strict):
     clearing: ClearingConfig = ClearingConfig()
     compaction: CompactionConfig = CompactionConfig()
     tools: ToolsConfig = ToolsConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
     tool_results: ToolResultsConfig = ToolResultsConfig()
     memory_tool: MemoryToolConfig = MemoryToolConfig()
     base_dir: str | None = Field(default=None, exclude=True)
@@ -394,7 +486,32 @@ class EngineConfig(_Strict):
                 self.routes, [*self.router.keywords, *filter(None, [self.router.default])]
             )
         _once("fallback", self.fallback or [])
+        if self.tools.embedder != "none" and self.embedder != EmbedderConfig():
+            raise ValueError(
+                f"tools.embedder = {self.tools.embedder!r} and [embedder] both name an"
+                " embedder: give it once, in [embedder] (tools.embedder is its older"
+                " spelling, for tool search alone)"
+            )
+        from ctxwise.embeddings import embedder_name
+
+        wanted = PRESET_EMBEDDERS.get(self.memory.preset)
+        used = embedder_name(self.embedder)
+        if wanted is not None and used != wanted:
+            raise ValueError(
+                f"memory.preset: recall preset {self.memory.preset!r} was chosen for the"
+                f" {wanted} embedder, not {used}: set [embedder] kind = {wanted!r}, or"
+                " choose a preset for any embedder (dialogue, neutral)"
+            )
         return self
+
+    def tool_search_embedder(self) -> EmbedderConfig | None:
+        """The embedder tool search ranks with (None: BM25 alone):
+        ``tools.embedder`` when it names one (its older spelling), else
+        ``[embedder]`` when it is a model encoder, else None: hashing vectors
+        measured below BM25 alone on LiveMCPBench (docs/benchmarks.md)."""
+        if self.tools.embedder != "none":
+            return EmbedderConfig.from_name(self.tools.embedder)
+        return None if self.embedder.kind == "hashing" else self.embedder
 
     def unknown_sources(self, known: set[str]) -> str | None:
         """What names a source not in ``known`` (the config's sources, the built-in

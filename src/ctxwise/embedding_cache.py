@@ -31,7 +31,7 @@ from types import TracebackType
 import numpy as np
 
 from ctxwise._sqlite import use_wal
-from ctxwise.embeddings import Embedder, Vectors
+from ctxwise.embeddings._base import Embedder, Vectors
 from ctxwise.errors import OutputError, UsageError
 
 __all__ = [
