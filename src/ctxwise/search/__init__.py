@@ -3,9 +3,7 @@
 - :mod:`ctxwise.search.bm25`: the BM25 formula (:func:`bm25_idf`, :func:`bm25_term`)
   every store scores by, and :class:`BM25Index`, the one incremental in-process
   index (the in-memory store, tool search and handoff scoring rank with it);
-- :mod:`ctxwise.search.fusion`: weighted reciprocal rank fusion;
-- :mod:`ctxwise.search.bounded`: the bounded lexical pass the SQLite and PostgreSQL
-  stores share over their native full-text engines (one cap, one plan).
+- :mod:`ctxwise.search.fusion`: weighted reciprocal rank fusion.
 
 Terms come from :mod:`ctxwise.text`'s analyzer (identifier splitting is its
 ``identifiers`` option).

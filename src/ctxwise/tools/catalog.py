@@ -75,18 +75,20 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
-from ctxwise._io import parse_json
 from ctxwise.embeddings import Embedder
-from ctxwise.errors import FormatError, MissingDependencyError, ToolCatalogError, UsageError
+from ctxwise.errors import FormatError, ToolCatalogError, UsageError
 from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
-from ctxwise.search import BM25Index, reciprocal_rank_fusion
-from ctxwise.text import DEFAULT_ANALYZER, Analyzer, split_identifier
+from ctxwise.search import reciprocal_rank_fusion
+from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 from ctxwise.tokens import CharCounter, TokenCounter
-from ctxwise.tools.trim import json_depth
+from ctxwise.tools._catalog_files import _array, _mcp_tools, _parse_catalog, _wire_form
+from ctxwise.tools._schema_check import _check_schema, _check_text
+from ctxwise.tools.render import _WIRE, _anthropic_def, _openai_def, _qualified, _wire
+from ctxwise.tools.search import _Index
 
 __all__ = [
     "DEFAULT_K",
@@ -140,14 +142,8 @@ POOL = 100
 
 Mode: TypeAlias = Literal["client", "server"]
 
-_WIRE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_NOT_WIRE = re.compile(r"[^A-Za-z0-9_-]+")
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _MAX_NAME = 128
-_SCHEMA_DEPTH = 8
-_MAX_NESTING = 64
-"""How deep objects and arrays may nest in an input schema (jsonschema recurses)."""
-_DRAFT_2020_URI = "https://json-schema.org/draft/2020-12/schema"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,160 +217,6 @@ class SearchOutcome:
 # -- definitions ---------------------------------------------------------------------
 
 
-def _check_schema(schema: Any, tool: str, server: str | None) -> dict[str, Any]:
-    if not isinstance(schema, Mapping):
-        raise ToolCatalogError(
-            "invalid_schema", tool=tool, server=server, detail="the input schema is not an object"
-        )
-    if schema.get("type") != "object":
-        raise ToolCatalogError(
-            "invalid_schema",
-            tool=tool,
-            server=server,
-            detail=f'the input schema\'s type must be "object", not {schema.get("type")!r}',
-        )
-    try:
-        from jsonschema.exceptions import SchemaError
-        from jsonschema.validators import validator_for
-    except ImportError as e:  # pragma: no cover - a core dependency
-        raise MissingDependencyError("jsonschema", "", "checking tool schemas") from e
-    body = dict(schema)
-
-    def refuse(detail: str) -> ToolCatalogError:
-        return ToolCatalogError("invalid_schema", tool=tool, server=server, detail=detail)
-
-    if json_depth(body, _MAX_NESTING) > _MAX_NESTING:
-        raise refuse(f"nested more than {_MAX_NESTING} levels deep")
-    cls: Any = validator_for(body, default=cast(Any, None))  # None: an unknown $schema
-    if cls is None:
-        if "$schema" in body:
-            raise refuse(f"unknown $schema {body['$schema']!r}")
-        cls = _draft_2020()
-        body = _draft4_bounds(body)
-    try:
-        cls.check_schema(body)
-    except SchemaError as e:
-        where = "/".join(str(p) for p in e.path) or "the root"
-        raise refuse(f"not valid JSON Schema at {where}: {e.message}") from None
-    except RecursionError:  # pragma: no cover - bounded by _MAX_NESTING
-        raise refuse("nested too deeply") from None
-    dangling = _dangling_ref(body, cls)
-    if dangling is not None:
-        raise refuse(dangling)
-    return body
-
-
-def _dangling_ref(body: dict[str, Any], cls: Any) -> str | None:
-    """What is wrong with the first ``$ref`` of ``body`` that does not resolve, or
-    ``None`` when every one does.
-
-    References resolve with jsonschema's own ``referencing`` registry: the schema
-    itself and the known metaschemas, nothing fetched from the network (a remote
-    ``$ref`` is dangling here). Only real subschemas of ``cls``'s draft are
-    walked, so a ``"$ref"`` key inside ``enum`` or ``default`` data is not one.
-    """
-    from jsonschema_specifications import REGISTRY  # type: ignore[import-untyped, unused-ignore]
-    from referencing.exceptions import NoSuchAnchor, PointerToNowhere, Unresolvable
-    from referencing.jsonschema import specification_with
-
-    spec = specification_with(
-        cls.META_SCHEMA.get("$schema", ""), default=specification_with(_DRAFT_2020_URI)
-    )
-    root = spec.create_resource(body)
-    stack = [(root, REGISTRY.resolver_with_root(root))]
-    while stack:
-        resource, resolver = stack.pop()
-        resolver = resolver.in_subresource(resource)
-        contents = resource.contents
-        ref = contents.get("$ref") if isinstance(contents, Mapping) else None
-        if isinstance(ref, str):
-            try:
-                resolver.lookup(ref)
-            except (PointerToNowhere, NoSuchAnchor):
-                return f"$ref {ref!r} points to nothing in the schema"
-            except Unresolvable:
-                return f"$ref {ref!r} names a schema that is not here (none is fetched)"
-        stack.extend((sub, resolver) for sub in resource.subresources())
-    return None
-
-
-_SUBSCHEMA = frozenset(
-    {
-        "additionalItems",
-        "additionalProperties",
-        "contains",
-        "contentSchema",
-        "else",
-        "if",
-        "items",
-        "not",
-        "propertyNames",
-        "then",
-        "unevaluatedItems",
-        "unevaluatedProperties",
-    }
-)
-"""Keywords whose value is one subschema (in any draft)."""
-_SUBSCHEMA_LISTS = frozenset({"allOf", "anyOf", "items", "oneOf", "prefixItems"})
-"""Keywords whose value is a list of subschemas (``items`` as draft 4 to 2019-09 allow)."""
-_SUBSCHEMA_MAPS = frozenset(
-    {"$defs", "definitions", "dependencies", "dependentSchemas", "patternProperties", "properties"}
-)
-"""Keywords whose value maps names to subschemas (a name is never read as a keyword)."""
-_DRAFT4_BOUNDS = (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum"))
-
-
-def _draft4_bounds(schema: Any) -> Any:
-    """``schema`` (a subschema of one that names no ``$schema``) with draft 4's
-    boolean ``exclusiveMinimum`` / ``exclusiveMaximum`` read as draft 4 reads them
-    and written in the 2020-12 form the providers take: ``{"minimum": 0,
-    "exclusiveMinimum": true}`` (more than 0) becomes ``{"exclusiveMinimum": 0}``,
-    and ``false`` (the bound is inclusive) is dropped. A boolean with no numeric
-    ``minimum`` / ``maximum`` beside it is left for the check to refuse, as draft 4's
-    metaschema does. Only subschemas are walked, never data such as ``enum`` or
-    ``default``; a schema without the boolean form comes back equal to itself."""
-    if not isinstance(schema, Mapping):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key in _SUBSCHEMA_MAPS and isinstance(value, Mapping):
-            out[key] = {name: _draft4_bounds(sub) for name, sub in value.items()}
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            out[key] = [_draft4_bounds(sub) for sub in value]
-        elif key in _SUBSCHEMA:
-            out[key] = _draft4_bounds(value)
-        else:
-            out[key] = value
-    for flag, limit in _DRAFT4_BOUNDS:
-        exclusive, bound = out.get(flag), out.get(limit)
-        if not isinstance(exclusive, bool):
-            continue
-        if isinstance(bound, bool) or not isinstance(bound, int | float):
-            continue
-        if exclusive:  # the bound moves to the flag's place; the inclusive one goes
-            out = {flag if k == flag else k: bound if k == flag else v for k, v in out.items()}
-            del out[limit]
-        else:
-            del out[flag]
-    return out
-
-
-def _draft_2020() -> Any:
-    from jsonschema import Draft202012Validator
-
-    return Draft202012Validator
-
-
-def _check_text(value: Any, what: str, tool: str, server: str | None) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise ToolCatalogError(
-            "bad_definition", tool=tool, server=server, detail=f"{what} must be a string"
-        )
-    return value
-
-
 def _make(raw: Mapping[str, Any], server: str | None, schema_key: str) -> ToolDef:
     """A :class:`ToolDef` from an MCP or Anthropic shaped definition."""
     if not isinstance(raw, Mapping):
@@ -404,70 +246,6 @@ def _make(raw: Mapping[str, Any], server: str | None, schema_key: str) -> ToolDe
         server,
         dict(annotations) if isinstance(annotations, Mapping) else None,
     )
-
-
-def _schema_words(schema: Any, depth: int = 0) -> list[str]:
-    """Parameter names and descriptions, nested ones included, in schema order."""
-    if not isinstance(schema, Mapping) or depth > _SCHEMA_DEPTH:
-        return []
-    out: list[str] = []
-    props = schema.get("properties")
-    if isinstance(props, Mapping):
-        for key, sub in props.items():
-            out.append(str(key))
-            if isinstance(sub, Mapping) and isinstance(sub.get("description"), str):
-                out.append(sub["description"])
-            out.extend(_schema_words(sub, depth + 1))
-    items = schema.get("items")
-    if isinstance(items, Mapping):
-        out.extend(_schema_words(items, depth + 1))
-    for combo in ("anyOf", "oneOf", "allOf"):
-        parts = schema.get(combo)
-        if isinstance(parts, list):
-            for part in parts:
-                out.extend(_schema_words(part, depth + 1))
-    return out
-
-
-def search_text(tool: ToolDef) -> str:
-    """What search sees of ``tool``: server, name split into words, description,
-    parameter names and descriptions."""
-    parts = [tool.server or "", split_identifier(tool.name), tool.description]
-    parts.extend(split_identifier(w) for w in _schema_words(tool.input_schema))
-    return "\n".join(p for p in parts if p)
-
-
-def _anthropic_def(tool: ToolDef, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": name}
-    if tool.description:
-        out["description"] = tool.description
-    out["input_schema"] = dict(tool.input_schema)
-    return out
-
-
-def _openai_def(tool: ToolDef, name: str) -> dict[str, Any]:
-    fn: dict[str, Any] = {"name": name}
-    if tool.description:
-        fn["description"] = tool.description
-    fn["parameters"] = dict(tool.input_schema)
-    return {"type": "function", "function": fn}
-
-
-def _wire(name: str) -> str:
-    """``name`` as the providers accept it (``^[A-Za-z0-9_-]{1,64}$``)."""
-    if _WIRE.match(name):
-        return name
-    clean = _NOT_WIRE.sub("_", name).strip("_") or "tool"
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{clean[:55]}_{digest}"
-
-
-def _qualified(server: str, name: str) -> str:
-    full = f"{_NOT_WIRE.sub('_', server).strip('_') or 'server'}__{name}"
-    if _WIRE.match(full):
-        return full
-    digest = hashlib.sha256(f"{server}\n{name}".encode()).hexdigest()[:8]
-    return f"{_NOT_WIRE.sub('_', full)[:55]}_{digest}"
 
 
 # -- the catalog ---------------------------------------------------------------------
@@ -1072,34 +850,6 @@ class ToolCatalog:
         return out
 
 
-# -- the search index ---------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Index:
-    lexical_index: BM25Index
-    server_of: np.ndarray
-    n_servers: int
-    vectors: np.ndarray | None
-
-    @classmethod
-    def build(
-        cls, tools: Sequence[ToolDef], analyzer: Analyzer, embedder: Embedder | None
-    ) -> _Index:
-        texts = [search_text(t) for t in tools]
-        servers: dict[str, int] = {}
-        server_of = np.array(
-            [servers.setdefault(t.server or "", len(servers)) for t in tools], dtype=np.int64
-        )
-        vectors = None
-        if embedder is not None and tools:
-            vectors = np.asarray(embedder.embed(texts), dtype=np.float32)
-        return cls(BM25Index(analyzer, texts), server_of, len(servers), vectors)
-
-    def lexical(self, terms: Sequence[str]) -> np.ndarray:
-        return self.lexical_index.scores(terms)
-
-
 # -- reading files -------------------------------------------------------------------
 
 
@@ -1130,84 +880,6 @@ def _openai_row(raw: Any, server: str | None) -> ToolDef:
     if body.get("parameters") is None:  # left out, or null (the Responses API allows it)
         body["parameters"] = {"type": "object", "properties": {}}
     return _make(body, server, "parameters")
-
-
-def _array(tools: Any, what: str) -> list[Any]:
-    if isinstance(tools, str | bytes) or not isinstance(tools, Sequence):
-        raise ToolCatalogError("bad_definition", detail=f"{what} must be a list")
-    return list(tools)
-
-
-def _wire_form(value: Any) -> Any:
-    """An MCP SDK model (``ListToolsResult``, ``Tool``) as its JSON form, whose keys
-    are the protocol's (``inputSchema``; ``model_dump()`` alone writes
-    ``input_schema``); anything else as it is."""
-    dump = getattr(value, "model_dump", None)
-    if callable(dump) and not isinstance(value, Mapping):
-        return dump(mode="json", by_alias=True, exclude_none=True)
-    return value
-
-
-def _mcp_tools(listing: Any, server: str) -> list[Any]:
-    listing = _wire_form(listing)
-    if isinstance(listing, Mapping):
-        body = listing.get("result", listing)
-        tools = body.get("tools") if isinstance(body, Mapping) else None
-        if not isinstance(tools, list):
-            raise ToolCatalogError(
-                "bad_definition",
-                server=server,
-                detail="an MCP tools/list result has a 'tools' list",
-            )
-        return tools
-    return _array(listing, "an MCP tools list")
-
-
-def _parse_catalog(text: str, source: str) -> tuple[list[Any], str, str | None]:
-    """(definitions, kind, the listing's own server name) of a catalog file."""
-    stripped = text.strip()
-    if not stripped:
-        raise FormatError(source, "the tool catalog is empty")
-    try:
-        data = parse_json(stripped)
-    except (json.JSONDecodeError, RecursionError):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(parse_json(line))
-            except json.JSONDecodeError as e:
-                raise FormatError(source, f"not JSON or JSON lines: {e.msg}", line=n) from None
-            except RecursionError:
-                raise FormatError(source, "JSON nested too deeply", line=n) from None
-        return rows, "rows", None
-    if isinstance(data, Mapping) and "server" in data and "name" in data and "inputSchema" in data:
-        return [data], "rows", None  # a one-line JSONL catalog
-    if isinstance(data, Mapping):
-        body = data.get("result", data)
-        if isinstance(body, Mapping) and isinstance(body.get("tools"), list):
-            name = data.get("server")
-            info = data.get("server_info") or data.get("serverInfo")
-            if not isinstance(name, str) and isinstance(info, Mapping):
-                name = info.get("name")
-            return list(body["tools"]), "mcp", name if isinstance(name, str) else None
-        raise FormatError(source, "a JSON object here is an MCP tools/list result with 'tools'")
-    if isinstance(data, list):
-        if not data:
-            return [], "anthropic", None
-        first = data[0]
-        if isinstance(first, Mapping):
-            if first.get("type") == "function":
-                return data, "openai", None
-            if "input_schema" in first:
-                return data, "anthropic", None
-            if "inputSchema" in first:
-                return data, "rows" if "server" in first else "mcp", None
-        raise FormatError(
-            source, "a JSON array here is an Anthropic or OpenAI tools array, or MCP tools"
-        )
-    raise FormatError(source, "not a tool catalog (JSONL rows, tools/list, or a tools array)")
 
 
 def _search_args(tool_input: Any) -> tuple[str, int, str | None]:
