@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ctxwise.embeddings import Embedder
 
 __all__ = [
+    "EMBEDDER_HELP",
     "EmbedderOpt",
     "EmbeddingCacheOpt",
     "EvalEmbedder",
@@ -30,15 +31,18 @@ __all__ = [
     "embedder_report",
     "open_embedder",
     "print_skipped",
+    "resolve_embedder",
+    "resolved_name",
 ]
 
+EMBEDDER_HELP = (
+    "hashing (offline, no model), hashing:DIM, minilm (the minilm extra), st:MODEL_DIR,"
+    " fastembed:MODEL@MODEL_DIR, model2vec:MODEL_DIR, endpoint:MODEL@BASE_URL, or a"
+    " ctxwise.toml whose [embedder] to use (docs/embedders.md); nothing downloads"
+)
 EmbedderOpt = Annotated[
     str | None,
-    typer.Option(
-        help="Embedder: hashing (offline, no model: the default where one is needed),"
-        " hashing:DIM, minilm (the minilm extra) or st:MODEL_DIR (a sentence-transformers"
-        " model folder)."
-    ),
+    typer.Option(help=f"Embedder (hashing where one is needed): {EMBEDDER_HELP}."),
 ]
 PresetOpt = Annotated[
     str,
@@ -91,13 +95,47 @@ def embedder_report(used: EvalEmbedder | None) -> dict[str, Any]:
     return used.report() if used is not None else {"embedder": None, "embedding_cache": None}
 
 
+def _config_file(name: str) -> Path | None:
+    """``name`` as a ctxwise.toml whose ``[embedder]`` is meant, or None."""
+    return Path(name) if name.endswith(".toml") else None
+
+
+def resolved_name(name: str) -> str:
+    """The ``name`` the embedder ``--embedder name`` gives will have (a config file:
+    its ``[embedder]``'s), without building it."""
+    from ctxwise.embeddings import embedder_name
+
+    path = _config_file(name)
+    if path is None:
+        return name
+    from ctxwise.config import load_config
+
+    config = load_config(path)
+    return embedder_name(config.embedder, base_dir=config.base_dir)
+
+
+def resolve_embedder(name: str) -> Embedder:
+    """The embedder ``--embedder name`` names: a short name (``get_embedder``), or a
+    ``ctxwise.toml`` whose ``[embedder]`` is built (its paths relative to the file,
+    its key read from the environment)."""
+    from ctxwise.embeddings import build_embedder
+
+    path = _config_file(name)
+    if path is None:
+        return build_embedder(name)
+    from ctxwise.config import load_config
+
+    config = load_config(path)
+    return build_embedder(config.embedder, base_dir=config.base_dir)
+
+
 def check_preset(preset: str, embedder: str) -> None:
     """Refuse an unknown preset, or one chosen for another embedder, naming the flag."""
     from ctxwise.memory.longterm import PRESET_EMBEDDERS, recall_settings
 
     recall_settings(preset)  # an unknown preset names the known ones
     wanted = PRESET_EMBEDDERS.get(preset)
-    if wanted is not None and embedder != wanted:
+    if wanted is not None and resolved_name(embedder) != wanted:
         raise UsageError(
             f"--preset {preset} was chosen for --embedder {wanted}, not {embedder}:"
             f" add --embedder {wanted}, or choose --preset neutral or dialogue"
@@ -111,7 +149,7 @@ def open_embedder(
     no_cache: bool = False,
     flag_hint: str = "",
 ) -> EvalEmbedder:
-    """The embedder ``name`` (``get_embedder``), behind the embedding cache unless
+    """The embedder ``name`` (:func:`resolve_embedder`), behind the embedding cache unless
     it is a hashing embedder or ``no_cache``. ``flag_hint`` is added to a missing
     extra's message (e.g. ``"or pass --embedder hashing"``).
 
@@ -121,16 +159,24 @@ def open_embedder(
         OutputError: the cache file cannot be opened.
     """
     from ctxwise.embedding_cache import CachedEmbedder, default_cache_path
-    from ctxwise.embeddings import HashingEmbedder, get_embedder
+    from ctxwise.embeddings import HashingEmbedder
 
     if cache is not None and no_cache:
         raise UsageError("--embedding-cache and --no-embedding-cache: give one")
     try:
-        embedder = get_embedder(name)
+        embedder = resolve_embedder(name)
     except MissingDependencyError as exc:
         if not flag_hint:
             raise
         raise UsageError(f"{exc}; {flag_hint}") from None
+    if isinstance(embedder, CachedEmbedder):  # a config file's [embedder] with cache = true
+        if no_cache:
+            embedder.close()
+            return EvalEmbedder(embedder.inner)
+        if cache is None:
+            return EvalEmbedder(embedder, embedder)
+        embedder.close()
+        embedder = embedder.inner
     if no_cache or isinstance(embedder, HashingEmbedder):
         return EvalEmbedder(embedder)
     cached = CachedEmbedder(embedder, cache if cache is not None else default_cache_path())

@@ -17,10 +17,12 @@ import typer
 from rich.text import Text
 
 from ctxwise.cli._eval import (
+    EMBEDDER_HELP,
     EmbeddingCacheOpt,
     NoEmbeddingCacheOpt,
     embedder_report,
     open_embedder,
+    resolve_embedder,
 )
 from ctxwise.cli._progress import progress, scaled
 from ctxwise.cli._util import (
@@ -57,8 +59,7 @@ CatalogArg = Annotated[
 EmbedderOpt = Annotated[
     str | None,
     typer.Option(
-        help="Add vector search with this embedder (hashing, hashing:DIM, minilm, st:DIR); "
-        "default: lexical only."
+        help=f"Add vector search with this embedder (default: lexical only): {EMBEDDER_HELP}."
     ),
 ]
 SkipOpt = Annotated[
@@ -107,9 +108,7 @@ def _load(
 
     options: dict[str, Any] = {"max_bytes": max_input_bytes(max_input, MAX_CATALOG_BYTES)}
     if isinstance(embedder, str):
-        from ctxwise.embeddings import get_embedder
-
-        options["embedder"] = get_embedder(embedder)
+        options["embedder"] = resolve_embedder(embedder)
     elif embedder is not None:
         options["embedder"] = embedder
     try:
