@@ -58,6 +58,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -116,6 +117,7 @@ from ctxwise.tools.trim import trim
 from ctxwise.trace import ToolEventTrace, Trace
 from ctxwise.turn import (
     Classifier,
+    Remember,
     SessionView,
     Step,
     Steps,
@@ -226,6 +228,7 @@ class Engine:
         now: Callable[[], float] | None = None,
         embedder: Embedder | None = None,
         steps: Iterable[Step] | None = None,
+        effects: Literal["background", "inline"] = "background",
     ) -> None:
         cfg = config if config is not None else EngineConfig()
         if not isinstance(cfg, EngineConfig):
@@ -233,6 +236,13 @@ class Engine:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, got {max_attempts!r}")
         self.config = cfg
+        if effects not in ("background", "inline"):
+            raise UsageError(f"effects is 'background' or 'inline', got {effects!r}")
+        self.effects = effects
+        self._worker: ThreadPoolExecutor | None = None
+        self._running: (
+            tuple[SessionView, Sequence[Remember], Future[BaseException | None]] | None
+        ) = None
         if counter is not None and not all(
             callable(getattr(counter, m, None)) for m in ("count", "count_messages")
         ):
@@ -524,7 +534,13 @@ class Engine:
             ) from None
 
     def close(self) -> None:
-        """Close the stores this Engine opened."""
+        """Wait for the last turn's effects, then close the stores this Engine opened."""
+        try:
+            self.wait()
+        finally:
+            if self._worker is not None:
+                self._worker.shutdown()
+                self._worker = None
         for store in self._own:
             store.close()
         self._own.clear()
@@ -577,6 +593,7 @@ class Engine:
     # ---------------------------------------------------------------- sessions
 
     def _load(self, session_id: str) -> SessionView:
+        self.wait()
         version = self.sessions.version(session_id)
         cached = self._cache.get(session_id)
         if cached is not None and cached.version == version:
@@ -621,6 +638,7 @@ class Engine:
 
     def traces(self, session_id: str) -> list[Trace]:
         """Every turn's trace, in order."""
+        self.wait()
         check_session_id(session_id)
         self.sessions.require(session_id)
         return [
@@ -638,6 +656,7 @@ class Engine:
         """The transcript chunks a subagent given ``task`` needs, verbatim, under
         ``budget`` tokens (:func:`ctxwise.handoff.select_context`), chosen from the
         session's whole log: what compaction summarized is still there word for word."""
+        self.wait()
         check_session_id(session_id)
         self.sessions.require(session_id)
         log = neutral.decode_messages(self.sessions.log(session_id))
@@ -646,6 +665,7 @@ class Engine:
     def escalation_brief(self, session_id: str) -> EscalationBrief:
         """A brief for a person taking the case over (:func:`ctxwise.handoff.escalation_brief`):
         from the session's case facts and its whole log."""
+        self.wait()
         check_session_id(session_id)
         self.sessions.require(session_id)
         session = self._load(session_id)
@@ -760,6 +780,7 @@ class Engine:
         A result of more than ``[tool_results] max_chars`` characters (as text, or
         as its JSON) is refused with a :class:`UsageError` naming the limit.
         """
+        self.wait()
         check_session_id(session_id)
         if not isinstance(call, ToolUseBlock):
             raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
@@ -996,16 +1017,46 @@ class Engine:
 
     def _effects(self, session: SessionView) -> None:
         """Run what a committed session still needs done outside its store (the
-        turns compaction took out, into long-term memory); the session in hand
-        then says so, and its next commit stores it."""
+        turns compaction took out, into long-term memory): now, or, with
+        ``effects="background"``, on a worker thread that the Engine's next call
+        waits for (:meth:`wait`). The session in hand then says so, and its next
+        commit stores it. An effect that failed is run again by the next turn that
+        recalls, which raises its error (a turn that committed does not)."""
         effects = pending(self._ctx, session)
         if not effects:
             return
-        for effect in effects:
-            remember(self._ctx, effect)
+        if self.effects == "inline":
+            self._ran(session, effects, self._run_effects(effects))
+            return
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(1, thread_name_prefix="ctxwise-effects")
+        self._running = (session, effects, self._worker.submit(self._run_effects, effects))
+
+    def _run_effects(self, effects: Sequence[Remember]) -> BaseException | None:
+        try:
+            for effect in effects:
+                remember(self._ctx, effect)
+        except Exception as exc:  # run again, and raised, by the next turn that recalls
+            return exc
+        return None
+
+    def _ran(
+        self, session: SessionView, effects: Sequence[Remember], error: BaseException | None
+    ) -> None:
+        if error is not None:  # the session says it is not done: run again later
+            return
         done = session.but(remembered=max(e.upto for e in effects))
         if self._cache.get(session.session_id) is session:
             self._cache[session.session_id] = done
+
+    def wait(self) -> None:
+        """Wait for the effects of the last turn (with ``effects="background"``).
+        Every call of this Engine that reads a session waits first; call this
+        before reading its ``memory`` store yourself."""
+        running, self._running = self._running, None
+        if running is not None:
+            session, effects, future = running
+            self._ran(session, effects, future.result())
 
     def record(self, session_id: str, new_messages: TurnInput) -> int:
         """Append messages without building a request: the model's final answer (so

@@ -194,3 +194,48 @@ def test_a_preset_fit_to_another_embedder_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="minilm"):
         Engine(minilm, embedder=HashingEmbedder())
     assert not (tmp_path / "c.db").exists()
+
+
+def _compacting_loop(engine: Engine) -> list[dict[str, object]]:
+    requests = [engine.turn("s", user("my order number is 8812 and the parcel is late " * 4))]
+    for i in range(14):
+        requests.append(engine.turn("s", [assistant("noted " * 60), user(f"question {i} " * 10)]))
+    requests.append(engine.turn("s", [assistant("ok"), user("what was my order number?")]))
+    return [r.request for r in requests]
+
+
+def test_background_effects_change_no_request(tmp_path: Path) -> None:
+    def cfg(name: str) -> EngineConfig:
+        return EngineConfig(store=f"sqlite:///{tmp_path / name}", budget=1_500)
+
+    with Engine(cfg("a.db")) as background, Engine(cfg("b.db"), effects="inline") as inline:
+        assert _compacting_loop(background) == _compacting_loop(inline)
+        background.wait()
+        namespace = background._namespace("s")
+        assert background.memory is not None and inline.memory is not None
+        assert background.memory.count(namespace) == inline.memory.count(namespace) > 0
+
+
+def test_a_failed_effect_is_run_again_by_the_next_recall(tmp_path: Path) -> None:
+    with Engine(EngineConfig(store=f"sqlite:///{tmp_path / 'c.db'}", budget=1_500)) as engine:
+        assert engine.memory is not None
+        real = engine.memory.put_many
+        failures: list[int] = []
+
+        def failing(namespace: object, items: object) -> list[str]:
+            failures.append(1)
+            raise OSError("disk full")
+
+        engine.memory.put_many = failing  # type: ignore[method-assign]
+        turns = [engine.turn("s", user("my order number is 8812 " * 8))]
+        for i in range(14):
+            turns.append(engine.turn("s", [assistant("noted " * 60), user(f"q {i} " * 10)]))
+            engine.wait()
+            if failures:
+                break
+        assert failures  # a compaction's effect failed after its commit
+        engine.memory.put_many = real  # type: ignore[method-assign]
+        engine.turn("s", [assistant("ok"), user("what was my order number?")])
+        engine.wait()
+        assert engine.memory.count(engine._namespace("s")) > 0
+        assert engine._load("s").remembered > 0

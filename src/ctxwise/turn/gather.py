@@ -15,7 +15,7 @@ from ctxwise.assembly import Section
 from ctxwise.config import BUILTIN_SOURCES
 from ctxwise.sources import SourceContext
 from ctxwise.turn.context import TurnContext
-from ctxwise.turn.effects import Remember, remember
+from ctxwise.turn.effects import pending, remember
 from ctxwise.turn.state import TurnState
 
 __all__ = ["gather"]
@@ -23,10 +23,16 @@ __all__ = ["gather"]
 
 def gather(state: TurnState, ctx: TurnContext) -> TurnState:
     session = state.session
+    # a compaction committed before this turn whose turns memory does not hold yet
+    # (this turn's own compaction is remembered after its commit)
+    base = state.base
+    if "memory" in state.chosen and ctx.memory is not None:
+        done = pending(ctx, base)
+        for effect in done:
+            remember(ctx, effect)
+        if done:
+            session = session.but(remembered=max(e.upto for e in done))
     first_live = session.first_live()
-    if "memory" in state.chosen and ctx.memory is not None and session.remembered < first_live:
-        remember(ctx, Remember(session.session_id, session.remembered, first_live))
-        session = session.but(remembered=first_live)
     context = SourceContext(
         session_id=session.session_id,
         turn=session.turns + 1,
