@@ -69,6 +69,7 @@ from ctxwise.memory.store import (
     check_text,
     matches,
 )
+from ctxwise.search import reciprocal_rank_fusion
 from ctxwise.text import STOPWORDS, words
 
 __all__ = [
@@ -445,15 +446,7 @@ class LongTermMemory:
         if mode in ("hybrid", "vector"):
             q = self.embedder.embed([query])[0]
             vector = self.store.vector_search(self.namespace, q, depth, filters)
-        found: dict[str, _Candidate] = {}
-        for rank, (item, _) in enumerate(lexical, start=1):
-            entry = found.setdefault(item.id, _Candidate(item))
-            entry.score += w_lex / (self.rrf_k + rank)
-            entry.lexical_rank = rank
-        for rank, (item, _) in enumerate(vector, start=1):
-            entry = found.setdefault(item.id, _Candidate(item))
-            entry.score += w_vec / (self.rrf_k + rank)
-            entry.vector_rank = rank
+        found = self._fuse(lexical, vector, w_lex, w_vec)
         successors = self._credit_successors(found, filters)
         self._boost_mentions(query, [*found.values(), *successors.values()])
         candidates = [*found.values(), *successors.values()]
@@ -488,6 +481,28 @@ class LongTermMemory:
         if neighbours > 0:
             out = self._expand(out, neighbours)
         return out
+
+    def _fuse(
+        self,
+        lexical: Sequence[tuple[MemoryItem, float]],
+        vector: Sequence[tuple[MemoryItem, float]],
+        w_lex: float,
+        w_vec: float,
+    ) -> dict[str, _Candidate]:
+        """The two rankings fused (:func:`ctxwise.search.reciprocal_rank_fusion`),
+        by item id, lexical hits first."""
+        items: dict[str, MemoryItem] = {}
+        for item, _ in (*lexical, *vector):
+            items.setdefault(item.id, item)
+        fused, (lex_rank, vec_rank) = reciprocal_rank_fusion(
+            [[item.id for item, _ in lexical], [item.id for item, _ in vector]],
+            [w_lex, w_vec],
+            self.rrf_k,
+        )
+        return {
+            item_id: _Candidate(items[item_id], score, lex_rank.get(item_id), vec_rank.get(item_id))
+            for item_id, score in fused.items()
+        }
 
     def _credit_successors(
         self, found: dict[str, _Candidate], filters: Mapping[str, Any] | None
