@@ -163,6 +163,29 @@ def test_fastembed_refuses_a_missing_folder_before_anything_loads(tmp_path: Path
         FastEmbedEmbedder("BAAI/bge-small-en-v1.5", tmp_path / "nowhere")
 
 
+def test_fastembed_loads_a_static_model_folder_without_the_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fastembed's registered potion-base-8M is a model2vec layout of 256 dimensions:
+    # a tiny one written here stands in for it, and any connection attempt fails
+    pytest.importorskip("fastembed", reason="needs the fastembed extra")
+    folder = _tiny_model2vec(tmp_path / "potion", dim=256)
+    import socket
+
+    def no_network(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("the fastembed embedder reached the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    spec = EmbedderSpec(kind="fastembed", model="minishlab/potion-base-8M", path="potion")
+    emb = build_embedder(spec, base_dir=tmp_path)
+    assert isinstance(emb, FastEmbedEmbedder) and emb.dim == 256
+    assert emb.name == f"fastembed:minishlab/potion-base-8M@{folder}"
+    out = emb.embed(["refund my order", "rain and sunny weather", "money back"])
+    assert out.shape == (3, 256) and out[0] @ out[2] > out[0] @ out[1]
+    with pytest.raises(UsageError, match="is not supported in TextEmbedding"):
+        FastEmbedEmbedder("no/such-model", folder)
+
+
 def test_fastembed_without_its_package_is_refused_before_the_folder_is_read(
     tmp_path: Path,
 ) -> None:

@@ -7,6 +7,7 @@ package ships): none of them reaches a model hub, so nothing downloads.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -186,13 +187,17 @@ class FastEmbedEmbedder(_Folder):
         self.batch_size = batch_size
         self.threads = resolve_threads(threads)
         try:
-            self._model: Any = TextEmbedding(
-                model_name=model,
-                cache_dir=str(path),
-                threads=self.threads,
-                specific_model_path=str(path),  # this folder: fastembed downloads nothing
-                local_files_only=True,
-            )
+            with warnings.catch_warnings():
+                # a static model (potion) runs on numpy: fastembed warns that threads
+                # do nothing there, which is true and harmless
+                warnings.filterwarnings("ignore", message=".*these options have no effect")
+                self._model: Any = TextEmbedding(
+                    model_name=model,
+                    cache_dir=str(path),
+                    threads=self.threads,
+                    specific_model_path=str(path),  # this folder: fastembed downloads nothing
+                    local_files_only=True,
+                )
             self._dim = int(self._model.embedding_size)
         except Exception as e:  # fastembed and ONNX Runtime raise bare errors
             raise UsageError(
