@@ -1,4 +1,7 @@
-"""The per-turn pipeline: route → gather (only the chosen sources) → assemble.
+"""The per-turn pipeline without a session: route → gather (only the chosen
+sources) → assemble. It runs the choice of sources and the gathering of the
+Engine's turn (:func:`ctxwise.turn.route.choose`,
+:func:`ctxwise.turn.gather.gather_sections`), on a query instead of a session.
 
 A routes table maps each label to the sources it needs. When the router refuses
 (``low_confidence``, ``ambiguous_tie``, no intents) or names a label the table
@@ -13,23 +16,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ctxwise.assembly import Assembly, Budget, Order, Section, SectionStatus, assemble
 from ctxwise.errors import UsageError
 from ctxwise.routing.decision import RouteDecision
 from ctxwise.sources import Source
 from ctxwise.tokens import CharCounter, TokenCounter
+from ctxwise.turn.context import Classifier
+from ctxwise.turn.gather import gather_sections
+from ctxwise.turn.route import choose
 
 __all__ = ["Classifier", "Pipeline", "Trace", "TurnResult"]
-
-
-@runtime_checkable
-class Classifier(Protocol):
-    """Anything that routes a query: an :class:`~ctxwise.routing.IntentRouter`,
-    a :class:`~ctxwise.routing.KeywordClassifier`, your own."""
-
-    def route(self, query: str) -> RouteDecision: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,33 +152,19 @@ class Pipeline:
     ) -> tuple[list[Section], dict[str, str]]:
         sections = list(self.base)
         owner = {s.name: "(base)" for s in self.base}
-        for name in chosen:
-            found = self.sources[name].sections(query, state)
-            if isinstance(found, Section | str) or not isinstance(found, Iterable):
+        for section, name in gather_sections(self.sources, chosen, query, state):
+            if section.name in owner:
                 raise UsageError(
-                    f"source {name!r} returned {found!r} from sections(), not a list of Sections"
+                    f"section name {section.name!r} from source {name!r} "
+                    f"is already used by {owner[section.name]!r}"
                 )
-            for section in found:
-                if not isinstance(section, Section):
-                    raise UsageError(
-                        f"source {name!r} returned {section!r} among its sections, not a Section"
-                    )
-                if section.name in owner:
-                    raise UsageError(
-                        f"section name {section.name!r} from source {name!r} "
-                        f"is already used by {owner[section.name]!r}"
-                    )
-                owner[section.name] = name
-                sections.append(section)
+            owner[section.name] = name
+            sections.append(section)
         return sections, owner
 
     def choose(self, decision: RouteDecision) -> tuple[tuple[str, ...], str | None]:
         """The sources for a decision, and why the fallback set was used (or None)."""
-        if decision.label is None:
-            return self.fallback, f"router refused ({decision.reason.value})"
-        if decision.label not in self.routes:
-            return self.fallback, f"no route for label {decision.label!r}"
-        return self.routes[decision.label], None
+        return choose(self.routes, self.fallback, decision.label, decision.reason.value)
 
     def assemble_sources(
         self, chosen: Sequence[str], query: str, state: Mapping[str, Any] | None = None

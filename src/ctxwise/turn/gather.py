@@ -11,14 +11,39 @@ between the two), they are put in here first, so the recall is complete.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
 from ctxwise.assembly import Section
 from ctxwise.config import BUILTIN_SOURCES
-from ctxwise.sources import SourceContext
+from ctxwise.errors import UsageError
+from ctxwise.sources import Source, SourceContext
 from ctxwise.turn.context import TurnContext
 from ctxwise.turn.effects import pending, remember
 from ctxwise.turn.state import TurnState
 
-__all__ = ["gather"]
+__all__ = ["gather", "gather_sections"]
+
+
+def gather_sections(
+    sources: Mapping[str, Source], chosen: Sequence[str], query: str, context: Mapping[str, Any]
+) -> list[tuple[Section, str]]:
+    """The sections of each ``chosen`` source (only those), with the source's name; a
+    source that returns anything but a list of Sections is a :class:`UsageError`."""
+    out: list[tuple[Section, str]] = []
+    for name in chosen:
+        found = sources[name].sections(query, context)
+        if isinstance(found, Section | str) or not isinstance(found, Iterable):
+            raise UsageError(
+                f"source {name!r} returned {found!r} from sections(), not a list of Sections"
+            )
+        for section in found:
+            if not isinstance(section, Section):
+                raise UsageError(
+                    f"source {name!r} returned {section!r} among its sections, not a Section"
+                )
+            out.append((section, name))
+    return out
 
 
 def gather(state: TurnState, ctx: TurnContext) -> TurnState:
@@ -39,11 +64,8 @@ def gather(state: TurnState, ctx: TurnContext) -> TurnState:
         first_live=first_live,
         remembered=session.remembered,
     )
-    gathered: list[tuple[Section, str]] = []
-    for name in state.chosen:
-        source = ctx.sources.get(name)
-        if source is not None:
-            gathered.extend((s, name) for s in source.sections(state.query or "", context))
+    chosen = [n for n in state.chosen if n in ctx.sources]
+    gathered = gather_sections(ctx.sources, chosen, state.query or "", context)
     names = (*(n for n in ctx.sources if n not in BUILTIN_SOURCES), *BUILTIN_SOURCES)
     return state.but(
         session=session,

@@ -5,7 +5,7 @@ set: it never guesses."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ctxwise._session_state import RouteMemo
 from ctxwise.errors import UsageError
@@ -45,7 +45,7 @@ def route(state: TurnState, ctx: TurnContext) -> TurnState:
         )
         memo = RouteMemo(origin=index, trace=trace.model_dump(mode="json"))
         session = session.but(route=memo)
-    chosen, fallback = choose(ctx, trace.label, trace.reason)
+    chosen, fallback = choose(ctx.routes, ctx.fallback, trace.label, trace.reason)
     return state.but(
         session=session,
         route=trace.model_copy(update={"fallback": fallback}),
@@ -65,10 +65,16 @@ def check_sendable(history: Sequence[Message]) -> None:
         )
 
 
-def choose(ctx: TurnContext, label: str | None, reason: str) -> tuple[tuple[str, ...], str | None]:
-    """The sources a label needs, and why the fallback was taken (None: it was not)."""
+def choose(
+    routes: Mapping[str, tuple[str, ...]],
+    fallback: tuple[str, ...],
+    label: str | None,
+    reason: str,
+) -> tuple[tuple[str, ...], str | None]:
+    """The sources a label needs, and why the fallback set was taken (None: it was
+    not): a refusal, or a label the routes table does not know, takes the fallback."""
     if label is None:
-        return ctx.fallback, f"router refused ({reason})"
-    if label not in ctx.routes:
-        return ctx.fallback, f"no route for label {label!r}"
-    return ctx.routes[label], None
+        return fallback, f"router refused ({reason})"
+    if label not in routes:
+        return fallback, f"no route for label {label!r}"
+    return routes[label], None
