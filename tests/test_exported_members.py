@@ -141,6 +141,15 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.routing.scorers.SavableScorer",
         "ctxwise.routing.scorers.ScorerState",
     },
+    "embedder adapters behind their extras, and the one embedder setting: ctxwise.embeddings.X": {
+        "ctxwise.embeddings.EmbedderSpec",
+        "ctxwise.embeddings.EndpointEmbedder",
+        "ctxwise.embeddings.FastEmbedEmbedder",
+        "ctxwise.embeddings.Model2VecEmbedder",
+        "ctxwise.embeddings.build_embedder",
+        "ctxwise.embeddings.embedder_name",
+        "ctxwise.embeddings.parse_embedder",
+    },
     "helpers of one module: reached as ctxwise.<module>.x": {
         "ctxwise.embeddings.tokenize",
         "ctxwise.embedding_cache.bypassing",
@@ -248,6 +257,7 @@ ALLOWLIST: dict[str, set[str]] = {
     "Engine config parts (sections of ctxwise.toml): reached as ctxwise.config.X": {
         "ctxwise.config.ClearingConfig",
         "ctxwise.config.CompactionConfig",
+        "ctxwise.config.EmbedderConfig",
         "ctxwise.config.FactsConfig",
         "ctxwise.config.GatesConfig",
         "ctxwise.config.MemoryConfig",

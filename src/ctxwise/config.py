@@ -185,6 +185,7 @@ from ctxwise.errors import ConfigError, UsageError
 __all__ = [
     "ClearingConfig",
     "CompactionConfig",
+    "EmbedderConfig",
     "EngineConfig",
     "FactsConfig",
     "GatesConfig",

@@ -31,23 +31,34 @@ from collections.abc import Sequence
 import numpy as np
 
 from ctxwise.embeddings._base import Embedder, Vectors
-from ctxwise.embeddings._build import EmbedderSpec as EmbedderSpec
-from ctxwise.embeddings._build import build_embedder as build_embedder
-from ctxwise.embeddings._build import embedder_name as embedder_name
-from ctxwise.embeddings._build import parse_embedder as parse_embedder
-from ctxwise.embeddings._endpoint import EndpointEmbedder as EndpointEmbedder
+from ctxwise.embeddings._build import (
+    EmbedderSpec,
+    build_embedder,
+    embedder_name,
+    parse_embedder,
+)
+from ctxwise.embeddings._endpoint import EndpointEmbedder
 from ctxwise.embeddings._hashing import HashingEmbedder
-from ctxwise.embeddings._local import FastEmbedEmbedder as FastEmbedEmbedder
-from ctxwise.embeddings._local import Model2VecEmbedder as Model2VecEmbedder
-from ctxwise.embeddings._local import SentenceTransformerEmbedder
+from ctxwise.embeddings._local import (
+    FastEmbedEmbedder,
+    Model2VecEmbedder,
+    SentenceTransformerEmbedder,
+)
 from ctxwise.text import words
 
 __all__ = [
     "Embedder",
+    "EmbedderSpec",
+    "EndpointEmbedder",
+    "FastEmbedEmbedder",
     "HashingEmbedder",
     "MemoEmbedder",
+    "Model2VecEmbedder",
     "SentenceTransformerEmbedder",
+    "build_embedder",
+    "embedder_name",
     "get_embedder",
+    "parse_embedder",
     "tokenize",
 ]
 
