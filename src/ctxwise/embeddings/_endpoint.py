@@ -5,7 +5,8 @@ The request is ``{"model": MODEL, "input": [TEXT, ...]}`` (and ``"dimensions"``
 when asked); the response is ``{"data": [{"embedding": [...], "index": I}, ...]}``,
 each vector placed by its ``index``. Texts go in batches of ``batch_size``. A
 429, a 5xx answer or a connection error is tried again ``retries`` times (waiting
-the answer's ``Retry-After``, or 0.5 s, 1 s, 2 s..., at most 30 s); anything else,
+the answer's ``Retry-After``, else :data:`BACKOFF` doubled at each try, at most
+:data:`MAX_WAIT`); anything else,
 and a response of another shape, is a :class:`~ctxwise.errors.ProviderError` with
 the status and the server's own message. The API key is read from the environment
 by the caller and sent as a header: it is never stored in a config, printed, or
@@ -27,7 +28,10 @@ from ctxwise.embeddings._base import Vectors, normalized
 from ctxwise.errors import MissingDependencyError, ProviderError, UsageError
 
 RETRY_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504})
+BACKOFF = 0.5
+"""Seconds before the first retry when the answer gives no ``Retry-After``."""
 MAX_WAIT = 30.0
+"""The longest wait before a retry, in seconds."""
 PROBE_TEXT = "dimension probe"
 """The text embedded to learn a model's width when ``dim`` is not given."""
 
@@ -90,7 +94,7 @@ def _retry_after(response: Any, attempt: int) -> float:
             seconds = math.nan
         if math.isfinite(seconds) and seconds >= 0:
             return min(seconds, MAX_WAIT)
-    return min(0.5 * 2.0**attempt, MAX_WAIT)
+    return min(BACKOFF * 2.0**attempt, MAX_WAIT)
 
 
 class EndpointEmbedder:
