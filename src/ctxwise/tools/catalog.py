@@ -75,20 +75,35 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 import numpy as np
 
 from ctxwise.embeddings import Embedder
 from ctxwise.errors import FormatError, ToolCatalogError, UsageError
-from ctxwise.messages import ContentBlock, OpaqueBlock, TextBlock, ToolResultBlock
 from ctxwise.search import reciprocal_rank_fusion
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 from ctxwise.tokens import CharCounter, TokenCounter
 from ctxwise.tools._catalog_files import _array, _mcp_tools, _parse_catalog, _wire_form
 from ctxwise.tools._schema_check import _check_schema, _check_text
-from ctxwise.tools.render import _WIRE, _anthropic_def, _openai_def, _qualified, _wire
-from ctxwise.tools.search import _Index
+from ctxwise.tools.render import (
+    _WIRE,
+    SERVER_SEARCH_TOOLS,
+    Mode,
+    _anthropic_def,
+    _qualified,
+    _wire,
+    anthropic_tools,
+    openai_tools,
+)
+from ctxwise.tools.search import (
+    DEFAULT_K,
+    MAX_SEARCH_K,
+    SearchOutcome,
+    _Index,
+    run_search,
+    search_tool_def,
+)
 
 __all__ = [
     "DEFAULT_K",
@@ -102,12 +117,6 @@ __all__ = [
     "ToolHit",
     "ToolTurn",
 ]
-
-DEFAULT_K = 5
-"""Tools found per query when the caller does not say."""
-
-MAX_SEARCH_K = 20
-"""The most tools one ``tool_search`` call may return."""
 
 MAX_CATALOG_BYTES = 64 * 2**20
 """The largest catalog file :meth:`ToolCatalog.load` reads by default (64 MiB): a
@@ -125,12 +134,6 @@ ENGINE_TOOL_NAMES = ("fetch_more", "memory")
 results' ``fetch_more`` and the client-side ``memory`` tool): a catalog tool of
 either name gets a hash suffix, as a search tool's name does."""
 
-SERVER_SEARCH_TOOLS: Mapping[str, Mapping[str, str]] = {
-    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
-    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
-}
-"""Anthropic's server-side tool search tools, by variant."""
-
 RRF_K = 10
 """Default ``k`` of reciprocal rank fusion."""
 
@@ -139,8 +142,6 @@ SERVER_WEIGHT = 0.25
 
 POOL = 100
 """How deep each ranking goes into the fusion."""
-
-Mode: TypeAlias = Literal["client", "server"]
 
 _NAME_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
 _MAX_NAME = 128
@@ -202,16 +203,6 @@ class ToolTurn:
     def sent(self) -> tuple[ToolDef, ...]:
         """Every tool whose full definition is in this turn's context, in order."""
         return (*self.always, *self.loaded, *(h.tool for h in self.found))
-
-
-@dataclass(frozen=True, slots=True)
-class SearchOutcome:
-    """A ``tool_search`` call run: the ``tool_result`` to send back, the tools it
-    found (``()`` when the call was refused: then ``block.is_error`` is true)."""
-
-    block: ToolResultBlock
-    found: tuple[ToolDef, ...]
-    query: str
 
 
 # -- definitions ---------------------------------------------------------------------
@@ -679,31 +670,7 @@ class ToolCatalog:
 
     def search_tool(self) -> dict[str, Any]:
         """The ``tool_search`` tool (Anthropic form; :meth:`openai_tools` converts it)."""
-        return {
-            "name": self.search_name,
-            "description": (
-                "Search the catalog of tools not loaded yet. Describe the capability you "
-                "need in a few words; the best matching tools become callable from your "
-                "next step on. Search again with other words if none fits."
-            ),
-            "input_schema": {
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "description": "What the tool should do, e.g. 'convert a docx to pdf'.",
-                    },
-                    "k": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_SEARCH_K,
-                        "description": f"How many tools to load (default {DEFAULT_K}).",
-                    },
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
-        }
+        return search_tool_def(self.search_name)
 
     def run_search(
         self,
@@ -720,36 +687,7 @@ class ToolCatalog:
         and the caller adds the found definitions to the next request. A call with
         a missing, empty or extra argument gets an ``is_error`` result saying what
         to send instead; nothing is loaded."""
-        query, k, problem = _search_args(tool_input)
-        if problem is not None:
-            text = f"{self.search_name}: {problem}"
-            return SearchOutcome(ToolResultBlock(tool_use_id, text, is_error=True), (), query)
-        have = [*self.always_loaded, *(self._member(item) for item in loaded)]
-        hits = self.search(query, k, exclude=have)
-        found = tuple(h.tool for h in hits)
-        if not found:
-            text = f"No tool matches {query!r}. Try other words for the capability you need."
-            return SearchOutcome(ToolResultBlock(tool_use_id, text, is_error=False), (), query)
-        names = [self.wire_name(t) for t in found]
-        head = (
-            f"Found {len(found)} tool(s) for {query!r}: {', '.join(names)}. They are callable now."
-        )
-        if provider == "anthropic":
-            blocks: tuple[ContentBlock, ...] = (
-                TextBlock(head),
-                *(
-                    OpaqueBlock("tool_reference", {"type": "tool_reference", "tool_name": n})
-                    for n in names
-                ),
-            )
-            return SearchOutcome(ToolResultBlock(tool_use_id, blocks, is_error=False), found, query)
-        lines = [
-            head,
-            *(f"- {n}: {t.description.strip()[:300]}" for n, t in zip(names, found, strict=True)),
-        ]
-        return SearchOutcome(
-            ToolResultBlock(tool_use_id, "\n".join(lines), is_error=False), found, query
-        )
+        return run_search(self, tool_input, tool_use_id, loaded, provider)
 
     # -- rendering -----------------------------------------------------------------
 
@@ -780,47 +718,7 @@ class ToolCatalog:
                 of another catalog, or of this one before it was rebuilt).
             UsageError: ``mode``, ``server_search`` or ``cache_ttl`` is none of its values.
         """
-        if cache_ttl not in (None, "5m", "1h"):
-            raise UsageError(f"cache_ttl is '5m', '1h' or None, not {cache_ttl!r}")
-        mark: dict[str, Any] = {"type": "ephemeral"}
-        if cache_ttl is not None:
-            mark["ttl"] = cache_ttl
-        self._check_turn(turn)
-        wire = self._wire_names()
-        if mode == "server":
-            if server_search not in SERVER_SEARCH_TOOLS:
-                raise UsageError(f"server_search is 'bm25' or 'regex', not {server_search!r}")
-            head = [_anthropic_def(t, wire[t.key]) for t in turn.always]
-            head.append(dict(SERVER_SEARCH_TOOLS[server_search]))
-            head[-1]["cache_control"] = mark
-            always = {t.key for t in turn.always}
-            deferred = [
-                {**_anthropic_def(t, wire[t.key]), "defer_loading": True}
-                for t in self._tools
-                if t.key not in always
-            ]
-            return [*head, *deferred]
-        if mode != "client":
-            raise UsageError(f"mode is 'client' or 'server', not {mode!r}")
-        head = [_anthropic_def(t, wire[t.key]) for t in turn.always]
-        if turn.search:
-            head.append(self.search_tool())
-        if head:
-            head[-1] = {**head[-1], "cache_control": mark}
-        sent = {t.key for t in turn.sent}
-        tail = [
-            _anthropic_def(t, wire[t.key]) for t in (*turn.loaded, *(h.tool for h in turn.found))
-        ]
-        deferred = (
-            [
-                {**_anthropic_def(t, wire[t.key]), "defer_loading": True}
-                for t in self._tools
-                if t.key not in sent
-            ]
-            if turn.search
-            else []
-        )
-        return [*head, *tail, *deferred]
+        return anthropic_tools(self, turn, mode, server_search, cache_ttl)
 
     def openai_tools(self, turn: ToolTurn) -> list[dict[str, Any]]:
         """The Chat Completions ``tools`` array for ``turn``: what it sends, the
@@ -829,25 +727,7 @@ class ToolCatalog:
         Raises:
             ToolCatalogError: ``turn`` names a tool this catalog does not hold.
         """
-        self._check_turn(turn)
-        wire = self._wire_names()
-        out = [_openai_def(t, wire[t.key]) for t in turn.always]
-        if turn.search:
-            s = self.search_tool()
-            out.append(
-                {
-                    "type": "function",
-                    "function": {
-                        "name": s["name"],
-                        "description": s["description"],
-                        "parameters": s["input_schema"],
-                    },
-                }
-            )
-        out.extend(
-            _openai_def(t, wire[t.key]) for t in (*turn.loaded, *(h.tool for h in turn.found))
-        )
-        return out
+        return openai_tools(self, turn)
 
 
 # -- reading files -------------------------------------------------------------------
@@ -880,20 +760,3 @@ def _openai_row(raw: Any, server: str | None) -> ToolDef:
     if body.get("parameters") is None:  # left out, or null (the Responses API allows it)
         body["parameters"] = {"type": "object", "properties": {}}
     return _make(body, server, "parameters")
-
-
-def _search_args(tool_input: Any) -> tuple[str, int, str | None]:
-    if not isinstance(tool_input, Mapping):
-        return "", DEFAULT_K, "pass an object with a 'query' string (and optionally 'k')"
-    extra = sorted(set(tool_input) - {"query", "k"})
-    if extra:
-        return "", DEFAULT_K, f"unknown argument(s) {', '.join(extra)}; pass only 'query' and 'k'"
-    query = tool_input.get("query")
-    if not isinstance(query, str) or not query.strip():
-        return "", DEFAULT_K, "'query' must be a non-empty string describing the tool you need"
-    k = tool_input.get("k")
-    if k is None:  # left out, or sent as null (some clients fill every field)
-        k = DEFAULT_K
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_SEARCH_K:
-        return query, DEFAULT_K, f"'k' must be an integer from 1 to {MAX_SEARCH_K}"
-    return query, k, None
