@@ -14,7 +14,11 @@ Rows:
   is cleared or compacted (the turns the target is about);
 - ``compacting``: budget a third of the transcript, so the first turn after recording
   clears and compacts (the extractive summarizer; reported apart, ``COMPACT_RUNS``
-  fresh sessions, one turn each);
+  fresh sessions, one turn each); ``its effect``: remembering the compacted turns
+  in long-term memory, which runs after the turn's commit on the Engine's worker
+  thread (timed by ``Engine.wait`` right after the turn: the Engine's next call
+  waits for it, so an agent's next turn, after an LLM call, finds it done).
+  Target (issue 29): compacting p50 <= 100 ms at 100k tokens, <= 250 ms at 200k;
 - ``baseline``: what any layer must do at least, measured in the same run: encode
   the whole history as an Anthropic request (``formats.anthropic.encode_messages``)
   and count it (``CharCounter.count_messages``), with no caching; ``ratio`` is the
@@ -77,6 +81,8 @@ COUNTER = CharCounter()
 LONG_COPIES = 8
 LONG_BUDGET = 100_000
 LONG_TARGET = 1.5
+COMPACT_TARGET_MS = {100_000: 100.0, 200_000: 250.0}
+"""Issue 29: the compacting turn's p50 (its effect runs after it, on the worker)."""
 
 
 def follow_ups(sessions: list[Transcript], n: int) -> list[tuple[Message, Message]]:
@@ -115,17 +121,25 @@ def time_turns(
     return samples
 
 
-def time_compacting(store_for: Any, prefix: Transcript, budget: int, runs: int) -> list[int]:
-    samples = []
+def time_compacting(
+    store_for: Any, prefix: Transcript, budget: int, runs: int
+) -> tuple[list[int], list[int]]:
+    """The compacting turn's time, and its effect's (remembering the compacted turns
+    on the Engine's worker thread; ``Engine.wait`` until it is done)."""
+    samples, effects = [], []
     for run in range(runs):
         with engine_for(store_for(run), budget) as engine:
             engine.record("bench", prefix.messages)
+            engine.wait()
             start = time.perf_counter_ns()
             go_on = [Message.text_message("user", "Go on.")]  # after a recorded prefix
             result = engine.turn("bench", go_on, warn_unanswered=False)
-            samples.append(time.perf_counter_ns() - start)
+            turned = time.perf_counter_ns()
+            engine.wait()
+            samples.append(turned - start)
+            effects.append(time.perf_counter_ns() - turned)
             assert result.trace.compacted is not None
-    return samples
+    return samples, effects
 
 
 def time_baseline(prefix: Transcript, runs: int = 21) -> list[int]:
@@ -306,7 +320,8 @@ def main() -> None:
 
                 roomy = 4 * (tokens + added)
                 plain = summarize_ns(time_turns(url(99), prefix, roomy, pairs))
-                comp = summarize_ns(time_compacting(url, prefix, tokens // 3, COMPACT_RUNS))
+                turn_ns, effect_ns = time_compacting(url, prefix, tokens // 3, COMPACT_RUNS)
+                comp, effect = summarize_ns(turn_ns), summarize_ns(effect_ns)
                 rows.append(
                     {
                         "size": size,
@@ -315,6 +330,7 @@ def main() -> None:
                         "store": kind,
                         "no_edit": plain,
                         "compacting": comp,
+                        "compacting_effect": effect,
                         "baseline": base,
                         "ratio": plain["p50_ms"] / base["p50_ms"],
                     }
@@ -326,6 +342,11 @@ def main() -> None:
         )
     at_100k = [r for r in rows if r["size"] == 100_000]
     met = all(r["no_edit"]["p50_ms"] <= TARGET_MS for r in at_100k)
+    compacting_met = all(
+        r["compacting"]["p50_ms"] <= COMPACT_TARGET_MS[r["size"]]
+        for r in rows
+        if r["size"] in COMPACT_TARGET_MS
+    )
     print_table(
         "Engine.turn overhead (ms), no LLM calls",
         [
@@ -334,6 +355,7 @@ def main() -> None:
             "no edit p50",
             "p99",
             "compacting p50",
+            "its effect p50",
             "baseline p50",
             "ratio",
             "growth",
@@ -345,6 +367,7 @@ def main() -> None:
                 f"{r['no_edit']['p50_ms']:.2f}",
                 f"{r['no_edit']['p99_ms']:.2f}",
                 f"{r['compacting']['p50_ms']:.0f}",
+                f"{r['compacting_effect']['p50_ms']:.0f}",
                 f"{r['baseline']['p50_ms']:.2f}",
                 f"{r['ratio']:.2f}",
                 "-" if r["growth"] is None else f"{r['growth']:.2f}",
@@ -353,6 +376,8 @@ def main() -> None:
         ],
     )
     say(f"target p50 <= {TARGET_MS} ms at 100k tokens (no edit): {'met' if met else 'NOT met'}")
+    targets = ", ".join(f"{ms} ms at {size // 1000}k" for size, ms in COMPACT_TARGET_MS.items())
+    say(f"target compacting p50 <= {targets}: {'met' if compacting_met else 'NOT met'}")
     print_long(long)
     write_results(
         "bench_engine",
@@ -361,6 +386,8 @@ def main() -> None:
             "compact_runs": COMPACT_RUNS,
             "target_ms": TARGET_MS,
             "target_met": met,
+            "compact_target_ms": {str(k): v for k, v in COMPACT_TARGET_MS.items()},
+            "compact_target_met": compacting_met,
             "rows": rows,
             "long_session": long,
         },

@@ -182,7 +182,6 @@ SAMPLES: dict[str, BaseException] = {
     ),
     "RelayError": errors.RelayError("workload", "chunks/0003.txt is missing", path="log"),
     "RelayStateError": errors.RelayStateError("hash mismatch", path="runs/job/state-000004.json"),
-    "StepError": errors.StepError("audit", "ValueError: boom"),
     "StepFailed": errors.StepFailed("the reply is not JSON"),
     "IntegrationError": errors.IntegrationError(
         "langchain", "version", "langchain 0.3.27 is installed", supported=">=1.5,<2"

@@ -195,7 +195,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.integrations.openai_agents.*",
         "ctxwise.integrations.pydantic_ai.*",
     },
-    "the steps of a turn, one module each (Steps, TurnState, TurnContext are top level): ctxwise.turn.X": {
+    "the steps of a turn, one module each (Steps, TurnState, TurnContext top level)": {
         "ctxwise.turn.Assembled",
         "ctxwise.turn.BudgetPlan",
         "ctxwise.turn.Classifier",
@@ -226,6 +226,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.turn.effects.pending",
         "ctxwise.turn.effects.remember",
         "ctxwise.turn.gather.gather",
+        "ctxwise.turn.gather.gather_sections",
         "ctxwise.turn.observe.observe",
         "ctxwise.turn.pipeline.FunctionStep",
         "ctxwise.turn.pipeline.Step",

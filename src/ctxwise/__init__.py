@@ -146,6 +146,7 @@ if _typing.TYPE_CHECKING:
         open_store,
     )
     from ctxwise.memory.postgres import PostgresStore
+    from ctxwise.memory.source import MemorySource
     from ctxwise.orchestrator import Pipeline
     from ctxwise.policy import (
         Allowed,
@@ -172,12 +173,11 @@ if _typing.TYPE_CHECKING:
         SQLiteSessionStore,
         open_session_store,
     )
-    from ctxwise.memory.source import MemorySource
     from ctxwise.sources import Source, SourceContext, StaticSource
-    from ctxwise.turn import Steps, TurnContext, TurnState
     from ctxwise.spec import AssemblySpec, SectionSpec, load_spec
     from ctxwise.summarize import ExtractiveSummarizer, LLMSummarizer, Summarizer
     from ctxwise.trace import Trace
+    from ctxwise.turn import Steps, TurnContext, TurnState
 
 # Modules that pull in heavier libraries (pydantic and yaml for specs, numpy for
 # routing) or an extra (psycopg for PostgresStore) load on first use, so `import ctxwise`

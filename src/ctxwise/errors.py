@@ -33,7 +33,7 @@ One root, two branches::
         ├── ProviderError               an LLM provider call failed
         ├── StoreError                  a memory store failed (unreachable, corrupt, newer schema)
         │   ├── StoreDimensionError     a schema holding another embedder's vector dimension
-        │   └── NewerSchemaError        a database migrated by a newer ctxwise (a SessionStoreError too)
+        │   └── NewerSchemaError        a schema a newer ctxwise migrated (a SessionStoreError too)
         ├── SummarizerError             the summarizer raised or returned no text
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
