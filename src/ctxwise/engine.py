@@ -53,8 +53,6 @@ callers.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,20 +60,27 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ctxwise import _engine_tools
+from ctxwise._engine_parts import (
+    build_catalog,
+    build_config_embedder,
+    build_gate,
+    build_results,
+    build_router,
+    build_sources,
+    checked_sources,
+    cursor_keys,
+    read_system_file,
+)
 from ctxwise._session_state import STATE_FORMAT, ToolIds, parse_state
 from ctxwise.config import (
     BUILTIN_SOURCES,
-    ENGINE_SECTIONS,
-    EmbedderConfig,
     EngineConfig,
-    check_route_labels,
     load_config,
 )
-from ctxwise.embeddings import Embedder, build_embedder
+from ctxwise.embeddings import Embedder
 from ctxwise.errors import (
     ConfigError,
-    FormatError,
-    MissingDependencyError,
     SessionConflictError,
     UnansweredTurnWarning,
     UsageError,
@@ -91,13 +96,12 @@ from ctxwise.memory.longterm import check_preset_embedder
 from ctxwise.memory.source import MemorySource, SessionMemory
 from ctxwise.memory.store import Store, namespace_part
 from ctxwise.memory.urls import open_store, store_kind
-from ctxwise.memory_tool import DirectoryMemory, MemoryTool, StoreMemory
+from ctxwise.memory_tool import DirectoryMemory, MemoryTool
 from ctxwise.messages import (
     Message,
     ToolResultBlock,
     ToolUseBlock,
     Transcript,
-    block_text,
     message_problem,
 )
 from ctxwise.policy import Allowed, Blocked, PolicyGate
@@ -108,12 +112,11 @@ from ctxwise.sessions import (
     check_session_id,
     open_session_store,
 )
-from ctxwise.sources import Source, StaticSource
+from ctxwise.sources import Source
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 from ctxwise.tokens import TokenCounter, get_counter
 from ctxwise.tools.catalog import ToolCatalog
-from ctxwise.tools.cursors import FETCH_MORE, ResultStore, fetch_more_result, page_text
-from ctxwise.tools.trim import trim
+from ctxwise.tools.cursors import ResultStore
 from ctxwise.trace import ToolEventTrace, Trace
 from ctxwise.turn import (
     Classifier,
@@ -128,7 +131,6 @@ from ctxwise.turn import (
 )
 from ctxwise.turn.context import OnceSummarizer
 from ctxwise.turn.effects import pending, remember
-from ctxwise.turn.tools import MEMORY_TOOL, loaded_tools
 
 __all__ = ["Engine", "TurnResult"]
 
@@ -258,9 +260,9 @@ class Engine:
         self.counter: TokenCounter = counter if counter is not None else get_counter(cfg.counter)
         self.clock = clock if clock is not None else time.perf_counter
         self.max_attempts = max_attempts
-        self.router = router if router is not None else self._build_router(cfg)
+        self.router = router if router is not None else build_router(cfg)
         self.sources: dict[str, Source] = {}
-        for source in (*self._build_sources(cfg), *self._checked_sources(sources)):
+        for source in (*build_sources(cfg, self.counter), *checked_sources(sources)):
             if source.name in self.sources or source.name in BUILTIN_SOURCES:
                 raise UsageError(f"duplicate source name {source.name!r}")
             self.sources[source.name] = source
@@ -276,7 +278,7 @@ class Engine:
         self.summarizer: Summarizer = (
             summarizer if summarizer is not None else ExtractiveSummarizer(self.counter)
         )
-        self.gate = gate if gate is not None else self._build_gate(cfg)
+        self.gate = gate if gate is not None else build_gate(cfg)
         self.extractor = (
             None if cfg.facts.extractor == "none" else FactExtractor.preset(cfg.facts.extractor)
         )
@@ -288,7 +290,7 @@ class Engine:
                 f"embedder must be an Embedder (embed(texts) and dim), got {embedder!r}"
             )
         self.embedder: Embedder = (
-            embedder if embedder is not None else self._build_embedder(cfg.embedder, cfg)
+            embedder if embedder is not None else build_config_embedder(cfg.embedder, cfg)
         )
         try:  # a preset fit to another embedder than the memory's is refused
             check_preset_embedder(cfg.memory.preset, self.embedder.name)
@@ -300,7 +302,9 @@ class Engine:
         url = cfg.store_url()
         store_kind(url)  # a bad URL fails before anything is opened
         self._system_file()  # read on every turn; a file it cannot read fails here
-        self.catalog = catalog if catalog is not None else self._build_catalog(cfg)
+        self.catalog = (
+            catalog if catalog is not None else build_catalog(cfg, self.counter, self.embedder)
+        )
         if catalog is not None and cfg.tools.always:
             catalog.set_always_loaded(cfg.tools.always)
         if self.catalog is None and cfg.tools.always:  # they were never sent
@@ -309,7 +313,7 @@ class Engine:
                 f"tools.always names {', '.join(cfg.tools.always)} but there is no tool "
                 "catalog: set tools.catalog or pass catalog=ToolCatalog(...) to the Engine",
             )
-        keys = self._cursor_keys(cfg) if results is None else None
+        keys = cursor_keys(cfg) if results is None else None
         self.memory_tool = memory_tool
         if (
             memory_tool is None
@@ -342,7 +346,9 @@ class Engine:
                 memory = open_store(url, dim=self.embedder.dim)
                 self._own.append(memory)
             self.memory = memory
-            self.results = results if results is not None else self._build_results(cfg, keys)
+            self.results = (
+                results if results is not None else build_results(cfg, keys, memory, self.now)
+            )
         except BaseException:
             self.close()
             raise
@@ -357,181 +363,6 @@ class Engine:
         return cls(load_config(path), **objects)
 
     # ---------------------------------------------------------------- building
-
-    def _build_router(self, cfg: EngineConfig) -> Classifier | None:
-        if cfg.router is None:
-            return None
-        if cfg.router.keywords is not None:
-            from ctxwise.routing import KeywordClassifier
-
-            try:
-                return KeywordClassifier(list(cfg.router.keywords.items()), cfg.router.default)
-            except UsageError as e:  # 'label 'a' has no keywords': name the key
-                raise ConfigError("router.keywords", str(e)) from None
-        from ctxwise.routing import IntentRouter
-
-        assert cfg.router.file is not None
-        path = cfg.path(cfg.router.file)
-        try:
-            router = IntentRouter.load(path)
-        except FormatError as e:  # the file is named; say which key gave it
-            raise ConfigError(e.source, f"router.file: {e.detail}") from None
-        try:
-            check_route_labels(cfg.routes, [intent.name for intent in router.intents])
-        except ValueError as e:
-            raise ConfigError(str(path), str(e)) from None
-        return router
-
-    def _build_sources(self, cfg: EngineConfig) -> list[Source]:
-        from ctxwise._io import read_text_file
-
-        out: list[Source] = []
-        for name, spec in cfg.sources.items():
-            text = (
-                spec.text
-                if spec.text is not None
-                else read_text_file(
-                    cfg.path(str(spec.file)), "a source file", _keyed(f"sources.{name}.file")
-                )
-            )
-            out.append(
-                StaticSource(
-                    name,
-                    text,
-                    priority=spec.priority,
-                    pinned=spec.pinned,
-                    truncatable=spec.truncatable,
-                    stable=spec.stable,
-                    counter=self.counter,
-                )
-            )
-        return out
-
-    @staticmethod
-    def _checked_sources(sources: object) -> list[Source]:
-        """The sources given in code, refused now rather than on a turn: one that is
-        no Source (a name, ``sections`` and ``cost_estimate``), has no name, or whose
-        fixed section takes the name of one the Engine adds itself."""
-        if isinstance(sources, str | bytes) or not isinstance(sources, Iterable):
-            raise UsageError(f"sources must be a list of Source objects, got {sources!r}")
-        out = list(sources)
-        for source in out:
-            if not isinstance(source, Source):
-                raise UsageError(
-                    f"sources: {source!r} is not a Source (it needs a name, sections() "
-                    "and cost_estimate())"
-                )
-            if not isinstance(source.name, str) or not source.name:
-                raise UsageError(f"sources: {source!r} needs a non-empty name")
-            if isinstance(source, StaticSource) and source.section.name in ENGINE_SECTIONS:
-                raise UsageError(
-                    f"source name {source.name!r} is the name of a section the Engine adds "
-                    f"itself ({', '.join(ENGINE_SECTIONS)}); choose another"
-                )
-        return out
-
-    @staticmethod
-    def _build_embedder(settings: EmbedderConfig, cfg: EngineConfig) -> Embedder:
-        try:
-            return build_embedder(settings, base_dir=cfg.base_dir)
-        except MissingDependencyError:
-            raise
-        except UsageError as e:  # a model folder that holds no model, an unset key
-            raise ConfigError("config", f"embedder: {e}") from None
-
-    def _build_catalog(self, cfg: EngineConfig) -> ToolCatalog | None:
-        if not cfg.tools.catalog:
-            return None
-        # tool search ranks with tools.embedder (the older spelling) or the Engine's
-        # embedder when it is a model: hashing vectors rank below BM25 alone there
-        settings = cfg.tool_search_embedder()
-        if cfg.tools.embedder != "none" and settings is not None:
-            embedder: Embedder | None = self._build_embedder(settings, cfg)
-        else:
-            embedder = None if self.embedder.name.startswith("hashing") else self.embedder
-        try:
-            return ToolCatalog.load(
-                cfg.path(cfg.tools.catalog),
-                skip_invalid=cfg.tools.skip_invalid,
-                always_loaded=cfg.tools.always,
-                max_bytes=cfg.tools.max_catalog_bytes or None,
-                embedder=embedder,
-                counter=self.counter,
-            )
-        except FormatError as e:  # the file is named; say which key gave it
-            where = e.source if e.line is None else f"{e.source}:{e.line}"
-            raise ConfigError(where, f"tools.catalog: {e.detail}") from None
-
-    def _cursor_keys(self, cfg: EngineConfig) -> tuple[bytes, list[bytes]] | None:
-        """The cursor key and the previous ones from the environment (None when no
-        result is stored); a ConfigError when one is missing or too short."""
-        spec = cfg.tool_results
-        if spec.store_over == 0:
-            return None
-        key = os.environ.get(spec.key_env, "")
-        if len(key.encode()) < 16:
-            raise ConfigError(
-                "tool_results.key_env",
-                f"store_over > 0 needs a cursor key of 16+ bytes in ${spec.key_env} "
-                "(or pass results=ResultStore(...) to the Engine)",
-            )
-        previous = []
-        for name in spec.previous_key_envs:
-            old = os.environ.get(name, "")
-            if len(old.encode()) < 16:
-                raise ConfigError(
-                    "tool_results.previous_key_envs",
-                    f"${name} must hold a previous cursor key of 16+ bytes "
-                    "(drop it from the list once its cursors have expired)",
-                )
-            previous.append(old.encode())
-        return key.encode(), previous
-
-    def _build_results(
-        self, cfg: EngineConfig, keys: tuple[bytes, list[bytes]] | None
-    ) -> ResultStore | None:
-        if keys is None:
-            return None
-        spec = cfg.tool_results
-        assert self.memory is not None
-        return ResultStore(
-            keys[0],
-            previous_keys=keys[1],
-            clock=self.now,
-            ttl=spec.ttl,
-            page_size=spec.page_size,
-            store=self.memory,
-            namespace=(cfg.memory.namespace, "tool_results"),
-        )
-
-    def _build_gate(self, cfg: EngineConfig) -> PolicyGate:
-        import json
-
-        rules: list[Any] = list(cfg.gates.rules)
-        try:  # on their own: an error's index is the rule's in gates.rules
-            PolicyGate.from_dict({"version": 1, "rules": rules})
-        except FormatError as e:
-            raise ConfigError("config", f"gates.{e.detail}") from None
-        if cfg.gates.file:
-            from ctxwise._io import read_text_file
-
-            path = cfg.path(cfg.gates.file)
-            text = read_text_file(path, "a gate file", _keyed("gates.file"))
-            try:
-                data = json.loads(text)
-            except (ValueError, RecursionError) as e:  # JSONDecodeError is a ValueError
-                raise ConfigError(str(path), f"gates.file: not valid JSON ({e})") from None
-            try:
-                rules = [*PolicyGate.from_dict(data).to_dict()["rules"], *rules]
-            except FormatError as e:
-                raise ConfigError(str(path), f"gates.file: {e.detail}") from None
-        try:
-            return PolicyGate.from_dict({"version": 1, "rules": rules})
-        except FormatError as e:  # each part was checked: a name in both
-            raise ConfigError(
-                str(cfg.path(cfg.gates.file or "")),
-                f"gates.rules and gates.file: {e.detail.split(': ', 1)[-1]}",
-            ) from None
 
     def close(self) -> None:
         """Wait for the last turn's effects, then close the stores this Engine opened."""
@@ -582,13 +413,7 @@ class Engine:
         return (self.config.memory.namespace, "session", namespace_part(session_id))
 
     def _system_file(self) -> str:
-        if not self.config.system_file:
-            return ""
-        from ctxwise._io import read_text_file
-
-        return read_text_file(
-            self.config.path(self.config.system_file), "a system file", _keyed("system_file")
-        )
+        return read_system_file(self.config)
 
     # ---------------------------------------------------------------- sessions
 
@@ -698,64 +523,7 @@ class Engine:
         any refused call on a session that does not exist yet (it gets its
         ``is_error`` result and no session is created).
         """
-        check_session_id(session_id)
-        if not isinstance(call, ToolUseBlock):
-            raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
-        session = self._load(session_id)
-        cat = self.catalog
-        load: list[tuple[str, str]] = []
-        if cat is not None and self.config.tools.mode == "client" and call.name == cat.search_name:
-            outcome = cat.run_search(
-                call.input,
-                tool_use_id=call.id,
-                loaded=loaded_tools(self._ctx, session),
-                provider=self.config.render,
-            )
-            block = outcome.block
-            load = [t.key for t in outcome.found]
-            event = ToolEventTrace(
-                tool_use_id=call.id,
-                name=call.name,
-                kind="search",
-                tokens_after=self.counter.count(block_text(block)),
-                is_error=bool(block.is_error),
-                found=[cat.wire_name(t) for t in outcome.found],
-                detail=outcome.query if not block.is_error else block_text(block),
-            )
-        elif self.results is not None and call.name == FETCH_MORE:
-            block = fetch_more_result(
-                self.results, call.input, session_id=session_id, tool_use_id=call.id
-            )
-            event = ToolEventTrace(
-                tool_use_id=call.id,
-                name=call.name,
-                kind="fetch_more",
-                tokens_after=self.counter.count(block_text(block)),
-                is_error=bool(block.is_error),
-                detail=block_text(block)[:200] if block.is_error else "",
-            )
-        elif call.name == MEMORY_TOOL["name"] and self._memory_tool(session_id) is not None:
-            tool = self._memory_tool(session_id)
-            assert tool is not None
-            result = tool.execute(call.input)
-            block = ToolResultBlock(call.id, result.text, is_error=result.is_error)
-            command = call.input.get("command") if isinstance(call.input, Mapping) else None
-            event = ToolEventTrace(
-                tool_use_id=call.id,
-                name=call.name,
-                kind="memory",
-                tokens_after=self.counter.count(result.text),
-                is_error=result.is_error,
-                detail=str(command)[:40],
-            )
-        else:
-            return None
-        if block.is_error and (not isinstance(call.input, Mapping) or session.version == 0):
-            # a malformed call, or a refused one on a session that does not exist yet,
-            # writes nothing (no session is created for it)
-            return block
-        self._note(session_id, [event], load)
-        return block
+        return _engine_tools.run_tool(self, session_id, call)
 
     def tool_result(
         self,
@@ -780,95 +548,10 @@ class Engine:
         A result of more than ``[tool_results] max_chars`` characters (as text, or
         as its JSON) is refused with a :class:`UsageError` naming the limit.
         """
-        self.wait()
-        check_session_id(session_id)
-        if not isinstance(call, ToolUseBlock):
-            raise UsageError(f"call is a ToolUseBlock, got {type(call).__name__}")
-        if isinstance(result, str):
-            text = result
-        else:
-            try:
-                text = json.dumps(result, ensure_ascii=False)
-            except (TypeError, ValueError, RecursionError) as e:
-                raise UsageError(
-                    f"result is text or JSON data (a str, a mapping or a list), and this "
-                    f"{type(result).__name__} is not JSON-serialisable: {e} "
-                    "(convert it, e.g. str(value) or value.isoformat(), first)"
-                ) from None
-        most = self.config.tool_results.max_chars
-        if most and len(text) > most:
-            raise UsageError(
-                f"the result of tool {call.name[:64]!r} is {len(text):,} characters, over "
-                f"the limit of {most:,}; raise it with tool_results.max_chars"
-            )
-        if is_error:
-            return ToolResultBlock(call.id, text, is_error=True)
-        before = self.counter.count(text)
-        events: list[ToolEventTrace] = []
-
-        def note(
-            kind: Literal["trimmed", "stored"], tokens_before: int, tokens_after: int, detail: str
-        ) -> None:
-            events.append(
-                ToolEventTrace(
-                    tool_use_id=call.id,
-                    name=call.name,
-                    kind=kind,
-                    tokens_before=tokens_before,
-                    tokens_after=tokens_after,
-                    detail=detail,
-                )
-            )
-
-        spec = self.config.tool_results.trim.get(call.name)
-        if spec is not None:
-            cut = trim(
-                text,
-                fields=spec.fields or None,
-                max_items=spec.max_items or None,
-                max_tokens=spec.max_tokens or None,
-                counter=self.counter,
-            )
-            if cut.changed:
-                text = cut.text
-                note(
-                    "trimmed",
-                    before,
-                    cut.tokens_after,
-                    f"{len(cut.dropped_paths)} fields, {cut.dropped_items} items, "
-                    f"{cut.dropped_keys} keys, {cut.dropped_chars} characters cut",
-                )
-        limit = self.config.tool_results.store_over
-        if limit and self.results is not None and self.counter.count(text) > limit:
-            was = self.counter.count(text)
-            try:
-                data: Any = json.loads(text)
-            except (ValueError, RecursionError):  # not JSON, or nested past the decoder
-                data = text.splitlines()
-            if isinstance(data, list):
-                result_id, page = self.results.put(data, session_id=session_id)
-                text = page_text(page)
-                note(
-                    "stored",
-                    was,
-                    self.counter.count(text),
-                    f"{result_id}: {len(page.items)} of {page.total} items shown",
-                )
-            else:
-                cut = trim(text, max_tokens=limit, counter=self.counter)
-                text = cut.text
-                note("trimmed", was, cut.tokens_after, f"cut to {limit} tokens (nothing to page)")
-        self._note(session_id, events)
-        return ToolResultBlock(call.id, text, is_error=False)
+        return _engine_tools.tool_result(self, session_id, call, result, is_error=is_error)
 
     def _memory_tool(self, session_id: str) -> MemoryTool | None:
-        if self.memory_tool is not None:
-            return self.memory_tool
-        cfg = self.config.memory_tool
-        if not cfg.enabled or cfg.backend != "store" or self.memory is None:
-            return None
-        namespace = (self.config.memory.namespace, "memory_tool", namespace_part(session_id))
-        return MemoryTool(StoreMemory(self.memory, namespace), max_file_bytes=cfg.max_file_bytes)
+        return _engine_tools.memory_tool_for(self, session_id)
 
     # ---------------------------------------------------------------- the turn
 
@@ -1107,13 +790,3 @@ class Engine:
             )
 
         self._update(session_id, change)
-
-
-def _keyed(key: str) -> Callable[[str, str], ConfigError]:
-    """A ConfigError builder for a file the config names under ``key``: the file,
-    then the key and what is wrong (``sources.faq.file: no such file``)."""
-
-    def error(source: str, detail: str) -> ConfigError:
-        return ConfigError(source, f"{key}: {detail}")
-
-    return error
