@@ -37,8 +37,8 @@ __all__ = [
 
 EMBEDDER_HELP = (
     "hashing (offline, no model), hashing:DIM, minilm (the minilm extra), st:MODEL_DIR,"
-    " fastembed:MODEL@MODEL_DIR, model2vec:MODEL_DIR, endpoint:MODEL@BASE_URL, or a"
-    " ctxwise.toml whose [embedder] to use (docs/embedders.md); nothing downloads"
+    " fastembed:MODEL@DIR, model2vec:DIR, endpoint:MODEL@URL, or a"
+    " ctxwise.toml whose \\[embedder] to use (docs/embedders.md); nothing downloads"
 )
 EmbedderOpt = Annotated[
     str | None,
