@@ -784,7 +784,7 @@ class Engine:
             ]
             return state.but(
                 session=work.but(
-                    tool_events=(*work.tool_events, *(e.model_dump(mode="json") for e in events)),
+                    tool_events=(*work.tool_events, *events),
                     loaded_tools=tuple(loaded),
                 )
             )

@@ -19,7 +19,14 @@ from ctxwise.assembly import Assembly, Section
 from ctxwise.formats.request import Window
 from ctxwise.memory.facts import CaseFacts, Rules
 from ctxwise.messages import Message, Transcript
-from ctxwise.trace import ClearTrace, CompactionTrace, RouteTrace, ToolsTrace, Trace
+from ctxwise.trace import (
+    ClearTrace,
+    CompactionTrace,
+    RouteTrace,
+    ToolEventTrace,
+    ToolsTrace,
+    Trace,
+)
 
 __all__ = ["Assembled", "BudgetPlan", "Remember", "SessionView", "ToolsPlan", "TurnState"]
 
@@ -49,7 +56,8 @@ class SessionView:
     route: RouteMemo | None = None
     gate_rules: tuple[Mapping[str, Any], ...] = ()
     loaded_tools: tuple[tuple[str, str], ...] = ()
-    tool_events: tuple[Mapping[str, Any], ...] = ()
+    tool_events: tuple[ToolEventTrace, ...] = ()
+    """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
     encoded: tuple[Any, ...] | None = None
     """Each history message encoded for the render target (kept in memory only)."""
     counted_by: str | None = None
@@ -86,7 +94,7 @@ class SessionView:
             state.route,
             tuple(state.gate_rules),
             tuple((str(a), str(b)) for a, b in state.loaded_tools),
-            tuple(state.tool_events),
+            tuple(ToolEventTrace.model_validate(e) for e in state.tool_events),
             counted_by=state.counted_by,
         )
 
@@ -114,7 +122,7 @@ class SessionView:
             "route": None if self.route is None else self.route.model_dump(mode="json"),
             "gate_rules": [dict(r) for r in self.gate_rules],
             "loaded_tools": [list(k) for k in self.loaded_tools],
-            "tool_events": [dict(e) for e in self.tool_events],
+            "tool_events": [e.model_dump(mode="json") for e in self.tool_events],
             "counted_by": self.counted_by,
         }
 

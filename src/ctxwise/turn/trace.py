@@ -6,7 +6,7 @@ tool definitions and tool events, and each step's time."""
 from __future__ import annotations
 
 from ctxwise.assembly import SectionStatus
-from ctxwise.trace import SectionTrace, TokensTrace, ToolEventTrace, Trace
+from ctxwise.trace import SectionTrace, TokensTrace, Trace
 from ctxwise.turn.context import TurnContext
 from ctxwise.turn.state import TurnState
 
@@ -67,7 +67,7 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
             tools=state.tools.tokens,
         ),
         tools=state.tools.trace,
-        tool_events=[ToolEventTrace.model_validate(e) for e in session.tool_events],
+        tool_events=list(session.tool_events),
         timings_ms={k: round(v, 3) for k, v in timings.items()},
         attempts=state.attempt,
     )
