@@ -27,6 +27,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from ctxwise.errors import UsageError  # noqa: E402
+from ctxwise.memory import _postgres_lexical  # noqa: E402
 from ctxwise.memory import postgres as postgres_module  # noqa: E402
 from ctxwise.memory.postgres import MIGRATIONS, PostgresStore  # noqa: E402
 from ctxwise.memory.store import (  # noqa: E402
@@ -35,7 +36,10 @@ from ctxwise.memory.store import (  # noqa: E402
     NewItem,
     Store,
     StoreError,
+    matches,
 )
+from ctxwise.search import _bounded, bounded_search  # noqa: E402
+from tests.search._reference import ReferenceRows  # noqa: E402
 
 DIM = 8
 ROOT = Path(__file__).resolve().parents[2]
@@ -271,26 +275,37 @@ def test_lexical_search_is_bm25_like_the_reference(
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
 
 
+def _core(
+    store: PostgresStore, ns: tuple[str, ...], query: str, k: int, filters: dict[str, object] | None
+) -> list[tuple[int, float]]:
+    """What the bounded pass gives on plain-Python rows of ``ns`` (seqs 0..n-1)."""
+    items = store.by_seq(ns, range(store.count(ns)))
+    docs = [store.analyzer.words(it.text) for it in items]
+    kept = {it.seq for it in items if matches(it.metadata, filters)}
+    terms = sorted(set(store.analyzer.words(query)))
+    return bounded_search(ReferenceRows(docs, kept), terms, len(docs), k)
+
+
 @pytest.mark.parametrize("cap", [1, 3])
 @pytest.mark.parametrize(
     ("query", "filters"),
     [("cat", None), ("the cat mat", None), ("the cat", {"kind": "pet"}), ("zebra", None)],
 )
-def test_bounded_lexical_search_scores_its_candidates_exactly(
+def test_bounded_lexical_search_is_the_search_cores(
     store: PostgresStore,
     monkeypatch: pytest.MonkeyPatch,
     cap: int,
     query: str,
     filters: dict[str, object] | None,
 ) -> None:
-    """Above the cap a bounded candidate set is ranked: every score is the exact BM25."""
-    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
-    pg, ref = both(store)
-    got = pg.lexical_search(("t", "u"), query, 10, filters)
-    want = {i.id: s for i, s in ref.lexical_search(("t", "u"), query, 100, filters)}
-    assert bool(got) == bool(want)
-    assert all(i.id in want and s == pytest.approx(want[i.id]) for i, s in got)
-    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+    """Above the cap the store runs ctxwise.search.bounded_search: its rows, its
+    scores (exact BM25 over the terms each step scores), as on plain-Python rows."""
+    monkeypatch.setattr(_bounded, "LEXICAL_CAP", cap)
+    both(store)
+    got = [(i.seq, s) for i, s in store.lexical_search(("t", "u"), query, 10, filters)]
+    want = _core(store, ("t", "u"), query, 10, filters)
+    assert [seq for seq, _ in got] == [seq for seq, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12)
 
 
 def test_bounded_lexical_search_finds_the_row_with_every_term(
@@ -304,7 +319,7 @@ def test_bounded_lexical_search_finds_the_row_with_every_term(
     ref = InMemoryStore()
     for s in (store, ref):
         s.put_many(("big",), [NewItem(t) for t in texts])
-    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 50)
+    monkeypatch.setattr(_bounded, "LEXICAL_CAP", 50)
     query = "the late broken router parcel to osaka"
     got = store.lexical_search(("big",), query, 5)
     want = ref.lexical_search(("big",), query, 5)
@@ -314,7 +329,7 @@ def test_bounded_lexical_search_finds_the_row_with_every_term(
         s.put(("big",), NewItem("late late late broken router parcel osaka"))
     got = store.lexical_search(("big",), query, 3)
     assert [s for _, s in got] == pytest.approx(
-        [s for _, s in ref.lexical_search(("big",), query, 3)], rel=postgres_module.DF_DRIFT
+        [s for _, s in ref.lexical_search(("big",), query, 3)], rel=_postgres_lexical.DF_DRIFT
     )
 
 
@@ -324,7 +339,7 @@ def test_common_counts_are_reused_until_the_namespace_drifts(
     """A common lexeme is counted once, reused while the namespace has changed by at
     most DF_DRIFT of its count (a write between queries costs no recount), and
     counted again past it, after which scores are exact again."""
-    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 20)
+    monkeypatch.setattr(_bounded, "LEXICAL_CAP", 20)
     ref = InMemoryStore()
     texts = [f"parcel late case {i}" if i % 4 == 1 else f"router case {i}" for i in range(400)]
     for s in (store, ref):
@@ -347,30 +362,6 @@ def test_common_counts_are_reused_until_the_namespace_drifts(
     assert store._df[key][2] == 111  # counted again
     want = ref.lexical_search(("d",), "parcel 17", 5)
     assert [s for _, s in got] == pytest.approx([s for _, s in want])
-
-
-def _bounded_candidates(
-    rows: list[set[str]], kept_rows: set[int], terms: list[str], k: int, cap: int
-) -> set[int]:
-    """The module docstring's candidate rule in Python: the seqs (row numbers) it
-    ranks, given each row's terms and the rows the filters keep (document
-    frequencies count every row)."""
-    df = {t: sum(t in row for row in rows) for t in terms}
-    present = sorted((t for t in terms if df[t]), key=lambda t: (df[t], t))
-    kept = [t for t in present if df[t] < postgres_module.STOP_SHARE * len(rows)] or present[:1]
-    rare: list[str] = []
-    for t in kept:
-        if sum(df[r] for r in rare) + df[t] > cap:
-            break
-        rare.append(t)
-    common = set(kept[len(rare) :])
-    newest = [s for s in range(len(rows) - 1, -1, -1) if s in kept_rows]
-    found = {s for s in newest if rows[s] & set(rare)}
-    if common:
-        found |= set([s for s in newest if common <= rows[s]][:cap])
-        if len(found) < k:
-            found |= set([s for s in newest if rows[s] & common][:cap])
-    return found
 
 
 def _rule_text(i: int) -> str:
@@ -404,23 +395,15 @@ def test_bounded_lexical_search_ranks_the_candidates_of_the_rule(
     k: int,
     filters: dict[str, object] | None,
 ) -> None:
-    """One statement selects and ranks the candidates: the result is the exact BM25
-    top k of the rows the documented rule selects, and of no other row."""
+    """The bounded pass over the store's rows ranks as it does over plain-Python rows:
+    the same rows, the same scores, filters applied (statistics count every row)."""
     texts = [_rule_text(i) for i in range(300)]
-    ref = InMemoryStore()
-    for s in (store, ref):
-        s.put_many(("r",), [NewItem(t, {"odd": i % 2 == 1}) for i, t in enumerate(texts)])
-    cap = 25
-    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
-    rows = [set(store.analyzer.words(t)) for t in texts]
-    kept_rows = {i for i in range(len(texts)) if filters is None or filters["odd"] == (i % 2 == 1)}
-    terms = sorted(set(store.analyzer.words(query)))
-    allowed = _bounded_candidates(rows, kept_rows, terms, k, cap)
-    exact = ref.lexical_search(("r",), query, len(texts), filters)
-    want = sorted(((i.seq, s) for i, s in exact if i.seq in allowed), key=lambda p: (-p[1], p[0]))
+    store.put_many(("r",), [NewItem(t, {"odd": i % 2 == 1}) for i, t in enumerate(texts)])
+    monkeypatch.setattr(_bounded, "LEXICAL_CAP", 25)
     got = [(i.seq, s) for i, s in store.lexical_search(("r",), query, k, filters)]
-    assert [seq for seq, _ in got] == [seq for seq, _ in want[:k]]
-    assert [s for _, s in got] == pytest.approx([s for _, s in want[:k]], rel=1e-12)
+    want = _core(store, ("r",), query, k, filters)
+    assert [seq for seq, _ in got] == [seq for seq, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-12)
 
 
 def test_bounded_scores_are_the_same_on_every_call(
@@ -434,7 +417,7 @@ def test_bounded_scores_are_the_same_on_every_call(
         ns = ("same", str(filters is None))
         store.put_many(ns, [NewItem(t, {"even": i % 2 == 0}) for i, t in enumerate(texts)])
         for cap in (1000, 10):
-            monkeypatch.setattr(postgres_module, "LEXICAL_CAP", cap)
+            monkeypatch.setattr(_bounded, "LEXICAL_CAP", cap)
             runs = [store.lexical_search(ns, "mia late router", 20, filters) for _ in range(12)]
             assert all(run == runs[0] for run in runs)
 
@@ -451,18 +434,20 @@ def test_a_failed_search_leaves_the_store_usable(
         pytest.skip("this libpq has no pipeline mode")
     store._pipelined = pipelined
     store.put_many(("f",), [NewItem(f"late parcel {i}", vector=unit(1, i)) for i in range(30)])
-    monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 10)
+    monkeypatch.setattr(_bounded, "LEXICAL_CAP", 10)
 
     def search() -> list[str]:
         if name == "_VECTOR":
             return [i.text for i, _ in store.vector_search(("f",), unit(1, 3), 2)]
         if name == "_LEXICAL":
-            monkeypatch.setattr(postgres_module, "LEXICAL_CAP", 1000)
+            monkeypatch.setattr(_bounded, "LEXICAL_CAP", 1000)
         return [i.text for i, _ in store.lexical_search(("f",), "late parcel 3", 2)]
 
     want = search()
     with monkeypatch.context() as mp:
-        mp.setattr(postgres_module, name, "SELECT 1 / (%(k)s - %(k)s)")
+        module = postgres_module if name == "_VECTOR" else _postgres_lexical
+        arg = "fetch" if name == "_LEXICAL_BOUNDED" else "k"
+        mp.setattr(module, name, f"SELECT 1 / (%({arg})s - %({arg})s)")
         with pytest.raises(StoreError, match="division by zero"):
             search()
     assert search() == want

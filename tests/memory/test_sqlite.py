@@ -19,11 +19,13 @@ from hypothesis import strategies as st
 
 from ctxwise.embeddings import HashingEmbedder
 from ctxwise.errors import UsageError
-from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann, _sqlite_lexical
+from ctxwise.memory import NewItem, SQLiteStore, StoreError, _ann
 from ctxwise.memory import sqlite as sqlite_module
 from ctxwise.memory.sqlite import SCHEMA_VERSION
 from ctxwise.memory.store import fts_tokens
+from ctxwise.search import _bounded, bounded_search
 from ctxwise.text import Analyzer
+from tests.search._reference import ReferenceRows
 
 ANALYZED = "004_analyzed_terms_per_namespace"
 
@@ -189,8 +191,8 @@ def test_bounded_lexical_search_invariants(
         store.put_many(other, [NewItem(t) for t in _corpus(200, 3)])
     query = " ".join(words)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_sqlite_lexical, "LEXICAL_CAP", 40)
-        mp.setattr(_sqlite_lexical, "STOP_WINDOW", 100)
+        mp.setattr(_bounded, "LEXICAL_CAP", 40)
+        mp.setattr(_bounded, "STOP_WINDOW", 100)
         got = store.lexical_search(ns, query, k)
     assert 0 < len(got) <= k
     assert all(it.namespace == ns and set(fts_tokens(it.text)) & set(words) for it, _ in got)
@@ -207,10 +209,42 @@ def test_bounded_lexical_search_finds_the_rows_with_every_term(tmp_path: Path) -
     texts[1234] = "mia osaka broken router refund"
     store.put_many(ns, [NewItem(t) for t in texts])
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(_sqlite_lexical, "LEXICAL_CAP", 100)
+        mp.setattr(_bounded, "LEXICAL_CAP", 100)
         top = store.lexical_search(ns, "refund for the broken router mia osaka", 5)
     assert top[0][0].seq == 1234
     assert top[0][1] == pytest.approx(_exact(store, ns, "refund broken router mia osaka", 1)[0])
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "k", "odd"),
+    [
+        ("refund parcel", 5, None),
+        ("refund parcel router", 40, None),
+        ("mia berlin late", 12, False),
+        ("osaka case17", 5, True),
+        ("late", 3, None),
+    ],
+)
+def test_bounded_lexical_search_is_the_search_cores(
+    tmp_path: Path, query: str, k: int, odd: bool | None
+) -> None:
+    """Above the cap the store runs ctxwise.search.bounded_search: the same rows and
+    scores as over plain-Python rows (what PostgreSQL's test checks too)."""
+    store = SQLiteStore(tmp_path / "m.db")
+    ns = ("lex", "core")
+    texts = _corpus(600, 5)
+    store.put_many(ns, [NewItem(t, {"odd": i % 2 == 1}) for i, t in enumerate(texts)])
+    filters = None if odd is None else {"odd": odd}
+    docs = [store.analyzer.words(t) for t in texts]
+    kept = {i for i in range(len(texts)) if odd is None or (i % 2 == 1) == odd}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_bounded, "LEXICAL_CAP", 60)
+        got = [(it.seq, s) for it, s in store.lexical_search(ns, query, k, filters)]
+        terms = sorted(set(store.analyzer.words(query)))
+        want = bounded_search(ReferenceRows(docs, kept), terms, len(docs), k)
+    assert [seq for seq, _ in got] == [seq for seq, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
     store.close()
 
 

@@ -1,4 +1,5 @@
-"""The SQLite store's bounded lexical search over a namespace's FTS5 table."""
+"""The SQLite store's rows for the bounded lexical pass
+(:func:`ctxwise.search.bounded_search`), over a namespace's FTS5 table."""
 
 from __future__ import annotations
 
@@ -7,15 +8,8 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ctxwise.memory.store import BM25_K1, INT64_MAX, rank_key
-
-LEXICAL_CAP = 4000
-"""Most rows one lexical step scores (see :mod:`ctxwise.memory.sqlite`)."""
-STOP_SHARE = 0.5
-"""A term in at least this share of the recent rows is left out of a big query."""
-STOP_WINDOW = 20_000
-"""How many of the newest rows that share is measured over."""
-_BM25_BOUND = BM25_K1 + 1  # no term adds more than idf x this to a bm25 score
+from ctxwise.memory.store import INT64_MAX, rank_key
+from ctxwise.search import Selection
 
 
 def _phrase(term: str) -> str:
@@ -30,13 +24,6 @@ def _all(terms: Sequence[str]) -> str:
     return " AND ".join(_phrase(t) for t in terms)
 
 
-def _idf_bound(total: int, more_than: int) -> float:
-    """The largest idf FTS5 can give a term found in more than ``more_than`` of at
-    most ``total`` rows (its formula, clamped at 1e-6 as FTS5 does)."""
-    n = more_than + 1
-    return max(1e-6, math.log(max(total - n + 0.5, 1e-9) / (n + 0.5)))
-
-
 _OVERFETCH = 16
 """Rows a lexical query fetches past its depth, ranked in Python as every store
 ranks them (:func:`~ctxwise.memory.store.rank_key`) and cut: FTS5 orders by its raw
@@ -48,7 +35,9 @@ def _top(scores: Mapping[int, float], depth: int) -> list[tuple[int, float]]:
 
 
 class _Lexical:
-    """One bounded lexical search inside a read transaction (see the module docstring)."""
+    """A namespace's FTS5 rows inside a read transaction, as
+    :func:`ctxwise.search.bounded_search` reads them (a
+    :class:`~ctxwise.search.LexicalRows`; rows are rowids)."""
 
     def __init__(
         self,
@@ -76,9 +65,9 @@ class _Lexical:
         sql = f"SELECT count(*) FROM (SELECT rowid FROM {t} WHERE {t} MATCH ? LIMIT ?)"
         return int(self.conn.execute(sql, (_phrase(term), limit)).fetchone()[0])
 
-    def share(self, term: str) -> float:
-        """The share of the namespace's newest ``STOP_WINDOW`` rows that hold ``term``."""
-        window = min(STOP_WINDOW, self.total)
+    def share(self, term: str, window: int) -> float:
+        """The share of the namespace's newest ``window`` rows that hold ``term``."""
+        window = min(window, self.total)
         lo = self.conn.execute(
             "SELECT rowid FROM items WHERE ns = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
             (self.key, max(window - 1, 0)),
@@ -89,66 +78,38 @@ class _Lexical:
         ).fetchone()[0]
         return float(found) / max(window, 1)
 
-    def window(self, match: str) -> int | None:
-        """The rowid of the ``LEXICAL_CAP``-th newest match, or None if there are fewer."""
+    def _window(self, match: str, newest: int) -> int | None:
+        """The rowid of the ``newest``-th newest match, or None if there are fewer."""
         t = self.table
         found = self.conn.execute(
             f"SELECT {t}.rowid {self.source} ORDER BY {t}.rowid DESC LIMIT 1 OFFSET ?",
-            (match, *self.args, LEXICAL_CAP - 1),
+            (match, *self.args, newest - 1),
         ).fetchone()
         return None if found is None else int(found[0])
 
-    def score(self, match: str, depth: int, *, recent: bool = False) -> list[tuple[int, float]]:
-        """Best ``depth`` (rowid, BM25) for ``match``; ``recent``: the newest cap only."""
+    def _bm25(self, match: str, lo: int | None, depth: int) -> list[tuple[int, float]]:
+        """Best ``depth`` (rowid, BM25 over ``match``'s terms), rowids from ``lo``."""
         t = self.table
-        lo = self.window(match) if recent else None
         bound = "" if lo is None else f" AND {t}.rowid >= ?"
         rows = self.conn.execute(
             f"SELECT {t}.rowid, bm25({t}) {self.source}{bound} "
             f"ORDER BY bm25({t}), {t}.rowid LIMIT ?",
             (match, *self.args, *([] if lo is None else [lo]), min(depth + _OVERFETCH, INT64_MAX)),
         ).fetchall()
-        return _top({int(r): -float(s) for r, s in rows}, depth)  # ranked as every store
+        return [(int(r), -float(s)) for r, s in rows]
 
-    def run(self, terms: list[str], depth: int) -> list[tuple[int, float]]:
-        total = self.total
-        if total <= LEXICAL_CAP:
-            return self.score(_any(terms), depth)
-        df = {t: self.count(t, LEXICAL_CAP + 1) for t in terms}
-        present = sorted((t for t in terms if df[t]), key=lambda t: (df[t], t))
-        if not present:
-            return []
-        if sum(df[t] for t in present) <= LEXICAL_CAP:
-            return self.score(_any(present), depth)
-        stop = {t for t in present if df[t] > LEXICAL_CAP and self.share(t) >= STOP_SHARE}
-        kept = [t for t in present if t not in stop] or present[:1]
-        rare: list[str] = []
-        used = 0
-        for t in kept:
-            if used + df[t] > LEXICAL_CAP:
-                break
-            rare.append(t)
-            used += df[t]
-        common = kept[len(rare) :]
-        if not common:
-            return self.score(_any(rare), depth)
-        best: dict[int, float] = {}
-
-        def merge(found: list[tuple[int, float]]) -> None:
-            for rowid, s in found:
+    def score(
+        self, selection: Selection, scored: Sequence[str], depth: int
+    ) -> list[tuple[int, float]]:
+        """Best ``depth`` (rowid, BM25 over ``scored``) of ``selection``. FTS5 scores
+        the terms of its query: a row of the selection is scored over the other
+        terms by a second query, the selection AND any of them (the higher wins)."""
+        match = (_all if selection.every else _any)(selection.terms)
+        lo = None if selection.newest is None else self._window(match, selection.newest)
+        best = dict(self._bm25(match, lo, depth))
+        extra = [t for t in scored if t not in selection.terms]
+        if extra:
+            for rowid, s in self._bm25(f"({match}) AND ({_any(extra)})", lo, depth):
                 if s > best.get(rowid, -math.inf):
                     best[rowid] = s
-
-        if rare:
-            merge(self.score(_any(rare), depth))
-            merge(self.score(f"({_any(rare)}) AND ({_any(common)})", depth))
-            ranked = _top(best, depth)
-            ceiling = sum(_BM25_BOUND * _idf_bound(total, LEXICAL_CAP) for _ in common)
-            if len(ranked) == depth and ranked[-1][1] >= ceiling:
-                return ranked  # no row without a rare term can reach the top
-            merge(self.score(_any(common), depth, recent=True))
-        else:
-            merge(self.score(_all(kept), depth, recent=True))
-            if len(best) < depth:
-                merge(self.score(_any(kept), depth, recent=True))
-        return _top(best, depth)
+        return _top(best, depth)  # ranked as every store

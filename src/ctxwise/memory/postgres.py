@@ -22,18 +22,17 @@ One schema per store (``ctxwise`` by default) holds three tables:
     ctxwise, and is refused.
 
 Lexical search is BM25 as every store computes it
-(:func:`ctxwise.memory.store.bm25_idf`, :func:`~ctxwise.memory.store.bm25_term`: SQLite
+(:func:`ctxwise.search.bm25_idf`, :func:`~ctxwise.search.bm25_term`: SQLite
 FTS5's formula), in SQL over the analyzer's terms of the query, an item matching any
 of them; the namespace's statistics come from ``counters`` and document frequencies
-are counted in the namespace. A namespace of more than ``LEXICAL_CAP`` (1,000) items ranks a bounded
-candidate set exactly instead of every matching row: the rows holding a rare lexeme
-(the rarest lexemes whose counts add up to at most the cap), the newest ``LEXICAL_CAP``
-rows holding every other lexeme and, if that leaves fewer than k, the newest
-``LEXICAL_CAP`` holding any of them; lexemes in at least half of the rows select no
-candidates but are still scored. Document frequencies are counted exactly and
-remembered, per process, until the namespace has changed by more than
-``DF_DRIFT`` (2%) of the count (a rare lexeme's count, below 50, is taken again
-after any write). A tsvector keeps at most 256 positions per lexeme,
+are counted in the namespace. Its cost is bounded as every store's is
+(:func:`ctxwise.search.bounded_search`, at most :data:`ctxwise.search.LEXICAL_CAP`
+rows scored a step): a namespace within the cap, or a query whose lexemes match at
+most that many rows in all, is ranked exactly; above it, each step is one statement
+scoring the rows it selects (:mod:`ctxwise.memory._postgres_lexical`). Document
+frequencies are counted exactly and remembered, per process, until the namespace
+has changed by more than ``DF_DRIFT`` (2%) of the count (a rare lexeme's count,
+below 50, is taken again after any write). A tsvector keeps at most 256 positions per lexeme,
 each at most 16,383, so the positions ctxwise writes are not where a term stands
 (it never searches phrases) but its frequency: distinct numbers that add up to it
 (``_frequency``), which BM25 reads back as their sum. One limit of PostgreSQL's
@@ -73,8 +72,6 @@ import numpy as np
 from ctxwise._migrations import Migration, PostgresDatabase, migrate, status
 from ctxwise.errors import MissingDependencyError, StoreDimensionError, UsageError
 from ctxwise.memory.store import (
-    BM25_B,
-    BM25_K1,
     INT64_MAX,
     LockBusy,
     MemoryItem,
@@ -99,6 +96,7 @@ from ctxwise.memory.store import (
     rank_key,
     unit,
 )
+from ctxwise.search import bounded_search
 from ctxwise.text import Analyzer
 
 try:
@@ -110,6 +108,11 @@ try:
 except ImportError as e:  # pragma: no cover - exercised without the extra
     missing = "pgvector" if (e.name or "").startswith("pgvector") else "psycopg"
     raise MissingDependencyError(missing, "postgres", "the PostgreSQL store") from None
+
+from ctxwise.memory._postgres_lexical import COLUMNS as _COLUMNS
+from ctxwise.memory._postgres_lexical import OVERFETCH as _OVERFETCH
+from ctxwise.memory._postgres_lexical import Counted, PostgresRows
+from ctxwise.memory._postgres_lexical import quote as _quote
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -133,11 +136,6 @@ def _frequency(count: int) -> list[int]:
         top -= 1
     positions.append(min(count, top))
     return positions
-
-
-def _quote(lexeme: str) -> str:
-    """A lexeme quoted for a tsvector or tsquery literal."""
-    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def _tsvector(terms: Sequence[str]) -> tuple[str, int]:
@@ -240,99 +238,6 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 
-_COLUMNS = "i.id, i.seq, i.text, i.raw, i.metadata, i.created_at"
-
-_LEXICAL = """
-WITH terms AS MATERIALIZED (
-    SELECT t.lex, t.quoted FROM unnest(%(lexes)s::text[], %(quoted)s::text[]) AS t(lex, quoted)
-), st AS MATERIALIZED (
-    SELECT c.n_items::float8 AS n,
-           greatest(c.n_tokens::float8 / c.n_items, 1e-9) AS avgdl
-    FROM {schema}.counters c WHERE c.ns = %(ns)s AND c.n_items > 0
-), idf AS MATERIALIZED (
-    SELECT terms.lex, greatest(ln((st.n - d.df + 0.5) / (d.df + 0.5)), 0) AS w
-    FROM terms CROSS JOIN st
-    CROSS JOIN LATERAL (
-        SELECT count(*)::float8 AS df FROM {schema}.items j
-        WHERE j.ns = %(ns)s AND j.tsv @@ terms.quoted::tsquery
-    ) AS d
-    WHERE d.df > 0
-), tf AS MATERIALIZED (
-    SELECT i.seq, i.ntok, x.lexeme AS lex,
-           CASE WHEN cardinality(x.positions) = 1 THEN x.positions[1]
-                ELSE (SELECT sum(p) FROM unnest(x.positions) AS p) END::float8 AS tf
-    FROM {schema}.items i
-    CROSS JOIN LATERAL unnest(
-        ts_filter(setweight(i.tsv, 'A', ARRAY(SELECT idf.lex FROM idf)), '{{a}}')
-    ) AS x
-    WHERE i.ns = %(ns)s
-      AND i.tsv @@ (SELECT string_agg(terms.quoted, ' | ')::tsquery FROM terms) {filters}
-), hits AS (
-    SELECT tf.seq,
-           sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
-               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / st.avgdl))
-               ORDER BY tf.lex COLLATE "C") AS score
-    FROM tf JOIN idf ON idf.lex = tf.lex CROSS JOIN st
-    GROUP BY tf.seq
-    ORDER BY score DESC, tf.seq
-    LIMIT %(k)s
-)
-SELECT {columns}, hits.score
-FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
-ORDER BY hits.score DESC, hits.seq
-"""
-
-# Exact BM25 (as _LEXICAL) of the candidate rows, selected and scored in one
-# statement: {candidates} is one or more CTEs (_CANDIDATES) and {cands} their
-# union, each row read once (its seq, ntok and tsv). %(lexes)s are the query's
-# lexemes found in the namespace and %(dfs)s their document frequencies, counted
-# beforehand. setweight + ts_filter keep only the query's lexemes of a row (in C),
-# so unnest expands those alone; a lexeme's frequency is the sum of its positions.
-_LEXICAL_BOUNDED = """
-WITH idf AS MATERIALIZED (
-    SELECT t.lex, greatest(ln((%(n)s - t.df + 0.5) / (t.df + 0.5)), 0) AS w
-    FROM unnest(%(lexes)s::text[], %(dfs)s::float8[]) AS t(lex, df)
-), {candidates}, tf AS MATERIALIZED (
-    SELECT c.seq, c.ntok, x.lexeme AS lex,
-           CASE WHEN cardinality(x.positions) = 1 THEN x.positions[1]
-                ELSE (SELECT sum(p) FROM unnest(x.positions) AS p) END::float8 AS tf
-    FROM ({cands}) AS c
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(c.tsv, 'A', %(lexes)s::text[]), '{{a}}')) AS x
-), hits AS (
-    SELECT tf.seq,
-           sum(coalesce(nullif(idf.w, 0), 1e-6) * tf.tf * {k1p1}
-               / (tf.tf + {k1} * ({one_b} + {b} * tf.ntok / %(avgdl)s))
-               ORDER BY tf.lex COLLATE "C") AS score
-    FROM tf JOIN idf ON idf.lex = tf.lex
-    GROUP BY tf.seq
-    ORDER BY score DESC, tf.seq
-    LIMIT %(fetch)s
-)
-SELECT {columns}, hits.score
-FROM hits JOIN {schema}.items i ON i.ns = %(ns)s AND i.seq = hits.seq
-ORDER BY hits.score DESC, hits.seq
-"""
-
-# One candidate CTE: the rows matching the tsquery %(<name>)s (the newest
-# %(cap)s of them when {order} is set); {gate} holds back a fallback.
-_CANDIDATES = """{name} AS MATERIALIZED (
-    SELECT i.seq, i.ntok, i.tsv FROM {schema}.items i
-    WHERE {gate}i.ns = %(ns)s AND i.tsv @@ {tsquery}::tsquery{filters}{order}
-)"""
-
-LEXICAL_CAP = 1000
-"""Namespaces above this many items rank a bounded candidate set (module docstring):
-at most about twice this many candidates are scored, which bounds a query's cost."""
-STOP_SHARE = 0.5
-"""A lexeme in at least this share of the rows selects no candidates (still scored)."""
-DF_DRIFT = 0.02
-"""A lexeme's count is used again until its namespace has changed (items added
-plus items removed since the count) by more than this share of it, so its
-document frequency is off by at most that share. Without it, a namespace that
-takes a write between queries counts every lexeme again on every query, and a
-common lexeme is slow to count in a large namespace."""
-_DF_CACHE = 10_000
-
 EXACT_MAX_ITEMS = 2_000
 """A namespace of at most this many items is searched exactly (every vector scored,
 as the in-memory store always does and SQLite below its ANN threshold of 50,000);
@@ -340,12 +245,6 @@ a larger one through the HNSW index, approximately. PostgreSQL's exact scan cost
 about 3 microseconds an item (benchmarks/bench_memory.py), so past a few thousand
 items the index is the better trade: between 2,000 and 50,000 items a vector
 search on PostgreSQL may differ from SQLite's in its last places."""
-
-_OVERFETCH = 16
-"""Rows a search fetches past k, ranked in Python as every store ranks them
-(:func:`~ctxwise.memory.store.rank_key`) and cut to k: SQL orders by the raw score,
-and pgvector's float32 distances may order two near-equal rows unlike the float64
-scores every store ranks by (:func:`~ctxwise.memory.store.exact_dots`)."""
 
 
 def _stored_vector(value: Any) -> Vector:
@@ -381,16 +280,6 @@ _VECTOR = (
         "@ORDER", "i.embedding OPERATOR({ext}.<=>) %(q)s"
     )
 )
-_BM25_SQL = {
-    "{k1p1}": repr(BM25_K1 + 1),
-    "{k1}": repr(BM25_K1),
-    "{one_b}": repr(1 - BM25_B),
-    "{b}": repr(BM25_B),
-}
-for _name, _value in _BM25_SQL.items():
-    _LEXICAL = _LEXICAL.replace(_name, _value)
-    _LEXICAL_BOUNDED = _LEXICAL_BOUNDED.replace(_name, _value)
-
 HNSW_EF_SEARCH = 200
 """Candidates an HNSW search keeps (at least ``k``); pgvector's default is 40."""
 
@@ -496,7 +385,9 @@ class PostgresStore(Store):
         # libpq >= 14 sends a search's statements together (pipeline mode)
         self._pipelined = psycopg.Pipeline.is_supported()
         # (namespace, lexeme) -> ((next_seq, n_items) when counted, document frequency)
-        self._df: dict[tuple[str, str], tuple[int, int, int]] = {}  # (seq, items, df)
+        self._df: dict[tuple[str, str], Counted] = {}  # (seq, items, df)
+        # (namespace, lexeme, window) -> when counted and the rows of the window holding it
+        self._shares: dict[tuple[str, str, int], Counted] = {}
         try:
             self._conn: psycopg.Connection[Any] | None = psycopg.connect(
                 conninfo, autocommit=True, **extra
@@ -669,6 +560,7 @@ class PostgresStore(Store):
             [self.analyzer.name],
         )
         self._df.clear()
+        self._shares.clear()
 
     def _analyzer_name(self, conn: psycopg.Connection[Any]) -> str | None:
         row = conn.execute(
@@ -1030,151 +922,20 @@ class PostgresStore(Store):
         lexes = sorted(set(self.analyzer.words(query)))
         if not lexes:
             return []
-        # a pipeline: BEGIN goes with the statistics and the ranking statement with
-        # COMMIT, two round trips in all (more only to count a lexeme)
-        with self._db() as conn:
-            with self._batch(conn), conn.transaction():
-                stats = conn.execute(
-                    self._sql(
-                        "SELECT next_seq, n_items, n_tokens FROM {schema}.counters WHERE ns = %s"
-                    ),
-                    [key],
-                ).fetchone()
-                if stats is not None and stats[1] > LEXICAL_CAP:
-                    cur = self._lexical_bounded(conn, key, lexes, k, where, params, stats)
-                else:
-                    statement = self._sql(_LEXICAL, columns=sql.SQL(_COLUMNS), filters=where)
-                    cur = conn.execute(
-                        statement,
-                        {
-                            "lexes": lexes,
-                            "quoted": [_quote(x) for x in lexes],
-                            "ns": key,
-                            "k": min(k + _OVERFETCH, INT64_MAX),
-                            **params,
-                        },
-                    )
-            rows = [] if cur is None else cur.fetchall()
-        return _ranked([(self._item(ns, row), float(row[6])) for row in rows], k)
-
-    def _lexical_bounded(
-        self,
-        conn: psycopg.Connection[Any],
-        key: str,
-        lexes: list[str],
-        k: int,
-        where: sql.Composable,
-        params: dict[str, Any],
-        stats: Sequence[Any],
-    ) -> psycopg.Cursor[Any] | None:
-        """Exact BM25 over a bounded set of candidate rows (a namespace of more than
-        ``LEXICAL_CAP`` items; see the module docstring): the cursor of the ranking
-        statement, None when no row can match."""
-        next_seq, n_items, n_tokens = (int(x) for x in stats)
-        quoted = {lex: _quote(lex) for lex in lexes}
-        base = {"ns": key, **params}
-
-        df: dict[str, int] = {}
-        for lex in lexes:
-            cached = self._df.get((key, lex))
-            if cached is not None:
-                seq0, n0, df0 = cached
-                added = next_seq - seq0
-                removed = n0 + added - n_items
-                if added >= 0 and removed >= 0 and added + removed <= DF_DRIFT * df0:
-                    df[lex] = df0
-                    continue
-            counted = conn.execute(
+        # a pipeline: BEGIN goes with the statistics, the ranking statement with
+        # COMMIT (more round trips only to count a lexeme, or for a second step)
+        with self._db() as conn, self._batch(conn), conn.transaction():
+            stats = conn.execute(
                 self._sql(
-                    "SELECT count(*) FROM (SELECT 1 FROM {schema}.items i"
-                    " WHERE i.ns = %s AND i.tsv @@ %s::tsquery LIMIT %s) AS x"
+                    "SELECT next_seq, n_items, n_tokens FROM {schema}.counters WHERE ns = %s"
                 ),
-                [key, quoted[lex], LEXICAL_CAP + 1],
+                [key],
             ).fetchone()
-            df[lex] = int(counted[0]) if counted else 0
-            if df[lex] > LEXICAL_CAP:  # common: count exactly (for idf)
-                exact = conn.execute(
-                    self._sql(
-                        "SELECT count(*) FROM {schema}.items i"
-                        " WHERE i.ns = %s AND i.tsv @@ %s::tsquery"
-                    ),
-                    [key, quoted[lex]],
-                ).fetchone()
-                df[lex] = int(exact[0]) if exact else 0
-            if len(self._df) >= _DF_CACHE:
-                self._df.clear()
-            self._df[(key, lex)] = (next_seq, n_items, df[lex])
-        present = sorted((lex for lex in lexes if df[lex]), key=lambda x: (df[x], x))
-        if not present:
-            return None
-        kept = [x for x in present if df[x] < STOP_SHARE * n_items] or present[:1]
-        rare: list[str] = []
-        used = 0
-        for lex in kept:
-            if used + df[lex] > LEXICAL_CAP:
-                break
-            rare.append(lex)
-            used += df[lex]
-        common = kept[len(rare) :]
-        # the candidate sets, as CTEs of one statement: the rows holding a rare
-        # lexeme, the newest holding every common one and, only when those are
-        # fewer than k, the newest holding any common one (held back by a gate)
-        ctes: list[sql.Composable] = []
-        names: list[str] = []
-        tsqueries: dict[str, str] = {}
-
-        def cte(name: str, tsquery: str, newest: bool, gate: sql.Composable) -> None:
-            tsqueries[name] = tsquery
-            ctes.append(
-                self._sql(
-                    _CANDIDATES,
-                    name=sql.Identifier(name),
-                    gate=gate,
-                    tsquery=sql.Placeholder(name),
-                    filters=where,
-                    order=sql.SQL(" ORDER BY i.seq DESC LIMIT %(cap)s" if newest else ""),
-                )
-            )
-            names.append(name)
-
-        if rare:
-            cte("rare", " | ".join(quoted[x] for x in rare), False, sql.SQL(""))
-        if common:
-            cte("every_common", " & ".join(quoted[x] for x in common), True, sql.SQL(""))
-            found = sql.SQL(" UNION ").join(
-                sql.SQL("SELECT seq FROM {}").format(sql.Identifier(n)) for n in names
-            )
-            gate = sql.SQL("(SELECT count(*) FROM ({}) AS u) < %(k)s AND ").format(found)
-            cte("any_common", " | ".join(quoted[x] for x in common), True, gate)
-        union: list[sql.Composable] = []
-        for i, name in enumerate(names):  # each row once: not in an earlier set
-            branch = sql.SQL("SELECT seq, ntok, tsv FROM {}").format(sql.Identifier(name))
-            if i:
-                branch += sql.SQL(" WHERE ") + sql.SQL(" AND ").join(
-                    sql.SQL("seq NOT IN (SELECT seq FROM {})").format(sql.Identifier(n))
-                    for n in names[:i]
-                )
-            union.append(branch)
-        statement = self._sql(
-            _LEXICAL_BOUNDED,
-            columns=sql.SQL(_COLUMNS),
-            candidates=sql.SQL(", ").join(ctes),
-            cands=sql.SQL(" UNION ALL ").join(union),
-        )
-        return conn.execute(
-            statement,
-            {
-                **base,
-                **tsqueries,
-                "k": k,  # the candidate rule's k
-                "fetch": min(k + _OVERFETCH, INT64_MAX),
-                "cap": LEXICAL_CAP,
-                "n": float(n_items),
-                "avgdl": max(n_tokens / n_items, 1e-9),
-                "lexes": present,
-                "dfs": [float(df[x]) for x in present],
-            },
-        )
+            if stats is None or not stats[1]:
+                return []
+            rows = PostgresRows(conn, self._sql, key, stats, where, params, self._df, self._shares)
+            scored = bounded_search(rows, lexes, int(stats[1]), k)
+        return [(self._item(ns, rows.found[seq]), s) for seq, s in scored]
 
     def vector_search(
         self,

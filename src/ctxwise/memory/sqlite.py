@@ -21,26 +21,15 @@ in the schema SQLite reads when it opens the file, so the file grows and opens m
 slowly with the number of namespaces: for many thousands of tenants, prefer
 ``PostgresStore``.
 
-The search's cost is bounded. FTS5
-scores every row a query matches, so a query of common words over a big namespace
-would score most of it. Here, at most ``LEXICAL_CAP`` (4,000) rows are scored per
-step:
-
-1. each query term's row count is taken, stopping at ``LEXICAL_CAP + 1``;
-2. a namespace of at most ``LEXICAL_CAP`` rows, or a query whose terms match at most
-   that many rows in all, is ranked exactly (one OR query): every small store,
-   e.g. each LoCoMo conversation, is searched exactly;
-3. otherwise terms found in at least half of the recent rows are left out (FTS5
-   gives them an idf of 1e-6, so they cannot change a ranking), the rarest terms
-   whose counts add up to at most the cap are "rare" and the rest "common";
-   documents holding a rare term are scored exactly (rare terms alone, and rare
-   AND common); when the k-th score is above what the common terms could add
-   (2.2 x idf upper bound each), the result is provably exact; otherwise the
-   most recent ``LEXICAL_CAP`` rows holding common terms are scored too;
-4. with no rare term, the rows holding every term are scored (if there are more
-   than the cap, the most recent ones), then, if fewer than ``k`` came back, the
-   most recent rows holding any of them.
-
+The search's cost is bounded, as every store's is: FTS5 scores every row a query
+matches, so a query of common words over a big namespace would score most of it.
+:func:`ctxwise.search.bounded_search` chooses the rows to score, at most
+``LEXICAL_CAP`` (:data:`ctxwise.search.LEXICAL_CAP`) per step, and FTS5 scores
+them: a namespace of at most ``LEXICAL_CAP`` rows, or a query whose terms match at
+most that many rows in all, is ranked exactly (every small store, e.g. each LoCoMo
+conversation, is searched exactly); above it, terms in at least half of the recent
+rows are left out and the rows holding the rarest terms are scored exactly, then
+the most recent rows holding the common ones when that can change the top ``k``.
 A score is always the row's exact BM25 for the terms its step queried, never more
 than its full score. ``benchmarks/bench_memory.py`` compares this plan's top 10
 with the exact top 10 on synthetic support sentences.
@@ -89,7 +78,7 @@ from ctxwise._migrations import Migration, SQLiteDatabase, migrate, status
 from ctxwise._sqlite import use_wal
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory import _ann
-from ctxwise.memory._sqlite_lexical import LEXICAL_CAP, _Lexical
+from ctxwise.memory._sqlite_lexical import _Lexical
 from ctxwise.memory._sqlite_rows import (
     _COLUMNS,
     _by_rowid,
@@ -123,6 +112,7 @@ from ctxwise.memory.store import (
     lock_held,
     unit,
 )
+from ctxwise.search import LEXICAL_CAP, bounded_search
 from ctxwise.text import Analyzer
 
 __all__ = ["ANN_MIN_ITEMS", "LEXICAL_CAP", "SCHEMA_VERSION", "SQLiteStore", "VectorIndexInfo"]
@@ -567,8 +557,8 @@ class SQLiteStore(SQLiteVectors, Store):
                 ).fetchone()
                 if found is None or not found[1]:
                     return []
-                plan = _Lexical(c, found[0], key, int(found[1]), where, params)
-                scored = plan.run(terms, k)
+                lexical = _Lexical(c, found[0], key, int(found[1]), where, params)
+                scored = bounded_search(lexical, terms, int(found[1]), k)
                 rows = _by_rowid(c, key, [r for r, _ in scored])
             finally:
                 c.execute("COMMIT")

@@ -31,7 +31,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ctxwise.errors import NamespaceNotFoundError, StoreError, UsageError
-from ctxwise.search.bm25 import BM25_B, BM25_K1, BM25Index, bm25_idf, bm25_term
+from ctxwise.search.bm25 import (
+    BM25_B,
+    BM25_K1,
+    SCORE_DIGITS,
+    BM25Index,
+    bm25_idf,
+    bm25_term,
+    rank_key,
+)
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
 __all__ = [
@@ -320,13 +328,6 @@ def fts_tokens(text: str) -> list[str]:
     return DEFAULT_ANALYZER.words(text)
 
 
-SCORE_DIGITS = 9
-"""Scores are ranked to 9 significant digits, then by ``seq``: every store computes
-the same score with its own float arithmetic (numpy, SQLite's FTS5, PostgreSQL's
-float8), so two scores equal in exact arithmetic may differ in their last bits,
-and a tie would be broken by that noise, differently on each store."""
-
-
 def exact_dots(matrix: npt.NDArray[Any], q: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
     """``matrix @ q`` in float64 (the rows and the query are float32): the cosines
     every store ranks by, alike on each, whatever order its float32 arithmetic
@@ -341,12 +342,6 @@ def exact_dots(matrix: npt.NDArray[Any], q: npt.NDArray[Any]) -> npt.NDArray[np.
 DOT_SLACK = 1e-5
 """How far a float32 cosine of unit vectors may be from its float64 value, with room
 to spare: the rows within this of the k-th best float32 score are rescored."""
-
-
-def rank_key(score: float, seq: int) -> tuple[float, int]:
-    """The sort key of a hit, best first: its score to :data:`SCORE_DIGITS`
-    significant digits, descending, then its ``seq``, ascending."""
-    return (-float(f"{score:.{SCORE_DIGITS}g}"), seq)
 
 
 def json_equal(a: Any, b: Any) -> bool:

@@ -19,10 +19,22 @@ import numpy.typing as npt
 
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
-__all__ = ["BM25_B", "BM25_K1", "BM25Index", "bm25_idf", "bm25_term"]
+__all__ = ["BM25_B", "BM25_K1", "SCORE_DIGITS", "BM25Index", "bm25_idf", "bm25_term", "rank_key"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
+
+SCORE_DIGITS = 9
+"""Scores are ranked to 9 significant digits, then by ``seq``: every store computes
+the same score with its own float arithmetic (numpy, SQLite's FTS5, PostgreSQL's
+float8), so two scores equal in exact arithmetic may differ in their last bits,
+and a tie would be broken by that noise, differently on each store."""
+
+
+def rank_key(score: float, seq: int) -> tuple[float, int]:
+    """The sort key of a hit, best first: its score to :data:`SCORE_DIGITS`
+    significant digits, descending, then its ``seq``, ascending."""
+    return (-float(f"{score:.{SCORE_DIGITS}g}"), seq)
 
 
 def bm25_idf(n_items: float, df: float) -> float:
