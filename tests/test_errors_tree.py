@@ -174,6 +174,7 @@ SAMPLES: dict[str, BaseException] = {
     "CompactionArchiveError": errors.CompactionArchiveError(("acme", "archive"), "disk full"),
     "ConfigError": errors.ConfigError("ctxwise.toml", "clearing.keep_lats: unknown key"),
     "UnknownSessionError": errors.UnknownSessionError("s-42"),
+    "HistoryRewoundError": errors.HistoryRewoundError("s-42", at=3, gone=2, first="id:m5"),
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
     "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
     "CursorError": errors.CursorError("expired", detail="result r1"),

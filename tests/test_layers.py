@@ -91,7 +91,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # against each other (a memory preset against the embedder), and no subsystem
     # reads the Engine's TOML schema
     ("the turn", ("ctxwise.turn", "ctxwise.orchestrator", "ctxwise.config")),
-    ("the engine", ("ctxwise.engine", "ctxwise._engine_parts", "ctxwise._engine_tools")),
+    (
+        "the engine",
+        ("ctxwise.engine", "ctxwise._engine_parts", "ctxwise._engine_tools", "ctxwise._sync"),
+    ),
     ("the public API", ("ctxwise", "ctxwise.replay", "ctxwise.testing")),
     (
         "front ends",

@@ -44,6 +44,7 @@ from ctxwise.errors import (
     CtxwiseWarning,
     CursorError,
     FormatError,
+    HistoryRewoundError,
     IntegrationError,
     MissingDependencyError,
     NewerSchemaError,
@@ -124,7 +125,7 @@ if _typing.TYPE_CHECKING:
         SentenceTransformerEmbedder,
         get_embedder,
     )
-    from ctxwise.engine import Engine, TurnResult
+    from ctxwise.engine import Engine, SyncKeys, SyncResult, TurnResult
     from ctxwise.memory import (
         CaseFacts,
         Fact,
@@ -203,6 +204,8 @@ _LAZY = {
     "RouteReason": "ctxwise.routing",
     "Pipeline": "ctxwise.orchestrator",
     "Engine": "ctxwise.engine",
+    "SyncKeys": "ctxwise.engine",
+    "SyncResult": "ctxwise.engine",
     "TurnResult": "ctxwise.engine",
     "Trace": "ctxwise.trace",
     "EngineConfig": "ctxwise.config",
@@ -322,6 +325,7 @@ __all__ = [
     "GateDecision",
     "Handoff",
     "HashingEmbedder",
+    "HistoryRewoundError",
     "InMemorySessionStore",
     "InMemoryStore",
     "IntegrationError",
@@ -387,6 +391,8 @@ __all__ = [
     "Summarizer",
     "SummarizerError",
     "SummaryCall",
+    "SyncKeys",
+    "SyncResult",
     "TextBlock",
     "ThinkingBlock",
     "TieredMemory",

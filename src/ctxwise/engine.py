@@ -60,7 +60,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ctxwise import _engine_tools
+from ctxwise import _engine_tools, _sync
 from ctxwise._engine_parts import (
     build_catalog,
     build_config_embedder,
@@ -73,6 +73,7 @@ from ctxwise._engine_parts import (
     read_system_file,
 )
 from ctxwise._session_state import STATE_FORMAT, ToolIds, parse_state
+from ctxwise._sync import SyncKeys, SyncResult
 from ctxwise.config import (
     BUILTIN_SOURCES,
     EngineConfig,
@@ -132,7 +133,7 @@ from ctxwise.turn import (
 from ctxwise.turn.context import OnceSummarizer
 from ctxwise.turn.effects import pending, remember
 
-__all__ = ["Engine", "TurnResult"]
+__all__ = ["Engine", "SyncKeys", "SyncResult", "TurnResult"]
 
 MAX_ATTEMPTS = 5
 
@@ -629,6 +630,14 @@ class Engine:
                 warnings.warn(UnansweredTurnWarning(session_id), stacklevel=2)
             return TurnResult.of(state)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def sync(
+        self, session_id: str, full_history: Sequence[Message], keys: SyncKeys | None = None
+    ) -> SyncResult:
+        """What of ``full_history`` (a framework's whole conversation) the session has not
+        had yet, compared by ``keys``; a rewound or forked one is a
+        :class:`~ctxwise.errors.HistoryRewoundError`, nothing recorded (:mod:`ctxwise._sync`)."""
+        return _sync.sync(self, session_id, full_history, keys)
 
     async def aturn(
         self,

@@ -23,6 +23,7 @@ One root, two branches::
     │   ├── StoreURLError               a store URL with an unknown scheme or no path
     │   ├── ConfigError                 an Engine config with a bad key or value
     │   ├── UnknownSessionError         a session id no turn was stored under
+    │   ├── HistoryRewoundError         a framework's history that stops before its session does
     │   ├── CursorError                 a result cursor that is forged, expired or another session's
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
     │   ├── SubagentReportError         a subagent's report that is not the shape asked for
@@ -81,6 +82,7 @@ __all__ = [
     "EditParameterError",
     "EmptyTranscriptError",
     "FormatError",
+    "HistoryRewoundError",
     "IntegrationError",
     "MissingDependencyError",
     "NamespaceNotFoundError",
@@ -641,6 +643,32 @@ class UnknownSessionError(UsageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.session_id,))
+
+
+class HistoryRewoundError(UsageError):
+    """A framework's whole history that stops before its session does: the session
+    holds ``gone`` later messages the history does not (the first known by ``first``,
+    its sync key), after the history's message ``at``, the latest the session holds.
+    The conversation was rewound or forked (a run from an earlier checkpoint, items
+    popped, an earlier history given again); nothing was recorded."""
+
+    def __init__(self, session_id: str, *, at: int, gone: int, first: str) -> None:
+        self.session_id = session_id
+        self.at = at
+        self.gone = gone
+        self.first = first
+        super().__init__(
+            f"the history stops before session {session_id!r} does: after its message {at} "
+            f"(the latest one the session holds) the session holds {gone} later message(s) "
+            f"the history does not (first {first!r}), so the conversation was rewound or "
+            "forked. A ctxwise session only grows, and the model would get the turns the "
+            "history left behind; run the fork under a new session id. Nothing was recorded"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced(
+            (self.session_id,), {"at": self.at, "gone": self.gone, "first": self.first}
+        )
 
 
 class SessionConflictError(BackendError):
