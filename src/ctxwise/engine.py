@@ -3,39 +3,13 @@
 ``engine.turn(session_id, new_messages)`` takes what is new since the last turn
 (the user's message, or the model's reply and the tool results that answer it),
 and returns the request to send now and a :class:`~ctxwise.trace.Trace` of every
-decision. In order:
-
-1. **append** the messages to the session (tool pairing checked against the
-   history first: a result that answers no call is refused, nothing written);
-   system messages join the session's system part instead of the history;
-2. **update** case facts, standing rules and what the policy gates know (a tool
-   result that satisfies a rule is recorded as a fact);
-3. **route** the latest user message (once per message: a tool-result turn reuses
-   its route) and choose the sources its label needs; a refusal or a label with no
-   route falls back to the broader set, never a guess;
-4. **budget**: the window holds ``budget - reserve`` tokens. The pinned parts (the
-   system prompt, rules, case facts) come first; of the room they leave,
-   ``context_share`` is kept for routed and recalled context and the rest is the
-   history's room. Messages are counted as the render sends them
-   (:class:`~ctxwise.formats.request.SentCounter`), and a window that still counts
-   more as sent than its sections did one by one is assembled again with less
-   room; stored counts from another counter or render are counted again;
-5. **edit**: when the history passes ``clearing.trigger`` of its room, old tool
-   results are cleared (the last ``keep_last`` stay); when it still does not fit,
-   it is compacted to ``compaction.target`` of its room, keeping a verbatim tail
-   and never splitting a tool pair. The originals are never lost: every message
-   is in the session's log (the archive) before any edit is stored, and compacted
-   turns are remembered, verbatim from the log, in long-term memory;
-6. **gather** only the chosen sources, and recall memory (the built-in
-   ``memory`` source: compacted turns of this session, by similarity);
-7. **assemble** one window: the system part (the stable prefix first: this call's
-   ``system`` prompt, the configured one and the session's; then the pinned rules
-   and facts), the history as real message turns, and the routed and
-   recalled sections as a context block in the latest user turn (or, with
-   ``context = "system"``, after the stable system prefix);
-8. **render** for Anthropic (cache breakpoints after the stable prefix and at the
-   end of the shared history) or OpenAI, and **persist** the session, its log and
-   the trace in one transaction.
+decision. It loads the session, runs the turn's steps (:mod:`ctxwise.turn`:
+append, observe, route, tools, budget, edit, gather, assemble, render, trace; each
+a function of a frozen :class:`~ctxwise.turn.TurnState`, listed in
+:attr:`Engine.steps`, which a caller may change), commits what they built in one
+transaction, then runs the turn's effects (remembering the turns a compaction
+took out, on a worker thread that the Engine's next call waits for). What each
+step does is in its module and in docs/engine.md ("One turn").
 
 Sessions carry a version. A commit applies only on the version it was computed
 from; when another writer committed first, the turn is re-applied on the new
