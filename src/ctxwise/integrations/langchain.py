@@ -16,8 +16,8 @@ graph, so the same middleware serves LangGraph graphs (with any checkpointer).
   session recorded by an older ctxwise holds the first prompt it was given among
   its system texts: it is not sent, and is still counted, which leaves the request
   that much under the budget.) Only the messages new
-  since the session's last turn are given to the Engine (each LangChain message
-  is known by its ``id``, which LangGraph gives every message in the state;
+  since the session's last turn are given to the Engine (:meth:`ctxwise.Engine.sync`;
+  each LangChain message is known by its ``id``, which LangGraph gives every message in the state;
   a message without one by a hash of its content). A run of consecutive
   ``AIMessage``\\ s whose tool calls are still unanswered is one assistant turn
   (how parallel calls are sometimes stored), and so are the ``ToolMessage``\\ s
@@ -48,10 +48,10 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from ctxwise.engine import Engine, TurnResult
-from ctxwise.errors import IntegrationError, SessionConflictError
+from ctxwise.engine import Engine, SyncKeys, TurnResult
+from ctxwise.errors import HistoryRewoundError, IntegrationError, SessionConflictError
 from ctxwise.formats import neutral
 from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.messages import (
@@ -360,15 +360,37 @@ def _prompt_text(message: SystemMessage | None) -> str | None:
     return message.text
 
 
+def _sync_keys(message: Message) -> tuple[str, ...]:
+    """The keys of the LangChain messages a neutral message stands for (none for a
+    system prompt an older ctxwise recorded)."""
+    return tuple(str(k) for k in message.extra.get(_IDS, ()))
+
+
+_KEYS = SyncKeys(_sync_keys, ids=True)
+"""How :meth:`Engine.sync` compares a graph's messages with the session's: by id."""
+
+
+def _units(messages: Sequence[BaseMessage]) -> list[Message]:
+    """The history as :meth:`Engine.sync` compares it: one message per LangChain message
+    (the neutral form groups some), holding only its key."""
+    return [Message(_role(m), (), extra={_IDS: [_key(m)]}) for m in messages]
+
+
+def _role(message: BaseMessage) -> Literal["system", "user", "assistant"]:
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return "system" if isinstance(message, SystemMessage) else "user"
+
+
 @dataclass(slots=True)
 class _Known:
-    """What the Engine's session holds, as of its ``version``."""
+    """What this middleware knows of a session: the LangChain messages behind each
+    neutral message it mapped, by the neutral message's id."""
 
-    version: int
-    keys: list[str]
-    seen: set[str]
     originals: dict[str, tuple[Message, list[BaseMessage]]]
     prompts: list[str]
+    """The request system prompts an older ctxwise recorded in the session (see
+    :meth:`CtxwiseMiddleware._recorded_prompts`)."""
     """The request system prompts the session's log holds: those an older ctxwise
     recorded as system messages (the prompt is now the turn's ``system``, never
     recorded). They are never sent: this call's prompt stands in their place."""
@@ -435,68 +457,40 @@ class CtxwiseMiddleware(AgentMiddleware):
         return str(thread)
 
     def _known_for(self, session_id: str) -> _Known:
-        """What the session holds, re-read from its log when another writer (another
-        worker on the same store) moved it on since this middleware last looked."""
-        version = self.engine.sessions.version(session_id)
         known = self._known.get(session_id)
-        if known is not None and known.version == version:
-            return known
-        keys: list[str] = []
+        if known is None:
+            known = self._known[session_id] = _Known({}, self._recorded_prompts(session_id))
+        return known
+
+    def _recorded_prompts(self, session_id: str) -> list[str]:
+        """The request system prompts an older ctxwise recorded in the session as system
+        messages (the prompt is now the turn's ``system``, never recorded), read once:
+        they are never sent, this call's prompt stands in their place."""
         prompts: list[str] = []
-        if version:
+        if self.engine.sessions.version(session_id):
             for m in neutral.decode_messages(self.engine.sessions.log(session_id)):
-                keys.extend(str(k) for k in m.extra.get(_IDS, ()))
                 # a request's system prompt, not a SystemMessage of the history
                 if m.role == "system" and (m.extra.get(_PROMPT) or not m.extra.get(_IDS)):
                     prompts.append(m.text.strip())
-        seen = set(keys) | (known.seen if known is not None else set())
-        originals = known.originals if known is not None else {}
-        known = _Known(version, keys, seen, originals, prompts)
-        self._known[session_id] = known
-        return known
+        return prompts
 
-    @staticmethod
-    def _new(known: _Known, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-        """The messages the session has not had yet: past the known prefix, or
-        (when the history was rewritten, e.g. persisted) past the last known one."""
-        keys = [_key(m) for m in messages]
-        n = len(known.keys)
-        if keys[:n] == known.keys:
-            return list(messages[n:])
-        last = max((i for i, k in enumerate(keys) if k in known.seen), default=-1)
-        return list(messages[last + 1 :])
-
-    def _check_not_rewound(
-        self, session_id: str, known: _Known, messages: Sequence[BaseMessage]
-    ) -> None:
-        """Refuse a history that ends before the session does: the Engine would hand the
-        model turns the graph no longer has (a run forked from an earlier checkpoint,
-        messages taken out with ``RemoveMessage``)."""
-        keys = [_key(m) for m in messages]
-        if not known.version or keys[: len(known.keys)] == known.keys:
-            return
-        last = next((k for k in reversed(keys) if k in known.seen), None)
-        if last is None:
-            return
-        given = set(keys)
-        groups = [
-            [str(k) for k in m.extra.get(_IDS, ())]
-            for m in self.engine.session_messages(session_id)
-        ]
-        at = next((i for i, g in enumerate(groups) if last in g), -1)
-        gone = [g[0] for g in groups[at + 1 :] if g and given.isdisjoint(g)]
-        if gone:
+    def _new(
+        self, session_id: str, messages: Sequence[BaseMessage]
+    ) -> tuple[int, list[BaseMessage]]:
+        """The session's version and the messages it has not had yet (:meth:`Engine.sync`,
+        by LangChain message id). A thread that was rewound (run from an earlier
+        checkpoint, messages taken out with ``RemoveMessage``) while the session holds
+        the later turns is refused: the model would get the turns the thread left behind."""
+        try:
+            found = self.engine.sync(session_id, _units(messages), _KEYS)
+        except HistoryRewoundError as exc:
             raise IntegrationError(
                 FRAMEWORK,
                 "message",
-                f"the messages stop at {last!r} (the latest one session {session_id!r} "
-                f"knows), but the session holds {len(gone)} later message(s) they do not "
-                f"(first {gone[0]!r}): the thread "
-                "was rewound (run from an earlier checkpoint, or messages removed). A "
-                "ctxwise session only grows, so the model would get the turns the thread "
-                "left behind; run the fork under a new session id (a new thread_id, or "
-                "CtxwiseMiddleware(session_id=...)). Nothing was recorded",
-            )
+                f"{exc}: the thread was rewound (run from an earlier checkpoint, or messages "
+                "removed); give the fork a new thread_id, or CtxwiseMiddleware(session_id=...)",
+            ) from exc
+        return found.version, list(messages[found.start :])
 
     # ------------------------------------------------------------ the model call
 
@@ -512,8 +506,7 @@ class CtxwiseMiddleware(AgentMiddleware):
             session_id = self._session(request.runtime)
             for attempt in range(1, self.engine.max_attempts + 1):
                 known = self._known_for(session_id)
-                self._check_not_rewound(session_id, known, request.messages)
-                new = self._new(known, request.messages)
+                version, new = self._new(session_id, request.messages)
                 mapped = from_langchain(new)
                 prompt = _prompt_text(request.system_message)
                 try:
@@ -522,7 +515,7 @@ class CtxwiseMiddleware(AgentMiddleware):
                     result = self.engine.turn(
                         session_id,
                         mapped,
-                        expected_version=known.version,
+                        expected_version=version,
                         system=prompt,
                         warn_unanswered=False,  # the framework's history is what it is
                     )
@@ -531,15 +524,12 @@ class CtxwiseMiddleware(AgentMiddleware):
                         raise
                     continue
                 break
-            known.version = result.version
             by_key = {_key(m): m for m in new}
             for m in mapped:
                 ids = [str(k) for k in m.extra.get(_IDS, ())]
                 if m.role == "system" or not ids:
                     continue
                 known.originals[ids[0]] = (m, [by_key[k] for k in ids if k in by_key])
-                known.keys.extend(ids)
-                known.seen.update(ids)
             self.last = result
             system, messages = self._window(known, result.window.messages, request.system_message)
         return request.override(messages=messages, system_message=system), result
@@ -615,7 +605,6 @@ class CtxwiseMiddleware(AgentMiddleware):
             for i, m in enumerate(history):
                 if m.id is None:  # a message ctxwise wrote (a summary)
                     m.id = f"ctxwise:{session_id}:{turn}:{i}"
-                known.seen.add(str(m.id))
         reply: list[BaseMessage] = []
         for i, r in enumerate(response.result):
             if r.id is None:
