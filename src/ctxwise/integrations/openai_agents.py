@@ -57,12 +57,18 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from ctxwise._io import parse_json
-from ctxwise.errors import FormatError, IntegrationError, UsageError
+from ctxwise.engine import SyncKeys
+from ctxwise.errors import (
+    FormatError,
+    HistoryRewoundError,
+    IntegrationError,
+    SessionConflictError,
+    UsageError,
+)
 from ctxwise.formats import responses
 from ctxwise.formats.request import CONTEXT_CLOSE, CONTEXT_OPEN
 from ctxwise.integrations._framework import require_framework, without_texts
@@ -81,6 +87,7 @@ from ctxwise.messages import (
     Message,
     OpaqueBlock,
     TextBlock,
+    ToolResultBlock,
     block_text,
 )
 from ctxwise.policy import Allowed, Blocked
@@ -216,92 +223,46 @@ def _check_pairs(items: Sequence[Mapping[str, Any]]) -> None:
 # ------------------------------------------------------------------ the filter
 
 
-def _matches(recorded: Sequence[str], given: Sequence[str]) -> tuple[int, int, int]:
-    """``(overlap, earlier, start)``: the longest run that ends ``recorded`` and starts
-    ``given``, and the longest start of ``given`` found in ``recorded`` ending before
-    its last item, at ``recorded[start:]`` (one prefix function over both)."""
-    if not recorded or not given:
-        return 0, 0, 0
-    if len(given) >= len(recorded) and list(given[: len(recorded)]) == list(recorded):
-        return len(recorded), 0, 0
-    seq: list[str | None] = [*given, None, *recorded]
-    pi = [0] * len(seq)
-    for i in range(1, len(seq)):
-        k = pi[i - 1]
-        while k and seq[i] != seq[k]:
-            k = pi[k - 1]
-        if seq[i] == seq[k]:
-            k += 1
-        pi[i] = k
-    base = len(given) + 1
-    earlier, end = 0, 0
-    for i in range(base, len(seq) - 1):
-        if pi[i] > earlier:
-            earlier, end = pi[i], i - base + 1
-    return pi[-1], earlier, end - earlier
+def _sync_keys(message: Message) -> list[str]:
+    """The keys of the input items a message stands for (:func:`item_key`, kept in each
+    block's mark; a stand-in of :func:`_units` holds its own)."""
+    given = message.extra.get(_KEYS_EXTRA)
+    if isinstance(given, list):
+        return given
+    keys: list[str] = []
+    last = None
+    for b in message.content:
+        mark = responses.mark_of(b)
+        if mark is not None and mark["seq"] != last:
+            keys.append(str(mark["key"]))
+            last = mark["seq"]
+    return keys
 
 
-_DROPPABLE = frozenset({"function_call", "function_call_output", "reasoning"})
-"""Kinds of item the SDK leaves out of a session's history it hands the model: an
-output whose call a ``limit`` cut off, a call without its output, the reasoning
-before such a call."""
-_MODEL_MADE = frozenset({"message:assistant", *_DROPPABLE})
-"""Kinds of item only a model run makes: given again, they are history, never a new
-input that happens to repeat an earlier one."""
+_KEYS_EXTRA = "openai_agents.keys"
+_KEYS = SyncKeys(_sync_keys)
+"""How :meth:`Engine.sync` compares the SDK's input with the session: by item content
+(the SDK may drop an item's ``id`` and ``status`` between calls)."""
+
+_MODEL_MADE = frozenset({"function_call", "reasoning"})
 
 
-def _kind(item: Mapping[str, Any]) -> str:
-    """``message:<role>`` or the item's type."""
-    kind = item.get("type")
-    if kind is None or kind == "message":
-        return f"message:{item.get('role')}"
-    return str(kind)
-
-
-def _aligned(
-    recorded: Sequence[str], kinds: Sequence[str], given: Sequence[str]
-) -> tuple[int, int, bool]:
-    """How a ``given`` input that starts inside ``recorded`` lines up with it, as a
-    session history read with a ``limit`` does (its start cut, and the items the SDK
-    leaves out of it, :data:`_DROPPABLE`, missing): ``(matched, left, made)``, the
-    given items matched in order, the recorded items after the last of them that are
-    not droppable (``0``: the input reaches the end of ``recorded``, everything after
-    ``matched`` is new), and whether a matched item is one only a model run makes.
-    The start that reaches the end with the most items wins, else the one that
-    matches most."""
-    best = (0, len(recorded), False)
-    for start in range(len(recorded) - 1, -1, -1):
-        if recorded[start] != given[0]:
-            continue
-        i, p, made = 0, start, False
-        while i < len(given) and p < len(recorded):
-            if recorded[p] == given[i]:
-                made = made or kinds[p] in _MODEL_MADE
-                i, p = i + 1, p + 1
-            elif kinds[p] in _DROPPABLE:
-                p += 1
-            else:
-                break
-        left = sum(1 for q in range(p, len(recorded)) if kinds[q] not in _DROPPABLE)
-        if (left == 0, i) > (best[1] == 0, best[0]):
-            best = (i, left, made)
-    return best
-
-
-def _overlap(recorded: Sequence[str], given: Sequence[str]) -> int:
-    """The longest run that ends ``recorded`` and starts ``given`` (prefix function)."""
-    return _matches(recorded, given)[0]
-
-
-@dataclass(slots=True)
-class _Seen:
-    version: int
-    keys: list[str]
-    kinds: list[str]
-    """The kind of each recorded item (:func:`_kind`), by ``keys``."""
-    instructions: set[str]
-    """The instructions an older ctxwise recorded in the session as system messages
-    (they are now the turn's ``system``, never recorded): never sent."""
+def _units(items: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> list[Message]:
+    """The input as :meth:`Engine.sync` compares it: one stand-in per item, holding its
+    key, an assistant message for what only a model run makes (its messages, calls and
+    reasoning) and a tool result for a call's output."""
+    out = []
+    for item, key in zip(items, keys, strict=True):
+        kind = item.get("type") or "message"
+        extra = {_KEYS_EXTRA: [key]}
+        if kind == "function_call_output":
+            result = ToolResultBlock(str(item.get("call_id")), "")
+            out.append(Message("user", (result,), extra=extra))
+        elif kind in _MODEL_MADE or item.get("role") == "assistant":
+            out.append(Message("assistant", (), extra=extra))
+        else:
+            out.append(Message("user", (), extra=extra))
+    return out
 
 
 INSTRUCTIONS = "instructions"
@@ -324,7 +285,7 @@ class ContextFilter:
         self.session_id = session_id
         self.last: TurnResult | None = None
         self.last_cut = 0
-        self._seen: dict[str, _Seen] = {}
+        self._said: dict[str, set[str]] = {}
 
     async def __call__(self, data: CallModelData[Any]) -> ModelInputData:
         sid = _resolve(self.session_id, data.context)
@@ -340,33 +301,23 @@ class ContextFilter:
         text, items = await asyncio.to_thread(turn)
         return ModelInputData(input=cast("list[TResponseInputItem]", items), instructions=text)
 
-    def _recorded(self, sid: str) -> _Seen:
-        version = self.engine.sessions.version(sid)
-        seen = self._seen.get(sid)
-        if seen is not None and seen.version == version:
-            return seen
-        keys: list[str] = []
-        kinds: list[str] = []
-        said: set[str] = set()
-        last_seq = None
-        if version:
-            from ctxwise.formats import neutral
+    def _instructions(self, sid: str) -> set[str]:
+        """The instructions an older ctxwise recorded in the session as system messages
+        (they are now the turn's ``system``, never recorded), read from its log once:
+        never sent."""
+        said = self._said.get(sid)
+        if said is None:
+            said = self._said[sid] = set()
+            if self.engine.sessions.version(sid):
+                from ctxwise.formats import neutral
 
-            for m in neutral.decode_messages(self.engine.sessions.log(sid)):
-                for b in m.content:
-                    mark = b.extra.get(EXTRA) if not isinstance(b, OpaqueBlock) else None
-                    if not isinstance(mark, Mapping):
-                        continue
-                    if mark.get(INSTRUCTIONS) and isinstance(b, TextBlock):
-                        said.add(b.text.strip())
-                    elif "seq" in mark and mark["seq"] != last_seq:
-                        keys.append(str(mark["key"]))
-                        shell = mark.get("item")
-                        kinds.append(_kind(shell) if isinstance(shell, Mapping) else "")
-                        last_seq = mark["seq"]
-        seen = _Seen(version, keys, kinds, said)
-        self._seen[sid] = seen
-        return seen
+                for m in neutral.decode_messages(self.engine.sessions.log(sid)):
+                    for b in m.content:
+                        mark = b.extra.get(EXTRA) if not isinstance(b, OpaqueBlock) else None
+                        instructions = isinstance(mark, Mapping) and mark.get(INSTRUCTIONS)
+                        if instructions and isinstance(b, TextBlock):
+                            said.add(b.text.strip())
+        return said
 
     @property
     def hooks(self) -> RunHooks[Any]:
@@ -385,66 +336,47 @@ class ContextFilter:
 
         def record() -> None:
             with lock:
-                seen = self._recorded(sid)
                 if not given:
                     return
-                version = self.engine.record(
-                    sid, to_messages(given, start=len(seen.keys), keys=keys)
-                )
-                kinds = [*seen.kinds, *(_kind(item) for item in given)]
-                self._seen[sid] = _Seen(version, [*seen.keys, *keys], kinds, seen.instructions)
+                held = self.engine.sync(sid, (), _KEYS).held  # numbers the items on
+                self.engine.record(sid, to_messages(given, start=held, keys=keys))
 
         await asyncio.to_thread(record)
 
     def _turn(
         self, sid: str, given: list[Any], keys: list[str], instructions: str | None
     ) -> tuple[str | None, list[dict[str, Any]]]:
-        seen = self._recorded(sid)
-        k, earlier, at = _matches(seen.keys, keys)
-        limited = False
-        if earlier > k:
-            # the input starts inside the session, but not on a run that ends it: a
-            # history read with a limit (its start cut, items the SDK leaves out of it
-            # missing), or a rewound conversation
-            matched, left, made = _aligned(seen.keys, seen.kinds, keys)
-            if left == 0:  # the limited history reaches the session's end
-                k, limited = matched, True
-            elif at > 0 and made:
+        prompt = instructions if instructions and instructions.strip() else None
+        units = _units(given, keys)
+        for attempt in range(1, self.engine.max_attempts + 1):
+            try:
+                found = self.engine.sync(sid, units, _KEYS)
+            except HistoryRewoundError as exc:
                 raise IntegrationError(
                     FRAMEWORK,
                     "message",
-                    f"the input starts with {matched} item(s) from the middle of session "
-                    f"{sid!r} (a history read with a limit), but the session has {left} "
-                    "later item(s) the input does not: the conversation was rewound (items "
-                    "popped from the SDK session, or an earlier history passed). A ctxwise "
-                    "session only grows, so the model would get the turns that were taken "
-                    "out; run the rewound conversation under a new session id. Nothing was "
-                    "recorded",
+                    f"{exc}: the conversation was rewound (items popped from the SDK "
+                    "session, or an earlier history passed)",
+                ) from exc
+            k = found.start
+            new = to_messages(given[k:], start=found.held, keys=keys[k:])
+            try:
+                # the instructions of this call are counted as they are sent, and not
+                # kept; what is new was worked out at this version: another writer's
+                # commit in between changes it, so it is worked out again
+                result = self.engine.turn(
+                    sid, new, expected_version=found.version, system=prompt, warn_unanswered=False
                 )
-        if not limited and at == 0 and earlier > k and (earlier >= 2 or len(keys) > earlier):
-            # the input starts where the session starts, but leaves out turns the
-            # session has after that: the conversation was rewound (items popped)
-            raise IntegrationError(
-                FRAMEWORK,
-                "message",
-                f"the input starts with the first {earlier} item(s) of session {sid!r}, "
-                f"but the session has {len(seen.keys) - earlier} later "
-                "item(s) the input does not: the conversation was rewound (items popped "
-                "from the SDK session, or an earlier history passed). A ctxwise session "
-                "only grows, so the model would get the turns that were taken out; run the "
-                "rewound conversation under a new session id. Nothing was recorded",
-            )
-        new = to_messages(given[k:], start=len(seen.keys), keys=keys[k:])
-        prompt = instructions if instructions and instructions.strip() else None
-        # the instructions of this call are counted as they are sent, and not kept
-        result = self.engine.turn(sid, new, system=prompt, warn_unanswered=False)
+            except SessionConflictError:
+                if attempt == self.engine.max_attempts:
+                    raise
+                continue
+            break
         self.last = result
-        kinds = [*seen.kinds, *(_kind(item) for item in given[k:])]
-        self._seen[sid] = _Seen(result.version, [*seen.keys, *keys[k:]], kinds, seen.instructions)
         text, items = to_items(result.window.messages)
         _check_pairs(items)
         items, self.last_cut = _fit_context(self.engine.counter, result, items)
-        stale = [t for t in seen.instructions if prompt is None or t != prompt.strip()]
+        stale = [t for t in self._instructions(sid) if prompt is None or t != prompt.strip()]
         if prompt is not None or stale:
             # the window's system part opens with this call's instructions; those an
             # older ctxwise recorded in the session are taken out (none sent twice)
