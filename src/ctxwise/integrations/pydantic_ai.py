@@ -60,8 +60,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from ctxwise.engine import Engine, TurnResult
-from ctxwise.errors import IntegrationError, MissingDependencyError, UnknownSessionError
+from ctxwise.engine import Engine, SyncKeys, TurnResult
+from ctxwise.errors import (
+    HistoryRewoundError,
+    IntegrationError,
+    MissingDependencyError,
+    UnknownSessionError,
+)
 from ctxwise.integrations._framework import require_framework, without_texts
 from ctxwise.messages import (
     Message,
@@ -396,6 +401,22 @@ def _identity(dumped: Mapping[str, Any]) -> str:
     return json.dumps(fields, sort_keys=True, default=str, ensure_ascii=False)
 
 
+_KEYS = "pydantic_ai.keys"
+
+
+def _sync_keys(message: Message) -> list[str]:
+    """What tells a message read from a pydantic-ai history apart (:func:`_identity`);
+    none for one recorded another way."""
+    given = message.extra.get(_KEYS)
+    if isinstance(given, list):
+        return given
+    dumped = message.extra.get(_MESSAGE)
+    return [_identity(dumped)] if isinstance(dumped, Mapping) else []
+
+
+_SYNC_KEYS = SyncKeys(_sync_keys, ids=True)
+
+
 def _marked(message: ModelMessage, session_id: str) -> bool:
     mark = (message.metadata or {}).get(MARK)
     return isinstance(mark, Mapping) and mark.get("session") == session_id
@@ -547,6 +568,9 @@ class CtxwiseCapability(AbstractCapability[Any]):
     gate: bool = True
     last_turn: TurnResult | None = field(default=None, repr=False, compare=False)
     last_orphans: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    _dynamic: dict[str, list[str]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.engine, Engine):
@@ -642,7 +666,10 @@ class CtxwiseCapability(AbstractCapability[Any]):
 
     def _recorded_dynamic(self) -> dict[str, list[str]]:
         """The statements of dynamic system prompts the session's log holds, by
-        ``dynamic_ref``."""
+        ``dynamic_ref``: only an older ctxwise recorded them, so the log of a session
+        is read for them once."""
+        if self._dynamic is not None:
+            return self._dynamic
         if not self.engine.sessions.version(self.session_id):
             return {}
         from ctxwise.formats import neutral
@@ -651,42 +678,31 @@ class CtxwiseCapability(AbstractCapability[Any]):
         for m in neutral.decode_messages(self.engine.sessions.log(self.session_id)):
             for ref, text in _dynamic_statements(m):
                 out.setdefault(ref, []).append(text)
+        self._dynamic = out
         return out
 
     def _check_not_rewound(self, messages: Sequence[ModelMessage], last: int) -> None:
         """Refuse a history from before what the session holds (a ``message_history``
         of an earlier run given again: "edit and resend"), which would hand the model
-        the turns the history no longer has. Only read when the session moved on since
-        the history's latest mark; turns recorded in other ways (``Engine.record``, an
-        MCP ``rules`` call) do not count, only those read from a pydantic-ai history."""
+        the turns the history no longer has (:meth:`Engine.sync`, by each message's own
+        fields). Only asked when the session moved on since the history's latest mark;
+        turns recorded in other ways (``Engine.record``, an MCP ``rules`` call) do not
+        count, only those read from a pydantic-ai history."""
         mark = (messages[last].metadata or {}).get(MARK)
         version = mark.get("version") if isinstance(mark, Mapping) else None
-        now = self.engine.sessions.version(self.session_id)
-        if not isinstance(version, int) or version >= now:
+        if not isinstance(version, int) or version >= self.engine.sessions.version(self.session_id):
             return
-        given = {_identity(_dump_message(m)) for m in messages}
-        from ctxwise.formats import neutral
-
-        logged = [
-            m.extra[_MESSAGE]
-            for m in neutral.decode_messages(self.engine.sessions.log(self.session_id))
-            if isinstance(m.extra.get(_MESSAGE), Mapping)
+        units = [
+            Message("user", (), extra={_KEYS: [_identity(_dump_message(m))]}) for m in messages
         ]
-        keys = [_identity(d) for d in logged]
-        at = max((i for i, k in enumerate(keys) if k in given), default=None)
-        if at is None:
-            return
-        gone = [k for k in keys[at + 1 :] if k not in given]
-        if gone:
+        try:
+            self.engine.sync(self.session_id, units, _SYNC_KEYS)
+        except HistoryRewoundError as exc:
             raise IntegrationError(
                 DISTRIBUTION,
                 "message",
-                f"the message history stops before session {self.session_id!r} does: the "
-                f"session holds {len(gone)} later message(s) the history does not (an "
-                "earlier run's message_history given again). A ctxwise session only grows, "
-                "so the model would get the turns the history left behind; run it under a "
-                "new session id. Nothing was recorded",
-            )
+                f"{exc} (an earlier run's message_history given again)",
+            ) from exc
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
