@@ -56,6 +56,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ctxwise.embeddings",
             "ctxwise.embedding_cache",
             "ctxwise.summarize",
+            "ctxwise._extractive",
             "ctxwise.pricing",
             "ctxwise.providers",
             "ctxwise.costs",
