@@ -28,7 +28,11 @@ SCORE_DIGITS = 9
 """Scores are ranked to 9 significant digits, then by ``seq``: every store computes
 the same score with its own float arithmetic (numpy, SQLite's FTS5, PostgreSQL's
 float8), so two scores equal in exact arithmetic may differ in their last bits,
-and a tie would be broken by that noise, differently on each store."""
+and a tie would be broken by that noise, differently on each store. This makes the
+stores agree; it does not make every exact tie a tie: a vector score is computed in
+float64 from unit vectors stored in float32, whose rounding (about one part in
+2**24) differs from vector to vector, so two cosines equal in exact arithmetic can
+still differ in their ninth digit and be ranked by it, alike on every store."""
 
 
 def rank_key(score: float, seq: int) -> tuple[float, int]:
