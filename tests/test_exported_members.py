@@ -151,6 +151,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.embeddings.parse_embedder",
     },
     "helpers of one module: reached as ctxwise.<module>.x": {
+        "ctxwise.assembly.fit_as_sent",
         "ctxwise.embeddings.tokenize",
         "ctxwise.embedding_cache.bypassing",
         "ctxwise.embedding_cache.default_cache_dir",
@@ -211,7 +212,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.turn.append.check_pairing",
         "ctxwise.turn.assemble.FIT_ATTEMPTS",
         "ctxwise.turn.assemble.assemble_window",
-        "ctxwise.turn.assemble.fit_as_sent",
+        "ctxwise.turn.assemble.fit_window",
         "ctxwise.turn.budget.budget",
         "ctxwise.turn.budget.pinned_sections",
         "ctxwise.turn.context.Classifier",

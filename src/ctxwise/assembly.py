@@ -15,10 +15,10 @@ puts the most important sections at the two edges where models recall best.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from ctxwise.errors import BudgetError, PinnedOverflowError, UsageError
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
@@ -30,10 +30,39 @@ __all__ = [
     "SectionReport",
     "SectionStatus",
     "assemble",
+    "fit_as_sent",
     "order_for_recall",
 ]
 
 Order: TypeAlias = Literal["given", "recall"]
+
+T = TypeVar("T")
+
+
+def fit_as_sent(
+    first: T,
+    count: Callable[[T], int],
+    limit: int,
+    shrink: Callable[[T, int], T | None],
+    rounds: int,
+) -> tuple[T, int, bool]:
+    """Fit what is sent, counted as it is sent, within ``limit`` tokens.
+
+    A window counted part by part can count more once sent whole (the separators
+    that join its parts, messages a render sends apart, a counter that does not add
+    up block by block). ``first`` is counted (``count``); while it is over ``limit``,
+    ``shrink(candidate, excess)`` gives one smaller by that excess (None: it cannot
+    shrink further), up to ``rounds`` times. Returns the last candidate, its count,
+    and whether it fits. The turn's assembly and compaction's summary both fit so."""
+    candidate, total = first, count(first)
+    for _ in range(rounds):
+        if total <= limit:
+            return candidate, total, True
+        smaller = shrink(candidate, total - limit)
+        if smaller is None:
+            break
+        candidate, total = smaller, count(smaller)
+    return candidate, total, total <= limit
 
 
 def _finite_number(value: object) -> bool:

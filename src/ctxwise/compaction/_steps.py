@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from ctxwise.assembly import fit_as_sent
 from ctxwise.compaction.cuts import cuts, head, is_real_user, is_summary
 from ctxwise.compaction.errors import (
     CompactionBudgetError,
@@ -604,6 +605,17 @@ def summarize(
 
 
 @dataclass(frozen=True, slots=True)
+class _Draft:
+    """A summary being fit: its parts, the message, and the window it makes."""
+
+    user_part: list[str]
+    body: str
+    note: str
+    summary: Message
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Fitted:
     """The compacted window: the system part, ``summary`` and the tail."""
 
@@ -624,15 +636,14 @@ def fit(kept: Kept, plan: SummaryPlan, body: str, note: str) -> Fitted | Skip:
     """
     w, ctr, cut = kept.window, kept.window.counter, plan.cut
     tail = w.messages[cut:]
-    user_part = list(plan.user_part)
     must_lines = list(plan.must_lines)
-    summary = compose(user_part, body, note, plan.must_blocks)
-    out = (*kept.system, summary, *tail)
-    total = ctr.count_messages(out)
-    if total <= plan.limit:
-        return Fitted(summary, out, total)
-    for _ in range(FIT_ROUNDS):
-        excess = total - plan.limit
+
+    def built(user_part: list[str], body: str, note: str) -> _Draft:
+        summary = compose(user_part, body, note, plan.must_blocks)
+        return _Draft(user_part, body, note, summary, (*kept.system, summary, *tail))
+
+    def shrink(d: _Draft, excess: int) -> _Draft:
+        user_part, body, note = d.user_part, d.body, d.note
         if body:
             body = truncate_to_tokens(body, max(0, ctr.count(body) - excess - 1), ctr)
         elif len(user_part) > len(must_lines):
@@ -641,11 +652,17 @@ def fit(kept: Kept, plan: SummaryPlan, body: str, note: str) -> Fitted | Skip:
             user_part = [*([keep_line] if keep_line else []), *must_lines]
         else:
             note = ""
-        summary = compose(user_part, body, note, plan.must_blocks)
-        out = (*kept.system, summary, *tail)
-        total = ctr.count_messages(out)
-        if total <= plan.limit:
-            return Fitted(summary, out, total)
+        return built(user_part, body, note)
+
+    draft, total, fits = fit_as_sent(
+        built(list(plan.user_part), body, note),
+        lambda d: ctr.count_messages(d.messages),
+        plan.limit,
+        shrink,
+        FIT_ROUNDS,
+    )
+    if fits:
+        return Fitted(draft.summary, draft.messages, total)
     summary = plan.smallest
     out = (*kept.system, summary, *tail)
     total = ctr.count_messages(out)

@@ -6,21 +6,23 @@ The pinned and gathered sections are packed into the room the history leaves
 first; the rest rides in the latest user turn as a context block. The window is
 then counted as the render sends it: when it counts more than its sections did
 one by one (the separators that join them, messages a render sends apart), the
-sections get that much less room and are assembled again (:func:`fit_as_sent`).
+sections get that much less room and are assembled again (:func:`fit_window`, on
+:func:`~ctxwise.assembly.fit_as_sent`, which compaction fits its summary with too).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from ctxwise.assembly import Assembly, Budget, Section, assemble
+from ctxwise.assembly import Assembly, Budget, Section, assemble, fit_as_sent
 from ctxwise.errors import PinnedOverflowError, UsageError
 from ctxwise.formats.request import Window
 from ctxwise.messages import Message
 from ctxwise.turn.context import TurnContext
 from ctxwise.turn.state import Assembled, TurnState
 
-__all__ = ["FIT_ATTEMPTS", "assemble_window", "fit_as_sent"]
+__all__ = ["FIT_ATTEMPTS", "assemble_window", "fit_window"]
 
 FIT_ATTEMPTS = 4
 """Assemblies a turn tries before the window fits as sent (one is the rule)."""
@@ -63,7 +65,15 @@ def _window(
     return window, placements
 
 
-def fit_as_sent(
+@dataclass(frozen=True, slots=True)
+class _Fit:
+    room: int
+    assembly: Assembly
+    window: Window
+    placements: dict[str, str]
+
+
+def fit_window(
     ctx: TurnContext,
     sections: Sequence[Section],
     history: tuple[Message, ...],
@@ -73,23 +83,28 @@ def fit_as_sent(
     floor: int,
     available: int,
 ) -> tuple[Assembly, Window, dict[str, str], int]:
-    """Assemble ``sections`` in ``room`` tokens beside ``history`` until the window,
-    counted as sent, fits ``available`` (or the room reaches ``floor``); returns the
-    assembly, the window, each section's placement and the window's tokens."""
-    for _ in range(FIT_ATTEMPTS):
+    """Assemble ``sections`` in ``room`` tokens beside ``history``, with
+    :func:`~ctxwise.assembly.fit_as_sent`: while the window, counted as sent, is over
+    ``available``, the sections get that much less room (down to ``floor``); returns
+    the assembly, the window, each section's placement and the window's tokens."""
+
+    def build(room: int) -> _Fit:
         assembly = assemble(sections, Budget(max(room, floor)), ctx.counter, order=ctx.config.order)
-        window, placements = _window(ctx, assembly, history)
+        return _Fit(room, assembly, *_window(ctx, assembly, history))
+
+    def count(f: _Fit) -> int:
         counts = list(history_counts)
-        if window.context_at is not None:
-            counts[window.context_at] = ctx.count(window.with_context()[window.context_at])
-        if window.system:
-            counts.insert(0, ctx.sent.count_messages(window.transcript().messages[:1]))
-        total = ctx.joined(counts)
-        over = total - available
-        if over <= 0 or room <= floor:
-            break
-        room -= over
-    return assembly, window, placements, total
+        if f.window.context_at is not None:
+            counts[f.window.context_at] = ctx.count(f.window.with_context()[f.window.context_at])
+        if f.window.system:
+            counts.insert(0, ctx.sent.count_messages(f.window.transcript().messages[:1]))
+        return ctx.joined(counts)
+
+    def shrink(f: _Fit, excess: int) -> _Fit | None:
+        return None if f.room <= floor else build(f.room - excess)
+
+    done, total, _ = fit_as_sent(build(room), count, available, shrink, FIT_ATTEMPTS - 1)
+    return done.assembly, done.window, done.placements, total
 
 
 def assemble_window(state: TurnState, ctx: TurnContext) -> TurnState:
@@ -107,7 +122,7 @@ def assemble_window(state: TurnState, ctx: TurnContext) -> TurnState:
         raise PinnedOverflowError(plan.window, plan.pinned_tokens + history_tokens, must)
     # the context block's tags cost a few tokens: keep room for them
     tags = ctx.counter.count("<context>\n\n</context>") + 1
-    assembly, window, placements, total = fit_as_sent(
+    assembly, window, placements, total = fit_window(
         ctx,
         sections,
         session.history,
