@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxwise.memory.store import InMemoryStore, NewItem
-from ctxwise.search import BM25Index, bm25_idf, bm25_term
+from ctxwise.search import BM25Index, bm25_idf, bm25_term, rank_candidates, rank_key
 from ctxwise.text import DEFAULT_ANALYZER
 
 DOCS = [
@@ -92,3 +93,58 @@ def test_the_in_memory_store_scores_as_the_index(texts: list[str], query: str) -
     expected = index.scores(terms)
     for item, score in store.lexical_search(("t",), query, len(texts)):
         assert score == expected[item.seq]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.sampled_from([*DOCS, "router router", "desk", "Mia Mia"])),
+        min_size=1,
+        max_size=25,
+    ),
+    st.sampled_from(["router", "Mia desk refund", "the router in Osaka", "nothing here"]),
+)
+def test_the_array_scores_are_the_dict_scores_to_the_bit(
+    steps: list[tuple[bool, str]], query: str
+) -> None:
+    """Documents added and removed in any order, the index queried between writes
+    (its per-term arrays cached, then dropped): the arrays hold score_terms' floats."""
+    index = BM25Index()
+    live: list[int] = []
+    terms = sorted(set(DEFAULT_ANALYZER.words(query)))
+    for remove, text in steps:
+        if remove and live:
+            index.remove(live.pop(len(live) // 2))
+        else:
+            live.append(index.add(text))
+        want = index.score_terms(terms)
+        docs, scores = index.score_arrays(terms)
+        assert list(docs) == sorted(want)
+        assert [float(x) for x in scores] == [want[d] for d in sorted(want)]
+        dense = index.scores(terms)
+        assert [float(dense[d]) for d in sorted(want)] == [want[d] for d in sorted(want)]
+        assert not dense[[d for d in range(index.size) if d not in want]].any()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.floats(-2, 2, allow_nan=False),
+            st.sampled_from([1.0, 1.0 + 1e-12, 1.0 - 4e-10, 0.0, -0.0, 3.3333333333, 3.33333333]),
+        ),
+        min_size=0,
+        max_size=40,
+    ),
+    st.integers(1, 45),
+)
+def test_rank_candidates_keep_the_top_k_of_a_full_sort(scores: list[float], k: int) -> None:
+    """Ranking only the candidates gives the full sort's top k, near-ties and
+    rounding to nine digits included, whatever the seqs."""
+    array = np.asarray(scores, dtype=np.float64)
+    for seqs in (list(range(len(scores))), list(range(len(scores)))[::-1]):
+        full = sorted(range(len(scores)), key=lambda i: rank_key(scores[i], seqs[i]))[:k]
+        cand = rank_candidates(array, k).tolist()
+        assert cand == sorted(cand)
+        got = sorted(cand, key=lambda i: rank_key(scores[i], seqs[i]))[:k]
+        assert got == full

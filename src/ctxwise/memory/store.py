@@ -38,6 +38,7 @@ from ctxwise.search.bm25 import (
     BM25Index,
     bm25_idf,
     bm25_term,
+    rank_candidates,
     rank_key,
 )
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
@@ -547,25 +548,107 @@ def check_k(k: int) -> int:
     return k
 
 
+class _Vectors:
+    """A namespace's vectors as rows of one float32 matrix that grows by doubling
+    (a write appends its rows; it never copies the namespace), each row's item
+    beside it. A deleted item's row is freed (``None``); the matrix is rebuilt
+    without the freed rows once they are half of it."""
+
+    def __init__(self, dim: int) -> None:
+        self.matrix = np.zeros((0, dim), dtype=np.float32)
+        self.items: list[MemoryItem | None] = []
+        self.live = 0
+
+    def add(self, item: MemoryItem, vector: Vector) -> int:
+        """Keep ``vector`` (unit length) for ``item``; its row."""
+        row = len(self.items)
+        if row == len(self.matrix):
+            grown = np.zeros((max(16, 2 * row), self.matrix.shape[1]), dtype=np.float32)
+            grown[:row] = self.matrix
+            self.matrix = grown
+        self.matrix[row] = vector
+        self.items.append(item)
+        self.live += 1
+        return row
+
+    def remove(self, row: int) -> None:
+        self.items[row] = None
+        self.live -= 1
+
+    def compacted(self) -> dict[int, int] | None:
+        """Drop the freed rows when they are at least half of the matrix: each kept
+        row's new number by its old one (None when nothing moved)."""
+        if len(self.items) < 64 or 2 * self.live > len(self.items):
+            return None
+        kept = [i for i, item in enumerate(self.items) if item is not None]
+        self.matrix = self.matrix[kept].copy()
+        self.items = [self.items[i] for i in kept]
+        return {old: new for new, old in enumerate(kept)}
+
+    def search(
+        self, q: Vector, k: int, filters: Mapping[str, Any] | None
+    ) -> list[tuple[MemoryItem, float]]:
+        """The best ``k`` items by cosine, best first by :func:`rank_key`.
+
+        Every row is scored in float32 in one pass; the rows within
+        :data:`DOT_SLACK` of the k-th best are rescored in float64, each as
+        ``vector @ q`` (the score every store gives), and ranked."""
+        n = len(self.items)
+        if not n:
+            return []
+        sims = np.einsum("ij,j->i", self.matrix[:n], q)  # one thread: memory-bound
+        if filters:
+            rows = np.flatnonzero(
+                np.fromiter(
+                    (it is not None and matches(it.metadata, filters) for it in self.items),
+                    dtype=bool,
+                    count=n,
+                )
+            )
+        elif self.live == n:
+            rows = np.arange(n)
+        else:
+            rows = np.flatnonzero(np.fromiter((it is not None for it in self.items), bool, n))
+        if not len(rows):
+            return []
+        found = sims[rows]
+        take = min(k, len(rows))
+        kth = float(np.partition(found, len(found) - take)[len(found) - take])
+        q64 = q.astype(np.float64)
+        scored: list[tuple[MemoryItem, float]] = []
+        for row in rows[found >= kth - DOT_SLACK].tolist():
+            item = self.items[row]
+            assert item is not None
+            scored.append((item, float(self.matrix[row].astype(np.float64) @ q64)))
+        scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
+        return scored[:k]
+
+
 class InMemoryStore(Store):
     """The reference store: plain Python and numpy, nothing persisted.
 
     Lexical scoring is BM25 over the analyzer's terms, from one
     :class:`~ctxwise.search.BM25Index` per namespace (postings: term → item → count),
     so a search reads only the items holding a query term; the sums run in the same
-    order as a scan of every item, so the scores are the same to the bit.
+    order as a scan of every item, so the scores are the same to the bit. Vector
+    search scores a namespace's vectors in one matrix pass and rescores the best
+    in float64. A search ranks only the hits that can reach its top ``k``
+    (:func:`~ctxwise.search.rank_candidates`), not every hit. Calls from several
+    threads take turns.
     """
 
     def __init__(self, *, analyzer: Analyzer | None = None) -> None:
         if analyzer is not None:
             self.analyzer = analyzer
-        # item id → (item, vector, its document in the namespace's index)
-        self._rows: dict[Namespace, dict[str, tuple[MemoryItem, Vector | None, int]]] = {}
+        # item id → (item, its row in the namespace's vectors or -1, its document in the index)
+        self._rows: dict[Namespace, dict[str, tuple[MemoryItem, int, int]]] = {}
         self._indexes: dict[Namespace, BM25Index] = {}
+        self._vectors: dict[Namespace, _Vectors] = {}
         self._docs: dict[Namespace, dict[int, MemoryItem]] = {}  # the index's documents
         self._seq: dict[Namespace, int] = {}
         self._dim: int | None = None  # of the first vector stored; every other must match
         self._closed = False
+        self._lock = threading.RLock()
 
     def _open(self, namespace: Sequence[str]) -> Namespace:
         """The checked namespace of a call on an open store (closed: a :class:`StoreError`)."""
@@ -584,9 +667,10 @@ class InMemoryStore(Store):
 
     def close(self) -> None:
         """Forget every item; the store is unusable afterwards, as other stores are."""
-        self._closed = True
-        for table in (self._rows, self._indexes, self._docs, self._seq):
-            table.clear()
+        with self._lock:
+            self._closed = True
+            for table in (self._rows, self._indexes, self._vectors, self._docs, self._seq):
+                table.clear()
 
     def _unindex(self, ns: Namespace, item_id: str) -> bool:
         row = self._rows.get(ns, {}).pop(item_id, None)
@@ -594,59 +678,89 @@ class InMemoryStore(Store):
             return False
         self._indexes[ns].remove(row[2])
         del self._docs[ns][row[2]]
+        if row[1] >= 0:
+            self._vectors[ns].remove(row[1])
         return True
 
+    def _compact(self, ns: Namespace) -> None:
+        vectors = self._vectors.get(ns)
+        moved = None if vectors is None else vectors.compacted()
+        if moved:
+            rows = self._rows[ns]
+            for item_id, (item, row, doc) in rows.items():
+                if row >= 0:
+                    rows[item_id] = (item, moved[row], doc)
+
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
-        ns = self._open(namespace)
-        prepared = [check_item(item) for item in items]
-        self._dim = check_dims(
-            {len(it.vector) for it in prepared if it.vector is not None}, self._dim
-        )
-        if not prepared:
-            return []
-        rows = self._rows.setdefault(ns, {})
-        ids = []
-        for item in prepared:
-            seq = self._seq.get(ns, 0)
-            self._seq[ns] = seq + 1
-            item_id = item.id or f"m{seq}"
-            stored = MemoryItem(item_id, ns, item.text, item.metadata, seq, item.created_at)
-            vec = None if item.vector is None else unit(item.vector)
-            indexed = item.index_text if item.index_text is not None else item.text
-            self._unindex(ns, item_id)
-            index = self._indexes.get(ns)
-            if index is None:
-                index = self._indexes[ns] = BM25Index(self.analyzer)
-            doc = index.add(indexed)
-            rows[item_id] = (stored, vec, doc)
-            self._docs.setdefault(ns, {})[doc] = stored
-            ids.append(item_id)
-        return ids
+        with self._lock:
+            ns = self._open(namespace)
+            prepared = [check_item(item) for item in items]
+            self._dim = check_dims(
+                {len(it.vector) for it in prepared if it.vector is not None}, self._dim
+            )
+            if not prepared:
+                return []
+            rows = self._rows.setdefault(ns, {})
+            ids = []
+            for item in prepared:
+                seq = self._seq.get(ns, 0)
+                self._seq[ns] = seq + 1
+                item_id = item.id or f"m{seq}"
+                stored = MemoryItem(item_id, ns, item.text, item.metadata, seq, item.created_at)
+                indexed = item.index_text if item.index_text is not None else item.text
+                self._unindex(ns, item_id)
+                index = self._indexes.get(ns)
+                if index is None:
+                    index = self._indexes[ns] = BM25Index(self.analyzer)
+                doc = index.add(indexed)
+                slot = -1
+                if item.vector is not None:
+                    vectors = self._vectors.get(ns)
+                    if vectors is None:
+                        vectors = self._vectors[ns] = _Vectors(len(item.vector))
+                    slot = vectors.add(stored, unit(item.vector))
+                rows[item_id] = (stored, slot, doc)
+                self._docs.setdefault(ns, {})[doc] = stored
+                ids.append(item_id)
+            self._compact(ns)
+            return ids
 
     def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
-        rows = self._rows.get(self._open(namespace), {})
-        return [rows[i][0] for i in check_ids(ids) if i in rows]
+        with self._lock:
+            rows = self._rows.get(self._open(namespace), {})
+            return [rows[i][0] for i in check_ids(ids) if i in rows]
 
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
-        ns = self._open(namespace)
-        return sum(1 for i in dict.fromkeys(check_ids(ids)) if self._unindex(ns, i))
+        with self._lock:
+            ns = self._open(namespace)
+            deleted = sum(1 for i in dict.fromkeys(check_ids(ids)) if self._unindex(ns, i))
+            self._compact(ns)
+            return deleted
 
     def lexical_search(
         self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
     ) -> list[tuple[MemoryItem, float]]:
-        ns = self._open(namespace)
-        rows = self._rows.get(ns, {})
-        check_k(k)
-        terms = sorted(set(self.analyzer.words(check_query(query))))
-        filters = check_filters(filters)
-        if not rows or not terms:
-            return []
-        docs = self._docs[ns]
-        scored = [
-            (docs[doc], score)
-            for doc, score in self._indexes[ns].score_terms(terms).items()
-            if score > 0 and matches(docs[doc].metadata, filters)
-        ]
+        with self._lock:
+            ns = self._open(namespace)
+            rows = self._rows.get(ns, {})
+            check_k(k)
+            terms = sorted(set(self.analyzer.words(check_query(query))))
+            filters = check_filters(filters)
+            if not rows or not terms:
+                return []
+            docs = self._docs[ns]
+            hits, scores = self._indexes[ns].score_arrays(terms)
+            keep = scores > 0
+            if filters:
+                keep &= np.fromiter(
+                    (matches(docs[doc].metadata, filters) for doc in hits.tolist()),
+                    dtype=bool,
+                    count=len(hits),
+                )
+            if not keep.all():
+                hits, scores = hits[keep], scores[keep]
+            best = rank_candidates(scores, k).tolist()
+            scored = [(docs[int(hits[i])], float(scores[i])) for i in best]
         scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
         return scored[:k]
 
@@ -657,46 +771,44 @@ class InMemoryStore(Store):
         k: int,
         filters: Mapping[str, Any] | None = None,
     ) -> list[tuple[MemoryItem, float]]:
-        rows = self._rows.get(self._open(namespace), {})
-        check_k(k)
-        q = unit(check_vector(vector, "the query vector"))
-        if self._dim is not None and len(q) != self._dim:
-            raise UsageError(
-                f"the query vector has shape {q.shape}; this store holds "
-                f"{self._dim}-dimensional vectors"
-            )
-        filters = check_filters(filters)
-        q64 = q.astype(np.float64)
-        scored = [
-            (item, float(vec.astype(np.float64) @ q64))
-            for item, vec, _ in rows.values()
-            if vec is not None and matches(item.metadata, filters)
-        ]
-        scored.sort(key=lambda p: rank_key(p[1], p[0].seq))
-        return scored[:k]
+        with self._lock:
+            ns = self._open(namespace)
+            check_k(k)
+            q = unit(check_vector(vector, "the query vector"))
+            if self._dim is not None and len(q) != self._dim:
+                raise UsageError(
+                    f"the query vector has shape {q.shape}; this store holds "
+                    f"{self._dim}-dimensional vectors"
+                )
+            filters = check_filters(filters)
+            vectors = self._vectors.get(ns)
+            return [] if vectors is None else vectors.search(q, k, filters)
 
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
-        rows = self._rows.get(self._open(namespace), {})
-        wanted = set(check_seqs(seqs))
-        return sorted((it for it, _, _ in rows.values() if it.seq in wanted), key=lambda it: it.seq)
+        with self._lock:
+            rows = self._rows.get(self._open(namespace), {})
+            wanted = set(check_seqs(seqs))
+            found = [it for it, _, _ in rows.values() if it.seq in wanted]
+        return sorted(found, key=lambda it: it.seq)
 
     def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
-        rows = self._rows.get(self._open(namespace), {})
-        n = check_n(n)
-        if n <= 0:
-            return []
-        return sorted(
-            heapq.nlargest(n, (it for it, _, _ in rows.values()), key=lambda it: it.seq),
-            key=lambda it: it.seq,
-        )
+        with self._lock:
+            rows = self._rows.get(self._open(namespace), {})
+            n = check_n(n)
+            if n <= 0:
+                return []
+            newest = heapq.nlargest(n, (it for it, _, _ in rows.values()), key=lambda it: it.seq)
+        return sorted(newest, key=lambda it: it.seq)
 
     def namespaces(self) -> list[Namespace]:
-        if self._closed:
-            raise StoreError("the in-memory store is closed")
-        return sorted(ns for ns, rows in self._rows.items() if rows)
+        with self._lock:
+            if self._closed:
+                raise StoreError("the in-memory store is closed")
+            return sorted(ns for ns, rows in self._rows.items() if rows)
 
     def count(self, namespace: Sequence[str]) -> int:
-        return len(self._rows.get(self._open(namespace), {}))
+        with self._lock:
+            return len(self._rows.get(self._open(namespace), {}))
 
 
 def batched(items: Iterable[NewItem], size: int) -> Iterable[list[NewItem]]:

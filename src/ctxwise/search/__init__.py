@@ -29,6 +29,7 @@ from ctxwise.search.bm25 import (
     BM25Index,
     bm25_idf,
     bm25_term,
+    rank_candidates,
     rank_key,
 )
 from ctxwise.search.fusion import reciprocal_rank_fusion
@@ -46,6 +47,7 @@ __all__ = [
     "bm25_idf",
     "bm25_term",
     "bounded_search",
+    "rank_candidates",
     "rank_key",
     "reciprocal_rank_fusion",
 ]

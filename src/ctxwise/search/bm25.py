@@ -19,7 +19,16 @@ import numpy.typing as npt
 
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 
-__all__ = ["BM25_B", "BM25_K1", "SCORE_DIGITS", "BM25Index", "bm25_idf", "bm25_term", "rank_key"]
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "SCORE_DIGITS",
+    "BM25Index",
+    "bm25_idf",
+    "bm25_term",
+    "rank_candidates",
+    "rank_key",
+]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -39,6 +48,25 @@ def rank_key(score: float, seq: int) -> tuple[float, int]:
     """The sort key of a hit, best first: its score to :data:`SCORE_DIGITS`
     significant digits, descending, then its ``seq``, ascending."""
     return (-float(f"{score:.{SCORE_DIGITS}g}"), seq)
+
+
+_RANK_MARGIN = 1e-7
+"""Relative: ten times the widest step of a score rounded to :data:`SCORE_DIGITS`
+significant digits, so a score this far below another rounds below it."""
+
+
+def rank_candidates(scores: npt.NDArray[np.float64], k: int) -> npt.NDArray[np.intp]:
+    """The positions of the ``scores`` that can be among the best ``k`` by
+    :func:`rank_key`, whatever their seqs: every score not below the k-th largest
+    by more than a margin wider than :func:`rank_key`'s rounding (the rest round
+    strictly below at least ``k`` others). Ranking only these by :func:`rank_key`
+    and cutting at ``k`` gives the same hits, in the same order, as ranking all of
+    them, without sorting every score; ascending positions."""
+    n = len(scores)
+    if k >= n:
+        return np.arange(n)
+    kth = float(np.partition(scores, n - k)[n - k])
+    return np.flatnonzero(scores >= kth - abs(kth) * _RANK_MARGIN)
 
 
 def bm25_idf(n_items: float, df: float) -> float:
@@ -72,6 +100,10 @@ class BM25Index:
         self._lengths: list[int] = []
         self._live = 0
         self._total = 0
+        # per term: its postings as arrays (documents, counts), made when a query
+        # reads the term and dropped when a document holding it comes or goes
+        self._arrays: dict[str, tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]] = {}
+        self._length_array = np.zeros(0, dtype=np.float64)  # of documents 0..n-1
         for text in texts:
             self.add(text)
 
@@ -93,7 +125,10 @@ class BM25Index:
         doc = len(self._lengths)
         counts = Counter(terms)
         postings = self._postings
+        arrays = self._arrays
         for term, tf in counts.items():
+            if arrays:
+                arrays.pop(term, None)
             holders = postings.get(term)
             if holders is None:
                 postings[term] = {doc: tf}
@@ -113,6 +148,7 @@ class BM25Index:
             return False
         postings = self._postings
         for term in counts:
+            self._arrays.pop(term, None)
             holders = postings[term]
             del holders[doc]
             if not holders:
@@ -146,12 +182,74 @@ class BM25Index:
                 sums[doc] = sums.get(doc, 0.0) + bm25_term(idf, tf, lengths[doc], avgdl)
         return sums
 
+    def score_arrays(
+        self, terms: Sequence[str]
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+        """The documents holding one of ``terms`` (ascending) and their BM25 scores:
+        :meth:`score_terms` as arrays, each score the same to the bit (the same
+        operations, term by term, in numpy)."""
+        sums, touched = self._sums(terms)
+        if touched is None:
+            return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.float64)
+        docs = np.flatnonzero(touched)
+        return docs, sums[docs]
+
     def scores(self, terms: Sequence[str]) -> npt.NDArray[np.float64]:
         """Every document's score for ``terms`` (0 where none occurs), by document number."""
-        out = np.zeros(len(self._lengths))
-        for doc, score in self.score_terms(terms).items():
-            out[doc] = score
-        return out
+        return self._sums(terms)[0]
+
+    def _sums(
+        self, terms: Sequence[str]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_] | None]:
+        """Every document's score for ``terms`` and which documents hold one (None:
+        none does). Each document's contributions are added in term order from 0.0,
+        each by :func:`bm25_term`'s operations in its order, so a score equals
+        :meth:`score_terms`' to the bit."""
+        size = len(self._lengths)
+        sums = np.zeros(size, dtype=np.float64)
+        n = self._live
+        if not n:
+            return sums, None
+        mean = self._total / n
+        avgdl = mean if mean > 0 else 1.0
+        lengths = self._lengths_now()
+        touched: npt.NDArray[np.bool_] | None = None
+        for t in terms:
+            found = self._postings_of(t)
+            if found is None:
+                continue
+            docs, tfs = found
+            idf = bm25_idf(n, len(docs))
+            norm = BM25_K1 * (1 - BM25_B + BM25_B * lengths[docs] / avgdl)
+            sums[docs] += idf * tfs * (BM25_K1 + 1) / (tfs + norm)
+            if touched is None:
+                touched = np.zeros(size, dtype=bool)
+            touched[docs] = True
+        return sums, touched
+
+    def _postings_of(
+        self, term: str
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]] | None:
+        found = self._arrays.get(term)
+        if found is None:
+            holders = self._postings.get(term)
+            if not holders:
+                return None
+            docs = np.fromiter(holders, dtype=np.intp, count=len(holders))
+            tfs = np.fromiter(holders.values(), dtype=np.float64, count=len(holders))
+            found = self._arrays[term] = (docs, tfs)
+        return found
+
+    def _lengths_now(self) -> npt.NDArray[np.float64]:
+        """Every document's length as an array (grown as documents are added; a
+        removed document's stale length is never read: no posting names it)."""
+        have = len(self._length_array)
+        size = len(self._lengths)
+        if have < size:
+            self._length_array = np.concatenate(
+                [self._length_array, np.asarray(self._lengths[have:], dtype=np.float64)]
+            )
+        return self._length_array
 
     def query(self, query: str) -> npt.NDArray[np.float64]:
         """Every document's score for ``query`` (its :meth:`Analyzer.query_terms`)."""
