@@ -3,8 +3,10 @@ and the test doubles behave as documented."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,9 +15,10 @@ import numpy as np
 import pytest
 
 from ctxwise.errors import ProviderError, UsageError
-from ctxwise.memory import InMemoryStore, Store
+from ctxwise.memory import InMemoryStore, MemoryItem, NewItem, Store
 from ctxwise.sessions import InMemorySessionStore
 from ctxwise.testing import (
+    ASYNC_TWINS,
     STORE_CHECKS,
     Capability,
     FakeChatModel,
@@ -62,6 +65,78 @@ def test_a_store_that_breaks_the_contract_fails_by_name() -> None:
     )
     with pytest.raises(AssertionError, match="FAILED namespaces_isolate"):
         report.assert_ok()
+
+
+def test_the_store_core_is_six_abstract_methods() -> None:
+    """What a backend must write; get_many, by_seq, count and every async twin
+    are derived (DictStore writes only these six and passes the suite)."""
+    assert Store.__abstractmethods__ == {
+        "put_many", "delete", "recent", "namespaces", "lexical_search", "vector_search",
+    }  # fmt: skip
+    for name in ("get_many", "by_seq", "count"):
+        assert name not in vars(DictStore)
+
+
+class NativeAsyncStore(DictStore):
+    """Async twins of its own, on the event loop (no worker thread)."""
+
+    async def aput_many(self, namespace: Any, items: Any) -> list[str]:
+        await asyncio.sleep(0)
+        return self.put_many(namespace, items)
+
+    async def alexical_search(
+        self, namespace: Any, query: str, k: int, filters: Any = None
+    ) -> list[tuple[MemoryItem, float]]:
+        await asyncio.sleep(0)
+        return self.lexical_search(namespace, query, k, filters)
+
+
+def test_a_natively_async_store_passes_the_async_checks() -> None:
+    report = validate_store(NativeAsyncStore)
+    report.assert_ok()
+    assert {r.name for r in report.passed if r.capability is Capability.ASYNC} == {
+        "async_twins_give_what_the_sync_methods_give",
+        "async_calls_may_run_together",
+    }
+
+
+def test_an_async_twin_that_disagrees_fails_by_name() -> None:
+    class Forgets(DictStore):
+        async def acount(self, namespace: Any) -> int:
+            return 0
+
+    report = validate_store(Forgets, skip={"ranking"})
+    assert [r.name for r in report.failed] == ["async_twins_give_what_the_sync_methods_give"]
+
+
+def test_a_store_without_async_twins_skips_the_async_checks() -> None:
+    twins = {name: (lambda self, *a, **kw: None) for name in ASYNC_TWINS}
+    SyncOnly = type("SyncOnly", (DictStore,), twins)
+    report = validate_store(SyncOnly, skip={"ranking"})
+    assert report.ok
+    assert {r.name for r in report.skipped if r.capability is Capability.ASYNC} == {
+        "async_twins_give_what_the_sync_methods_give",
+        "async_calls_may_run_together",
+    }
+
+
+def test_the_async_twins_run_the_sync_methods_off_the_event_loop() -> None:
+    seen: list[int] = []
+
+    class Recording(DictStore):
+        def recent(self, namespace: Any, n: int) -> list[MemoryItem]:
+            seen.append(threading.get_ident())
+            return super().recent(namespace, n)
+
+    store = Recording()
+    store.put_many(("a",), [NewItem("x", {}, "i")])
+
+    async def run() -> tuple[int, MemoryItem | None]:
+        return threading.get_ident(), await store.aget(("a",), "i")
+
+    loop_thread, got = asyncio.run(run())
+    assert got is not None and got.id == "i"  # aget -> aget_many -> get_many -> recent
+    assert seen and loop_thread not in seen
 
 
 def test_a_backend_may_yield_handles_on_one_database() -> None:

@@ -16,6 +16,7 @@ keep a second worker off one job (the relay's ``StoreRuns`` holds its runs so).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import heapq
 import json
@@ -416,7 +417,25 @@ def matches(metadata: Mapping[str, Any], filters: Mapping[str, Any] | None) -> b
 
 
 class Store(ABC):
-    """The contract. Implement the abstract methods; the rest builds on them.
+    """The contract: six abstract methods; the rest is built on them.
+
+    A backend writes the **core**: :meth:`put_many`, :meth:`delete` (writes),
+    :meth:`recent` (the newest items of a namespace: also how the derived reads
+    enumerate it), :meth:`namespaces`, :meth:`lexical_search` and
+    :meth:`vector_search`. The **derived** reads, :meth:`get_many`,
+    :meth:`by_seq` and :meth:`count`, work from :meth:`recent` over the whole
+    namespace, correct on any backend but a scan each; a backend that can answer
+    them directly overrides them (every shipped backend does). :meth:`put`,
+    :meth:`get` and :meth:`require` build on those.
+
+    Every public method has an **async twin** (``aput_many``, ``aget_many``,
+    ``adelete``, ``alexical_search``, ``avector_search``, ``aby_seq``,
+    ``arecent``, ``anamespaces``, ``acount``, ``aput``, ``aget``, ``arequire``):
+    by default the sync method in a worker thread (:func:`asyncio.to_thread`), so
+    an event loop is never blocked, and so a store's methods may be called from
+    several threads at once (every shipped backend takes turns on a lock). A
+    natively async backend overrides the twins; ``aput`` and ``aget`` go through
+    ``aput_many`` and ``aget_many``, as ``put`` and ``get`` do.
 
     Lexical search indexes and queries the terms of :attr:`analyzer` (by default
     :data:`ctxwise.text.DEFAULT_ANALYZER`) and scores them by BM25 (:func:`bm25_idf`,
@@ -429,10 +448,13 @@ class Store(ABC):
     (:func:`check_item`, :func:`check_filters`, :func:`check_query`, ...), so they
     accept and refuse the same calls, with a :class:`UsageError`; metadata
     filters compare JSON values (:func:`matches`). A closed store, or a database
-    that fails, raises :class:`StoreError`.
+    that fails, raises :class:`StoreError`. :mod:`ctxwise.testing` checks a backend
+    against all of this.
     """
 
     analyzer: Analyzer = DEFAULT_ANALYZER
+
+    # the core ---------------------------------------------------------------------
 
     @abstractmethod
     def put_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
@@ -440,12 +462,17 @@ class Store(ABC):
         An existing id in the namespace is replaced."""
 
     @abstractmethod
-    def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
-        """Items by id (missing ids are left out), in the order asked."""
-
-    @abstractmethod
     def delete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
         """Delete items; return how many existed."""
+
+    @abstractmethod
+    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        """The ``n`` items stored last in the namespace (highest ``seq``), oldest
+        first; every item for an ``n`` of at least their count."""
+
+    @abstractmethod
+    def namespaces(self) -> list[Namespace]:
+        """Every namespace holding at least one item."""
 
     @abstractmethod
     def lexical_search(
@@ -463,21 +490,32 @@ class Store(ABC):
     ) -> list[tuple[MemoryItem, float]]:
         """Best ``k`` items by cosine similarity, best first."""
 
-    @abstractmethod
+    # derived reads: a scan of recent(); backends override them for speed ----------
+
+    def _every_item(self, namespace: Sequence[str]) -> list[MemoryItem]:
+        return self.recent(namespace, INT64_MAX)
+
+    def get_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
+        """Items by id (missing ids are left out), in the order asked."""
+        ns = check_namespace(namespace)
+        wanted = check_ids(ids)
+        if not wanted:
+            return []
+        by_id = {it.id: it for it in self._every_item(ns)}
+        return [by_id[i] for i in wanted if i in by_id]
+
     def by_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
-        """Items by insertion order (for neighbour expansion)."""
+        """Items by insertion order (for neighbour expansion), by ``seq``; seqs no
+        item has are left out."""
+        ns = check_namespace(namespace)
+        wanted = set(check_seqs(seqs))
+        if not wanted:
+            return []
+        return [it for it in self._every_item(ns) if it.seq in wanted]
 
-    @abstractmethod
-    def recent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
-        """The ``n`` items stored last in the namespace (highest ``seq``), oldest first."""
-
-    @abstractmethod
-    def namespaces(self) -> list[Namespace]:
-        """Every namespace holding at least one item."""
-
-    @abstractmethod
     def count(self, namespace: Sequence[str]) -> int:
         """Items in a namespace (0 if unknown)."""
+        return len(self._every_item(check_namespace(namespace)))
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release resources; the store is unusable afterwards."""
@@ -531,6 +569,68 @@ class Store(ABC):
         """The checked namespace; :class:`NamespaceNotFoundError` if it is empty."""
         ns = check_namespace(namespace)
         if self.count(ns) == 0:
+            raise NamespaceNotFoundError(ns)
+        return ns
+
+    # async twins: the sync method in a worker thread unless a backend overrides them
+
+    async def aput_many(self, namespace: Sequence[str], items: Sequence[NewItem]) -> list[str]:
+        """:meth:`put_many`, awaited."""
+        return await asyncio.to_thread(self.put_many, namespace, items)
+
+    async def adelete(self, namespace: Sequence[str], ids: Sequence[str]) -> int:
+        """:meth:`delete`, awaited."""
+        return await asyncio.to_thread(self.delete, namespace, ids)
+
+    async def arecent(self, namespace: Sequence[str], n: int) -> list[MemoryItem]:
+        """:meth:`recent`, awaited."""
+        return await asyncio.to_thread(self.recent, namespace, n)
+
+    async def anamespaces(self) -> list[Namespace]:
+        """:meth:`namespaces`, awaited."""
+        return await asyncio.to_thread(self.namespaces)
+
+    async def alexical_search(
+        self, namespace: Sequence[str], query: str, k: int, filters: Mapping[str, Any] | None = None
+    ) -> list[tuple[MemoryItem, float]]:
+        """:meth:`lexical_search`, awaited."""
+        return await asyncio.to_thread(self.lexical_search, namespace, query, k, filters)
+
+    async def avector_search(
+        self,
+        namespace: Sequence[str],
+        vector: Vector,
+        k: int,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[tuple[MemoryItem, float]]:
+        """:meth:`vector_search`, awaited."""
+        return await asyncio.to_thread(self.vector_search, namespace, vector, k, filters)
+
+    async def aget_many(self, namespace: Sequence[str], ids: Sequence[str]) -> list[MemoryItem]:
+        """:meth:`get_many`, awaited."""
+        return await asyncio.to_thread(self.get_many, namespace, ids)
+
+    async def aby_seq(self, namespace: Sequence[str], seqs: Sequence[int]) -> list[MemoryItem]:
+        """:meth:`by_seq`, awaited."""
+        return await asyncio.to_thread(self.by_seq, namespace, seqs)
+
+    async def acount(self, namespace: Sequence[str]) -> int:
+        """:meth:`count`, awaited."""
+        return await asyncio.to_thread(self.count, namespace)
+
+    async def aput(self, namespace: Sequence[str], item: NewItem) -> str:
+        """:meth:`put`, awaited (through :meth:`aput_many`)."""
+        return (await self.aput_many(namespace, [item]))[0]
+
+    async def aget(self, namespace: Sequence[str], id: str) -> MemoryItem | None:
+        """:meth:`get`, awaited (through :meth:`aget_many`)."""
+        found = await self.aget_many(namespace, [id])
+        return found[0] if found else None
+
+    async def arequire(self, namespace: Sequence[str]) -> Namespace:
+        """:meth:`require`, awaited (through :meth:`acount`)."""
+        ns = check_namespace(namespace)
+        if await self.acount(ns) == 0:
             raise NamespaceNotFoundError(ns)
         return ns
 

@@ -38,10 +38,11 @@ from ctxwise.testing._conformance import (
     run_checks,
 )
 from ctxwise.testing._session_checks import SESSION_CHECKS, detect_session_store
-from ctxwise.testing._store_checks import STORE_CHECKS, detect_store
+from ctxwise.testing._store_checks import ASYNC_TWINS, STORE_CHECKS, detect_store
 from ctxwise.testing.fakes import ChatCall, FakeChatModel, FakeEmbedder
 
 __all__ = [
+    "ASYNC_TWINS",
     "SESSION_CHECKS",
     "STORE_CHECKS",
     "Backend",

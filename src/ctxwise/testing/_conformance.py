@@ -43,6 +43,10 @@ class Capability(StrEnum):
     """A closed store refuses every call (detected: ``close`` is overridden)."""
     LOCKS = "locks"
     """Named exclusive locks (:meth:`~ctxwise.memory.Store.exclusive`)."""
+    ASYNC = "async"
+    """The async twins (``aput_many``, ``alexical_search``, ...) give what their
+    sync methods give, and several may run at once (detected: the store's twins
+    are coroutine functions, as the base's are)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,11 @@ PostgreSQL), in a form a third-party store runs too: each is a function of
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -28,7 +30,7 @@ from ctxwise.testing._conformance import (
     raises,
 )
 
-__all__ = ["STORE_CHECKS", "detect_store"]
+__all__ = ["ASYNC_TWINS", "STORE_CHECKS", "detect_store"]
 
 Make = Callable[[], Store]
 A = ("acme", "user-1")
@@ -531,6 +533,89 @@ def exclusive_refuses_a_second_holder(make: Make, s: Settings) -> None:
         pass
 
 
+# async twins ------------------------------------------------------------------------
+
+ASYNC_TWINS = (
+    "aput_many", "adelete", "arecent", "anamespaces", "alexical_search", "avector_search",
+    "aget_many", "aby_seq", "acount", "aput", "aget", "arequire",
+)  # fmt: skip
+"""The async twin of every public method of :class:`~ctxwise.memory.Store`."""
+
+
+def async_twins_give_what_the_sync_methods_give(make: Make, s: Settings) -> None:
+    """Each twin, awaited, returns what its sync method returns on the same data,
+    and raises the same typed errors."""
+    store = make()
+    items = [_item(s, "the parcel shipped on May 2", "t", kind="fact"),
+             _item(s, "customer prefers terse answers", "p", kind="pref"),
+             _item(s, "refund policy allows returns", "r", kind="fact")]  # fmt: skip
+    q = _emb(s).embed(["terse parcel"])[0]
+
+    async def run() -> None:
+        assert await store.aput_many(A, items) == ["t", "p", "r"]
+        assert await store.aput(B, _item(s, "elsewhere", "e")) == "e"
+        assert await store.aget_many(A, ["r", "missing", "t"]) == store.get_many(A, ["r", "t"])
+        assert await store.aget(A, "p") == store.get(A, "p")
+        assert await store.aget(A, "missing") is None
+        assert await store.aby_seq(A, [2, 0]) == store.by_seq(A, [0, 2])
+        assert await store.arecent(A, 2) == store.recent(A, 2)
+        assert await store.acount(A) == store.count(A) == 3
+        assert sorted(await store.anamespaces()) == sorted(store.namespaces()) == [A, B]
+        assert await store.arequire(A) == A
+        for filters in (None, {"kind": "fact"}):
+            want = store.lexical_search(A, "parcel refund terse", 2, filters)
+            assert await store.alexical_search(A, "parcel refund terse", 2, filters) == want
+            assert await store.avector_search(A, q, 2, filters) == store.vector_search(
+                A, q, 2, filters
+            )
+        assert await store.adelete(A, ["p", "missing"]) == 1 and store.count(A) == 2
+        bad_calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.acount(("a/b",)),
+            lambda: store.alexical_search(A, "x", 0),
+            lambda: store.aput_many(A, [NewItem("   ")]),
+        ]
+        for call in bad_calls:
+            try:
+                await call()
+            except UsageError:
+                continue
+            raise AssertionError("a bad call through an async twin raised no UsageError")
+        try:
+            await store.arequire(("nobody",))
+        except NamespaceNotFoundError:
+            pass
+        else:
+            raise AssertionError("arequire of an empty namespace raised nothing")
+
+    for name in ASYNC_TWINS:
+        assert inspect.iscoroutinefunction(getattr(store, name)), f"{name} is not async"
+    asyncio.run(run())
+
+
+def async_calls_may_run_together(make: Make, s: Settings) -> None:
+    """Writes and searches gathered on one event loop (by default each in a worker
+    thread of its own) all complete, and every write is kept."""
+    store = make()
+    spaces = [("together", str(i)) for i in range(6)]
+
+    async def writer(ns: tuple[str, ...]) -> list[str]:
+        ids: list[str] = []
+        for batch in range(4):
+            texts = [f"parcel {ns[1]} batch {batch} item {j}" for j in range(10)]
+            ids += await store.aput_many(ns, [_item(s, t) for t in texts])
+            await store.alexical_search(ns, "parcel batch", 5)
+            await store.avector_search(ns, _emb(s).embed(["parcel"])[0], 5)
+        return ids
+
+    async def run() -> list[list[str]]:
+        return await asyncio.gather(*(writer(ns) for ns in spaces))
+
+    written = asyncio.run(run())
+    for ns, ids in zip(spaces, written, strict=True):
+        assert len(set(ids)) == 40 and store.count(ns) == 40, (ns, store.count(ns))
+        assert len(store.lexical_search(ns, f"parcel {ns[1]}", 100)) == 40
+
+
 def _check(fn: Callable[[Make, Settings], None], capability: Capability) -> Check[Store]:
     return Check(fn.__name__, capability, fn, (fn.__doc__ or "").strip())
 
@@ -568,14 +653,20 @@ STORE_CHECKS: tuple[Check[Store], ...] = (
     _check(a_second_handle_sees_committed_items, Capability.HANDLES),
     _check(a_closed_store_is_a_store_error, Capability.CLOSE),
     _check(exclusive_refuses_a_second_holder, Capability.LOCKS),
+    _check(async_twins_give_what_the_sync_methods_give, Capability.ASYNC),
+    _check(async_calls_may_run_together, Capability.ASYNC),
 )
 """Every check of the memory store contract, in the order they run."""
 
 
 def detect_store(store: Store) -> frozenset[Capability]:
     """The capabilities a store's class shows: every one but :attr:`Capability.CLOSE`,
-    which needs ``close`` overridden (the base's does nothing)."""
-    found = set(Capability) - {Capability.CLOSE}
+    which needs ``close`` overridden (the base's does nothing), and
+    :attr:`Capability.ASYNC`, which needs the async twins (the base gives every one;
+    a class that replaced them all with something else does not offer it)."""
+    found = set(Capability) - {Capability.CLOSE, Capability.ASYNC}
     if overrides(store, Store, "close"):
         found.add(Capability.CLOSE)
+    if any(inspect.iscoroutinefunction(getattr(store, name, None)) for name in ASYNC_TWINS):
+        found.add(Capability.ASYNC)
     return frozenset(found)
