@@ -27,7 +27,7 @@ from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
 
 from ctxwise.errors import UsageError  # noqa: E402
-from ctxwise.memory import _postgres_lexical  # noqa: E402
+from ctxwise.memory import _postgres_lexical, _postgres_vectors  # noqa: E402
 from ctxwise.memory import postgres as postgres_module  # noqa: E402
 from ctxwise.memory.postgres import MIGRATIONS, PostgresStore  # noqa: E402
 from ctxwise.memory.store import (  # noqa: E402
@@ -445,7 +445,7 @@ def test_a_failed_search_leaves_the_store_usable(
 
     want = search()
     with monkeypatch.context() as mp:
-        module = postgres_module if name == "_VECTOR" else _postgres_lexical
+        module = _postgres_vectors if name == "_VECTOR" else _postgres_lexical
         arg = "fetch" if name == "_LEXICAL_BOUNDED" else "k"
         mp.setattr(module, name, f"SELECT 1 / (%({arg})s - %({arg})s)")
         with pytest.raises(StoreError, match="division by zero"):
