@@ -51,7 +51,6 @@ figures; ``benchmarks/bench_presets.py`` reruns them).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
@@ -128,7 +127,10 @@ class _Candidate:
 
 
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", text.strip().lower())
+    """``text`` lowercased, its whitespace runs as one space, stripped: what two
+    recalled items must share to be one. ``str.split`` splits on the whitespace
+    ``\\s`` matches (``str.isspace``), several times faster on long turns."""
+    return " ".join(text.lower().split())
 
 
 def _share(name: str, value: float) -> float:
