@@ -11,7 +11,6 @@ the live history once the compaction is committed (an effect of the turn);
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,15 +26,6 @@ __all__ = ["MemorySource", "SessionMemory"]
 
 _RECALLS_KEPT = 64
 """Recalls a :class:`MemorySource` keeps for reuse (one per session in use)."""
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _storable(text: str) -> str:
-    """``text`` with each lone surrogate (a broken emoji) as U+FFFD, which the
-    long-term stores can index; the session log keeps the text as it was."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 class SessionMemory:
@@ -70,7 +60,7 @@ class SessionMemory:
         for item in turn_items([m for _, m in body]):
             position = positions[item.metadata["position"]]
             meta = {**item.metadata, "position": position}
-            items.append(NewItem(_storable(item.text), meta, f"p{position}"))
+            items.append(NewItem(item.text, meta, f"p{position}"))  # storable: turn_items
         if items:
             self._memory(session_id).remember_many(items)
         return len(items)
