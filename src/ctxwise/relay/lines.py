@@ -20,9 +20,9 @@ from functools import partial
 from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
-import numpy.typing as npt
 
 from ctxwise.errors import RelayError
+from ctxwise.search.sparse import SparseIndex
 from ctxwise.text import DEFAULT_ANALYZER, Analyzer
 from ctxwise.tokens import TokenCounter
 
@@ -131,29 +131,20 @@ class ExampleScorer:
                 df[f] = df.get(f, 0) + 1
         n = len(docs)
         # features in sorted order, so every process computes the same bits
-        self._index = {f: i for i, f in enumerate(sorted(df))}
-        self._idf = np.array(
-            [math.log(1.0 + (n - df[f] + 0.5) / (df[f] + 0.5)) for f in sorted(df)]
-        )
-        # postings: for each feature, the examples holding it and their weights
-        # (memory grows with the examples' terms, not examples x vocabulary)
-        rows: list[list[int]] = [[] for _ in self._index]
-        vals: list[list[float]] = [[] for _ in self._index]
-        for row, feats in enumerate(docs):
-            idx, weights = self._vector(feats)
-            for j, w in zip(idx.tolist(), weights.tolist(), strict=True):
-                rows[j].append(row)
-                vals[j].append(w)
-        self._rows = [np.array(r, dtype=np.intp) for r in rows]
-        self._vals = [np.array(v) for v in vals]
+        self._idf = {f: math.log(1.0 + (n - df[f] + 0.5) / (df[f] + 0.5)) for f in sorted(df)}
+        # the examples' unit vectors as postings (memory grows with the examples'
+        # terms, not examples x vocabulary)
+        self._examples = SparseIndex(self._vector(feats) for feats in docs)
         self._n_keep = len(positives)
         self._n = n
 
-    def _vector(self, feats: set[str]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
-        idx = np.array(sorted(self._index[f] for f in feats if f in self._index), dtype=np.intp)
-        weights = self._idf[idx]
+    def _vector(self, feats: set[str]) -> dict[str, float]:
+        """The unit idf vector of ``feats`` (those an example holds), in sorted
+        feature order: the order a line's products are summed in."""
+        known = sorted(f for f in feats if f in self._idf)
+        weights = np.array([self._idf[f] for f in known], dtype=np.float64)
         norm = float(np.sqrt(np.sum(weights * weights))) or 1.0
-        return idx, weights / norm
+        return dict(zip(known, (weights / norm).tolist(), strict=True))
 
     @property
     def settings(self) -> dict[str, object]:
@@ -172,16 +163,11 @@ class ExampleScorer:
         """``max cos`` to a keep example minus ``max cos`` to a skip example, per line."""
         out = []
         for line in lines:
-            idx, weights = self._vector(_features(self._terms(line), self.ngram))
-            if not len(idx):
+            vector = self._vector(_features(self._terms(line), self.ngram))
+            if not vector:
                 out.append(0.0)
                 continue
-            hit_rows = np.concatenate([self._rows[j] for j in idx])
-            hit_vals = np.concatenate(
-                [self._vals[j] * w for j, w in zip(idx, weights, strict=True)]
-            )
-            # bincount adds in a fixed order: the same bits in every process
-            sims = np.bincount(hit_rows, weights=hit_vals, minlength=self._n)
+            sims = self._examples.dot(vector)
             keep = float(sims[: self._n_keep].max())
             skip = float(sims[self._n_keep :].max()) if self._n > self._n_keep else 0.0
             out.append(max(keep, 0.0) - max(skip, 0.0))

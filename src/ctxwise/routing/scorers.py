@@ -35,6 +35,7 @@ from ctxwise.embeddings import Embedder, get_embedder, tokenize
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.routing._ngrams import CharWbNgrams, WordNgrams, analyzer_from_spec
 from ctxwise.routing.decision import Intent
+from ctxwise.search.sparse import SparseIndex
 
 __all__ = [
     "SCORERS",
@@ -172,7 +173,7 @@ class BowScorer:
 
     def __init__(self) -> None:
         self._labels: tuple[str, ...] = ()
-        self._postings: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self._bags = SparseIndex()  # each example's token counts
         self._norms: npt.NDArray[np.float64] = np.zeros(0)
         self._owner: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -188,25 +189,17 @@ class BowScorer:
         return {}
 
     def fit(self, intents: Sequence[Intent], negatives: Sequence[str] = ()) -> None:
-        postings: dict[str, list[tuple[int, float]]] = {}
-        norms: list[float] = []
+        bags = SparseIndex()
         owner: list[int] = []
         for i, intent in enumerate(intents):
             for example in intent.examples():
                 counts = Counter(tokenize(example))
-                if not counts:
-                    continue
-                bag = len(norms)
-                norms.append(math.sqrt(sum(c * c for c in counts.values())))
-                owner.append(i)
-                for token, c in counts.items():
-                    postings.setdefault(token, []).append((bag, float(c)))
+                if counts:
+                    bags.add(counts)
+                    owner.append(i)
         self._labels = tuple(i.name for i in intents)
-        self._postings = {
-            t: (np.array([b for b, _ in p], dtype=np.int64), np.array([c for _, c in p]))
-            for t, p in postings.items()
-        }
-        self._norms = np.array(norms, dtype=np.float64)
+        self._bags = bags
+        self._norms = bags.norm()
         self._owner = np.array(owner, dtype=np.int64)
 
     def scores(self, queries: Sequence[str]) -> Matrix:
@@ -217,18 +210,10 @@ class BowScorer:
             qnorm = math.sqrt(sum(c * c for c in counts.values()))
             if qnorm == 0:
                 continue
-            touched: list[npt.NDArray[np.int64]] = []
-            acc = np.zeros(len(self._norms))
-            for token, c in counts.items():
-                hit = self._postings.get(token)
-                if hit is None:
-                    continue
-                bags, bag_counts = hit
-                acc[bags] += c * bag_counts
-                touched.append(bags)
-            if not touched:
+            acc = self._bags.dot(counts)
+            bags = np.flatnonzero(acc)  # counts are positive: the bags sharing a token
+            if not len(bags):
                 continue
-            bags = np.unique(np.concatenate(touched))
             cos = acc[bags] / (qnorm * self._norms[bags])
             np.maximum.at(out[row], self._owner[bags], cos)
         return out

@@ -3,6 +3,9 @@
 - :mod:`ctxwise.search.bm25`: the BM25 formula (:func:`bm25_idf`, :func:`bm25_term`)
   every store scores by, and :class:`BM25Index`, the one incremental in-process
   index (the in-memory store, tool search and handoff scoring rank with it);
+- :mod:`ctxwise.search.sparse`: :class:`SparseIndex`, postings of weighted term
+  vectors and their dot products (routing's bag-of-words scorer and the relay's
+  example scorer rank by cosine over it);
 - :mod:`ctxwise.search.fusion`: weighted reciprocal rank fusion;
 - :func:`bounded_search`: the bounded lexical pass every store's lexical search
   runs over its own full-text engine (at most :data:`LEXICAL_CAP` rows scored a
@@ -33,6 +36,7 @@ from ctxwise.search.bm25 import (
     rank_key,
 )
 from ctxwise.search.fusion import reciprocal_rank_fusion
+from ctxwise.search.sparse import SparseIndex
 
 __all__ = [
     "BM25_B",
@@ -44,6 +48,7 @@ __all__ = [
     "BM25Index",
     "LexicalRows",
     "Selection",
+    "SparseIndex",
     "bm25_idf",
     "bm25_term",
     "bounded_search",
