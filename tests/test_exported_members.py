@@ -119,6 +119,15 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.memory.tiered.turn_items",
         "ctxwise.memory.urls.store_kind",
     },
+    "token counting against providers (counters, usage steps, their calibration; issue 30):"
+    " reached as ctxwise.tokens.X, ctxwise.formats.usage.X, ctxwise.calibration.X": {
+        "ctxwise.calibration.*",
+        "ctxwise.formats.usage.*",
+        "ctxwise.tokens.*",
+        "ctxwise.tokens.anthropic.*",
+        "ctxwise.tokens.models.*",
+        "ctxwise.tokens.openai.*",
+    },
     "evaluation harnesses behind ctxwise eval: reached as ctxwise.<area>.evaluation.X": {
         "ctxwise.memory.evaluation.*",
         "ctxwise.routing.evaluation.*",

@@ -1,27 +1,6 @@
-"""Token counting.
-
-Every counter satisfies :class:`TokenCounter`: ``count(text)`` for a string and
-``count_messages(messages)`` for a conversation. ``count_messages`` is the sum of
-each block's text count (tool inputs as compact JSON, see
-:func:`ctxwise.messages.block_text`) plus a per-message overhead and a per-request
-overhead that each backend documents:
-
-============== =================== ==================== ==================================
-backend         count(text)         per message          per request
-============== =================== ==================== ==================================
-CharCounter     ceil(len × (1+m)/4) 4 (role + framing)   0
-WordCounter     round(words × 1.3)  4                    0
-TiktokenCounter exact BPE length    3 (OpenAI cookbook)  3 (reply priming)
-============== =================== ==================== ==================================
-
-Counters that ask a provider's API live with the provider adapters
-(:class:`ctxwise.providers.AnthropicCounter`); this module holds no provider code.
-
-Images and documents have no text; estimators count them as
-``media_tokens`` (default 1,600, the cost of a ~1.15 megapixel image on Claude),
-except a plain-text document (Anthropic's ``text`` and ``content`` sources), which
-is counted as its text.
-"""
+"""The local counters: the :class:`TokenCounter` protocol, the shared
+``count_messages``, the char, word and tiktoken counters and
+:func:`truncate_to_tokens` (re-exported by :mod:`ctxwise.tokens`)."""
 
 from __future__ import annotations
 
@@ -47,11 +26,13 @@ from ctxwise.messages import MediaBlock, Message, ToolResultBlock, block_text
 from ctxwise.text import _CJK
 
 __all__ = [
+    "DEFAULT_MARKER",
+    "MEDIA_TOKENS",
     "CharCounter",
+    "TiktokenBackend",
     "TiktokenCounter",
     "TokenCounter",
     "WordCounter",
-    "get_counter",
     "truncate_to_tokens",
 ]
 
@@ -327,20 +308,6 @@ def _tiktoken_cache_dir() -> Path:
     import tempfile
 
     return Path(tempfile.gettempdir()) / "data-gym-cache"
-
-
-def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
-    """A local counter by name: ``char``, ``word``, ``tiktoken`` (o200k_base),
-    ``tiktoken:cl100k_base`` or ``tiktoken:o200k_base``."""
-    if name == "char":
-        return CharCounter(safety_margin)
-    if name == "word":
-        return WordCounter()
-    if name == "tiktoken":
-        return TiktokenCounter()
-    if name.startswith("tiktoken:"):
-        return TiktokenCounter(name.split(":", 1)[1])
-    raise UsageError(f"unknown counter {name!r}; choose char, word or tiktoken")
 
 
 _WORD = re.compile(r"\S+")

@@ -1,0 +1,142 @@
+"""Choosing a counter: by name (:func:`get_counter`) or by the model a request goes
+to (:func:`counter_for_model`), and how far each counter is from the provider's
+count (:func:`counter_error`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxwise.errors import MissingDependencyError, TokenizerUnavailableError, UsageError
+from ctxwise.tokens._base import CharCounter, TiktokenCounter, TokenCounter, WordCounter
+from ctxwise.tokens.anthropic import AnthropicTokenizer, CalibratedAnthropicCounter
+from ctxwise.tokens.openai import OpenAIChatCounter, openai_encoding
+
+__all__ = [
+    "CounterError",
+    "anthropic_counter",
+    "counter_error",
+    "counter_for_model",
+    "get_counter",
+    "is_claude_model",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CounterError:
+    """How far a counter's estimates were from a provider's counts, per step of
+    recorded usage (:mod:`ctxwise.formats.usage`): relative errors
+    ``|estimate - delta| / delta`` and the ratio of the summed estimates to the
+    summed deltas. ``held_out``: a calibrated counter was scored on sessions it
+    was not fit on."""
+
+    counter: str
+    provider: str
+    steps: int
+    sum_ratio: float
+    p50: float
+    p90: float
+    p95: float
+    held_out: bool
+
+
+def counter_error(counter: TokenCounter | str, provider: str = "anthropic") -> CounterError | None:
+    """The measured error of ``counter`` (or a counter name) against ``provider``'s
+    counts, from the shipped measurements; ``None`` when it was not measured."""
+    from ctxwise.tokens._anthropic_fit import ERRORS
+
+    name = counter if isinstance(counter, str) else counter.name
+    row = ERRORS.get(name) if provider == "anthropic" else None
+    if row is None:
+        return None
+    return CounterError(
+        name,
+        provider,
+        int(row["steps"]),
+        float(row["sum_ratio"]),
+        float(row["p50"]),
+        float(row["p90"]),
+        float(row["p95"]),
+        bool(row["held_out"]),
+    )
+
+
+def is_claude_model(model: str) -> bool:
+    """``model`` names a Claude model (``claude-…``, with or without a provider
+    prefix such as ``anthropic/`` or Bedrock's ``us.anthropic.``)."""
+    name = model.strip().lower().rsplit("/", 1)[-1]
+    return name.startswith("claude") or ".claude" in name or "anthropic.claude" in name
+
+
+def _bpe_available() -> bool:
+    try:
+        TiktokenCounter("o200k_base")
+    except (MissingDependencyError, TokenizerUnavailableError):
+        return False
+    return True
+
+
+def anthropic_counter(tokenizer: AnthropicTokenizer | None = None) -> CalibratedAnthropicCounter:
+    """The calibrated Anthropic counter: ``tokenizer``, or by default the one whose
+    shipped fit scored better on held-out sessions, when it is installed (the
+    ``o200k`` tokenizer needs the ``tiktoken`` extra; without it, ``chars``)."""
+    if tokenizer is not None:
+        return CalibratedAnthropicCounter(tokenizer)
+    from ctxwise.tokens._anthropic_fit import PREFERRED
+
+    if PREFERRED == "o200k" and _bpe_available():  # the better fit, when installed
+        return CalibratedAnthropicCounter("o200k")
+    return CalibratedAnthropicCounter("chars")
+
+
+def counter_for_model(model: str | None) -> TokenCounter:
+    """The counter for requests to ``model``:
+
+    - a Claude model: :func:`anthropic_counter` (calibrated on Anthropic's usage);
+    - an OpenAI chat model (``gpt-4o``, ``gpt-4.1``, ``gpt-5``, ``o1``, ``o3``,
+      ``o4-mini``, ``gpt-4``, ``gpt-3.5-turbo``): :class:`OpenAIChatCounter` with the
+      model's encoding and the documented overheads; without the ``tiktoken``
+      extra (or its encoding file), :class:`CharCounter`;
+    - anything else, or no model: :class:`CharCounter`.
+
+    Never raises for an unknown or unsupported name and never downloads anything:
+    the fallback is the default counter, and :func:`counter_error` says how far it
+    may be.
+    """
+    if not model or not model.strip():
+        return CharCounter()
+    if is_claude_model(model):
+        return anthropic_counter()
+    if openai_encoding(model) is not None:
+        try:
+            return OpenAIChatCounter(model)
+        except (MissingDependencyError, TokenizerUnavailableError):
+            return CharCounter()
+    return CharCounter()
+
+
+def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
+    """A local counter by name: ``char``, ``word``, ``tiktoken`` (o200k_base),
+    ``tiktoken:cl100k_base``, ``tiktoken:o200k_base``, ``anthropic`` (the calibrated
+    Anthropic counter, :func:`anthropic_counter`), ``anthropic:chars``,
+    ``anthropic:o200k``, ``openai:MODEL`` (:class:`OpenAIChatCounter`) or
+    ``auto:MODEL`` (:func:`counter_for_model`)."""
+    if name == "char":
+        return CharCounter(safety_margin)
+    if name == "word":
+        return WordCounter()
+    if name == "tiktoken":
+        return TiktokenCounter()
+    if name.startswith("tiktoken:"):
+        return TiktokenCounter(name.split(":", 1)[1])
+    if name == "anthropic":
+        return anthropic_counter()
+    if name in ("anthropic:chars", "anthropic:o200k"):
+        return anthropic_counter("chars" if name.endswith("chars") else "o200k")
+    if name.startswith("openai:"):
+        return OpenAIChatCounter(name.split(":", 1)[1])
+    if name.startswith("auto:"):
+        return counter_for_model(name.split(":", 1)[1])
+    raise UsageError(
+        f"unknown counter {name!r}; choose char, word, tiktoken, tiktoken:ENCODING, "
+        "anthropic, anthropic:chars, anthropic:o200k, openai:MODEL or auto:MODEL"
+    )
