@@ -1,4 +1,4 @@
-"""The ``eval`` command group, and ``eval memory``.
+"""The ``eval`` command group, ``eval memory`` and ``eval tokens``.
 
 The other ``eval`` commands live beside the component they measure and are
 registered here by :mod:`ctxwise.cli`: ``eval routing`` (:mod:`~ctxwise.cli.routing`),
@@ -36,7 +36,7 @@ from ctxwise.cli._util import (
 )
 from ctxwise.errors import StoreDimensionError, UsageError
 
-__all__ = ["EVAL_SCHEMA", "eval_app", "eval_memory_cmd"]
+__all__ = ["EVAL_SCHEMA", "eval_app", "eval_memory_cmd", "eval_tokens_cmd"]
 
 EVAL_SCHEMA = "ctxwise_eval"
 
@@ -141,3 +141,119 @@ def eval_memory_cmd(
     console.print(f"hybrid recall p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms")
     print_skipped(console, result)
     _write(buf)
+
+
+@eval_app.command("tokens")
+def eval_tokens_cmd(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Transcripts with per-call usage: Claude Code sessions (and their"
+            " subagents/*.jsonl), or any format ctxwise reads whose responses kept it.",
+            show_default=False,
+        ),
+    ],
+    counter: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--counter",
+            help="A counter to score (repeat for several): char, word, tiktoken,"
+            " anthropic, anthropic:chars, anthropic:o200k, openai:MODEL, auto:MODEL."
+            " Default: char, tiktoken and both anthropic tokenizations (those installed).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Replay recorded calls: each counter's estimate of the messages added between
+    two calls against the provider's prompt delta (docs/tokens.md)."""
+    result = _guard(lambda: token_report(files, counter, show_progress=not as_json))
+    if as_json:
+        _print_json(result)
+        return
+    console, buf = _buffered_console()
+    table = _table(
+        f"counters against the provider's deltas ({result['steps']} steps from"
+        f" {len(result['files'])} file(s))"
+    )
+    _text_col(table, "counter")
+    for header in ("Σest / Σprovider", "p50", "p90", "p95", "median signed"):
+        _num_col(table, header)
+    for row in result["counters"]:
+        table.add_row(
+            row["counter"],
+            f"{row['ratio']:.3f}",
+            f"{row['p50']:.1%}",
+            f"{row['p90']:.1%}",
+            f"{row['p95']:.1%}",
+            f"{row['median_signed']:+.1%}",
+        )
+    console.print(table)
+    console.print("relative error per step: |estimate - delta| / delta")
+    if result["skipped"]:
+        console.print(
+            f"skipped {sum(result['skipped'].values())} pair(s) of calls: "
+            + "; ".join(f"{n} {why}" for why, n in result["skipped"].items())
+        )
+    _write(buf)
+
+
+DEFAULT_TOKEN_COUNTERS = ("char", "tiktoken", "anthropic:chars", "anthropic:o200k")
+"""What ``eval tokens`` scores without ``--counter`` (those installed)."""
+
+
+def token_report(
+    files: list[Path], names: list[str] | None, *, show_progress: bool = False
+) -> dict[str, Any]:
+    """The ``eval tokens`` report (see :func:`eval_tokens_cmd`)."""
+    from ctxwise.calibration import score_counter
+    from ctxwise.errors import MissingDependencyError, TokenizerUnavailableError
+    from ctxwise.formats.usage import read_usage_steps
+    from ctxwise.tokens import TokenCounter, get_counter
+
+    counters: list[TokenCounter] = []
+    left_out: dict[str, str] = {}
+    for name in names or DEFAULT_TOKEN_COUNTERS:
+        try:
+            counters.append(get_counter(name))
+        except (MissingDependencyError, TokenizerUnavailableError) as exc:
+            if names:  # asked for by name: refuse
+                raise
+            left_out[name] = str(exc)
+    steps = []
+    per_file = []
+    skipped: dict[str, int] = {}
+    with progress("reading usage", enabled=show_progress) as rep:
+        for i, path in enumerate(files):
+            more, reports = read_usage_steps(path)
+            steps += more
+            for r in reports:
+                per_file.append(
+                    {
+                        "path": r.source,
+                        "calls": r.calls,
+                        "steps": r.steps,
+                        "skipped": dict(sorted(r.skipped.items())),
+                    }
+                )
+                for why, n in r.skipped.items():
+                    skipped[why] = skipped.get(why, 0) + n
+            if rep is not None:
+                rep(i + 1, len(files))
+    if not steps:
+        raise UsageError(
+            f"no usage steps in {', '.join(str(f) for f in files)}: a step needs two"
+            " consecutive calls with their usage recorded"
+            + (
+                f" (skipped: {', '.join(f'{n} {w}' for w, n in skipped.items())})"
+                if skipped
+                else ""
+            )
+        )
+    scores = [score_counter(c, steps).as_dict() for c in counters]
+    return {
+        "files": per_file,
+        "steps": len(steps),
+        "skipped": dict(sorted(skipped.items())),
+        "counters": scores,
+        "not_installed": left_out,
+    }

@@ -52,6 +52,7 @@ import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ctxwise._io import parse_json
@@ -65,6 +66,7 @@ __all__ = [
     "UsageStep",
     "claude_code_usage_steps",
     "prompt_tokens",
+    "read_usage_steps",
     "transcript_calls",
     "usage_steps",
 ]
@@ -248,3 +250,28 @@ def claude_code_usage_steps(
         problem = None if n is not None else "missing_usage"
         calls.append(CallUsage(i, n, model if isinstance(model, str) else None, m.id, problem))
     return usage_steps(transcript, calls, source=source)
+
+
+def read_usage_steps(path: str | Path) -> tuple[list[UsageStep], list[UsageReport]]:
+    """The usage steps of a transcript file, and a report per transcript in it: a
+    Claude Code session by :func:`claude_code_usage_steps`, any other format
+    :mod:`ctxwise.formats` reads by :func:`transcript_calls` (a file of several
+    transcripts is read as one chain per transcript, ``source#k``).
+
+    Raises:
+        FormatError, UnknownFormatError: the file does not read.
+    """
+    from ctxwise.formats import read_transcript_file
+
+    file = read_transcript_file(path)
+    source = str(path)
+    if file.format == "claude-code":
+        steps, report = claude_code_usage_steps(file.text, source=source)
+        return steps, [report]
+    steps, reports = [], []
+    for k, transcript in enumerate(file.transcripts):
+        name = source if len(file.transcripts) == 1 else f"{source}#{k}"
+        more, report = usage_steps(transcript, transcript_calls(transcript), source=name)
+        steps += more
+        reports.append(report)
+    return steps, reports
