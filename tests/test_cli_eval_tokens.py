@@ -21,7 +21,7 @@ def test_scores_each_counter_on_a_real_file(data_dir: Path) -> None:
     for c in out["counters"]:
         assert c["steps"] == 11 and c["provider"] > 0
         assert c["ratio"] == c["estimate"] / c["provider"]
-        assert 0 <= c["p50"] <= c["p90"] <= c["p95"]
+        assert 0 <= c["p50_error"] <= c["p90_error"] <= c["p95_error"]
 
 
 def test_the_default_counters_and_the_table(data_dir: Path) -> None:

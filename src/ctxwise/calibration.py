@@ -73,15 +73,17 @@ class CounterScore:
     """The median of ``(estimate - delta) / delta``: below 0, the counter undercounts."""
 
     def as_dict(self) -> dict[str, float | int | str]:
+        """The fields as JSON keys (the percentiles as ``p50_error``, ``p90_error``,
+        ``p95_error``)."""
         return {
             "counter": self.counter,
             "steps": self.steps,
             "estimate": self.estimate,
             "provider": self.provider,
             "ratio": self.ratio,
-            "p50": self.p50,
-            "p90": self.p90,
-            "p95": self.p95,
+            "p50_error": self.p50,
+            "p90_error": self.p90,
+            "p95_error": self.p95,
             "median_signed": self.median_signed,
         }
 

@@ -182,9 +182,9 @@ def eval_tokens_cmd(
         table.add_row(
             row["counter"],
             f"{row['ratio']:.3f}",
-            f"{row['p50']:.1%}",
-            f"{row['p90']:.1%}",
-            f"{row['p95']:.1%}",
+            f"{row['p50_error']:.1%}",
+            f"{row['p90_error']:.1%}",
+            f"{row['p95_error']:.1%}",
             f"{row['median_signed']:+.1%}",
         )
     console.print(table)
