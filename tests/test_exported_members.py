@@ -181,10 +181,11 @@ ALLOWLIST: dict[str, set[str]] = {
     "the text analyzer shared by every index: reached as ctxwise.text.X": {
         "ctxwise.text.*",
     },
-    "the search core (BM25, its index, fusion): reached as ctxwise.search.X": {
+    "the search core (BM25, its index, fusion, sparse postings): reached as ctxwise.search.X": {
         "ctxwise.search.*",
         "ctxwise.search.bm25.*",
         "ctxwise.search.fusion.*",
+        "ctxwise.search.sparse.*",
     },
     "the summary-retention measure used by the benchmarks: ctxwise.retention.X": {
         "ctxwise.retention.*",
@@ -343,6 +344,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.tools.trim_text",
         "ctxwise.tools.cursors.*",
         "ctxwise.tools.trim.*",
+        "ctxwise.tools.given.*",
     },
     "handoff parts (select_context and Handoff are top level): ctxwise.handoff.X": {
         "ctxwise.handoff.DEFAULT_BUDGET",

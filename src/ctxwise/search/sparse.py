@@ -92,4 +92,5 @@ class SparseIndex:
         if not docs:
             return np.zeros(size, dtype=np.float64)
         # bincount adds each document's products in the order they come: query order
-        return np.bincount(np.concatenate(docs), weights=np.concatenate(products), minlength=size)
+        sums = np.bincount(np.concatenate(docs), weights=np.concatenate(products), minlength=size)
+        return sums.astype(np.float64, copy=False)  # float64 already: weights are
