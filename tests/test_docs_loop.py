@@ -92,7 +92,11 @@ def test_the_anthropic_loop_runs_as_written(tmp_path: Path, page: str) -> None:
         )
         # the second request carries the call and its result, and no null the API refuses
         second = sent[1]
-        assert second["tools"] == loop.TOOLS
+        # the tools went through the turn: sent with a cache breakpoint on the last
+        assert second["tools"] == [
+            *loop.TOOLS[:-1],
+            {**loop.TOOLS[-1], "cache_control": {"type": "ephemeral"}},
+        ]
         assert second["messages"][1]["content"][1] == call
         result = second["messages"][2]["content"][0]
         assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_1"
@@ -131,7 +135,7 @@ def test_the_openai_loop_runs_as_written(tmp_path: Path) -> None:
     with Engine(config) as engine:
         assert loop.answer(client, engine, "alice", "Where is order 4417?") == says["content"]
         second = sent[1]
-        assert second["tools"] == loop.TOOLS
+        assert second["tools"] == loop.TOOLS  # through the turn, in Chat Completions' shape
         roles = [m["role"] for m in second["messages"]]
         assert roles == ["user", "assistant", "tool"]
         assert second["messages"][1]["tool_calls"][0]["id"] == "call_1"

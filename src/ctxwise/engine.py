@@ -92,6 +92,7 @@ from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 from ctxwise.tokens import TokenCounter, get_counter
 from ctxwise.tools.catalog import ToolCatalog
 from ctxwise.tools.cursors import ResultStore
+from ctxwise.tools.given import read_tools
 from ctxwise.trace import ToolEventTrace, Trace
 from ctxwise.turn import (
     Classifier,
@@ -537,6 +538,7 @@ class Engine:
         *,
         expected_version: int | None = None,
         system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         warn_unanswered: bool = True,
     ) -> TurnResult:
         """Append ``new_messages`` and build this turn's request (see the module
@@ -581,9 +583,20 @@ class Engine:
         it), no longer an Anthropic one (the system section is one text block, read
         whole at its breakpoint), and the integrations send it first anyway. ``None``,
         an empty or a blank string: no prompt; anything but a string is a
-        :class:`UsageError`, raised before anything is written."""
+        :class:`UsageError`, raised before anything is written.
+
+        ``tools``: the loop's own tool definitions for this call, in any provider's
+        shape (Anthropic, OpenAI Chat Completions or Responses, MCP; built-in tools
+        such as ``web_search_20250305`` verbatim, :mod:`ctxwise.tools.given`). They go
+        into ``result.request["tools"]`` in the render's shape, first and in the order
+        given (a stable, cached prefix), are counted in the budget and listed in
+        ``trace.tools``: pass them here, not beside the request, so the budget sees
+        them. A bad definition, or one named like a tool ctxwise sends, is a
+        :class:`~ctxwise.errors.ToolCatalogError` or :class:`UsageError`, raised before
+        anything is written."""
         check_session_id(session_id)
         prompt, expected = _prompt(system), _expected(expected_version)
+        given = read_tools(tools)
         messages = tuple(self._checked_input(new_messages))
         ctx = self._ctx.but(summarizer=OnceSummarizer(self.summarizer))  # once per turn
         for attempt in range(1, self.max_attempts + 1):
@@ -591,7 +604,7 @@ class Engine:
             if expected is not None and base.version != expected:
                 raise SessionConflictError(session_id, expected=expected, found=base.version)
             start = TurnState.start(
-                base, messages, prompt=prompt, attempt=attempt, started=self.clock()
+                base, messages, prompt=prompt, attempt=attempt, started=self.clock(), tools=given
             )
             state = self.steps.run(start, ctx)
             try:
@@ -620,6 +633,7 @@ class Engine:
         *,
         expected_version: int | None = None,
         system: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
         warn_unanswered: bool = True,
     ) -> TurnResult:
         """:meth:`turn` in a worker thread."""
@@ -629,6 +643,7 @@ class Engine:
             decode_input(new_messages),  # read here: a generator is not shared with the thread
             expected_version=expected_version,
             system=system,
+            tools=tools,
             warn_unanswered=warn_unanswered,
         )
 

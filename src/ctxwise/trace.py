@@ -83,11 +83,14 @@ class CompactionTrace(_Model):
 class ToolsTrace(_Model):
     """The tool definitions of the request: how they were sent (``mode``), the names
     whose full definitions are in the context (``sent``: always-loaded, then the
-    session's ``loaded``, then this turn's ``found``, then ctxwise's own tools),
-    how many stayed deferred, and their tokens against sending every definition."""
+    session's ``loaded``, then this turn's ``found``, then the tools the caller gave
+    the turn, then ctxwise's own tools), which of them the caller gave (``given``),
+    how many stayed deferred, and their tokens (every definition sent, counted in
+    the budget) against sending every definition."""
 
     mode: Literal["client", "server", "plain"]
     sent: list[str]
+    given: list[str] = Field(default_factory=list)
     found: list[str] = Field(default_factory=list)
     loaded: list[str] = Field(default_factory=list)
     deferred: int = 0

@@ -19,6 +19,7 @@ from ctxwise.assembly import Assembly, Section
 from ctxwise.formats.request import Window
 from ctxwise.memory.facts import CaseFacts, Rules
 from ctxwise.messages import Message, Transcript
+from ctxwise.tools.given import NO_TOOLS, GivenTools
 from ctxwise.trace import (
     ClearTrace,
     CompactionTrace,
@@ -192,6 +193,8 @@ class TurnState:
     prompt: str | None = None
     attempt: int = 1
     started: float = 0.0
+    given_tools: GivenTools = NO_TOOLS
+    """The tool definitions the caller gave this turn (sent, counted, traced)."""
     log: tuple[dict[str, Any], ...] = ()
     """The log rows of the messages this turn appends."""
     recounted: bool = False
@@ -226,8 +229,9 @@ class TurnState:
         prompt: str | None = None,
         attempt: int = 1,
         started: float = 0.0,
+        tools: GivenTools = NO_TOOLS,
     ) -> TurnState:
-        return cls(base, base, new, prompt, attempt, started)
+        return cls(base, base, new, prompt, attempt, started, tools)
 
     def but(self, **changes: Any) -> TurnState:
         """A copy with ``changes``."""
