@@ -34,6 +34,14 @@ A score is always the row's exact BM25 for the terms its step queried, never mor
 than its full score. ``benchmarks/bench_memory.py`` compares this plan's top 10
 with the exact top 10 on synthetic support sentences.
 
+FTS5's ``bm25()`` reads every instance of every query term in each row it scores,
+so a long question over many long items (a coding session's remembered turns) is
+slow. A namespace this store searches again, or wrote from
+empty, keeps its postings in memory instead (``memory/_sqlite_postings.py``): the
+same plan and the same scores from numpy arrays, built a bounded amount per search
+and caught up with the file as the vector matrix is; searches with metadata
+filters, and the first search of a namespace in a process, read FTS5.
+
 Vector search, per namespace:
 
 - below ``ann_min_items`` vectors (default 50,000), or without the ``usearch``
@@ -79,6 +87,7 @@ from ctxwise._sqlite import use_wal
 from ctxwise.errors import MissingDependencyError, UsageError
 from ctxwise.memory import _ann
 from ctxwise.memory._sqlite_lexical import _Lexical
+from ctxwise.memory._sqlite_postings import POSTINGS_KEPT, WARM_CHARS, Postings, PostingsRows
 from ctxwise.memory._sqlite_rows import (
     _COLUMNS,
     _by_rowid,
@@ -345,6 +354,7 @@ class SQLiteStore(SQLiteVectors, Store):
         self._lock = threading.RLock()
         self._closed = False
         self._matrices: dict[str, _Matrix] = {}
+        self._postings: dict[str, Postings] = {}  # lexical postings in memory, per namespace
         # namespace -> (data_version it was checked at, or None after own writes; index)
         self._indexes: dict[str, tuple[int | None, _ann.NamespaceIndex]] = {}
 
@@ -427,8 +437,10 @@ class SQLiteStore(SQLiteVectors, Store):
                 self._check_dim([(item, meta, blob) for item, meta, blob, _, _ in rows])
                 table = _create_table(c, key)
                 c.execute("INSERT OR IGNORE INTO counters (ns, next_seq) VALUES (?, 0)", (key,))
-                first = c.execute("SELECT next_seq FROM counters WHERE ns = ?", (key,)).fetchone()
-                seq = int(first[0])
+                first = c.execute(
+                    "SELECT next_seq, n_items FROM counters WHERE ns = ?", (key,)
+                ).fetchone()
+                seq, empty = int(first[0]), not first[1]
                 ids = [
                     item.id if item.id is not None else f"m{seq + i}"
                     for i, (item, _, _, _, _) in enumerate(rows)
@@ -467,17 +479,61 @@ class SQLiteStore(SQLiteVectors, Store):
             except BaseException:
                 c.execute("ROLLBACK")
                 raise
+            if empty and key not in self._postings:
+                self._keep_postings(key, Postings(ready=True))  # nothing to read first
             self._changed(key)
         return ids
 
     def _changed(self, key: str) -> None:
-        """This connection wrote ``key``: its caches are checked again on next use."""
-        matrix = self._matrices.get(key)
-        if matrix is not None:
-            matrix.version = None
+        """This connection wrote ``key``: its caches are checked again on next use;
+        a vector matrix in use and postings that were complete take the write in
+        now, on the writer's thread (a turn's effect), not in the next search."""
         slot = self._indexes.get(key)
         if slot is not None:
             self._indexes[key] = (None, slot[1])
+        matrix = self._matrices.get(key)
+        postings = self._postings.get(key)
+        if matrix is not None:
+            matrix.version = None
+        if postings is not None:
+            ready, postings.version = postings.ready, None
+            if not ready:
+                postings = None
+        if matrix is None and postings is None:
+            return
+        c = self._conn
+        try:
+            if matrix is not None:
+                self._matrix(key)
+            if postings is not None:
+                c.execute("BEGIN")
+                try:
+                    postings.advance(c, key, None)
+                finally:
+                    c.execute("COMMIT")
+        except sqlite3.Error:
+            # the write is committed: the next search reads the file afresh
+            self._matrices.pop(key, None)
+            self._postings.pop(key, None)
+
+    def _keep_postings(self, key: str, postings: Postings) -> None:
+        """Keep ``postings`` for ``key``, forgetting the least recently used
+        namespace's past ``POSTINGS_KEPT``."""
+        self._postings.pop(key, None)
+        self._postings[key] = postings
+        while len(self._postings) > POSTINGS_KEPT:
+            self._postings.pop(next(iter(self._postings)))
+
+    def _postings_for(self, key: str) -> Postings | None:
+        """The namespace's postings if every row is in (inside a read transaction),
+        else None (FTS5 then): the first search starts nothing, each later one reads
+        up to ``WARM_CHARS`` of terms into them (module ``_sqlite_postings``)."""
+        postings = self._postings.get(key)
+        if postings is None:
+            self._keep_postings(key, Postings())
+            return None
+        self._keep_postings(key, postings)  # the most recently used
+        return postings if postings.advance(self._conn, key, WARM_CHARS) else None
 
     def _check_dim(self, rows: Sequence[tuple[NewItem, str, bytes | None]]) -> None:
         dims = {len(blob) // 4 for _, _, blob in rows if blob is not None}
@@ -557,8 +613,12 @@ class SQLiteStore(SQLiteVectors, Store):
                 ).fetchone()
                 if found is None or not found[1]:
                     return []
-                lexical = _Lexical(c, found[0], key, int(found[1]), where, params)
-                scored = bounded_search(lexical, terms, int(found[1]), k)
+                postings = None if where else self._postings_for(key)
+                if postings is not None:
+                    scored = bounded_search(PostingsRows(postings), terms, postings.n_live, k)
+                else:
+                    lexical = _Lexical(c, found[0], key, int(found[1]), where, params)
+                    scored = bounded_search(lexical, terms, int(found[1]), k)
                 rows = _by_rowid(c, key, [r for r, _ in scored])
             finally:
                 c.execute("COMMIT")
@@ -688,3 +748,4 @@ class SQLiteStore(SQLiteVectors, Store):
                 self._indexes.clear()
                 self._conn.close()
                 self._matrices.clear()
+                self._postings.clear()
