@@ -50,7 +50,7 @@ from ctxwise.tokens.anthropic import (
     CalibratedAnthropicCounter,
 )
 from ctxwise.tokens.models import (
-    CounterError,
+    CounterAccuracy,
     anthropic_counter,
     counter_error,
     counter_for_model,
@@ -66,7 +66,7 @@ __all__ = [
     "AnthropicTokenizer",
     "CalibratedAnthropicCounter",
     "CharCounter",
-    "CounterError",
+    "CounterAccuracy",
     "OpenAIChatCounter",
     "OpenAIToolOverheads",
     "TiktokenBackend",

@@ -12,7 +12,7 @@ tokenizations give the units:
   ASCII punctuation marks, single other characters) and the units are seven
   counts: letter runs, letters, digits, newlines, space runs, punctuation,
   other characters. The weights are shared by every block kind.
-- ``o200k`` (with ``pip install 'ctxwise[tiktoken]'``): the exact ``o200k_base``
+- ``o200k`` (with ``pip install -e '.[tiktoken]'``): the exact ``o200k_base``
   length of the block's text, with one weight per block kind (text, tool_use
   with its name and JSON input, tool_result, thinking).
 

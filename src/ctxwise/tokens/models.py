@@ -12,7 +12,7 @@ from ctxwise.tokens.anthropic import AnthropicTokenizer, CalibratedAnthropicCoun
 from ctxwise.tokens.openai import OpenAIChatCounter, openai_encoding
 
 __all__ = [
-    "CounterError",
+    "CounterAccuracy",
     "anthropic_counter",
     "counter_error",
     "counter_for_model",
@@ -22,7 +22,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class CounterError:
+class CounterAccuracy:
     """How far a counter's estimates were from a provider's counts, per step of
     recorded usage (:mod:`ctxwise.formats.usage`): relative errors
     ``|estimate - delta| / delta`` and the ratio of the summed estimates to the
@@ -39,7 +39,9 @@ class CounterError:
     held_out: bool
 
 
-def counter_error(counter: TokenCounter | str, provider: str = "anthropic") -> CounterError | None:
+def counter_error(
+    counter: TokenCounter | str, provider: str = "anthropic"
+) -> CounterAccuracy | None:
     """The measured error of ``counter`` (or a counter name) against ``provider``'s
     counts, from the shipped measurements; ``None`` when it was not measured."""
     from ctxwise.tokens._anthropic_fit import ERRORS
@@ -48,7 +50,7 @@ def counter_error(counter: TokenCounter | str, provider: str = "anthropic") -> C
     row = ERRORS.get(name) if provider == "anthropic" else None
     if row is None:
         return None
-    return CounterError(
+    return CounterAccuracy(
         name,
         provider,
         int(row["steps"]),
