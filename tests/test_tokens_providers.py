@@ -4,6 +4,7 @@ Anthropic counter, choosing one from a model name, and their measured errors."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -218,9 +219,43 @@ def test_the_calibrated_count_never_falls_when_text_is_appended(a: str, b: str) 
     assert (counter.count(a) == 0) == (a == "")
 
 
+_PIECE = re.compile(r"[A-Za-z]+|[0-9]|\n|[ \t]+|[!-/:-@\[-`{-~]|[^\x00-\x7f]|[\x00-\x1f\x7f]")
+
+
+def _char_units_by_pieces(text: str) -> tuple[int, ...]:
+    """The definition of the chars units, piece by piece (char_units counts them
+    with byte operations)."""
+    units = [0] * 7
+    for m in _PIECE.finditer(text):
+        piece = m.group()
+        c = piece[0]
+        if c.isascii() and c.isalpha():
+            units[0] += 1
+            units[1] += len(piece)
+        elif c.isascii() and c.isdigit():
+            units[2] += 1
+        elif c == "\n":
+            units[3] += 1
+        elif c in " \t":
+            units[4] += 1
+        elif c.isascii() and c.isprintable():
+            units[5] += 1
+        else:
+            units[6] += 1
+    return tuple(units)
+
+
+@given(
+    st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from("?a1 \t\n\r.é"), max_size=80)
+)
+def test_char_units_count_the_pieces(text: str) -> None:
+    assert char_units(text) == _char_units_by_pieces(text)
+
+
 def test_char_units() -> None:
     assert char_units("Hello, world 42\n  x") == (3, 11, 2, 1, 3, 1, 0)
     assert char_units("日本語") == (0, 0, 0, 0, 0, 0, 3)
+    assert char_units("a\ud800?") == (1, 1, 0, 0, 0, 1, 1)  # a lone surrogate is one other
 
 
 def test_the_calibrated_counter_counts_every_block_kind() -> None:

@@ -29,7 +29,6 @@ shipped as :data:`~ctxwise.tokens.COUNTER_ERRORS`.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -75,28 +74,42 @@ BLOCK_KINDS = ("text", "tool_use", "tool_result", "thinking", "other")
 """The block kinds with their own overhead (``other``: media, opaque blocks), in the
 order of :attr:`AnthropicCalibration.block`."""
 
-_PIECE = re.compile(r"[A-Za-z]+|[0-9]|\n|[ \t]+|[!-/:-@\[-`{-~]|[^\x00-\x7f]|[\x00-\x1f\x7f]")
+_LETTERS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_DIGITS = b"0123456789"
+_PUNCT = bytes(c for c in range(0x21, 0x7F) if not chr(c).isalnum())
+
+
+def _mask(keep: bytes) -> bytes:
+    """A translation table: the bytes of ``keep`` to ``a``, every other byte to a
+    space (so the words of a translated text are the runs of ``keep``)."""
+    table = bytearray(b" " * 256)
+    for c in keep:
+        table[c] = ord("a")
+    return bytes(table)
+
+
+_RUN_OF_LETTERS = _mask(_LETTERS)
+_RUN_OF_SPACES = _mask(b" \t")
 
 
 def char_units(text: str) -> tuple[int, int, int, int, int, int, int]:
-    """The seven ``chars`` units of ``text`` (see :data:`CHAR_CLASSES`)."""
-    runs = letters = digits = newlines = spaces = punct = other = 0
-    for m in _PIECE.finditer(text):
-        piece = m.group()
-        c = piece[0]
-        if "a" <= c <= "z" or "A" <= c <= "Z":
-            runs += 1
-            letters += len(piece)
-        elif "0" <= c <= "9":
-            digits += 1
-        elif c == "\n":
-            newlines += 1
-        elif c in " \t":
-            spaces += 1
-        elif c.isascii() and c.isprintable():
-            punct += 1
-        else:
-            other += 1
+    """The seven ``chars`` units of ``text`` (see :data:`CHAR_CLASSES`): a text is
+    read as pieces, runs of ASCII letters, single digits, newlines, runs of spaces
+    and tabs, single ASCII punctuation marks and single other characters (any
+    other character, a control character or one outside ASCII)."""
+    if not text:
+        return 0, 0, 0, 0, 0, 0, 0
+    data = text.encode("ascii", "replace")  # one byte per character, "?" outside ASCII
+    outside = data.count(b"?") - text.count("?")
+    letters_mask = data.translate(_RUN_OF_LETTERS)
+    runs = len(letters_mask.split())
+    letters = letters_mask.count(b"a")
+    digits = len(data) - len(data.translate(None, _DIGITS))
+    newlines = data.count(b"\n")
+    spaces = len(data.translate(_RUN_OF_SPACES).split())
+    blanks = data.count(b" ") + data.count(b"\t")
+    punct = len(data) - len(data.translate(None, _PUNCT)) - outside
+    other = len(data) - letters - digits - newlines - blanks - punct
     return runs, letters, digits, newlines, spaces, punct, other
 
 
