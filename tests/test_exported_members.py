@@ -198,6 +198,10 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.providers.YesNoModel",
         "ctxwise.providers.scoring.*",
     },
+    "prices and the prompt cache, simulated: ctxwise.pricing.X, ctxwise.prompt_cache.X": {
+        "ctxwise.pricing.*",
+        "ctxwise.prompt_cache.*",
+    },
     "integrations, each behind its extra: reached as ctxwise.integrations.<name>.X": {
         "ctxwise.integrations.claude_agent_sdk.*",
         "ctxwise.integrations.langchain.*",
@@ -223,6 +227,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.turn.assemble.FIT_ATTEMPTS",
         "ctxwise.turn.assemble.assemble_window",
         "ctxwise.turn.assemble.fit_window",
+        "ctxwise.turn.cost.*",
         "ctxwise.turn.budget.budget",
         "ctxwise.turn.budget.pinned_sections",
         "ctxwise.turn.context.Classifier",
@@ -279,10 +284,12 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.config.ToolResultsConfig",
         "ctxwise.config.TrimConfig",
         "ctxwise.config.MemoryToolConfig",
+        "ctxwise.config.CostsConfig",
         "ctxwise.config.config_from_dict",
     },
     "trace parts, each a field of ctxwise.Trace: reached as ctxwise.trace.X": {
         "ctxwise.trace.ToolEventTrace",
+        "ctxwise.trace.CacheTrace",
         "ctxwise.trace.ToolsTrace",
         "ctxwise.trace.TRACE_FORMAT",
         "ctxwise.trace.ClearTrace",

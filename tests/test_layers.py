@@ -58,6 +58,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ctxwise.summarize",
             "ctxwise._extractive",
             "ctxwise.pricing",
+            "ctxwise.prompt_cache",
             "ctxwise.providers",
             "ctxwise.costs",
             "ctxwise.calibration",

@@ -9,7 +9,8 @@ store's state row::
      "route": null | {"origin": int | null, "trace": {RouteTrace as JSON}},
      "gate_rules": [PolicyRule.to_dict(), ...],
      "loaded_tools": [[server, name], ...],
-     "tool_events": [ToolEventTrace as JSON, ...]}
+     "tool_events": [ToolEventTrace as JSON, ...],
+     "prompt_cache": null | {"written": [digest, ...]}}
 
 :func:`parse_state` reads it: every key but ``format`` may be absent (its
 default is what a fresh session holds), unknown keys and wrong types are
@@ -37,7 +38,7 @@ from ctxwise._schema import PersistedModel, as_dict, describe, versions
 from ctxwise.errors import FormatError
 from ctxwise.memory.facts import CaseFacts, Rules
 
-__all__ = ["STATE_FORMAT", "RouteMemo", "SessionState", "ToolIds", "parse_state"]
+__all__ = ["STATE_FORMAT", "CacheMemo", "RouteMemo", "SessionState", "ToolIds", "parse_state"]
 
 STATE_FORMAT: Literal[1] = 1
 
@@ -61,6 +62,14 @@ class RouteMemo(PersistedModel):
 
     origin: int | None
     trace: dict[str, Any]
+
+
+class CacheMemo(PersistedModel):
+    """The provider's prompt cache as the session's requests left it
+    (:class:`ctxwise.prompt_cache.PromptCache`): the digests of the prefixes
+    written, at most four, so the row does not grow with the session."""
+
+    written: list[str] = Field(default_factory=list, max_length=64)
 
 
 class SessionState(PersistedModel):
@@ -89,6 +98,8 @@ class SessionState(PersistedModel):
     counted_by: str | None = None
     """The token counter and render that counted the history's stored per-message
     tokens (``NAME/RENDER``); None in sessions written before it was recorded."""
+    prompt_cache: CacheMemo | None = None
+    """What the provider's cache holds after the session's latest request."""
 
 
 def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:

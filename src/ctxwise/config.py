@@ -132,6 +132,20 @@ its default::
     max_catalog_bytes = 67108864  # the largest catalog file read (64 MiB): a larger one
                                   # is refused before it is read (0: no limit)
 
+    [costs]                       # what each turn costs, with the provider's prompt cache
+    track = true                  # simulate the cache and price each request (trace.cache)
+    min_cache_tokens = 1024       # the shortest prefix the provider caches (Anthropic:
+                                  # 1,024 on most models, more on some Haiku models)
+    [costs.prices."MODEL"]        # a model's prices, US dollars per million tokens,
+    input = 3.0                   # over ctxwise.pricing.DEFAULT_PRICES (a model with no
+    output = 15.0                 # price has its cost reported as unknown, not zero)
+    cache_write_5m = 3.75
+    cache_write_1h = 6.0
+    cache_read = 0.3
+    long_prompt_tokens = 0        # a model priced by prompt length: over this many
+    long_prompt_factor = 1.0      # input tokens every rate is this many times higher
+                                  # (0: none)
+
     [tool_results]                # what Engine.tool_result does to a tool's result
     store_over = 0                # tokens: a larger list or text result is stored and
                                   # paged behind a cursor with a fetch_more tool (0: never)
@@ -181,10 +195,12 @@ from pydantic import (
 
 from ctxwise._io import read_text_file
 from ctxwise.errors import ConfigError, UsageError
+from ctxwise.pricing import Price
 
 __all__ = [
     "ClearingConfig",
     "CompactionConfig",
+    "CostsConfig",
     "EmbedderConfig",
     "EngineConfig",
     "FactsConfig",
@@ -405,6 +421,12 @@ class ToolResultsConfig(_Strict):
     trim: dict[str, TrimConfig] = Field(default_factory=dict)
 
 
+class CostsConfig(_Strict):
+    track: bool = True
+    min_cache_tokens: int = Field(default=1024, ge=0)
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+
 class MemoryToolConfig(_Strict):
     enabled: bool = False
     backend: Literal["store", "directory"] = "store"
@@ -446,6 +468,7 @@ class EngineConfig(_Strict):
     embedder: EmbedderConfig = EmbedderConfig()
     tool_results: ToolResultsConfig = ToolResultsConfig()
     memory_tool: MemoryToolConfig = MemoryToolConfig()
+    costs: CostsConfig = CostsConfig()
     base_dir: str | None = Field(default=None, exclude=True)
     """Where relative paths resolve (the config file's folder); not a file key."""
 

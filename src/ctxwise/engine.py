@@ -80,6 +80,7 @@ from ctxwise.messages import (
     message_problem,
 )
 from ctxwise.policy import Allowed, Blocked, PolicyGate
+from ctxwise.prompt_cache import BlockMemo
 from ctxwise.sessions import (
     HistoryRow,
     SessionCommit,
@@ -329,6 +330,9 @@ class Engine:
             self.close()
             raise
         self._cache: dict[str, SessionView] = {}
+        # each session's request blocks by identity (the cost step), kept beside the
+        # session views whose encoded messages the requests share
+        self._block_memos: dict[str, BlockMemo] = {}
         self.steps = Steps(default_steps() if steps is None else steps)
         self._record = Steps(record_steps())
         self._ctx = self._context()
@@ -382,8 +386,15 @@ class Engine:
             memory_tool=self._memory_tool,
             read_log=self.sessions.log,
             system_file=self._system_file,
+            block_memo=self._block_memo,
             clock=self.clock,
         ).but(fallback=self.fallback)
+
+    def _block_memo(self, session_id: str) -> BlockMemo:
+        memo = self._block_memos.get(session_id)
+        if memo is None:
+            memo = self._block_memos[session_id] = BlockMemo()
+        return memo
 
     def _namespace(self, session_id: str) -> tuple[str, ...]:
         return (self.config.memory.namespace, "session", namespace_part(session_id))
@@ -690,6 +701,7 @@ class Engine:
             version = self.sessions.commit(work.session_id, base.version, commit)
         except SessionConflictError:
             self._cache.pop(work.session_id, None)
+            self._block_memos.pop(work.session_id, None)
             raise
         work.tool_ids.saved()
         work = work.but(version=version)

@@ -20,6 +20,7 @@ from ctxwise.errors import FormatError
 
 __all__ = [
     "TRACE_FORMAT",
+    "CacheTrace",
     "ClearTrace",
     "CompactionTrace",
     "RouteTrace",
@@ -98,6 +99,27 @@ class ToolsTrace(_Model):
     all_tokens: int
 
 
+class CacheTrace(_Model):
+    """What the request costs with the provider's prompt cache, as ctxwise expects
+    it (:mod:`ctxwise.prompt_cache`): input tokens read from the cache (``read``),
+    written to it (by lifetime), and ``uncached``; the input's money at ``model``'s
+    prices (``None``: the model has no price, unknown, not zero) and what the same
+    input would cost with no cache. ``first_change``: where the request first
+    differs from the session's previous one (``tools[i]``, ``system[i]``,
+    ``messages[i]``; ``None``: it only appended), and ``reason``: what changed it
+    there (an edit this turn, or new facts, rules, tools or context)."""
+
+    model: str
+    read: int
+    write_5m: int
+    write_1h: int
+    uncached: int
+    input_usd: float | None
+    uncached_usd: float | None
+    first_change: str | None = None
+    reason: str | None = None
+
+
 class ToolEventTrace(_Model):
     """What ctxwise did with one tool call or result since the turn before:
     ``search`` (a tool_search call: ``found`` the tools it loaded), ``fetch_more`` (a
@@ -152,6 +174,7 @@ class Trace(_Model):
     """Names of the policy rules compiled from rules stated this turn."""
     tokens: TokensTrace
     tools: ToolsTrace | None = None
+    cache: CacheTrace | None = None
     tool_events: list[ToolEventTrace] = Field(default_factory=list)
     """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
     timings_ms: dict[str, float] = Field(default_factory=dict)

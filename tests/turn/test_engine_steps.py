@@ -46,6 +46,7 @@ def test_the_default_steps_in_order() -> None:
         "gather",
         "assemble",
         "render",
+        "cost",
         "trace",
     ]
 

@@ -58,12 +58,15 @@ from typing import Any
 from ctxwise._io import parse_json
 from ctxwise.formats.claude_code import _synthetic_error, read_claude_code_lines
 from ctxwise.messages import Message, Transcript
+from ctxwise.pricing import TokenSplit
 
 __all__ = [
     "SKIP_REASONS",
+    "BilledCall",
     "CallUsage",
     "UsageReport",
     "UsageStep",
+    "claude_code_billed",
     "claude_code_usage_steps",
     "prompt_tokens",
     "read_usage_steps",
@@ -275,3 +278,75 @@ def read_usage_steps(path: str | Path) -> tuple[list[UsageStep], list[UsageRepor
         steps += more
         reports.append(report)
     return steps, reports
+
+
+@dataclass(frozen=True, slots=True)
+class BilledCall:
+    """One recorded call as the provider billed it: its response id, model and
+    token split (uncached input, cache read, cache writes by lifetime, output)."""
+
+    id: str
+    model: str | None
+    split: TokenSplit
+
+
+def _int_field(usage: Mapping[str, Any], key: str) -> int:
+    value = _count(usage.get(key))
+    return 0 if value is None else value
+
+
+def claude_code_billed(text: str) -> tuple[list[BilledCall], Counter[str]]:
+    """What a Claude Code session file's own calls were billed, one per ``message.id``
+    in file order (sidechain calls, which subagent files hold, are not in it), and
+    the calls skipped by reason (``missing_usage``, ``inconsistent_usage``: its lines
+    disagree on the input). A cache write is split by lifetime when the usage says
+    (``cache_creation.ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens``),
+    else counted as a 5-minute write; the output is the largest ``output_tokens`` a
+    line of the call records (streamed lines grow it)."""
+    seen: dict[str, list[Mapping[str, Any]]] = {}
+    models: dict[str, str | None] = {}
+    for line in text.split("\n"):
+        if not line.strip():
+            continue
+        event = parse_json(line)
+        if not isinstance(event, Mapping) or event.get("type") != "assistant":
+            continue
+        raw = event.get("message")
+        if not isinstance(raw, Mapping) or _synthetic_error(event):
+            continue
+        mid = raw.get("id")
+        if not isinstance(mid, str):
+            continue
+        usage = raw.get("usage")
+        seen.setdefault(mid, []).append(usage if isinstance(usage, Mapping) else {})
+        model = raw.get("model")
+        models[mid] = model if isinstance(model, str) else None
+    calls: list[BilledCall] = []
+    skipped: Counter[str] = Counter()
+    for mid, usages in seen.items():
+        inputs = {tuple(_count(u.get(k)) for k in _ANTHROPIC_PROMPT) for u in usages}
+        if len(inputs) > 1:
+            skipped["inconsistent_usage"] += 1
+            continue
+        (fields,) = inputs
+        if any(v is None for v in fields):
+            skipped["missing_usage"] += 1
+            continue
+        usage = usages[-1]
+        created = _int_field(usage, "cache_creation_input_tokens")
+        split_by = usage.get("cache_creation")
+        if isinstance(split_by, Mapping):
+            w1h = _int_field(split_by, "ephemeral_1h_input_tokens")
+            w5m = created - w1h
+        else:
+            w5m, w1h = created, 0
+        output = max(_int_field(u, "output_tokens") for u in usages)
+        split = TokenSplit(
+            uncached=_int_field(usage, "input_tokens"),
+            cache_read=_int_field(usage, "cache_read_input_tokens"),
+            cache_write_5m=max(w5m, 0),
+            cache_write_1h=w1h,
+            output=output,
+        )
+        calls.append(BilledCall(mid, models[mid], split))
+    return calls, skipped

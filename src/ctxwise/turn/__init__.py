@@ -2,7 +2,7 @@
 
 :meth:`Engine.turn <ctxwise.engine.Engine.turn>` loads the session, runs
 :func:`default_steps` (each one module here: append, observe, route, tools,
-budget, edit, gather, assemble, render, trace), commits what they built in one
+budget, edit, gather, assemble, render, cost, trace), commits what they built in one
 transaction, then runs the turn's effects (:mod:`ctxwise.turn.effects`). Each
 step is a plain function of ``(state, ctx)`` that returns the next state, so it
 can be tested alone on a hand-built state and a :class:`TurnContext` made from a
@@ -28,6 +28,7 @@ from ctxwise.turn.append import append
 from ctxwise.turn.assemble import assemble_window
 from ctxwise.turn.budget import budget
 from ctxwise.turn.context import Classifier, TurnContext
+from ctxwise.turn.cost import cost
 from ctxwise.turn.edit import edit
 from ctxwise.turn.gather import gather
 from ctxwise.turn.observe import observe
@@ -79,5 +80,6 @@ def default_steps() -> list[Step]:
         FunctionStep("gather", gather),
         FunctionStep("assemble", assemble_window),
         FunctionStep("render", render),
+        FunctionStep("cost", cost),
         FunctionStep("trace", trace),
     ]

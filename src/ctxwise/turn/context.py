@@ -17,6 +17,7 @@ from ctxwise.memory.store import Store
 from ctxwise.memory_tool import MemoryTool
 from ctxwise.messages import Message
 from ctxwise.policy import PolicyGate
+from ctxwise.prompt_cache import BlockMemo
 from ctxwise.routing.decision import RouteDecision
 from ctxwise.sources import Source
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, summarize_range
@@ -66,6 +67,9 @@ class TurnContext:
     memory_tool: Callable[[str], MemoryTool | None] = lambda _session_id: None
     read_log: LogReader | None = None
     system_file: Callable[[], str] = lambda: ""
+    block_memo: Callable[[str], BlockMemo] = lambda _session_id: BlockMemo()
+    """A session's :class:`~ctxwise.prompt_cache.BlockMemo` (the Engine keeps one per
+    session, so a request's blocks are found by identity; a fresh one is correct, slower)."""
     clock: Callable[[], float] = time.perf_counter
 
     @classmethod

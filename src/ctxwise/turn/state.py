@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxwise._session_state import STATE_FORMAT, RouteMemo, SessionState, ToolIds
+from ctxwise._session_state import STATE_FORMAT, CacheMemo, RouteMemo, SessionState, ToolIds
 from ctxwise.assembly import Assembly, Section
 from ctxwise.formats.request import Window
 from ctxwise.memory.facts import CaseFacts, Rules
 from ctxwise.messages import Message, Transcript
 from ctxwise.tools.given import NO_TOOLS, GivenTools
 from ctxwise.trace import (
+    CacheTrace,
     ClearTrace,
     CompactionTrace,
     RouteTrace,
@@ -63,6 +64,8 @@ class SessionView:
     """Each history message encoded for the render target (kept in memory only)."""
     counted_by: str | None = None
     """The counter and render that counted ``tokens`` (``SessionState.counted_by``)."""
+    prompt_cache: CacheMemo | None = None
+    """The provider's prompt cache after the session's latest request (the cost step)."""
 
     @classmethod
     def from_state(
@@ -97,6 +100,7 @@ class SessionView:
             tuple((str(a), str(b)) for a, b in state.loaded_tools),
             tuple(ToolEventTrace.model_validate(e) for e in state.tool_events),
             counted_by=state.counted_by,
+            prompt_cache=state.prompt_cache,
         )
 
     def but(self, **changes: Any) -> SessionView:
@@ -125,6 +129,9 @@ class SessionView:
             "loaded_tools": [list(k) for k in self.loaded_tools],
             "tool_events": [e.model_dump(mode="json") for e in self.tool_events],
             "counted_by": self.counted_by,
+            "prompt_cache": None
+            if self.prompt_cache is None
+            else self.prompt_cache.model_dump(mode="json"),
         }
 
     def first_live(self) -> int:
@@ -215,6 +222,8 @@ class TurnState:
     skipped: tuple[str, ...] = ()
     assembled: Assembled | None = None
     request: Mapping[str, Any] | None = None
+    cache: CacheTrace | None = None
+    """What the request costs with the provider's prompt cache (the cost step)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     trace: Trace | None = None
     effects: tuple[Remember, ...] = ()

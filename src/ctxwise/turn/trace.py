@@ -67,6 +67,7 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
             tools=state.tools.tokens,
         ),
         tools=state.tools.trace,
+        cache=state.cache,
         tool_events=list(session.tool_events),
         timings_ms={k: round(v, 3) for k, v in timings.items()},
         attempts=state.attempt,
