@@ -303,6 +303,9 @@ class PostingsRows:
         if not p.n_live:
             return []
         chosen = self._selected(selection)
+        # every row holding a scored term is chosen: no row needs leaving out
+        whole = not selection.every and selection.newest is None
+        whole = whole and set(scored) <= set(selection.terms)
         mean = p.total / p.n_live
         avgdl = mean if mean > 0 else 1.0
         sums = np.zeros(p.n, dtype=np.float64)
@@ -311,8 +314,11 @@ class PostingsRows:
             if not len(holders):
                 continue
             idf = bm25_idf(p.n_live, len(holders))
-            inside = chosen[holders]
-            docs, tf = holders[inside], counts[inside].astype(np.float64)
+            if whole:
+                docs, tf = holders, counts.astype(np.float64)
+            else:
+                inside = chosen[holders]
+                docs, tf = holders[inside], counts[inside].astype(np.float64)
             norm = BM25_K1 * (1 - BM25_B + BM25_B * p.lengths[docs] / avgdl)
             sums[docs] += idf * tf * (BM25_K1 + 1) / (tf + norm)
         rows = np.flatnonzero(chosen)
