@@ -257,8 +257,19 @@ def main() -> None:
 
     details: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        config = EngineConfig(store=f"sqlite:///{Path(tmp) / 'bench.db'}", budget=BUDGET)
-        small = EngineConfig(store=f"sqlite:///{Path(tmp) / 'issue.db'}", budget=ISSUE_BUDGET)
+        # counted by char with no safety margin, as the committed figures were measured
+        config = EngineConfig(
+            store=f"sqlite:///{Path(tmp) / 'bench.db'}",
+            budget=BUDGET,
+            counter="char",
+            safety_margin=0,
+        )
+        small = EngineConfig(
+            store=f"sqlite:///{Path(tmp) / 'issue.db'}",
+            budget=ISSUE_BUDGET,
+            counter="char",
+            safety_margin=0,
+        )
         with Engine(small) as engine:
             for n, (name, msgs, keep) in enumerate(_issue_cases()):
                 out = summarization_input(None, msgs, keep=keep, budget=ISSUE_BUDGET)

@@ -12,8 +12,9 @@ Inputs:
   written as an Anthropic request file.
 
 Each input is run through the CLI in-process (``ctxwise replay FILE --budget N
---json``) with N = 50% and 25% of its full size (the whole recording counted by
-CharCounter). A run either replays every turn (then ``over_budget_turns``,
+--json --config data/replay_char.toml``: the defaults, counted by CharCounter with
+no safety margin) with N = 50% and 25% of its full size (the whole recording counted
+by CharCounter). A run either replays every turn (then ``over_budget_turns``,
 ``invalid_requests`` and ``pinned_missing`` must be 0) or is refused with exit
 code 2 and one line; a refusal is *allowed* only when what every request must
 hold cannot fit N: the pinned part alone (``pinned sections need``) or the
@@ -47,6 +48,9 @@ from ctxwise.formats import anthropic, read_transcript, read_transcripts
 from ctxwise.messages import ToolResultBlock, block_text
 
 FRACTIONS = (0.5, 0.25)
+CHAR_CONFIG = Path(__file__).resolve().parent / "data" / "replay_char.toml"
+"""The Engine's settings: its defaults, but counted by char with no safety margin, as
+the committed figures were measured (the default counter is chosen from the model)."""
 TAU_INDICES = tuple(range(0, 200, 10))
 COUNTER = CharCounter()
 _NEED = re.compile(r"pinned sections need (\d+) tokens but the budget is (\d+)")
@@ -62,6 +66,7 @@ def allowed_refusal(message: str) -> bool:
 def one(path: Path, index: int, full: int, fraction: float, repair: bool) -> dict[str, Any]:
     budget = max(1, int(full * fraction))
     args: list[str | Path] = ["replay", path, "--budget", str(budget), "--json"]
+    args += ["--config", CHAR_CONFIG]
     if index:
         args += ["--index", str(index)]
     if repair:

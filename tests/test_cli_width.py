@@ -99,7 +99,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
     )
     db = tmp / "sessions.db"
-    with Engine(EngineConfig(store=f"sqlite:///{db}", budget=300)) as engine:
+    # char-counted, no safety margin: a small session that compacts as it did
+    cfg = EngineConfig(store=f"sqlite:///{db}", budget=300, counter="char", safety_margin=0)
+    with Engine(cfg) as engine:
         for step in SCRIPT[:6]:
             if step.user is not None:
                 engine.turn(SESSION_ID, [Message.text_message("user", step.user)])

@@ -21,7 +21,7 @@ from ctxwise.formats import anthropic, openai, read_transcript
 from ctxwise.formats.request import CONTEXT_OPEN
 from ctxwise.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from ctxwise.policy import PolicyGate, RequireFact
-from ctxwise.tokens import CharCounter
+from ctxwise.tokens import get_counter
 
 USER = Message.text_message
 
@@ -47,6 +47,7 @@ def _result(id_: str, text: str) -> Message:
 def test_a_turn_renders_system_history_and_the_question(tmp_path: Path) -> None:
     with Engine(_config(tmp_path)) as engine:
         result = engine.turn("s1", [USER("user", "Where is order 4417?")])
+        counted = engine.counter.count_messages(result.window.messages)
     req = result.request
     assert req["system"][0]["text"].startswith("You are the support agent")
     assert req["system"][0]["cache_control"] == {"type": "ephemeral"}
@@ -64,7 +65,7 @@ def test_a_turn_renders_system_history_and_the_question(tmp_path: Path) -> None:
         }
     ]
     assert result.trace.turn == 1 and result.trace.version == 1
-    assert result.trace.tokens.total == CharCounter().count_messages(result.window.messages)
+    assert result.trace.tokens.total == counted
     assert result.trace.route.reason == "no router"
 
 
@@ -227,18 +228,29 @@ def test_a_session_reads_back_in_a_new_engine(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", ["tool_heavy.jsonl", "subagent.jsonl"])
 def test_real_sessions_stay_within_budget(data_dir: Path, tmp_path: Path, path: str) -> None:
+    # the default counter (the calibrated Anthropic one for the default Claude
+    # model) and its safety margin: every request fits the counted limit
     t = read_transcript(data_dir / "transcripts" / "claude_code" / path)
-    counter = CharCounter()
-    budget = counter.count_messages(t.messages) // 3
+    defaults = EngineConfig()
+    default_counter = get_counter(defaults.counter, model=defaults.model)
+    # a third of the session as the budget sees it: counted, and with the margin
+    budget = int(
+        default_counter.count_messages(t.messages) * (1 + defaults.margin_for(default_counter)) / 3
+    )
     msgs = list(t.messages)
     with Engine(_config(tmp_path, budget=budget, system="")) as engine:
+        counter = engine.counter
+        assert counter.name.startswith("anthropic:")
         last = 0
         for i, m in enumerate(msgs):
             if m.role != "assistant" or i == 0:
                 continue
             r = engine.turn("s", msgs[last:i])
             last = i
-            assert r.trace.tokens.total <= budget
+            calibration = r.trace.calibration
+            assert calibration is not None and calibration.margin > 0
+            assert calibration.limit == int(budget / (1 + calibration.margin))
+            assert r.trace.tokens.total <= calibration.limit < budget
             assert r.trace.tokens.total == counter.count_messages(r.window.messages)
             assert anthropic.decode_request(r.request).problems("anthropic") == []
         assert any(tr.compacted is not None for tr in engine.traces("s"))

@@ -14,7 +14,7 @@ import pytest
 
 from ctxwise import Engine, EngineConfig, Message
 from ctxwise.errors import PinnedOverflowError, ToolCatalogError, UsageError
-from ctxwise.tokens import CharCounter
+from ctxwise.tokens import TokenCounter
 from ctxwise.tools import ResultStore
 from ctxwise.tools.given import read_tools, render_given
 from tests.conftest import DATA
@@ -56,9 +56,8 @@ def engine(tmp_path: Path, render: str = "anthropic", budget: int = 200_000, **k
     return Engine(config)
 
 
-def sent_definition_tokens(tools: list[dict[str, Any]]) -> int:
+def sent_definition_tokens(tools: list[dict[str, Any]], counter: TokenCounter) -> int:
     """What the request's ``tools`` cost, counted here apart from the Engine's code."""
-    counter = CharCounter()
     return sum(
         counter.count(
             json.dumps({k: v for k, v in t.items() if k != "cache_control"}, ensure_ascii=False)
@@ -87,10 +86,12 @@ def test_a_117_tool_catalog_given_as_tools_is_sent_counted_and_traced(
     trace = result.trace.tools
     assert trace is not None
     assert trace.given == [t["name"] for t in tools]
-    assert trace.tokens == sent_definition_tokens(sent) > 20_000
+    assert trace.tokens == sent_definition_tokens(sent, eng.counter) > 20_000
     # the definitions are part of the request's total, and the total holds
     assert result.trace.tokens.tools == trace.tokens
-    assert result.trace.tokens.total <= result.trace.tokens.available
+    calibration = result.trace.calibration
+    assert calibration is not None and calibration.margin > 0  # the default counter's
+    assert result.trace.tokens.total <= calibration.limit < result.trace.tokens.available
 
 
 def test_the_definitions_come_out_of_the_budget(tmp_path: Path) -> None:

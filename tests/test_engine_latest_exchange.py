@@ -14,7 +14,8 @@ T = Message.text_message
 
 
 def _engine(budget: int) -> Engine:
-    engine = Engine(EngineConfig(store="memory", budget=budget))
+    # the room these turns are sized for: the default counter, no safety margin
+    engine = Engine(EngineConfig(store="memory", budget=budget, safety_margin=0))
     for i in range(4):
         engine.turn("s", [T("user", f"question {i} " + "blah " * 60)])
         engine.record("s", [T("assistant", "answer " * 20)])

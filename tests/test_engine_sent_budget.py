@@ -55,15 +55,24 @@ def _turn(calls: int, size: int) -> list[Message]:
 def test_a_full_window_with_parallel_results_fits_as_sent(render: str) -> None:
     # six parallel results, a three-part system and sources that fill the room: the
     # neutral count was 22 tokens under what Chat Completions was sent at budget 400
+    # (counted by char with no safety margin, as the regression was found: the
+    # sweep starts where the pinned parts just fit)
     for budget in range(400, 1400, 7):
         cfg = EngineConfig(
-            store="memory", budget=budget, render=render, system="Be brief.", sources=SOURCES
-        )  # type: ignore[arg-type]
+            store="memory",
+            budget=budget,
+            render=render,  # type: ignore[arg-type]
+            system="Be brief.",
+            sources=SOURCES,  # type: ignore[arg-type]
+            counter="char",
+            safety_margin=0,
+        )
         with Engine(cfg) as engine:
             result = engine.turn("s", _turn(6, 5))
             tokens = result.trace.tokens
             sent = sent_tokens(result.request, render, engine.counter)
-            assert sent <= tokens.available, budget
+            assert result.trace.calibration is not None
+            assert sent <= result.trace.calibration.limit == tokens.available, budget
             if render == "openai":
                 assert sent == tokens.total  # counted is what is sent
             else:
@@ -95,7 +104,8 @@ def test_every_request_fits_as_sent(
         except (PinnedOverflowError, CompactionBudgetError):
             return
         sent = sent_tokens(result.request, render, engine.counter)
-        assert sent <= result.trace.tokens.available
+        assert result.trace.calibration is not None
+        assert sent <= result.trace.calibration.limit <= result.trace.tokens.available
 
 
 def test_sent_counter_counts_chat_completions_messages() -> None:
@@ -145,7 +155,7 @@ def _stored(path: Path) -> tuple[list[int], dict[str, Any]]:
 
 def test_stored_counts_are_counted_again_by_another_counter_or_render(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
-    cfg = EngineConfig(store=f"sqlite:///{db}", budget=4000, render="anthropic")
+    cfg = EngineConfig(store=f"sqlite:///{db}", budget=4000, render="anthropic", counter="char")
     with Engine(cfg) as engine:
         engine.turn("s", _turn(3, 20))
     before, state = _stored(db)

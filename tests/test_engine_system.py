@@ -182,7 +182,9 @@ def test_every_request_with_a_changing_prompt_fits_the_budget(
             except PinnedOverflowError:
                 return
             sent = engine.counter.count_messages(r.window.messages)
-            assert sent == r.trace.tokens.total <= budget - cfg.reserve
+            calibration = r.trace.calibration
+            assert calibration is not None
+            assert sent == r.trace.tokens.total <= calibration.limit <= budget - cfg.reserve
             if prompt.strip():
                 assert _system(r.window.messages)[0].startswith(prompt)
             msgs = [

@@ -228,6 +228,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.turn.assemble.assemble_window",
         "ctxwise.turn.assemble.fit_window",
         "ctxwise.turn.cost.*",
+        "ctxwise.turn.calibrate.*",
         "ctxwise.turn.budget.budget",
         "ctxwise.turn.budget.pinned_sections",
         "ctxwise.turn.context.Classifier",
@@ -290,6 +291,8 @@ ALLOWLIST: dict[str, set[str]] = {
     "trace parts, each a field of ctxwise.Trace: reached as ctxwise.trace.X": {
         "ctxwise.trace.ToolEventTrace",
         "ctxwise.trace.CacheTrace",
+        "ctxwise.trace.CalibrationTrace",
+        "ctxwise.trace.EditGateTrace",
         "ctxwise.trace.ToolsTrace",
         "ctxwise.trace.TRACE_FORMAT",
         "ctxwise.trace.ClearTrace",

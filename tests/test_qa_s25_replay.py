@@ -14,7 +14,9 @@ from ctxwise.sessions import SQLiteSessionStore
 from tests._cli import assert_usage_error, run
 
 # gpt-4o-airline.json[0] at 1,600 tokens: the first turns fit, a later one must keep more
+# (counted by char with no safety margin, as these budgets were found)
 FAILS_LATER, FITS = 1600, 1700
+CHAR = 'counter = "char"\nsafety_margin = 0\n'
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,7 @@ def test_a_replay_that_fails_at_a_later_turn_keeps_no_partial_session(
 ) -> None:
     db = tmp_path / "runs.db"
     transcript = read_transcripts(tau)[0]
-    config = EngineConfig(store=f"sqlite:///{db}")
+    config = EngineConfig(store=f"sqlite:///{db}", counter="char", safety_margin=0)
     with pytest.raises(CompactionBudgetError):
         replay(transcript, budget=FAILS_LATER, config=config, repair=True)
     # two turns had been committed before the third failed, so the same replay with a
@@ -45,7 +47,9 @@ def test_a_replay_that_fails_at_a_later_turn_keeps_no_partial_session(
 def test_replay_cli_that_fails_leaves_the_db_without_the_session(tau: Path, tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     url = f"sqlite:///{db}"
-    args = ("replay", tau, "--repair", "--db", url, "--session", "airline-0")
+    char = tmp_path / "char.toml"
+    char.write_text(CHAR, encoding="utf-8")
+    args = ("replay", tau, "--repair", "--db", url, "--session", "airline-0", "--config", char)
     assert_usage_error(run(*args, "--budget", str(FAILS_LATER)), "budget", "too small")
     assert _sessions(db) == {}
     result = run(*args, "--budget", str(FITS), "--json")
@@ -57,7 +61,7 @@ def _config_elsewhere(tmp_path: Path) -> Path:
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / "system.txt").write_text("You answer for the airline.", encoding="utf-8")
-    (folder / "ctxwise.toml").write_text('system_file = "system.txt"\n', encoding="utf-8")
+    (folder / "ctxwise.toml").write_text(f'system_file = "system.txt"\n{CHAR}', encoding="utf-8")
     (tmp_path / "cwd").mkdir()
     return folder / "ctxwise.toml"
 

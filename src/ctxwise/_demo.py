@@ -96,6 +96,8 @@ def demo_config(store: str, budget: int = BUDGET) -> EngineConfig:
     return EngineConfig.model_validate(
         {
             "budget": budget,
+            "counter": "char",  # as BUDGET says: 4 characters a token, no margin
+            "safety_margin": 0,
             "store": store,
             "system": SYSTEM,
             "router": {"keywords": _ROUTER, "default": "case"},

@@ -10,7 +10,8 @@ store's state row::
      "gate_rules": [PolicyRule.to_dict(), ...],
      "loaded_tools": [[server, name], ...],
      "tool_events": [ToolEventTrace as JSON, ...],
-     "prompt_cache": null | {"written": [digest, ...]}}
+     "prompt_cache": null | {"written": [digest, ...]},
+     "calibration": null | {CalibrationMemo as JSON}}
 
 :func:`parse_state` reads it: every key but ``format`` may be absent (its
 default is what a fresh session holds), unknown keys and wrong types are
@@ -38,7 +39,15 @@ from ctxwise._schema import PersistedModel, as_dict, describe, versions
 from ctxwise.errors import FormatError
 from ctxwise.memory.facts import CaseFacts, Rules
 
-__all__ = ["STATE_FORMAT", "CacheMemo", "RouteMemo", "SessionState", "ToolIds", "parse_state"]
+__all__ = [
+    "STATE_FORMAT",
+    "CacheMemo",
+    "CalibrationMemo",
+    "RouteMemo",
+    "SessionState",
+    "ToolIds",
+    "parse_state",
+]
 
 STATE_FORMAT: Literal[1] = 1
 
@@ -72,6 +81,23 @@ class CacheMemo(PersistedModel):
     written: list[str] = Field(default_factory=list, max_length=64)
 
 
+class CalibrationMemo(PersistedModel):
+    """The session's online calibration (:mod:`ctxwise.turn.calibrate`), a constant
+    size: ``factor`` (the provider's prompt tokens per counted token, learned from
+    ``calls`` responses that carried usage), the counted tokens of the session's
+    latest request (``estimate``, ``None`` once a response's usage was compared with
+    it), and the latest comparison (the provider's ``observed`` tokens, the
+    estimate they were ``compared`` with, whether the ratio was ``clamped``), kept
+    until a turn's trace reports it."""
+
+    factor: float = Field(default=1.0, ge=0.25, le=4.0, allow_inf_nan=False)
+    calls: NonNegativeInt = 0
+    estimate: NonNegativeInt | None = None
+    observed: int | None = None
+    compared: NonNegativeInt | None = None
+    clamped: bool = False
+
+
 class SessionState(PersistedModel):
     """A session's state row, read. ``facts`` and ``rules`` are new objects the
     caller owns (the model is frozen; they are not)."""
@@ -100,6 +126,8 @@ class SessionState(PersistedModel):
     tokens (``NAME/RENDER``); None in sessions written before it was recorded."""
     prompt_cache: CacheMemo | None = None
     """What the provider's cache holds after the session's latest request."""
+    calibration: CalibrationMemo | None = None
+    """The session's correction factor and the estimate of its latest request."""
 
 
 def parse_state(data: Mapping[str, Any], session_id: str) -> SessionState:

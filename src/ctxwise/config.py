@@ -11,7 +11,18 @@ its default::
     budget = 100000               # tokens of each request (system, context, history)
     reserve = 0                   # of the budget, kept free (e.g. for framing the
                                   # counter does not see); requests fit budget - reserve
-    counter = "char"              # char | word | tiktoken: how tokens are counted
+    counter = "auto"              # how tokens are counted: auto (the counter for model:
+                                  # Claude -> the calibrated Anthropic counter, GPT/o-series
+                                  # -> OpenAI's tokenizer and overheads, else char) | char
+                                  # | word | tiktoken[:ENCODING] | anthropic[:chars|:o200k]
+                                  # | openai:MODEL | auto:MODEL (see docs/tokens.md)
+    safety_margin = "auto"        # plan each request to fit budget - reserve with this
+                                  # share to spare for the counter's error: the request
+                                  # holds at most (budget - reserve) / ((1 + margin) x
+                                  # the session's correction factor) counted tokens;
+                                  # auto: the counter's measured 95th-percentile error
+                                  # against the model's provider (0 when not measured);
+                                  # 0 to 4
     store = "sqlite:///ctxwise.db"  # sessions, traces and memory: memory, sqlite:///PATH
                                   # or postgresql://… (relative PATH: to the config file)
     system = ""                   # the system prompt
@@ -136,6 +147,11 @@ its default::
     track = true                  # simulate the cache and price each request (trace.cache)
     min_cache_tokens = 1024       # the shortest prefix the provider caches (Anthropic:
                                   # 1,024 on most models, more on some Haiku models)
+    gate = true                   # clear old tool results only when the tokens saved over
+                                  # the horizon are worth the cache re-write the edit
+                                  # causes (a history over its room is edited anyway)
+    horizon = 0                   # turns expected to follow (0: as many as the session
+                                  # has had, at least one)
     [costs.prices."MODEL"]        # a model's prices, US dollars per million tokens,
     input = 3.0                   # over ctxwise.pricing.DEFAULT_PRICES (a model with no
     output = 15.0                 # price has its cost reported as unknown, not zero)
@@ -196,6 +212,7 @@ from pydantic import (
 from ctxwise._io import read_text_file
 from ctxwise.errors import ConfigError, UsageError
 from ctxwise.pricing import Price
+from ctxwise.tokens import TokenCounter
 
 __all__ = [
     "ClearingConfig",
@@ -424,6 +441,8 @@ class ToolResultsConfig(_Strict):
 class CostsConfig(_Strict):
     track: bool = True
     min_cache_tokens: int = Field(default=1024, ge=0)
+    gate: bool = True
+    horizon: int = Field(default=0, ge=0, le=10_000)
     prices: dict[str, Price] = Field(default_factory=dict)
 
 
@@ -448,7 +467,8 @@ class EngineConfig(_Strict):
     max_tokens: int = Field(default=1024, ge=1)
     budget: int = Field(default=100_000, ge=1)
     reserve: int = Field(default=0, ge=0)
-    counter: Literal["char", "word", "tiktoken"] = "char"
+    counter: str = "auto"
+    safety_margin: float | Literal["auto"] = Field(default="auto", union_mode="left_to_right")
     store: str = "sqlite:///ctxwise.db"
     system: str = ""
     system_file: str | None = None
@@ -527,6 +547,34 @@ class EngineConfig(_Strict):
                 " choose a preset for any embedder (dialogue, neutral)"
             )
         return self
+
+    @field_validator("counter")
+    @classmethod
+    def _known_counter(cls, value: str) -> str:
+        # the name only: building it (tiktoken's extra) is the Engine's
+        from ctxwise.tokens import check_counter_name
+
+        try:
+            return check_counter_name(value)
+        except UsageError as exc:
+            raise ValueError(str(exc)) from None
+
+    @field_validator("safety_margin")
+    @classmethod
+    def _margin(cls, value: float | str) -> float | str:
+        if isinstance(value, float | int) and not (0.0 <= value <= 4.0):
+            raise ValueError(f"must be 'auto' or a number from 0 to 4, got {value!r}")
+        return value
+
+    def margin_for(self, counter: TokenCounter) -> float:
+        """The safety margin the budget keeps with ``counter``: ``safety_margin``, or
+        when it is ``"auto"`` the counter's measured 95th-percentile error against
+        ``model``'s provider (:func:`ctxwise.tokens.default_safety_margin`)."""
+        if self.safety_margin == "auto":
+            from ctxwise.tokens import default_safety_margin
+
+            return default_safety_margin(counter, self.model)
+        return float(self.safety_margin)
 
     def tool_search_embedder(self) -> EmbedderConfig | None:
         """The embedder tool search ranks with (None: BM25 alone):

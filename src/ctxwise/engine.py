@@ -234,7 +234,9 @@ class Engine:
                 f"router must have a route(query) method (an IntentRouter, a "
                 f"KeywordClassifier), got {router!r}"
             )
-        self.counter: TokenCounter = counter if counter is not None else get_counter(cfg.counter)
+        self.counter: TokenCounter = (
+            counter if counter is not None else get_counter(cfg.counter, model=cfg.model)
+        )
         self.clock = clock if clock is not None else time.perf_counter
         self.max_attempts = max_attempts
         self.router = router if router is not None else build_router(cfg)

@@ -21,8 +21,10 @@ from ctxwise.errors import FormatError
 __all__ = [
     "TRACE_FORMAT",
     "CacheTrace",
+    "CalibrationTrace",
     "ClearTrace",
     "CompactionTrace",
+    "EditGateTrace",
     "RouteTrace",
     "SectionTrace",
     "TokensTrace",
@@ -99,6 +101,24 @@ class ToolsTrace(_Model):
     all_tokens: int
 
 
+class EditGateTrace(_Model):
+    """Whether an edit paid for the cache re-write it causes (``costs.gate``): it
+    would save ``saved_tokens`` on each of the ``horizon`` turns expected, worth
+    ``saving`` (in base-input-token equivalents: tokens times their price over the
+    base input price), and re-write ``rewrite_tokens`` from the edit point on, a
+    ``cost`` of their write premium over a read. ``forced``: the history did not fit
+    its room, so the edit ran whatever it cost (the hard budget always wins)."""
+
+    edit: Literal["clear"]
+    ran: bool
+    forced: bool
+    saved_tokens: int
+    rewrite_tokens: int
+    horizon: int
+    saving: float
+    cost: float
+
+
 class CacheTrace(_Model):
     """What the request costs with the provider's prompt cache, as ctxwise expects
     it (:mod:`ctxwise.prompt_cache`): input tokens read from the cache (``read``),
@@ -120,6 +140,33 @@ class CacheTrace(_Model):
     reason: str | None = None
 
 
+class CalibrationTrace(_Model):
+    """How the budget became a number of counted tokens, and what the session
+    learned from the provider (:mod:`ctxwise.turn.calibrate`). The request was fit
+    to ``limit`` counted tokens: ``available`` (the budget less the reserve, the
+    provider's tokens) over ``factor × (1 + margin)``, where ``factor`` is the
+    session's correction factor (the provider's prompt tokens per counted token)
+    and ``margin`` the safety margin kept for ``counter``'s error. ``expected``:
+    the request's counted total times ``factor``, what the provider is expected to
+    count. When a response since the last turn carried usage: ``observed`` (the
+    provider's prompt tokens of the request that produced it), ``estimate`` (that
+    request's counted total) and ``ratio`` (observed / estimate, before any clamp);
+    ``clamped``: the ratio was outside ``[MIN_FACTOR, MAX_FACTOR]`` (a usage that
+    cannot be that request's, a zero or negative count among them) and the factor
+    learned from the bound instead. ``calls``: responses the factor learned from."""
+
+    counter: str
+    factor: float
+    margin: float
+    limit: int
+    expected: int | None = None
+    calls: int = 0
+    observed: int | None = None
+    estimate: int | None = None
+    ratio: float | None = None
+    clamped: bool = False
+
+
 class ToolEventTrace(_Model):
     """What ctxwise did with one tool call or result since the turn before:
     ``search`` (a tool_search call: ``found`` the tools it loaded), ``fetch_more`` (a
@@ -139,9 +186,13 @@ class ToolEventTrace(_Model):
 
 
 class TokensTrace(_Model):
-    """Where the window's tokens went. ``total`` is the whole request as the
-    counter counts it (what must fit ``available``); ``stable_prefix`` is the
-    part that is byte-identical across turns (the cached system prefix)."""
+    """Where the window's tokens went, as the counter counts them. ``budget`` and
+    ``available`` (budget less reserve) are the provider's tokens; ``total`` is the
+    whole request counted, which must fit ``available`` once the session's
+    correction factor and the safety margin are applied (``Trace.calibration``: the
+    counted ``limit`` it was fit to, and the provider's ``expected`` count);
+    ``stable_prefix`` is the part that is byte-identical across turns (the cached
+    system prefix)."""
 
     budget: int
     available: int
@@ -175,6 +226,8 @@ class Trace(_Model):
     tokens: TokensTrace
     tools: ToolsTrace | None = None
     cache: CacheTrace | None = None
+    calibration: CalibrationTrace | None = None
+    edit_gate: EditGateTrace | None = None
     tool_events: list[ToolEventTrace] = Field(default_factory=list)
     """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
     timings_ms: dict[str, float] = Field(default_factory=dict)

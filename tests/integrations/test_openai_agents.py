@@ -1014,8 +1014,11 @@ def test_the_context_items_overhead_is_within_the_budget(
     """The context block goes out as an input item of its own (after the tool outputs
     of a tool-result turn, before the text of a text turn), but the Engine counts it
     inside that turn: a window filled to the budget went over it by the item's
-    overhead."""
+    overhead. (Counted by char with no safety margin, as it was found: the window
+    fills to the budget to a token.)"""
     config = {
+        "counter": "char",
+        "safety_margin": 0,
         "sources": {"faq": {"text": "Orders ship from the north warehouse. " * 400}},
         "routes": {"default": ["faq"]},
         "router": {"keywords": {"default": ["order"]}, "default": "default"},

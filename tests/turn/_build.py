@@ -28,6 +28,9 @@ def result(tool_id: str, text: str) -> Message:
 
 
 def context(sources: tuple[Source, ...] = (), **config: Any) -> TurnContext:
+    """A context counting with char and, unless ``config`` says otherwise, no safety
+    margin: the steps' arithmetic in whole characters ÷ 4."""
+    config.setdefault("safety_margin", 0)
     return TurnContext.create(EngineConfig(**config), counter=get_counter("char"), sources=sources)
 
 

@@ -39,6 +39,7 @@ def test_the_default_steps_in_order() -> None:
     assert [s.name for s in default_steps()] == [
         "append",
         "observe",
+        "calibrate",
         "route",
         "tools",
         "budget",
@@ -48,6 +49,7 @@ def test_the_default_steps_in_order() -> None:
         "render",
         "cost",
         "trace",
+        "estimate",
     ]
 
 
@@ -64,7 +66,13 @@ def test_an_inserted_step_runs_and_is_in_the_trace(tmp_path: Path) -> None:
         result = engine.turn("s", "hello")
     assert seen == [None]  # after route: no router, so no label
     assert "audit" in result.trace.timings_ms
-    assert list(result.trace.timings_ms)[:4] == ["append", "observe", "route", "audit"]
+    assert list(result.trace.timings_ms)[:5] == [
+        "append",
+        "observe",
+        "calibrate",
+        "route",
+        "audit",
+    ]
 
 
 def test_a_replaced_and_a_wrapped_step(tmp_path: Path) -> None:

@@ -25,6 +25,13 @@ message dicts (``{"role": …, "content": …}``) the Anthropic or Chat Completi
                                              ``tool_calls``, an OpenAI part type, …)
 ============================================ =============================================
 
+A provider response keeps the usage the provider reported on the assistant message
+it decodes to (:func:`response_usage` reads it): an Anthropic ``Message``'s under
+``anthropic-response.usage``, a ``ChatCompletion``'s in ``openai-response.response``
+(as its codec keeps every response field), a Responses API response's on its last
+assistant message under :data:`RESPONSES_USAGE_KEY`. The Engine compares it with its
+estimate of the request (:mod:`ctxwise.turn.calibrate`); no render sends it back.
+
 One item of these, or a list (any iterable) of them. An SDK object is read from the
 fields the API sent (the SDKs' ``to_dict()``: unset fields left out), and a block
 field whose value is ``null`` is dropped from an Anthropic block, so a body dumped
@@ -38,6 +45,7 @@ its codec. Nothing is written by a failed read.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any, TypeAlias
 
 from pydantic import BaseModel
@@ -46,7 +54,7 @@ from ctxwise.errors import FormatError, UnsupportedInputError
 from ctxwise.formats import _messages_format, anthropic, openai, responses
 from ctxwise.messages import Message, ToolResultBlock
 
-__all__ = ["ACCEPTED", "TurnInput", "decode_input"]
+__all__ = ["ACCEPTED", "RESPONSES_USAGE_KEY", "TurnInput", "decode_input", "response_usage"]
 
 TurnInput: TypeAlias = object
 """What a turn takes: one item or an iterable of items of the kinds in the table above,
@@ -57,6 +65,10 @@ ACCEPTED = (
     "an OpenAI ChatCompletion or Response (SDK objects or their dicts), Anthropic "
     "tool_result blocks, Responses API items or message dicts, one or a list of them"
 )
+
+RESPONSES_USAGE_KEY = "openai-responses-response.usage"
+"""Where a Responses API response's ``usage`` is kept: on the last assistant
+message of its output (a key of no codec's namespace, so nothing sends it)."""
 
 _RESPONSES_ITEMS = frozenset({"function_call", "function_call_output", "reasoning"})
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
@@ -222,6 +234,34 @@ def decode_input(new: Any) -> list[Message]:
                 output = value.get("output")
                 if not isinstance(output, list):
                     raise FormatError("<input>", "a Responses API response has an 'output' list")
-                out.extend(responses.to_messages(output))
+                decoded = responses.to_messages(output)
+                usage = value.get("usage")
+                last = max(
+                    (i for i, m in enumerate(decoded) if m.role == "assistant"), default=None
+                )
+                if isinstance(usage, Mapping) and last is not None:
+                    m = decoded[last]
+                    decoded[last] = replace(m, extra={**m.extra, RESPONSES_USAGE_KEY: usage})
+                out.extend(decoded)
     flush()
     return out
+
+
+def response_usage(message: Message) -> Mapping[str, Any] | None:
+    """The usage the provider reported with the response ``message`` was decoded
+    from (see the module docstring), ``None`` when it carried none or ``message`` is
+    no assistant message. Only a provider response's usage is read: a message read
+    from a transcript file (Claude Code's ``claude_code.usage``) records the usage
+    of the recording program's request, not of one the Engine built."""
+    if message.role != "assistant":
+        return None
+    for key in ("anthropic-response.usage", RESPONSES_USAGE_KEY):
+        value = message.extra.get(key)
+        if isinstance(value, Mapping):
+            return value
+    chat = message.extra.get("openai-response.response")
+    if isinstance(chat, Mapping):
+        usage = chat.get("usage")
+        if isinstance(usage, Mapping):
+            return usage
+    return None

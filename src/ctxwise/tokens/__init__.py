@@ -20,8 +20,10 @@ CalibratedAnthropicCounter fitted linear model fitted, by block kind 0
 OpenAI documents for names and tool definitions;
 :class:`CalibratedAnthropicCounter` (:mod:`ctxwise.tokens.anthropic`) estimates
 Anthropic's counts from a local tokenization with coefficients fit on recorded
-usage. :func:`counter_for_model` picks one from a model name, and
-:func:`counter_error` says how far each one was from the provider's counts.
+usage. :func:`counter_for_model` picks one from a model name (the Engine's default,
+``counter = "auto"``), :func:`counter_error` says how far each one was from the
+provider's counts, and :func:`default_safety_margin` turns that into the margin a
+budget keeps by default.
 
 Counters that ask a provider's API live with the provider adapters
 (:class:`ctxwise.providers.AnthropicCounter`); this module holds no provider code.
@@ -52,10 +54,13 @@ from ctxwise.tokens.anthropic import (
 from ctxwise.tokens.models import (
     CounterAccuracy,
     anthropic_counter,
+    check_counter_name,
     counter_error,
     counter_for_model,
+    default_safety_margin,
     get_counter,
     is_claude_model,
+    provider_of,
 )
 from ctxwise.tokens.openai import OpenAIChatCounter, OpenAIToolOverheads, openai_encoding
 
@@ -74,10 +79,13 @@ __all__ = [
     "TokenCounter",
     "WordCounter",
     "anthropic_counter",
+    "check_counter_name",
     "counter_error",
     "counter_for_model",
+    "default_safety_margin",
     "get_counter",
     "is_claude_model",
     "openai_encoding",
+    "provider_of",
     "truncate_to_tokens",
 ]

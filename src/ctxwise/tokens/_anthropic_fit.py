@@ -22,7 +22,7 @@ PROVENANCE = (
     "4d5611e5-241a-462a-8d15-5122611a9569/subagents/agent-acompact-e1f845.jsonl, "
     "8463c716-a2ea-4c14-9efa-87158ebd9f20/subagents/agent-a7be2f0.jsonl, "
     "8463c716-a2ea-4c14-9efa-87158ebd9f20/subagents/agent-acompact-f46190.jsonl); "
-    "ctxwise commit 02308a3358ca"
+    "ctxwise commit 1e8254424acb"
 )
 
 COEFFICIENTS: dict[str, list[float]] = {
@@ -49,18 +49,18 @@ PREFERRED = "o200k"
 ERRORS: dict[str, dict[str, float | int | bool]] = {
     "anthropic:chars": {
         "steps": 453,
-        "sum_ratio": 0.9535,
-        "p50": 0.0684,
+        "sum_ratio": 0.9538,
+        "p50": 0.0691,
         "p90": 0.3125,
-        "p95": 0.4133,
+        "p95": 0.4131,
         "held_out": True,
     },
     "anthropic:o200k": {
         "steps": 453,
-        "sum_ratio": 0.9581,
-        "p50": 0.0721,
-        "p90": 0.2964,
-        "p95": 0.4162,
+        "sum_ratio": 0.9584,
+        "p50": 0.0719,
+        "p90": 0.2948,
+        "p95": 0.4145,
         "held_out": True,
     },
     "char": {

@@ -269,11 +269,19 @@ class CalibratedAnthropicCounter(_TextCounter):
         return [*units, *blocks, float(len(messages))], media
 
     def count_messages(self, messages: Sequence[Message]) -> int:
+        """The sum of each message's estimate, each rounded up: a conversation
+        counts what its messages count one by one, as the Engine stores and joins
+        them (a count rounded once over the whole would make two messages count
+        less than their two counts, an overhead the request does not have)."""
         if not messages:
             return 0
-        feats, media = self.features(messages)
-        x = sum(a * b for a, b in zip(self.calibration.coefficients, feats, strict=True))
-        return math.ceil(x - 1e-9) + media + self.request_overhead
+        coefficients = self.calibration.coefficients
+        total = self.request_overhead
+        for message in messages:
+            feats, media = self.features((message,))
+            x = sum(a * b for a, b in zip(coefficients, feats, strict=True))
+            total += math.ceil(x - 1e-9) + media
+        return total
 
     def __repr__(self) -> str:
         return f"CalibratedAnthropicCounter({self.tokenizer!r})"

@@ -14,11 +14,21 @@ from ctxwise.tokens.openai import OpenAIChatCounter, openai_encoding
 __all__ = [
     "CounterAccuracy",
     "anthropic_counter",
+    "check_counter_name",
     "counter_error",
     "counter_for_model",
+    "default_safety_margin",
     "get_counter",
     "is_claude_model",
+    "provider_of",
 ]
+
+_NAMES = ("auto", "char", "word", "tiktoken", "anthropic", "anthropic:chars", "anthropic:o200k")
+_PREFIXES = ("tiktoken:", "openai:", "auto:")
+_CHOOSE = (
+    "choose auto, char, word, tiktoken, tiktoken:ENCODING, anthropic, anthropic:chars, "
+    "anthropic:o200k, openai:MODEL or auto:MODEL"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,12 +126,24 @@ def counter_for_model(model: str | None) -> TokenCounter:
     return CharCounter()
 
 
-def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
+def check_counter_name(name: str) -> str:
+    """``name`` when :func:`get_counter` knows it (without building the counter, so
+    an extra that is not installed is not refused here); a :class:`UsageError`
+    listing the names otherwise."""
+    if name in _NAMES or any(name.startswith(p) and name[len(p) :] for p in _PREFIXES):
+        return name
+    raise UsageError(f"unknown counter {name!r}; {_CHOOSE}")
+
+
+def get_counter(name: str, *, safety_margin: float = 0.0, model: str | None = None) -> TokenCounter:
     """A local counter by name: ``char``, ``word``, ``tiktoken`` (o200k_base),
     ``tiktoken:cl100k_base``, ``tiktoken:o200k_base``, ``anthropic`` (the calibrated
     Anthropic counter, :func:`anthropic_counter`), ``anthropic:chars``,
-    ``anthropic:o200k``, ``openai:MODEL`` (:class:`OpenAIChatCounter`) or
-    ``auto:MODEL`` (:func:`counter_for_model`)."""
+    ``anthropic:o200k``, ``openai:MODEL`` (:class:`OpenAIChatCounter`),
+    ``auto:MODEL`` (:func:`counter_for_model`) or ``auto`` (the counter for
+    ``model``, :func:`counter_for_model`; char without one)."""
+    if name == "auto":
+        return counter_for_model(model)
     if name == "char":
         return CharCounter(safety_margin)
     if name == "word":
@@ -138,7 +160,30 @@ def get_counter(name: str, *, safety_margin: float = 0.0) -> TokenCounter:
         return OpenAIChatCounter(name.split(":", 1)[1])
     if name.startswith("auto:"):
         return counter_for_model(name.split(":", 1)[1])
-    raise UsageError(
-        f"unknown counter {name!r}; choose char, word, tiktoken, tiktoken:ENCODING, "
-        "anthropic, anthropic:chars, anthropic:o200k, openai:MODEL or auto:MODEL"
-    )
+    raise UsageError(f"unknown counter {name!r}; {_CHOOSE}")
+
+
+def provider_of(model: str | None) -> str | None:
+    """The provider whose counts a request to ``model`` is measured against:
+    ``anthropic`` for a Claude model, ``openai`` for a model
+    :func:`~ctxwise.tokens.openai_encoding` knows, else ``None``."""
+    if not model or not model.strip():
+        return None
+    if is_claude_model(model):
+        return "anthropic"
+    return "openai" if openai_encoding(model) is not None else None
+
+
+def default_safety_margin(counter: TokenCounter | str, model: str | None) -> float:
+    """The ``safety_margin`` a budget gets by default: the measured 95th-percentile
+    relative error (:func:`counter_error`) of ``counter`` against the provider
+    ``model`` goes to. ``0.0`` when that pair was not measured: an :class:`OpenAIChatCounter` for an
+    OpenAI model (exact BPE and the documented overheads), or a model of no known
+    provider."""
+    provider = provider_of(model)
+    if provider is None:
+        return 0.0
+    if provider == "openai" and isinstance(counter, OpenAIChatCounter):
+        return 0.0
+    accuracy = counter_error(counter, provider)
+    return 0.0 if accuracy is None else accuracy.p95

@@ -1,8 +1,9 @@
 """A turn as a pipeline of small steps over a frozen :class:`TurnState`.
 
 :meth:`Engine.turn <ctxwise.engine.Engine.turn>` loads the session, runs
-:func:`default_steps` (each one module here: append, observe, route, tools,
-budget, edit, gather, assemble, render, cost, trace), commits what they built in one
+:func:`default_steps` (each one module here: append, observe, calibrate, route,
+tools, budget, edit, gather, assemble, render, cost, trace, and calibrate's estimate),
+commits what they built in one
 transaction, then runs the turn's effects (:mod:`ctxwise.turn.effects`). Each
 step is a plain function of ``(state, ctx)`` that returns the next state, so it
 can be tested alone on a hand-built state and a :class:`TurnContext` made from a
@@ -27,6 +28,7 @@ from __future__ import annotations
 from ctxwise.turn.append import append
 from ctxwise.turn.assemble import assemble_window
 from ctxwise.turn.budget import budget
+from ctxwise.turn.calibrate import calibrate, estimate
 from ctxwise.turn.context import Classifier, TurnContext
 from ctxwise.turn.cost import cost
 from ctxwise.turn.edit import edit
@@ -65,8 +67,13 @@ __all__ = [
 
 
 def record_steps() -> list[Step]:
-    """What :meth:`Engine.record <ctxwise.engine.Engine.record>` runs: append, observe."""
-    return [FunctionStep("append", append), FunctionStep("observe", observe)]
+    """What :meth:`Engine.record <ctxwise.engine.Engine.record>` runs: append, observe,
+    calibrate (a response's usage recorded is learned from, as in a turn)."""
+    return [
+        FunctionStep("append", append),
+        FunctionStep("observe", observe),
+        FunctionStep("calibrate", calibrate),
+    ]
 
 
 def default_steps() -> list[Step]:
@@ -82,4 +89,5 @@ def default_steps() -> list[Step]:
         FunctionStep("render", render),
         FunctionStep("cost", cost),
         FunctionStep("trace", trace),
+        FunctionStep("estimate", estimate),
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ctxwise.assembly import Assembly, Budget, Section, assemble, fit_as_sent
+from ctxwise.assembly import Assembly, Budget, Section, SectionStatus, assemble, fit_as_sent
 from ctxwise.errors import PinnedOverflowError, UsageError
 from ctxwise.formats.request import Window
 from ctxwise.messages import Message
@@ -100,8 +100,21 @@ def fit_window(
             counts.insert(0, ctx.sent.count_messages(f.window.transcript().messages[:1]))
         return ctx.joined(counts)
 
+    excesses: list[int] = []
+
     def shrink(f: _Fit, excess: int) -> _Fit | None:
-        return None if f.room <= floor else build(f.room - excess)
+        if f.room <= floor:
+            return None
+        stuck = bool(excesses) and excess >= excesses[-1]
+        excesses.append(excess)
+        if not stuck:
+            return build(f.room - excess)
+        # the last cut did not lower the excess: the sections used less than their
+        # room (a truncation that stops at a word boundary far back) or a counter with
+        # fractional weights counts them no shorter once sent; cut from what they
+        # used, by at least what the rounds before took
+        used = sum(r.tokens for r in f.assembly.reports if r.status is not SectionStatus.DROPPED)
+        return build(min(f.room, used) - max(excess, room - f.room))
 
     done, total, _ = fit_as_sent(build(room), count, available, shrink, FIT_ATTEMPTS - 1)
     return done.assembly, done.window, done.placements, total

@@ -89,7 +89,7 @@ class TurnContext:
         """A context from ``config`` (the defaults when None) and the parts given;
         what is not given is what the config names or nothing."""
         cfg = config if config is not None else EngineConfig()
-        count = counter if counter is not None else get_counter(cfg.counter)
+        count = counter if counter is not None else get_counter(cfg.counter, model=cfg.model)
         sent = SentCounter(count, cfg.render)
         one = [Message.text_message("user", "x")]
         overhead = 2 * sent.count_messages(one) - sent.count_messages(one * 2)

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxwise._session_state import STATE_FORMAT, CacheMemo, RouteMemo, SessionState, ToolIds
+from ctxwise._session_state import (
+    STATE_FORMAT,
+    CacheMemo,
+    CalibrationMemo,
+    RouteMemo,
+    SessionState,
+    ToolIds,
+)
 from ctxwise.assembly import Assembly, Section
 from ctxwise.formats.request import Window
 from ctxwise.memory.facts import CaseFacts, Rules
@@ -22,8 +29,10 @@ from ctxwise.messages import Message, Transcript
 from ctxwise.tools.given import NO_TOOLS, GivenTools
 from ctxwise.trace import (
     CacheTrace,
+    CalibrationTrace,
     ClearTrace,
     CompactionTrace,
+    EditGateTrace,
     RouteTrace,
     ToolEventTrace,
     ToolsTrace,
@@ -66,6 +75,8 @@ class SessionView:
     """The counter and render that counted ``tokens`` (``SessionState.counted_by``)."""
     prompt_cache: CacheMemo | None = None
     """The provider's prompt cache after the session's latest request (the cost step)."""
+    calibration: CalibrationMemo | None = None
+    """The session's online calibration (the calibrate step)."""
 
     @classmethod
     def from_state(
@@ -101,6 +112,7 @@ class SessionView:
             tuple(ToolEventTrace.model_validate(e) for e in state.tool_events),
             counted_by=state.counted_by,
             prompt_cache=state.prompt_cache,
+            calibration=state.calibration,
         )
 
     def but(self, **changes: Any) -> SessionView:
@@ -132,6 +144,9 @@ class SessionView:
             "prompt_cache": None
             if self.prompt_cache is None
             else self.prompt_cache.model_dump(mode="json"),
+            "calibration": None
+            if self.calibration is None
+            else self.calibration.model_dump(mode="json"),
         }
 
     def first_live(self) -> int:
@@ -143,9 +158,11 @@ class SessionView:
 
 @dataclass(frozen=True, slots=True)
 class BudgetPlan:
-    """How the budget splits: ``available`` (budget - reserve) less the tool
-    definitions is ``window``; less the request framing and the pinned sections it
-    is ``room``; ``history_room`` is the part of it left after the context share."""
+    """How the budget splits: ``available`` (budget - reserve, the provider's
+    tokens) is ``limit`` counted tokens (``available / (factor × (1 + margin))``, see
+    :mod:`ctxwise.turn.budget`); that less the tool definitions is ``window``; less
+    the request framing and the pinned sections it is ``room``; ``history_room`` is
+    the part of it left after the context share."""
 
     available: int
     window: int
@@ -154,6 +171,12 @@ class BudgetPlan:
     pinned_tokens: int
     room: int
     history_room: int
+    limit: int | None = None
+    """Counted tokens the request may hold (``None``: ``available``)."""
+    factor: float = 1.0
+    """The session's correction factor: provider tokens per counted token."""
+    margin: float = 0.0
+    """The safety margin kept for the counter's error."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +238,8 @@ class TurnState:
     budget: BudgetPlan | None = None
     tools: ToolsPlan = ToolsPlan()
     cleared: ClearTrace | None = None
+    edit_gate: EditGateTrace | None = None
+    """Whether clearing paid for its cache re-write (``costs.gate``)."""
     compacted: CompactionTrace | None = None
     changed_from: int | None = None
     """The first history position this turn changed (None: only appended)."""
@@ -224,6 +249,8 @@ class TurnState:
     request: Mapping[str, Any] | None = None
     cache: CacheTrace | None = None
     """What the request costs with the provider's prompt cache (the cost step)."""
+    calibration: CalibrationTrace | None = None
+    """How the budget was turned into counted tokens (the budget and calibrate steps)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     trace: Trace | None = None
     effects: tuple[Remember, ...] = ()
