@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from ctxwise import Engine, EngineConfig
+from ctxwise import Engine, EngineConfig, Message, TurnResult
+from ctxwise.formats.claude_code import read_claude_code
+from ctxwise.pairing import repair_pairing
 from ctxwise.pricing import TokenSplit, cost_usd, price_for
+from ctxwise.replay import _rename_reused_ids, _turns
 from ctxwise.trace import CacheTrace
+from tests.conftest import DATA, long_sessions
 from tests.test_engine_long_session import agent_loop
 
 
 def engine(tmp_path: Path, **kw: object) -> Engine:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     config = EngineConfig.model_validate(
         {
             "store": f"sqlite:///{tmp_path / 'c.db'}",
@@ -28,8 +33,8 @@ def engine(tmp_path: Path, **kw: object) -> Engine:
     return Engine(config)
 
 
-def cache_of(result: object) -> CacheTrace:
-    trace = result.trace  # type: ignore[attr-defined]
+def cache_of(result: TurnResult) -> CacheTrace:
+    trace = result.trace
     assert trace.cache is not None
     return trace.cache
 
@@ -96,3 +101,68 @@ def test_prices_in_the_config_override_the_table(tmp_path: Path) -> None:
 def test_tracking_off_leaves_the_trace_without_a_cost(tmp_path: Path) -> None:
     result = engine(tmp_path, costs={"track": False}).turn("s", "hello")
     assert result.trace.cache is None
+
+
+# ------------------------------------------------------------- the edit gate
+
+
+def recorded_turns(limit: int = 60) -> list[list[Message]]:
+    """The first turns of a real Claude Code session, as replay feeds them."""
+    sessions = long_sessions()
+    if not sessions:
+        pytest.skip(f"shared data not found at {DATA} (set CTXWISE_DATA)")
+    t, _ = repair_pairing(read_claude_code(sessions[-1].read_text(encoding="utf-8")))
+    messages, _ = _rename_reused_ids(t)
+    return [list(new) for _, _, new in _turns(messages)][:limit]
+
+
+def gate_run(tmp_path: Path, **costs: object) -> list[TurnResult]:
+    """A real tool-heavy session at a budget where clearing is triggered often."""
+    eng = engine(tmp_path, budget=30_000, system="", costs=dict(costs))
+    return [eng.turn("s", new, warn_unanswered=False) for new in recorded_turns()]
+
+
+def test_a_clear_that_does_not_pay_for_its_rewrite_is_refused_and_says_why(
+    tmp_path: Path,
+) -> None:
+    results = gate_run(tmp_path)
+    gates = [r.trace.edit_gate for r in results if r.trace.edit_gate is not None]
+    refused = [g for g in gates if not g.ran]
+    assert refused, "some clears cost more than they save"
+    price = price_for("claude-sonnet-4-5")
+    assert price is not None
+    read, write = price.cache_read / price.input, price.cache_write_5m / price.input
+    for g in refused:
+        assert not g.forced
+        assert g.saving == pytest.approx(g.saved_tokens * read * g.horizon, abs=1e-3)
+        assert g.cost == pytest.approx(g.rewrite_tokens * (write - read), abs=1e-3)
+        assert g.saving <= g.cost
+    for r in results:  # the hard budget always wins
+        trace = r.trace
+        assert trace.tokens.total <= trace.tokens.available
+        if trace.edit_gate is not None and trace.edit_gate.forced:
+            assert trace.edit_gate.ran and trace.cleared is not None
+
+
+def test_the_gate_writes_less_to_the_cache_than_clearing_at_every_trigger(
+    tmp_path: Path,
+) -> None:
+    gated = gate_run(tmp_path / "on")
+    plain = gate_run(tmp_path / "off", gate=False)
+    assert all(r.trace.edit_gate is None for r in plain)
+
+    def writes(results: list[TurnResult]) -> int:
+        return sum(cache_of(r).write_5m + cache_of(r).write_1h for r in results)
+
+    def clears(results: list[TurnResult]) -> int:
+        return sum(r.trace.cleared is not None for r in results)
+
+    assert clears(gated) < clears(plain)
+    assert writes(gated) < writes(plain)
+
+
+def test_a_long_horizon_makes_a_clear_pay(tmp_path: Path) -> None:
+    results = gate_run(tmp_path, horizon=10_000)
+    gates = [r.trace.edit_gate for r in results if r.trace.edit_gate is not None]
+    assert gates and all(g.ran for g in gates)
+    assert all(g.horizon == 10_000 for g in gates)

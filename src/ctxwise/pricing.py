@@ -10,8 +10,8 @@ equals, less a date, version or variant suffix (``claude-sonnet-4-5-20250929`` i
 price: its cost is unknown (``None``), never zero.
 
 :class:`TokenSplit` is how a request's input divides for billing — uncached,
-read from the cache, written to the cache (with the ``5m`` or the ``1h`` lifetime) — plus its output;
-:func:`cost_usd` is its money at a price.
+read from the cache, written to the cache (with the ``5m`` or the ``1h``
+lifetime) — plus its output; :func:`cost_usd` is its money at a price.
 
 Sources: Anthropic's "Pricing" page (platform.claude.com/docs/en/about-claude/pricing,
 "Model pricing": a 5-minute cache write is 1.25x base input, a 1-hour write 2x, a

@@ -12,7 +12,7 @@ from ctxwise.errors import PairingError, PinnedOverflowError, UsageError
 from ctxwise.messages import Message
 from ctxwise.routing import KeywordClassifier
 from ctxwise.sources import SourceContext, StaticSource
-from ctxwise.turn import TurnState
+from ctxwise.turn import SessionView, TurnState
 from ctxwise.turn.append import append
 from ctxwise.turn.assemble import assemble_window
 from ctxwise.turn.budget import budget
@@ -172,7 +172,7 @@ def _long(n: int) -> list[Any]:
 
 
 def test_edit_clears_then_compacts_and_keeps_the_loaded_session() -> None:
-    ctx = context(budget=4_000)
+    ctx = context(budget=4_000, costs={"gate": False})  # every clear runs (the gate: below)
     held = session_of(ctx, *_long(12))
     s = _through(state(user("and now?"), session=held), ctx, append, route, tools, budget)
     done = edit(s, ctx)
@@ -254,3 +254,55 @@ def test_assemble_refuses_a_history_that_leaves_no_room() -> None:
     s = _through(state(user("x" * 2_000)), ctx, append, route, tools, budget)
     with pytest.raises(PinnedOverflowError):
         assemble_window(s, ctx)
+
+
+# ---------------------------------------------------------------- tools given, cost, gate
+
+
+def test_tools_counts_the_definitions_given_on_the_turn() -> None:
+    from ctxwise.tools.given import read_tools
+
+    ctx = context()
+    given = read_tools([{"name": "lookup", "input_schema": {"type": "object"}}])
+    s = TurnState.start(SessionView("s", 0), (user("hi"),), tools=given)
+    done = tools(_through(s, ctx, append, route), ctx)
+    assert done.tools.definitions is not None and done.tools.definitions[0]["name"] == "lookup"
+    assert done.tools.tokens > 0 and done.tools.trace is not None
+    assert done.tools.trace.given == ["lookup"]
+
+
+def test_cost_charges_the_request_against_the_session_s_cache() -> None:
+    from ctxwise.turn.cost import cost
+
+    ctx = context(system="You help. " * 500, model="claude-sonnet-4-5")
+    steps = (append, route, tools, budget, gather, assemble_window, render)
+    first = cost(_through(state(user("refund?")), ctx, *steps), ctx)
+    assert first.cache is not None and first.cache.read == 0 and first.cache.write_5m > 0
+    assert first.session.prompt_cache is not None and first.session.prompt_cache.written
+    held = first.session.but(version=1)
+    second = cost(_through(state(assistant("ok"), user("and?"), session=held), ctx, *steps), ctx)
+    assert second.cache is not None and second.cache.read > 0  # the system part, cached
+    assert second.cache.input_usd is not None and second.cache.uncached_usd is not None
+    assert second.cache.input_usd < second.cache.uncached_usd
+
+
+def test_cost_is_off_when_costs_track_is_off() -> None:
+    from ctxwise.turn.cost import cost
+
+    ctx = context(costs={"track": False})
+    s = _through(
+        state(user("hi")), ctx, append, route, tools, budget, gather, assemble_window, render
+    )
+    assert cost(s, ctx) is s
+
+
+def test_the_edit_gate_refuses_a_clear_that_does_not_pay() -> None:
+    from ctxwise.turn.edit import clear_pays
+
+    ctx = context(model="claude-sonnet-4-5")
+    no = clear_pays(ctx, saved=100, rewrite=50_000, horizon=5, forced=False)
+    assert not no.ran and no.saving < no.cost
+    forced = clear_pays(ctx, saved=100, rewrite=50_000, horizon=5, forced=True)
+    assert forced.ran and forced.forced  # the hard budget always wins
+    yes = clear_pays(ctx, saved=20_000, rewrite=10_000, horizon=20, forced=False)
+    assert yes.ran and yes.saving > yes.cost

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
+from ctxwise.cli._cost import cost_tables, most_used_model, recorded_calls
 from ctxwise.cli._progress import progress
 from ctxwise.cli._store import (
     STORE_HELP,
@@ -110,6 +111,22 @@ def replay_cmd(
     ] = None,
     max_id_chars: MaxIdOpt = MAX_ID_CHARS,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost",
+            help="Price every turn with the provider's prompt cache simulated; for a "
+            "Claude Code session, beside what the recording was billed.",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            help="The model to price (and request) with; default: the config's, or for a "
+            "Claude Code session without --config, the model most of its calls used.",
+        ),
+    ] = None,
 ) -> None:
     """Drive a recorded session through the Engine, checking every request.
 
@@ -139,6 +156,8 @@ def replay_cmd(
         cfg = EngineConfig.model_validate({**cfg.model_dump(), **update})
         if isinstance(budget, bool) or budget < 1:
             raise UsageError(f"--budget must be a positive number of tokens, got {budget}")
+        if model is not None and not model.strip():
+            raise UsageError("--model must name a model")
         limit = max_input_bytes(max_input, MAX_TRANSCRIPT_BYTES)
         transcripts = read_transcripts(
             transcript,
@@ -151,16 +170,26 @@ def replay_cmd(
                 f"--index {index} is out of range: {transcript} holds {len(transcripts)} "
                 "transcript(s)"
             )
+        chosen = transcripts[index]
+        billed = (
+            recorded_calls(transcript, limit) if cost and chosen.format == "claude-code" else []
+        )
+        if model is not None:
+            cfg = cfg.model_copy(update={"model": model})
+        elif cost and billed and (config is None or "model" not in cfg.model_fields_set):
+            cfg = cfg.model_copy(update={"model": most_used_model(billed, cfg.model)})
         path = sqlite_path(url)
         where = {"kind": store_kind(url), "from": source, "path": path and str(path)}
         with progress(f"replaying {transcript.name}", enabled=not json_out) as report:
             result = replay(
-                transcripts[index],
+                chosen,
                 budget=budget,
                 config=cfg,
                 repair=repair,
                 session_id=session,
                 progress=report,
+                cost=cost,
+                recorded=billed,
             )
         return result, where
 
@@ -177,6 +206,8 @@ def replay_cmd(
         value = data[key]
         table.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
     console.print(table)
+    if report.cost is not None:
+        console.print(cost_tables(report.cost))
     for line in report.problems:
         console.print(Text(f"  {_clip(line)}"))
     origin = " (the store --config names)" if where["from"] == "--config" else ""

@@ -1,7 +1,14 @@
 """The edit step: clear, then compact, when the history is over its thresholds.
 
 When the history passes ``clearing.trigger`` of its room, old tool results are
-cleared (the last ``keep_last`` stay). When it still does not fit its room, it is
+cleared (the last ``keep_last`` stay) — if the edit pays for itself (``costs.gate``):
+clearing changes the prompt from the first cleared result on, so the provider
+writes everything after it to its cache again; the tokens it saves are read from
+the cache on every later turn. It runs when the saving over the expected horizon
+(``costs.horizon``, or as many turns as the session has had) is worth more than
+that re-write at the model's prices (:func:`clear_pays`), or when the history no
+longer fits its room: the hard budget always wins. The trace records the decision
+with its numbers (``edit_gate``). When it still does not fit its room, it is
 compacted to ``compaction.target`` of it, keeping a verbatim tail and never
 splitting a tool pair; a compaction that would summarize the latest exchange (what
 the model answers next) is tried again with more room while there is more. The
@@ -16,13 +23,29 @@ from collections.abc import Sequence
 
 from ctxwise.compaction import Compaction, CompactionSettings, compact
 from ctxwise.compaction.errors import CompactionBudgetError
+from ctxwise.costs import ANTHROPIC_CACHE_READ_FACTOR, ANTHROPIC_CACHE_WRITE_FACTOR
 from ctxwise.editing import clear_tool_uses
 from ctxwise.messages import Message, ToolResultBlock, Transcript
-from ctxwise.trace import ClearTrace, CompactionTrace
+from ctxwise.pricing import price_for
+from ctxwise.trace import ClearTrace, CompactionTrace, EditGateTrace
 from ctxwise.turn.context import TurnContext
 from ctxwise.turn.state import BudgetPlan, TurnState
 
-__all__ = ["clear", "compact_history", "count_turns", "edit", "latest_exchange"]
+__all__ = [
+    "OPENAI_CACHE_READ_FACTOR",
+    "cache_factors",
+    "clear",
+    "clear_pays",
+    "compact_history",
+    "count_turns",
+    "edit",
+    "latest_exchange",
+]
+
+OPENAI_CACHE_READ_FACTOR = 0.5
+"""OpenAI's cached-input price over its input price on its older models (GPT-4o):
+the smallest discount it documents, so an unpriced model's edits are not
+under-valued."""
 
 
 def latest_exchange(history: Sequence[Message]) -> int:
@@ -94,6 +117,17 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
         len(new),
     )
     tokens = (*session.tokens[:first], *(ctx.count(m) for m in new[first:]))
+    gate = None
+    if cfg.costs.gate:
+        gate = clear_pays(
+            ctx,
+            saved=total - ctx.joined(tokens),
+            rewrite=ctx.joined(tokens[first:]),
+            horizon=cfg.costs.horizon or max(1, session.turns),
+            forced=total > plan.history_room,
+        )
+        if not gate.ran:
+            return state.but(edit_gate=gate)
     encoded = session.encoded
     if encoded is not None:
         encoded = (*encoded[:first], *(ctx.encode(m) for m in new[first:]))
@@ -105,7 +139,44 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
     return state.but(
         session=session.but(history=new, tokens=tokens, encoded=encoded, clears=session.clears + 1),
         cleared=cleared,
+        edit_gate=gate,
         changed_from=first if state.changed_from is None else min(first, state.changed_from),
+    )
+
+
+def cache_factors(ctx: TurnContext) -> tuple[float, float]:
+    """A cache read's and a 5-minute cache write's price over the base input price,
+    for the configured model (its price, else the render's provider's documented
+    factors: Anthropic's, or OpenAI's no write premium and its older models' read
+    discount, the smaller one)."""
+    cfg = ctx.config
+    price = price_for(cfg.model, cfg.costs.prices)
+    if price is not None and price.input > 0:
+        return price.cache_read / price.input, price.cache_write_5m / price.input
+    if cfg.render == "anthropic":
+        return ANTHROPIC_CACHE_READ_FACTOR, ANTHROPIC_CACHE_WRITE_FACTOR
+    return OPENAI_CACHE_READ_FACTOR, 1.0
+
+
+def clear_pays(
+    ctx: TurnContext, *, saved: int, rewrite: int, horizon: int, forced: bool
+) -> EditGateTrace:
+    """Whether clearing ``saved`` tokens, which re-writes ``rewrite`` tokens to the
+    cache, pays over ``horizon`` turns: the saved tokens are a cache read each turn
+    (``saved * read * horizon``), the re-write costs its write premium over a read
+    once (``rewrite * (write - read)``), both over the base input price."""
+    read, write = cache_factors(ctx)
+    saving = saved * read * horizon
+    cost = rewrite * max(0.0, write - read)
+    return EditGateTrace(
+        edit="clear",
+        ran=forced or saving > cost,
+        forced=forced,
+        saved_tokens=saved,
+        rewrite_tokens=rewrite,
+        horizon=horizon,
+        saving=round(saving, 3),
+        cost=round(cost, 3),
     )
 
 

@@ -46,6 +46,7 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
             for r in reports
         ],
         cleared=state.cleared,
+        edit_gate=state.edit_gate,
         compacted=state.compacted,
         facts_changed=list(state.facts_changed),
         rules_added=list(state.rules_added),
