@@ -566,14 +566,19 @@ class EngineConfig(_Strict):
             raise ValueError(f"must be 'auto' or a number from 0 to 4, got {value!r}")
         return value
 
-    def margin_for(self, counter: TokenCounter) -> float:
+    def margin_for(self, counter: TokenCounter, *, calibrated: bool = False) -> float:
         """The safety margin the budget keeps with ``counter``: ``safety_margin``, or
         when it is ``"auto"`` the counter's measured 95th-percentile error against
-        ``model``'s provider (:func:`ctxwise.tokens.default_safety_margin`)."""
+        ``model``'s provider (:func:`ctxwise.tokens.default_safety_margin`), and once
+        the session has ``calibrated`` on a response's usage, the measured
+        95th-percentile error of the calibrated estimate when that is smaller
+        (:func:`ctxwise.tokens.calibrated_margin`)."""
         if self.safety_margin == "auto":
-            from ctxwise.tokens import default_safety_margin
+            from ctxwise.tokens import calibrated_margin, default_safety_margin
 
-            return default_safety_margin(counter, self.model)
+            margin = default_safety_margin(counter, self.model)
+            after = calibrated_margin(counter, self.model) if calibrated else None
+            return margin if after is None else min(margin, after)
         return float(self.safety_margin)
 
     def tool_search_embedder(self) -> EmbedderConfig | None:

@@ -17,9 +17,9 @@ from ctxwise.config import EngineConfig
 from ctxwise.engine import Engine
 from ctxwise.formats import anthropic, read_transcript
 from ctxwise.formats.inputs import RESPONSES_USAGE_KEY, decode_input, response_usage
-from ctxwise.formats.usage import CallUsage, transcript_calls
-from ctxwise.messages import Message, Transcript
-from ctxwise.tokens import counter_error
+from ctxwise.messages import Message
+from ctxwise.replay import calibration_rows
+from ctxwise.tokens import calibrated_margin, counter_error
 from ctxwise.turn.calibrate import MAX_FACTOR, MIN_FACTOR, learn, provider_prompt_tokens
 from tests.conftest import claude_code_files
 
@@ -139,8 +139,11 @@ def test_the_budget_step_plans_with_the_margin_and_the_factor() -> None:
     assert plan.available == 9_000 and plan.limit == plan.window == int(9_000 / (1 + margin))
     held = s.but(session=s.session.but(calibration=CalibrationMemo(factor=1.25, calls=1)))
     plan = budget(held, ctx).budget
-    assert plan is not None and plan.factor == 1.25
-    assert plan.limit == int(9_000 / (1.25 * (1 + margin)))
+    # calibrated: the margin tightens to the calibrated estimate's measured p95
+    after = calibrated_margin(ctx.counter, ctx.config.model)
+    assert after is not None and after < margin
+    assert plan is not None and plan.factor == 1.25 and plan.margin == after
+    assert plan.limit == int(9_000 / (1.25 * (1 + after)))
     fixed = context(budget=10_000, reserve=1_000, safety_margin=0.5)
     plan = budget(tools(route(append(state(T("user", "hi")), fixed), fixed), fixed), fixed).budget
     assert plan is not None and plan.margin == 0.5 and plan.limit == 6_000
@@ -278,76 +281,6 @@ def test_the_state_row_keeps_a_constant_size(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- the must-show
 
 
-def _chains(t: Transcript) -> list[list[CallUsage]]:
-    """The file's calls with a prompt count, split where Claude Code compacted or
-    changed model (the recorded prompt no longer holds what came before)."""
-    bounds = [b.index for b in t.compactions]
-    chains: list[list[CallUsage]] = []
-    for call in transcript_calls(t):
-        if call.prompt_tokens is None:
-            continue
-        last = chains[-1][-1] if chains else None
-        if (
-            last is None
-            or any(last.index < x <= call.index for x in bounds)
-            or call.model != last.model
-        ):
-            chains.append([])
-        chains[-1].append(call)
-    return chains
-
-
-def _replay(path: Path) -> list[tuple[int, int, int]]:
-    """Each chain of ``path``'s calls replayed as an Engine session: turn ``j`` sends
-    what led to call ``j`` (call ``j-1``'s response as an Anthropic ``Message`` with
-    its usage, then what followed it). Returns, per call, its position in its chain,
-    the provider's count of the Engine's request and the Engine's expected count.
-
-    The recorded prompts also hold Claude Code's system prompt and tool definitions,
-    which the file does not (about 15,000-25,000 tokens, fixed within a chain): the
-    provider's count of what the Engine sends is the recorded prompt less that
-    prefix, taken as the chain's first prompt less the Engine's count of the first
-    request (a few user-message tokens). The usage fed back is that count."""
-    t = read_transcript(path)
-    cfg = EngineConfig.model_validate(
-        {
-            "store": "memory",
-            "budget": 2_000_000,  # the Engine sends what Claude Code sent: no edits
-            "clearing": {"enabled": False},
-            "compaction": {"enabled": False},
-            "facts": {"extractor": "none", "rules": False},
-            "memory": {"recall": False},
-            "costs": {"track": False},
-        }
-    )
-    out = []
-    with Engine(cfg) as engine:
-        for k, chain in enumerate(_chains(t)):
-            start = max((b.index for b in t.compactions if b.index <= chain[0].index), default=0)
-            prefix = 0
-            previous: CallUsage | None = None
-            for j, call in enumerate(chain):
-                assert call.prompt_tokens is not None
-                new: list[object] = []
-                for i in range(start if previous is None else previous.index, call.index):
-                    m = t.messages[i]
-                    if previous is not None and i == previous.index:
-                        assert previous.prompt_tokens is not None
-                        body = anthropic.encode_response(m)
-                        body["usage"] = {"input_tokens": previous.prompt_tokens - prefix}
-                        new.append(body)
-                    else:
-                        new.append(m)
-                r = engine.turn(f"chain{k}", new, warn_unanswered=False)
-                if j == 0:
-                    prefix = call.prompt_tokens - r.trace.tokens.total
-                c = r.trace.calibration
-                assert c is not None and c.expected is not None and not c.clamped
-                out.append((j, call.prompt_tokens - prefix, c.expected))
-                previous = call
-    return out
-
-
 def test_a_replayed_session_converges_to_the_providers_count() -> None:
     files = claude_code_files()
     if not files:
@@ -355,8 +288,8 @@ def test_a_replayed_session_converges_to_the_providers_count() -> None:
     errors: list[float] = []
     sessions = 0
     for path in files:
-        rows = _replay(path)
-        after = [abs(expected - provider) / provider for j, provider, expected in rows if j >= 5]
+        rows = calibration_rows(read_transcript(path))
+        after = [r.error for r in rows if r.calls >= 5]
         sessions += bool(after)
         errors += after
     # the bound: the safety margin the budget keeps by default for this counter (its
@@ -370,3 +303,21 @@ def test_a_replayed_session_converges_to_the_providers_count() -> None:
     # and most of the time far inside it (measured: p50 0.1%, p90 1.2%, max 29.5%)
     assert errors[int(0.9 * len(errors))] <= 0.02
     assert errors[len(errors) // 2] <= 0.005
+
+
+def test_the_shipped_calibrated_margin_is_what_a_replay_measures() -> None:
+    """``calibrated_margin`` is data (scripts/measure_calibration.py): the replay of
+    every shared Claude Code file with its usage fed back gives the same p95."""
+    files = claude_code_files()
+    if not files:
+        pytest.skip("no Claude Code transcripts in the data folder")
+    config = EngineConfig(store="memory", counter="anthropic:chars", model="claude-sonnet-4-5")
+    errors = sorted(
+        r.error
+        for path in files
+        for r in calibration_rows(read_transcript(path), config)
+        if r.calls >= 1
+    )
+    p95 = round(errors[min(len(errors) - 1, int(0.95 * (len(errors) - 1)))], 4)
+    assert calibrated_margin("anthropic:chars", "claude-sonnet-4-5") == p95
+    assert calibrated_margin("anthropic:chars", "gpt-4o") is None  # measured on Claude only

@@ -22,7 +22,8 @@ OpenAI documents for names and tool definitions;
 Anthropic's counts from a local tokenization with coefficients fit on recorded
 usage. :func:`counter_for_model` picks one from a model name (the Engine's default,
 ``counter = "auto"``), :func:`counter_error` says how far each one was from the
-provider's counts, and :func:`default_safety_margin` turns that into the margin a
+provider's counts, and :func:`default_safety_margin` (:func:`calibrated_margin` once a
+session has calibrated) turns that into the margin a
 budget keeps by default.
 
 Counters that ask a provider's API live with the provider adapters
@@ -54,6 +55,7 @@ from ctxwise.tokens.anthropic import (
 from ctxwise.tokens.models import (
     CounterAccuracy,
     anthropic_counter,
+    calibrated_margin,
     check_counter_name,
     counter_error,
     counter_for_model,
@@ -79,6 +81,7 @@ __all__ = [
     "TokenCounter",
     "WordCounter",
     "anthropic_counter",
+    "calibrated_margin",
     "check_counter_name",
     "counter_error",
     "counter_for_model",

@@ -72,6 +72,21 @@ def counter_error(
     )
 
 
+def calibrated_margin(counter: TokenCounter | str, model: str | None) -> float | None:
+    """The ``safety_margin`` a budget keeps by default once its session has calibrated
+    on a response's usage: the measured 95th-percentile error of the calibrated
+    estimate of the next request (``scripts/measure_calibration.py``), for ``counter``
+    against a Claude model; ``None`` when that was not measured (the uncalibrated
+    margin, :func:`default_safety_margin`, stays)."""
+    from ctxwise.tokens._calibrated import CALIBRATED
+
+    if provider_of(model) != "anthropic":
+        return None
+    name = counter if isinstance(counter, str) else counter.name
+    row = CALIBRATED.get(name)
+    return None if row is None else float(row["p95"])
+
+
 def is_claude_model(model: str) -> bool:
     """``model`` names a Claude model (``claude-…``, with or without a provider
     prefix such as ``anthropic/`` or Bedrock's ``us.anthropic.``)."""

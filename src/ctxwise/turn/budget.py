@@ -58,7 +58,7 @@ def budget(state: TurnState, ctx: TurnContext) -> TurnState:
     available = Budget(cfg.budget, cfg.reserve).available
     memo = state.session.calibration
     factor = memo.factor if memo is not None else 1.0
-    margin = cfg.margin_for(ctx.counter)
+    margin = cfg.margin_for(ctx.counter, calibrated=memo is not None and memo.calls > 0)
     limit = max(1, math.floor(available / (factor * (1.0 + margin)) + 1e-9))
     tool_tokens = state.tools.tokens
     if tool_tokens >= limit:
