@@ -138,6 +138,12 @@ def engine_long(long: dict[str, Any] | None) -> str:
         "session's memory anew (count: p50). Clearing and compacting turns apart (count: "
         "p50). `ratio`: no-edit p50 and p99 over the first copy's; target "
         f"≤ {long['target_ratio']} × at 3,000+ turns: **{met}**."
+        + (
+            f" Each store replays the long session {long['repeats']} times; a turn's time "
+            "is its median over the replays."
+            if "repeats" in long
+            else ""
+        )
         + wait_note
         + "\n\n"
         + table(
