@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import asyncio
 import os
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -61,3 +63,47 @@ def data_dir() -> Path:
     if not TRANSCRIPTS.is_dir():
         pytest.skip(f"shared data not found at {DATA} (set CTXWISE_DATA)")
     return DATA
+
+
+# ------------------------------------------------------- event loops left open
+# pydantic-ai's ``Agent.run_sync`` makes an event loop, sets it as the thread's
+# current one and leaves it open (to reuse it); once something replaces it, the
+# garbage collector finds it open during whatever test runs then, and warnings-as-
+# errors fail that unrelated test (seen in CI as an unclosed loop and its self-pipe
+# sockets). Every loop made during the run is remembered (weakly); after each test,
+# a loop it left neither closed nor running is closed here, where it was left
+# (``CTXWISE_LOOP_REPORT=FILE`` lists those tests).
+
+_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_loop_init = asyncio.BaseEventLoop.__init__
+
+
+def _remembered_init(self: asyncio.BaseEventLoop) -> None:
+    _loop_init(self)
+    _LOOPS.add(self)
+
+
+asyncio.BaseEventLoop.__init__ = _remembered_init  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True)
+def _no_event_loop_left_open(request: pytest.FixtureRequest) -> Iterator[None]:
+    before = {id(loop) for loop in _LOOPS}
+    yield
+    left = [
+        loop
+        for loop in list(_LOOPS)
+        if id(loop) not in before and not loop.is_closed() and not loop.is_running()
+    ]
+    if not left:
+        return
+    policy = asyncio.get_event_loop_policy()
+    for loop in left:
+        loop.close()
+    current = getattr(getattr(policy, "_local", None), "_loop", None)
+    if current is not None and current.is_closed():
+        policy.set_event_loop(None)
+    report = os.environ.get("CTXWISE_LOOP_REPORT")
+    if report:
+        with open(report, "a", encoding="utf-8") as out:
+            out.write(f"{request.node.nodeid}\t{len(left)}\n")
