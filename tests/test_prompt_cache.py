@@ -150,3 +150,16 @@ def test_bad_settings_are_refused() -> None:
         PromptCache("gemini")  # type: ignore[arg-type]
     with pytest.raises(UsageError):
         PromptCache("anthropic", lookback=0)
+
+
+def test_a_message_rebuilt_around_the_same_blocks_is_found_again() -> None:
+    # a render joins the results of parallel calls into a new message each turn
+    memo = BlockMemo()
+    a = {"type": "tool_result", "tool_use_id": "t1", "content": "one"}
+    b = {"type": "tool_result", "tool_use_id": "t2", "content": "two"}
+    first = request_blocks({"messages": [{"role": "user", "content": [a, b]}]}, COUNTER, memo)
+    again = request_blocks({"messages": [{"role": "user", "content": [a, b]}]}, COUNTER, memo)
+    assert first == again
+    c = {**b, "content": "changed"}
+    other = request_blocks({"messages": [{"role": "user", "content": [a, c]}]}, COUNTER, memo)
+    assert other[0].digest != first[0].digest

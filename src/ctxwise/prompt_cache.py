@@ -112,14 +112,31 @@ class BlockMemo:
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[Any, bytes, int]] = {}
+        self._joined: dict[tuple[int, ...], tuple[Any, bytes, int]] = {}
         self.previous: tuple[bytes, ...] = ()
         """The session's previous request's block digests, cut
         (:attr:`PromptCache.previous`): kept in memory, not in the session state."""
+
+    @staticmethod
+    def _parts(value: Any) -> tuple[int, ...] | None:
+        """A message rebuilt around the same blocks (a render joins the results of
+        parallel calls into a new message each turn) is known by its blocks."""
+        if not isinstance(value, Mapping) or "role" not in value:
+            return None
+        content = value.get("content")
+        if not isinstance(content, list) or len(content) < 2:
+            return None
+        return (hash(value["role"]), *(id(b) for b in content))
 
     def block(self, value: Any, counter: TokenCounter, render: Provider) -> tuple[bytes, int]:
         hit = self._seen.get(id(value))
         if hit is not None and hit[0] is value:
             return hit[1], hit[2]
+        parts = self._parts(value)
+        if parts is not None:
+            joined = self._joined.get(parts)
+            if joined is not None and joined[0]["content"] == value["content"]:
+                return joined[1], joined[2]
         bare = _unmarked(value)
         text = bare if isinstance(bare, str) else json.dumps(bare, ensure_ascii=False)
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
@@ -127,6 +144,12 @@ class BlockMemo:
 
     def keep(self, values: Sequence[Any], found: Sequence[tuple[bytes, int]]) -> None:
         self._seen = {id(v): (v, d, t) for v, (d, t) in zip(values, found, strict=True)}
+        joined = {}
+        for v, (d, t) in zip(values, found, strict=True):
+            parts = self._parts(v)
+            if parts is not None:
+                joined[parts] = (v, d, t)  # held: its blocks' identities stay theirs
+        self._joined = joined
 
 
 def _tokens(value: Any, text: str, counter: TokenCounter, render: Provider) -> int:
