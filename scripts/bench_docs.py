@@ -810,6 +810,83 @@ def sync(d: dict[str, Any]) -> str:
     )
 
 
+def costs(d: dict[str, Any]) -> str:
+    def written(r: dict[str, Any]) -> int:
+        return int(r["total"]["cache_write_5m"] + r["total"]["cache_write_1h"])
+
+    def usd(x: Any) -> str:
+        return "unknown" if x is None else f"{x:.3f}"
+
+    every = [
+        [
+            r["file"],
+            r["model"],
+            r["turns"],
+            f"{r['total']['cache_read']:,}",
+            f"{written(r):,}",
+            f"{r['total']['uncached']:,}",
+            usd(r["usd"]),
+            usd(r["recorded_usd"]),
+            r["over_budget_turns"],
+        ]
+        for r in d["every"]
+    ]
+    gate = [
+        [
+            g["file"][:8],
+            f"{g['budget']:,}",
+            f"{g['off']['clears']} / {g['on']['clears']}",
+            f"{g['off']['cache_breaks']} / {g['on']['cache_breaks']}",
+            f"{written(g['off']):,} / {written(g['on']):,}",
+            f"{g['off']['usd']:.3f} / {g['on']['usd']:.3f}",
+            f"{g['off']['over_budget_turns']} / {g['on']['over_budget_turns']}",
+            f"{written(g['on']) / written(g['off']) - 1:+.1%}",
+            f"{g['on']['usd'] / g['off']['usd'] - 1:+.1%}",
+        ]
+        for g in d["gate"]
+    ]
+    return (
+        "Every Claude Code file replayed at 100,000 tokens with the prompt cache simulated "
+        "(`ctxwise replay --cost`), priced at the model most of its recorded calls used, "
+        "beside what the recording was billed. The recording also paid for Claude Code's "
+        "system prompt and tool definitions, which its transcript does not hold and a "
+        "replay cannot send: compare the policies with each other, not with that column.\n\n"
+        + table(
+            [
+                "file",
+                "model",
+                "turns",
+                "read",
+                "written",
+                "uncached",
+                "ctxwise $",
+                "recorded $",
+                "over budget",
+            ],
+            every,
+        )
+        + "\n\nThe edit gate (`costs.gate`) off / on at the same budget on each long "
+        "session: clears, cache breaks (turns whose request differs from the previous one "
+        "before its end), tokens written to the cache, money, turns over budget. Target "
+        "(issue 30): with the gate, fewer cache writes and lower cost on every session, no "
+        "turn over budget.\n\n"
+        + table(
+            [
+                "session",
+                "budget",
+                "clears",
+                "cache breaks",
+                "written",
+                "$",
+                "over budget",
+                "written Δ",
+                "$ Δ",
+            ],
+            gate,
+        )
+    )
+
+
 def pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -932,6 +1009,7 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Syncing a framework's history", "bench_sync", sync),
     ("Replay over every recording", "bench_replay", replay),
     ("Token counts against Anthropic's usage", "tokens", tokens),
+    ("Costs with the prompt cache, and the edit gate", "bench_costs", costs),
     ("Compaction over every transcript", "bench_compact_all", compact_all),
     ("Compaction time", "bench_compaction", compaction),
     ("Summary retention and future references", "bench_retention", retention),
