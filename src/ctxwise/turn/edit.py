@@ -102,6 +102,8 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
     trigger = int(cfg.clearing.trigger * plan.history_room)
     if not (cfg.clearing.enabled and cfg.clearing.mode == "local" and total > trigger):
         return state
+    forced = total > plan.history_room
+    horizon = cfg.costs.horizon or max(1, session.turns)
     result = clear_tool_uses(
         Transcript(session.history),
         trigger_tokens=0,
@@ -112,25 +114,29 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
     if not (result.applied and result.cleared):
         return state
     new = result.transcript.messages
-    first = next(
-        (i for i, (a, b) in enumerate(zip(session.history, new, strict=True)) if a != b),
-        len(new),
-    )
-    tokens = (*session.tokens[:first], *(ctx.count(m) for m in new[first:]))
+    # only the cleared messages changed (the others are the same objects): only they
+    # are counted and encoded again
+    changed = {
+        i
+        for i, (a, b) in enumerate(zip(session.history, new, strict=True))
+        if a is not b and a != b
+    }
+    first = min(changed, default=len(new))
+    tokens = tuple(ctx.count(m) if i in changed else session.tokens[i] for i, m in enumerate(new))
     gate = None
     if cfg.costs.gate:
         gate = clear_pays(
             ctx,
             saved=total - ctx.joined(tokens),
             rewrite=ctx.joined(tokens[first:]),
-            horizon=cfg.costs.horizon or max(1, session.turns),
-            forced=total > plan.history_room,
+            horizon=horizon,
+            forced=forced,
         )
         if not gate.ran:
             return state.but(edit_gate=gate)
     encoded = session.encoded
     if encoded is not None:
-        encoded = (*encoded[:first], *(ctx.encode(m) for m in new[first:]))
+        encoded = tuple(ctx.encode(m) if i in changed else encoded[i] for i, m in enumerate(new))
     cleared = ClearTrace(
         tool_uses=result.cleared_tool_uses,
         tokens_freed=total - ctx.joined(tokens),
