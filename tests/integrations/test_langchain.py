@@ -139,6 +139,9 @@ def test_the_edited_window_reaches_the_model(tmp_path: Path) -> None:
     assert all(t.tokens.total <= 1200 for t in traces)
     assert not problems(_strict(last))
     assert mw.last is not None and mw.last.trace.turn == 5
+    # the agent's tool definitions, which LangChain sends itself, are in the budget
+    assert all(t.tools is not None and t.tools.given == ["lookup"] for t in traces)
+    assert all(t.tokens.tools > 0 for t in traces)
 
 
 def test_each_message_reaches_the_engine_once(tmp_path: Path) -> None:

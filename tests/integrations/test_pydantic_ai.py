@@ -728,3 +728,17 @@ def test_prompted_output_instructions_are_counted(tmp_path: Path) -> None:
     turn = capability.last_turn
     assert turn is not None
     assert turn.trace.tokens.system == engine.counter.count(sent)
+
+
+def test_the_agents_tool_definitions_are_counted_in_the_budget(tmp_path: Path) -> None:
+    # pydantic-ai sends its tools beside the messages: the Engine counts them (issue 30)
+    engine = make_engine(tmp_path)
+    capability = CtxwiseCapability(engine, "case-tools")
+    seen: list[list[ModelMessage]] = []
+    result = run(agent_with(scripted([], seen), capability, []).run(FIRST))
+    assert result.output == "done"
+    trace = engine.traces("case-tools")[-1]
+    assert trace.tools is not None
+    assert set(trace.tools.given) >= {"lookup", "delete_account", "refund"}
+    assert trace.tokens.tools == trace.tools.tokens > 0
+    assert trace.tokens.total <= trace.tokens.available

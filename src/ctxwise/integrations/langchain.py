@@ -517,6 +517,7 @@ class CtxwiseMiddleware(AgentMiddleware):
                         mapped,
                         expected_version=version,
                         system=prompt,
+                        tools=_tool_definitions(request),  # counted in the budget
                         warn_unanswered=False,  # the framework's history is what it is
                     )
                 except SessionConflictError:
@@ -682,3 +683,15 @@ class CtxwiseMiddleware(AgentMiddleware):
     ) -> ToolMessage | Command[Any]:
         refused = await asyncio.to_thread(self.blocked, request) if self.gate_tools else None
         return refused if refused is not None else await handler(request)
+
+
+def _tool_definitions(request: ModelRequest) -> list[dict[str, Any]]:
+    """The tools the model request binds, as definitions the Engine counts in the
+    budget (LangChain sends them itself, beside the messages): a ``BaseTool`` in
+    OpenAI's function shape, a provider's tool dict as it is."""
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    out: list[dict[str, Any]] = []
+    for tool in request.tools or ():
+        out.append(dict(tool) if isinstance(tool, Mapping) else convert_to_openai_tool(tool))
+    return out

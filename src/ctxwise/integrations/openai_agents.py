@@ -292,11 +292,12 @@ class ContextFilter:
         given = list(data.model_data.input)
         keys = [item_key(item, i) for i, item in enumerate(given)]
         instructions = data.model_data.instructions
+        tools = _tool_definitions(data.agent)
         lock = _engine_lock(self.engine)
 
         def turn() -> tuple[str | None, list[dict[str, Any]]]:
             with lock:
-                return self._turn(sid, given, keys, instructions)
+                return self._turn(sid, given, keys, instructions, tools)
 
         text, items = await asyncio.to_thread(turn)
         return ModelInputData(input=cast("list[TResponseInputItem]", items), instructions=text)
@@ -344,7 +345,12 @@ class ContextFilter:
         await asyncio.to_thread(record)
 
     def _turn(
-        self, sid: str, given: list[Any], keys: list[str], instructions: str | None
+        self,
+        sid: str,
+        given: list[Any],
+        keys: list[str],
+        instructions: str | None,
+        tools: Sequence[Mapping[str, Any]] = (),
     ) -> tuple[str | None, list[dict[str, Any]]]:
         prompt = instructions if instructions and instructions.strip() else None
         units = _units(given, keys)
@@ -365,7 +371,12 @@ class ContextFilter:
                 # kept; what is new was worked out at this version: another writer's
                 # commit in between changes it, so it is worked out again
                 result = self.engine.turn(
-                    sid, new, expected_version=found.version, system=prompt, warn_unanswered=False
+                    sid,
+                    new,
+                    expected_version=found.version,
+                    system=prompt,
+                    tools=tools or None,  # the agent's function tools, counted
+                    warn_unanswered=False,
                 )
             except SessionConflictError:
                 if attempt == self.engine.max_attempts:
@@ -731,3 +742,21 @@ class CtxwiseSession:
     async def clear_session(self) -> None:
         """Remove every item of this session (other sessions are untouched)."""
         await asyncio.to_thread(self._locked, self._clear)
+
+
+def _tool_definitions(agent: Any) -> list[dict[str, Any]]:
+    """The agent's function tools as Responses function definitions, for the Engine
+    to count in the budget (the SDK sends them itself, beside the input); hosted
+    tools (web search, file search, ...) have no schema here and are left out."""
+    out: list[dict[str, Any]] = []
+    for tool in getattr(agent, "tools", None) or ():
+        schema = getattr(tool, "params_json_schema", None)
+        name = getattr(tool, "name", None)
+        if not isinstance(schema, Mapping) or not isinstance(name, str):
+            continue
+        body: dict[str, Any] = {"type": "function", "name": name, "parameters": dict(schema)}
+        description = getattr(tool, "description", None)
+        if isinstance(description, str) and description:
+            body["description"] = description
+        out.append(body)
+    return out

@@ -404,6 +404,20 @@ def _identity(dumped: Mapping[str, Any]) -> str:
 _KEYS = "pydantic_ai.keys"
 
 
+def _tool_definitions(request_context: ModelRequestContext) -> list[dict[str, Any]]:
+    """The function and output tools the request sends, as definitions the Engine
+    counts in the budget (pydantic-ai sends them itself, beside the messages)."""
+    params = request_context.model_request_parameters
+    defs = [*params.function_tools, *params.output_tools]
+    out = []
+    for d in defs:
+        body: dict[str, Any] = {"name": d.name, "input_schema": dict(d.parameters_json_schema)}
+        if d.description:
+            body["description"] = d.description
+        out.append(body)
+    return out
+
+
 def _sync_keys(message: Message) -> list[str]:
     """What tells a message read from a pydantic-ai history apart (:func:`_identity`);
     none for one recorded another way."""
@@ -595,7 +609,11 @@ class CtxwiseCapability(AbstractCapability[Any]):
     # ------------------------------------------------------------ history
 
     async def process(
-        self, messages: Sequence[ModelMessage], *, instructions: str | None = None
+        self,
+        messages: Sequence[ModelMessage],
+        *,
+        instructions: str | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> list[ModelMessage]:
         """The messages to send instead of ``messages`` (see the module docstring);
         ``messages`` themselves when nothing in them is new to the session.
@@ -635,7 +653,9 @@ class CtxwiseCapability(AbstractCapability[Any]):
         if instructions and instructions.strip():
             texts.append(instructions)
         prompt = "\n\n".join(texts) or None
-        result = await self.engine.aturn(sid, new, system=prompt, warn_unanswered=False)
+        result = await self.engine.aturn(
+            sid, new, system=prompt, tools=tools, warn_unanswered=False
+        )
         shown = list(result.window.messages)
         # statements an older ctxwise recorded in the session: never sent
         recorded = self._recorded_dynamic() if dynamic else {}
@@ -710,7 +730,9 @@ class CtxwiseCapability(AbstractCapability[Any]):
         if not self.history:
             return request_context
         messages = await self.process(
-            list(request_context.messages), instructions=_instructions(request_context)
+            list(request_context.messages),
+            instructions=_instructions(request_context),
+            tools=_tool_definitions(request_context),
         )
         request_context.messages = list(messages)
         ctx.messages[:] = messages
