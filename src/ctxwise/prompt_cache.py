@@ -71,16 +71,18 @@ def _parts(request: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
 
 def _breakpoint(value: Any) -> Literal["5m", "1h"] | None:
     """The lifetime of the last cache mark in ``value`` (a block, or a message's blocks)."""
-    marks: list[Any] = []
-    if isinstance(value, Mapping):
-        marks.append(value.get("cache_control"))
-        content = value.get("content")
-        if isinstance(content, list):
-            marks.extend(b.get("cache_control") for b in content if isinstance(b, Mapping))
-    found = [m for m in marks if isinstance(m, Mapping)]
-    if not found:
+    if not isinstance(value, dict):
         return None
-    return "1h" if found[-1].get("ttl") == "1h" else "5m"
+    last = value.get("cache_control")
+    content = value.get("content")
+    if type(content) is list:
+        for b in content:
+            mark = b.get("cache_control") if type(b) is dict else None
+            if mark is not None:
+                last = mark
+    if not isinstance(last, dict):
+        return None
+    return "1h" if last.get("ttl") == "1h" else "5m"
 
 
 def _unmarked(value: Any) -> Any:
@@ -101,6 +103,10 @@ def _unmarked(value: Any) -> Any:
     return out
 
 
+_Found = tuple[bytes, int, Literal["5m", "1h"] | None]
+"""A block's digest, tokens and cache mark."""
+
+
 class BlockMemo:
     """Each block's digest and tokens, kept for the objects a request reuses.
 
@@ -111,44 +117,52 @@ class BlockMemo:
     request's digests, to say where the next one first differs."""
 
     def __init__(self) -> None:
-        self._seen: dict[int, tuple[Any, bytes, int]] = {}
-        self._joined: dict[tuple[int, ...], tuple[Any, bytes, int]] = {}
+        self._seen: dict[int, tuple[Any, _Found]] = {}
+        self._joined: dict[tuple[int, ...], tuple[Any, _Found]] = {}
         self.previous: tuple[bytes, ...] = ()
         """The session's previous request's block digests, cut
         (:attr:`PromptCache.previous`): kept in memory, not in the session state."""
+        self.chains: list[tuple[bytes, bytes]] = []
+        """The previous request's blocks as (digest, chained digest): a request that
+        repeats its prefix reuses the chain instead of hashing it again."""
 
     @staticmethod
     def _parts(value: Any) -> tuple[int, ...] | None:
         """A message rebuilt around the same blocks (a render joins the results of
         parallel calls into a new message each turn) is known by its blocks."""
-        if not isinstance(value, Mapping) or "role" not in value:
+        if type(value) is not dict or "role" not in value:
             return None
         content = value.get("content")
-        if not isinstance(content, list) or len(content) < 2:
+        if type(content) is not list or len(content) < 2:
             return None
         return (hash(value["role"]), *(id(b) for b in content))
 
-    def block(self, value: Any, counter: TokenCounter, render: Provider) -> tuple[bytes, int]:
+    def block(self, value: Any, counter: TokenCounter, render: Provider) -> _Found:
+        """``value``'s digest, tokens and cache mark (found again, or worked out)."""
         hit = self._seen.get(id(value))
         if hit is not None and hit[0] is value:
-            return hit[1], hit[2]
+            return hit[1]
         parts = self._parts(value)
         if parts is not None:
             joined = self._joined.get(parts)
             if joined is not None and joined[0]["content"] == value["content"]:
-                return joined[1], joined[2]
+                return (*joined[1][:2], _breakpoint(value))
         bare = _unmarked(value)
         text = bare if isinstance(bare, str) else json.dumps(bare, ensure_ascii=False)
         digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        return digest, _tokens(bare, text, counter, render)
+        return digest, _tokens(bare, text, counter, render), _breakpoint(value)
 
-    def keep(self, values: Sequence[Any], found: Sequence[tuple[bytes, int]]) -> None:
-        self._seen = {id(v): (v, d, t) for v, (d, t) in zip(values, found, strict=True)}
+    def keep(self, values: Sequence[Any], found: Sequence[_Found]) -> None:
+        seen = self._seen
         joined = {}
-        for v, (d, t) in zip(values, found, strict=True):
+        for v, f in zip(values, found, strict=True):
+            hit = seen.get(id(v))
+            if hit is not None and hit[0] is v:
+                continue  # found by identity: never rebuilt, no key by its blocks needed
             parts = self._parts(v)
             if parts is not None:
-                joined[parts] = (v, d, t)  # held: its blocks' identities stay theirs
+                joined[parts] = (v, f)  # held: its blocks' identities stay theirs
+        self._seen = {id(v): (v, f) for v, f in zip(values, found, strict=True)}
         self._joined = joined
 
 
@@ -188,16 +202,26 @@ def request_blocks(
     already had (by identity)."""
     memo = memo if memo is not None else BlockMemo()
     values: list[Any] = []
-    found: list[tuple[bytes, int]] = []
+    found: list[_Found] = []
     out: list[PrefixBlock] = []
     chain = b""
-    for where, value in _parts(request):
-        digest, tokens = memo.block(value, counter, render)
+    chains = memo.chains
+    same = True  # every block so far is the previous request's: its chain is too
+    kept: list[tuple[bytes, bytes]] = []
+    for i, (where, value) in enumerate(_parts(request)):
+        got = memo.block(value, counter, render)
+        digest, tokens, mark = got
         values.append(value)
-        found.append((digest, tokens))
-        chain = hashlib.blake2b(chain + digest, digest_size=16).digest()
-        out.append(PrefixBlock(where, tokens, chain, _breakpoint(value)))
+        found.append(got)
+        if same and i < len(chains) and chains[i][0] == digest:
+            chain = chains[i][1]
+        else:
+            same = False
+            chain = hashlib.blake2b(chain + digest, digest_size=16).digest()
+        kept.append((digest, chain))
+        out.append(PrefixBlock(where, tokens, chain, mark))
     memo.keep(values, found)
+    memo.chains = kept
     return out
 
 
