@@ -27,6 +27,7 @@ from ctxwise.costs import ANTHROPIC_CACHE_READ_FACTOR, ANTHROPIC_CACHE_WRITE_FAC
 from ctxwise.editing import clear_tool_uses
 from ctxwise.messages import Message, ToolResultBlock, Transcript
 from ctxwise.pricing import price_for
+from ctxwise.tokens import CharCounter
 from ctxwise.trace import ClearTrace, CompactionTrace, EditGateTrace
 from ctxwise.turn.context import TurnContext
 from ctxwise.turn.state import BudgetPlan, TurnState
@@ -41,6 +42,9 @@ __all__ = [
     "edit",
     "latest_exchange",
 ]
+
+_SELECT = CharCounter()
+"""Chooses the results a clear replaces (only which, not how many tokens it frees)."""
 
 OPENAI_CACHE_READ_FACTOR = 0.5
 """OpenAI's cached-input price over its input price on its older models (GPT-4o):
@@ -104,12 +108,17 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
         return state
     forced = total > plan.history_room
     horizon = cfg.costs.horizon or max(1, session.turns)
+    # what to clear is chosen with the free character counter (clear_tool_uses counts
+    # the whole history before and after, and each result against the placeholder);
+    # the tokens the turn keeps and traces are counted below with the Engine's counter,
+    # for the changed messages only. A gate that refuses a clear evaluates one on
+    # every turn over the trigger, so this choice is on the per-turn path
     result = clear_tool_uses(
         Transcript(session.history),
         trigger_tokens=0,
         keep_last=cfg.clearing.keep_last,
         exclude_tools=cfg.clearing.exclude_tools,
-        counter=ctx.sent,
+        counter=_SELECT,
     )
     if not (result.applied and result.cleared):
         return state
