@@ -26,29 +26,23 @@ not the same requests.
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import ctxwise
 from _common import CLAUDE_CODE_DIR, claude_code_files, long_sessions, print_table, write_results
 from ctxwise import EngineConfig
-from ctxwise.formats.usage import BilledCall, claude_code_billed
+from ctxwise.formats.usage import claude_code_billed, most_used_model
 from ctxwise.pairing import repair_pairing
 from ctxwise.replay import ReplayReport, replay
 
 BUDGETS = (30_000, 50_000, 100_000)
 
 
-def _model(calls: list[BilledCall]) -> str:
-    models = Counter(c.model for c in calls if c.model)
-    return models.most_common(1)[0][0] if models else "claude-sonnet-5-5"
-
-
 def run(path: Path, budget: int, gate: bool) -> tuple[ReplayReport, str]:
     text = path.read_text(encoding="utf-8")
     calls, _ = claude_code_billed(text)
-    model = _model(calls)
+    model = most_used_model(calls, EngineConfig().model)
     t = ctxwise.read_transcript(path)
     t, _ = repair_pairing(t)
     config = EngineConfig.model_validate(

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Group
-from rich.table import Table
 
 from ctxwise._io import read_text_file
 from ctxwise.cli._util import _num_col, _table, _text_col
@@ -16,7 +13,7 @@ from ctxwise.formats.usage import BilledCall, claude_code_billed
 from ctxwise.pricing import TokenSplit
 from ctxwise.replay import ReplayCost
 
-__all__ = ["cost_tables", "most_used_model", "recorded_calls"]
+__all__ = ["cost_tables", "recorded_calls"]
 
 
 def recorded_calls(path: Path, max_bytes: int) -> list[BilledCall]:
@@ -27,17 +24,11 @@ def recorded_calls(path: Path, max_bytes: int) -> list[BilledCall]:
     return calls
 
 
-def most_used_model(calls: Sequence[BilledCall], default: str) -> str:
-    """The model most of ``calls`` used (the first of a tie), else ``default``."""
-    models = Counter(c.model for c in calls if c.model)
-    return models.most_common(1)[0][0] if models else default
-
-
 def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.4f}"
 
 
-def _split_rows(table: Table, split: TokenSplit | None) -> list[str]:
+def _split_rows(split: TokenSplit | None) -> list[str]:
     if split is None:
         return ["", "", "", "", "", ""]
     return [
@@ -74,14 +65,14 @@ def cost_tables(cost: ReplayCost) -> Group:
         _num_col(totals, name)
     totals.add_row(
         f"ctxwise ({len(cost.turns)} turns, {cost.cache_breaks} cache breaks)",
-        *_split_rows(totals, cost.total),
+        *_split_rows(cost.total),
         _usd(cost.usd),
     )
     if cost.recorded_total is not None:
         unpriced = f", {cost.recorded_unpriced} unpriced" if cost.recorded_unpriced else ""
         totals.add_row(
             f"recording ({cost.recorded_calls} calls{unpriced})",
-            *_split_rows(totals, cost.recorded_total),
+            *_split_rows(cost.recorded_total),
             _usd(cost.recorded_usd),
         )
     return Group(turns, totals)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ctxwise.cli._cost import cost_tables, most_used_model, recorded_calls
+from ctxwise.cli._cost import cost_tables, recorded_calls
 from ctxwise.cli._progress import progress
 from ctxwise.cli._store import (
     STORE_HELP,
@@ -34,6 +34,7 @@ from ctxwise.cli._util import (
 from ctxwise.config import EngineConfig, load_config
 from ctxwise.errors import UsageError
 from ctxwise.formats import FORMATS, MAX_ID_CHARS, MAX_TRANSCRIPT_BYTES, read_transcripts
+from ctxwise.formats.usage import most_used_model
 from ctxwise.memory.urls import store_kind
 from ctxwise.replay import ReplayReport, replay
 from ctxwise.sessions import open_session_store

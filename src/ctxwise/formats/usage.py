@@ -68,6 +68,7 @@ __all__ = [
     "UsageStep",
     "claude_code_billed",
     "claude_code_usage_steps",
+    "most_used_model",
     "prompt_tokens",
     "read_usage_steps",
     "transcript_calls",
@@ -350,3 +351,9 @@ def claude_code_billed(text: str) -> tuple[list[BilledCall], Counter[str]]:
         )
         calls.append(BilledCall(mid, models[mid], split))
     return calls, skipped
+
+
+def most_used_model(calls: Sequence[BilledCall], default: str) -> str:
+    """The model most of ``calls`` used (the first of a tie), else ``default``."""
+    models = Counter(c.model for c in calls if c.model)
+    return models.most_common(1)[0][0] if models else default

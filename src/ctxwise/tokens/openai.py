@@ -74,10 +74,9 @@ def openai_encoding(model: str) -> str | None:
 class OpenAIChatCounter(TiktokenCounter):
     """Exact counts for an OpenAI chat model: :class:`TiktokenCounter` with the
     encoding the model uses and the cookbook's message, name and tool overheads
-    (see the module docstring). ``count_tools`` counts a ``tools`` list."""
+    (see the module docstring). ``count_tools`` counts a ``tools`` list. The
+    per-message and per-request overheads are :class:`TiktokenCounter`'s."""
 
-    message_overhead = 3
-    request_overhead = 3
     name_overhead = 1
 
     def __init__(
