@@ -402,6 +402,13 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.testing.fakes.*",
         "ctxwise.testing.suite.*",
     },
+    "tenants and the service (issue 31): ctxwise.tenancy.X, ctxwise.server.<module>.X": {
+        "ctxwise.server.tenants.TenantEngine",
+        "ctxwise.tenancy.Partition",
+        "ctxwise.tenancy.check_tenant",
+        "ctxwise.tenancy.open_partition",
+        "ctxwise.tenancy.partition",
+    },
     "the memory tool: reached as ctxwise.memory_tool.X": {
         "ctxwise.memory_tool.*",
     },

@@ -86,6 +86,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "ctxwise.relay",
             "ctxwise.memory_tool",
             "ctxwise.provenance",
+            "ctxwise.tenancy",
             "ctxwise._bm25",
             "ctxwise._session_state",
         ),
