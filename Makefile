@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann,langchain,pydantic-ai,openai-agents,claude-agent-sdk,mcp,model2vec,endpoint
+EXTRAS ?= dev,docs,tiktoken,anthropic,openai,lexical,langgraph,postgres,ann,langchain,pydantic-ai,openai-agents,claude-agent-sdk,mcp,model2vec,endpoint,server
 
 .PHONY: demo test lint typecheck docs docs-serve bench bench-routing bench-env clean
 
