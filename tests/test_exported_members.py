@@ -334,6 +334,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.mcp.*",
         "ctxwise.cli.relay.*",
         "ctxwise.cli.routing.*",
+        "ctxwise.cli.serve.*",
         "ctxwise.cli.simulate.*",
         "ctxwise.cli.tools.*",
         "ctxwise.cli.hook.*",
@@ -403,6 +404,8 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.testing.suite.*",
     },
     "tenants and the service (issue 31): ctxwise.tenancy.X, ctxwise.server.<module>.X": {
+        "ctxwise.server.app.SETTINGS_ENV",
+        "ctxwise.server.app.app_from_env",
         "ctxwise.server.app.create_app",
         "ctxwise.server.auth.KEY_HEADER",
         "ctxwise.server.auth.tenant_of",

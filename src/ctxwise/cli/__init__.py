@@ -43,6 +43,7 @@ from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
 from ctxwise.cli.mcp import mcp_cmd
 from ctxwise.cli.relay import data_relay_cmd, eval_relay_cmd, relay_app
 from ctxwise.cli.routing import data_app, eval_routing_cmd, route_cmd, router_app
+from ctxwise.cli.serve import keys_app, serve_cmd
 from ctxwise.cli.simulate import simulate_app
 from ctxwise.cli.tools import eval_tools_cmd, tools_app
 
@@ -113,6 +114,7 @@ app.command("route")(route_cmd)
 app.command("replay")(replay_cmd)
 app.command("trace")(trace_cmd)
 app.command("mcp")(mcp_cmd)
+app.command("serve")(serve_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")
@@ -121,6 +123,7 @@ app.add_typer(tools_app, name="tools")
 app.add_typer(handoff_app, name="handoff")
 app.add_typer(relay_app, name="relay")
 app.add_typer(hook_app, name="hook")
+app.add_typer(keys_app, name="keys")
 eval_app.command("routing")(eval_routing_cmd)
 eval_app.command("tools")(eval_tools_cmd)
 eval_app.command("handoff")(eval_handoff_cmd)

@@ -52,7 +52,7 @@ from ctxwise.server.keys import KeyStore
 from ctxwise.server.settings import ServeSettings
 from ctxwise.server.shapes import api_of, error_body
 
-__all__ = ["create_app"]
+__all__ = ["SETTINGS_ENV", "app_from_env", "create_app"]
 
 
 def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
@@ -227,3 +227,18 @@ def _health(app: FastAPI) -> None:
         except CtxwiseError as exc:
             return error_response(request.url.path, 503, f"not ready: {exc}")
         return _json(200, {"status": "ready"})
+
+
+SETTINGS_ENV = "CTXWISE_SERVE_SETTINGS"
+"""The environment variable through which ``ctxwise serve`` hands its settings (as
+JSON) to each uvicorn worker process, which builds its app with :func:`app_from_env`."""
+
+
+def app_from_env() -> FastAPI:
+    """The app of one ``ctxwise serve`` worker: settings from :data:`SETTINGS_ENV`,
+    read when the worker starts (never at import)."""
+    import os
+
+    raw = os.environ.get(SETTINGS_ENV)
+    settings = ServeSettings.model_validate_json(raw) if raw else ServeSettings()
+    return create_app(settings)
