@@ -402,6 +402,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.testing.*",
         "ctxwise.testing.fakes.*",
         "ctxwise.testing.suite.*",
+        "ctxwise.testing.upstream.*",
     },
     "tenants and the service (issue 31): ctxwise.tenancy.X, ctxwise.server.<module>.X": {
         "ctxwise.server.app.SETTINGS_ENV",

@@ -18,7 +18,10 @@ on the same data run). Capabilities the backend's class does not show are skippe
 (:class:`Capability`); ``skip`` leaves out others by name.
 
 Beside them: :class:`FakeChatModel` (scripted replies, counted calls, Anthropic and
-OpenAI response bodies) and :class:`FakeEmbedder` (deterministic vectors).
+OpenAI response bodies) and :class:`FakeEmbedder` (deterministic vectors); and in
+:mod:`ctxwise.testing.upstream`, a loopback fake of the providers' HTTP APIs
+(Anthropic Messages and OpenAI Chat Completions, streamed or not) for testing a
+proxy or a client end to end.
 
 Nothing here is imported by ``import ctxwise``; pytest is needed only by
 :mod:`ctxwise.testing.suite`.
