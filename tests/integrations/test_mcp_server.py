@@ -1,11 +1,13 @@
 """``ctxwise mcp`` driven by the official SDK's own stdio client.
 
 One server process serves the whole module: the fixture starts
-``python -m ctxwise.cli mcp --config … --db …`` through ``mcp.client.stdio``,
-runs every call below over one ``ClientSession`` (good calls, then bad
-arguments, then a good call again to show the server still answers) and the
-tests check what came back. The session the tools read (facts, rules, a trace)
-was written beforehand by a real Engine on the same SQLite file.
+``python -m ctxwise.cli mcp --config … --db … --root …`` through
+``mcp.client.stdio``, runs every call below over one ``ClientSession`` (good
+calls, then bad arguments, then a good call again to show the server still
+answers) and the tests check what came back. The session the tools read (facts,
+rules, a trace) was written beforehand by a real Engine on the same tenant's
+partition (``default``), under the stored id ``default/case-1`` that the client's
+``case-1`` maps to. The attack cases are in ``test_mcp_confinement.py``.
 """
 
 from __future__ import annotations
@@ -26,10 +28,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from ctxwise import Engine
 from ctxwise.config import load_config
-from ctxwise.integrations.mcp_server import TOOLS, TRACE_URI
+from ctxwise.integrations.mcp_server import TOOLS, TRACE_URI, session_key
 from ctxwise.messages import Message
+from ctxwise.server.tenants import TenantEngine
 from tests.conftest import TRANSCRIPTS
 
 SUBAGENT = TRANSCRIPTS / "claude_code" / "subagent.jsonl"
@@ -69,7 +71,19 @@ def _data(result: types.CallToolResult) -> dict[str, Any]:
 async def _scenario(tmp: Path, config: Path) -> dict[str, Any]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "ctxwise.cli", "mcp", "--config", str(config), "--db", str(tmp / "ctxwise.db")],
+        args=[
+            "-m",
+            "ctxwise.cli",
+            "mcp",
+            "--config",
+            str(config),
+            "--db",
+            str(tmp / "ctxwise.db"),
+            "--root",
+            str(tmp),
+            "--root",
+            str(SHORT.parent),
+        ],
         cwd=str(tmp),
     )
     out: dict[str, Any] = {}
@@ -213,8 +227,8 @@ def served(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str
     config = tmp / "ctxwise.toml"
     config.write_text(CONFIG)
     cfg = load_config(config).model_copy(update={"store": f"sqlite:///{tmp / 'ctxwise.db'}"})
-    with Engine(cfg) as engine:
-        engine.turn("case-1", [Message.text_message("user", USER)])
+    with TenantEngine(cfg, "default") as owner:
+        owner.engine.turn(session_key("default", "case-1"), [Message.text_message("user", USER)])
     results = asyncio.run(_scenario(tmp, config))
     results["tmp"] = tmp
     return results
@@ -241,13 +255,19 @@ def test_initialize_and_tools_list_with_schemas(served: dict[str, Any]) -> None:
 
 def test_remember_then_recall(served: dict[str, Any]) -> None:
     first = _data(served["remember1"])
-    assert first["namespace"] == ["ctxwise", "notes", "shared"] and first["id"]
+    assert first["namespace"] == ["ctxwise", "notes", "default", "shared"] and first["id"]
     hits = _data(served["recall"])["items"]
     assert hits[0]["text"] == "The staging database password rotates every Tuesday at noon."
     assert hits[0]["id"] == first["id"]
     assert hits[0]["score"] > 0
     # the session scope holds only what was remembered for it
-    assert _data(served["remember2"])["namespace"] == ["ctxwise", "notes", "session", "case-1"]
+    assert _data(served["remember2"])["namespace"] == [
+        "ctxwise",
+        "notes",
+        "default",
+        "session",
+        "case-1",
+    ]
     scoped = _data(served["recall_session"])
     assert [h["text"] for h in scoped["items"]] == ["Ann prefers e-mail over phone calls."]
     assert _data(served["recall_other"])["items"] == []
@@ -308,7 +328,7 @@ def test_trace_resource(served: dict[str, Any]) -> None:
     assert contents[0].mime_type == "application/json"
     trace = json.loads(contents[0].text)
     assert trace["turn"] == 1
-    assert trace["session_id"] == "case-1"
+    assert trace["session_id"] == "default/case-1"  # the stored id
     assert trace["tokens"]["total"] <= trace["tokens"]["available"]
     assert "no-such-session" in str(served["bad_trace"])
 
@@ -328,7 +348,7 @@ def test_trace_resource(served: dict[str, Any]) -> None:
         ("bad_compact_budget", "budget"),
         ("bad_compact_tiny", "budget 5 tokens is too small"),
         ("bad_compact_stdout", "standard output"),
-        ("bad_compact_same", "short.jsonl exists: compact writes only a new file"),
+        ("bad_compact_same", "short.jsonl: exists: only a new file is written"),
         ("bad_facts_kind", "'prose', 'support' or 'none'"),
         ("bad_rule", "not a standing rule"),
         ("bad_empty_text", "nothing to remember"),

@@ -11,8 +11,8 @@
 - ``select_context`` (task, budget, transcript | session) → the subagent prompt
   (:func:`ctxwise.handoff.select_context`) and its report;
 - ``compact`` (transcript, budget, out?) → the compaction's report, the
-  compacted file's text when asked; a file is written only to ``out``, a path
-  that does not exist yet (a call never replaces a file);
+  compacted file's text when asked; a file is written only to ``out``, a new
+  file (a call never replaces one);
 - ``check_tool`` (session, tool, input) → the policy gate's decision: allowed,
   or blocked with the rule that objects.
 
@@ -27,10 +27,27 @@ comes back as a tool result with ``isError`` set and one clear line; the server
 keeps answering. A failure ctxwise did not anticipate is a tool error too (the
 SDK hides its text from the client and logs it on standard error).
 
+**Scope.** A server serves one tenant and one namespace in it. The Engine it
+wraps should be a tenant's (``ctxwise mcp --tenant`` builds it with
+:class:`ctxwise.server.tenants.TenantEngine`, so the only stores it reaches are that
+tenant's partition). Every session id a client names is confined to the server's
+``namespace``: the Engine stores the client's ``ID`` as ``NAMESPACE/ID``
+(:func:`session_key`), an id holding ``/`` is refused, so no tool or resource can
+name a session of another namespace, and ``sessions`` (an allow-list of the
+client's ids), when given, narrows that further. Nothing lists sessions.
+
 Memory written by ``remember`` lives in the Engine's store under
-``(memory.namespace, "notes", "session", ID)`` (the session id, ``/`` and ``%``
-escaped) or, without a session, ``(memory.namespace, "notes", "shared")``; it is
-kept apart from the compacted turns the Engine itself remembers.
+``(memory.namespace, "notes", NAMESPACE, "session", ID)`` or, without a session,
+``(memory.namespace, "notes", NAMESPACE, "shared")``; it is kept apart from the
+compacted turns the Engine itself remembers.
+
+**Files.** ``select_context`` and ``compact`` read and write files only inside
+``roots`` (:mod:`ctxwise.integrations._confine`): none by default; the client's own
+roots (the MCP roots capability), when it offers them, narrow the configured ones
+and never widen them. An input is read only when it is a regular file of at most
+``max_file_bytes`` whose first bytes look like JSON or JSONL, without following a
+symbolic link below its root; ``compact``'s ``out`` is created with ``O_EXCL`` and
+``O_NOFOLLOW``, so an existing file or a planted link is refused, never replaced.
 
 A rule given to ``rules`` is recorded in the session as a user message stating
 it (the way a rule enters a session: it is in the log, pinned in every window
@@ -43,15 +60,20 @@ The Engine is used from one thread at a time (a lock around each call).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import tempfile
 import threading
-from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from pydantic import Field, ValidationError
 
-from ctxwise.errors import CtxwiseError, UsageError
+from ctxwise.errors import CtxwiseError, FormatError, UnknownFormatError, UsageError
 from ctxwise.integrations._framework import require_framework
 
 SUPPORTED = ">=2.3,<3"
@@ -59,29 +81,60 @@ SUPPORTED = ">=2.3,<3"
 
 MCP_VERSION = require_framework("mcp", SUPPORTED, "mcp", "the ctxwise MCP server")
 
+import anyio.to_thread  # noqa: E402  (a dependency of mcp)
 from mcp.server import MCPServer  # noqa: E402
+from mcp.server.mcpserver import Context, ListRoots, Resolve  # noqa: E402
 from mcp.server.mcpserver.exceptions import (  # noqa: E402
     ResourceError,
     ResourceNotFoundError,
     ToolError,
     UnexpectedToolError,
 )
-from mcp.types import CallToolResult, InputRequiredResult  # noqa: E402
+from mcp.types import CallToolResult, InputRequiredResult, ListRootsResult  # noqa: E402
 
 from ctxwise import __version__  # noqa: E402
 from ctxwise.engine import Engine  # noqa: E402
+from ctxwise.integrations._confine import (  # noqa: E402
+    MAX_FILE_BYTES,
+    Roots,
+    check_new,
+    create_exclusive,
+    file_uri_path,
+    read_checked,
+)
 from ctxwise.memory.facts import Rules  # noqa: E402
 from ctxwise.memory.longterm import LongTermMemory  # noqa: E402
 from ctxwise.memory.store import Store, namespace_part  # noqa: E402
 from ctxwise.messages import Message  # noqa: E402
+from ctxwise.sessions import check_session_id  # noqa: E402
 
-__all__ = ["MCP_VERSION", "SUPPORTED", "TOOLS", "TRACE_URI", "build_server", "serve"]
+if TYPE_CHECKING:
+    from ctxwise.formats import TranscriptFile
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "MAX_FILE_BYTES",
+    "MCP_VERSION",
+    "SUPPORTED",
+    "TOOLS",
+    "TRACE_URI",
+    "Scope",
+    "build_server",
+    "check_namespace",
+    "serve",
+    "session_key",
+]
 
 TOOLS = ("remember", "recall", "facts", "rules", "select_context", "compact", "check_tool")
 """The tools the server lists, in order."""
 
 TRACE_URI = "ctxwise://session/{session_id}/trace"
 """The resource template of a session's window report (its last turn's trace)."""
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace a server serves unless told another (``ctxwise mcp --namespace``)."""
+
+_NAMESPACE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -91,7 +144,7 @@ Session = Annotated[
     Field(
         min_length=1,
         max_length=200,
-        description="The session id (as the Engine stores it).",
+        description="The session id (within this server's namespace; no '/').",
     ),
 ]
 Budget = Annotated[
@@ -102,25 +155,134 @@ TranscriptPath = Annotated[
     str,
     Field(
         min_length=1,
-        description="A transcript file on the server's machine: Claude Code JSONL, an "
-        "Anthropic or OpenAI request or messages list, tau-bench, LiveMCPBench "
-        "(detected). Relative paths are relative to the server's working folder.",
+        description="A transcript file on the server's machine, inside the server's roots: "
+        "Claude Code JSONL, an Anthropic or OpenAI request or messages list, tau-bench, "
+        "LiveMCPBench (detected). Relative paths are relative to the server's working folder.",
     ),
 ]
 
 
-def _scope(session: str | None) -> tuple[str, ...]:
-    """The namespace parts after ``(memory.namespace, "notes")``."""
-    if session is None:
-        return ("shared",)
-    return ("session", namespace_part(session))
+def check_namespace(name: object) -> str:
+    """``name`` when it is a valid namespace (letters, digits, ``_``, ``.`` and ``-``,
+    starting with a letter or digit, at most 64 characters), else a
+    :class:`~ctxwise.errors.UsageError` saying what one is."""
+    if not isinstance(name, str) or not _NAMESPACE.fullmatch(name):
+        raise UsageError(
+            f"bad namespace {str(name)[:40]!r}: letters, digits, _, . and -, starting "
+            "with a letter or digit, at most 64 characters"
+        )
+    return name
+
+
+def session_key(namespace: str, session: str) -> str:
+    """The id the Engine stores the client's session ``session`` of ``namespace``
+    under: ``NAMESPACE/SESSION``. An agent loop that writes the sessions an MCP
+    client reads writes them under this id.
+
+    Raises:
+        UsageError: a bad namespace, a bad session id, or one holding ``/`` (a
+            client names sessions of its own namespace only).
+    """
+    check_namespace(namespace)
+    check_session_id(session)
+    if "/" in session:
+        raise UsageError(
+            f"bad session id {session[:40]!r}: sessions are confined to this server's "
+            f"namespace {namespace!r}; name one without '/'"
+        )
+    return check_session_id(f"{namespace}/{session}")
+
+
+_NO_ROOTS = Roots(())
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What one server lets a client reach: the sessions of ``namespace`` (only the
+    client ids in ``sessions`` when that is not ``None``), and files inside ``roots``
+    (none by default) of at most ``max_file_bytes``. Build one with :meth:`of`."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    sessions: frozenset[str] | None = None
+    roots: Roots = _NO_ROOTS
+    max_file_bytes: int = MAX_FILE_BYTES
+
+    @classmethod
+    def of(
+        cls,
+        namespace: str = DEFAULT_NAMESPACE,
+        *,
+        sessions: Iterable[str] | None = None,
+        roots: Iterable[str | Path] = (),
+        max_file_bytes: int = MAX_FILE_BYTES,
+    ) -> Scope:
+        """A checked scope; ``roots`` are resolved now (symbolic links followed).
+
+        Raises:
+            UsageError: a bad namespace or session id, a root that is not an existing
+                folder, or ``max_file_bytes`` under one.
+        """
+        check_namespace(namespace)
+        allowed = None
+        if sessions is not None:
+            allowed = frozenset(sessions)
+            for s in allowed:
+                session_key(namespace, s)
+        if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int):
+            raise UsageError(f"max_file_bytes is a whole number of bytes, got {max_file_bytes!r}")
+        if max_file_bytes < 1:
+            raise UsageError(f"max_file_bytes must be at least 1, got {max_file_bytes}")
+        return cls(namespace, allowed, Roots.of(roots), max_file_bytes)
+
+    def key(self, session: str) -> str:
+        """The stored id of the client's ``session``; a UsageError outside the scope."""
+        key = session_key(self.namespace, session)
+        if self.sessions is not None and session not in self.sessions:
+            raise UsageError(
+                f"session {session[:40]!r} is outside this server's scope (it serves only "
+                "the sessions it was started with, --session)"
+            )
+        return key
+
+
+def _client_roots(ctx: Context[Any, Any]) -> ListRoots | None:
+    """Ask for the client's roots when it offers the roots capability."""
+    caps = ctx.client_capabilities
+    if caps is None or caps.roots is None:
+        return None
+    return ListRoots()
+
+
+_ClientRoots = Annotated[ListRootsResult | None, Resolve(_client_roots)]
+"""The client's roots (``None``: it offers none), filled in by the SDK, not an argument."""
+
+
+def _root_paths(result: ListRootsResult | None) -> list[str] | None:
+    """The client's roots as resolved local folders (``None``: it offers none; a root
+    that is not a local ``file://`` URI is left out, so it allows nothing)."""
+    if result is None:
+        return None
+    paths = []
+    for root in result.roots:
+        local = file_uri_path(str(root.uri))
+        if local is not None:
+            paths.append(os.path.realpath(local))
+    return paths
+
+
+def _renamed(source: str | None, copy: str, shown: str) -> str | None:
+    """``source`` with the private copy's path replaced by the path the client gave."""
+    if source is not None and source.startswith(copy):
+        return shown + source[len(copy) :]
+    return source
 
 
 class _Tools:
-    """The tool bodies over one Engine (each call holds the lock)."""
+    """The tool bodies over one Engine and scope (each call holds the lock)."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, scope: Scope) -> None:
         self.engine = engine
+        self.scope = scope
         self._lock = threading.Lock()
         self._store: Store | None = engine.memory
         self._own_store = False
@@ -149,14 +311,14 @@ class _Tools:
         return self._store
 
     def memory(self, session: str | None) -> LongTermMemory:
+        scope: tuple[str, ...] = ("shared",)
         if session is not None:
-            from ctxwise.sessions import check_session_id
-
-            check_session_id(session)
+            self.scope.key(session)
+            scope = ("session", namespace_part(session))
         cfg = self.engine.config
         return LongTermMemory(
             self.store(),
-            (cfg.memory.namespace, "notes", *_scope(session)),
+            (cfg.memory.namespace, "notes", self.scope.namespace, *scope),
             self.engine.embedder,
             preset=cfg.memory.preset,
         )
@@ -196,10 +358,11 @@ class _Tools:
     # ------------------------------------------------------------ session state
 
     def facts(self, session: str) -> dict[str, Any]:
-        facts = self.engine.facts(session)
+        facts = self.engine.facts(self.scope.key(session))
         return {"session": session, "facts": facts.to_dict()["facts"]}
 
     def rules(self, session: str, add: str | None) -> dict[str, Any]:
+        key = self.scope.key(session)
         added: list[str] = []
         if add is not None:
             found = Rules().capture(add)
@@ -208,39 +371,70 @@ class _Tools:
                     f"{add[:80]!r} is not a standing rule ctxwise recognizes: state it as "
                     "'always …', 'never …', 'do not …', 'from now on …' (nothing was recorded)"
                 )
-            self.engine.record(session, [Message.text_message("user", add)])
+            self.engine.record(key, [Message.text_message("user", add)])
             added = found
-        rules = self.engine.rules(session)
+        rules = self.engine.rules(key)
         return {"session": session, "rules": rules.to_dict()["rules"], "added": added}
 
     def check_tool(self, session: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
-        decision = self.engine.check_tool(session, tool, tool_input)
+        decision = self.engine.check_tool(self.scope.key(session), tool, tool_input)
         out = {"session": session, **decision.to_dict()}
         if not decision.allowed:
             out["rule_text"] = decision.rule.text
         return out
 
     def trace(self, session: str) -> str:
-        traces = self.engine.traces(session)
+        traces = self.engine.traces(self.scope.key(session))
         if not traces:
             raise UsageError(f"session {session!r} has no turn yet: no window report to show")
         return json.dumps(traces[-1].to_dict(), indent=2, ensure_ascii=False)
 
     # ------------------------------------------------------------ transcripts
 
+    def read(self, path: str, client: Sequence[str] | None) -> TranscriptFile:
+        """The transcript file ``path``, read through the confinement (inside the roots,
+        capped, sniffed; :func:`~ctxwise.integrations._confine.read_checked`).
+
+        The formats reader takes a path, so the bytes read from the checked
+        descriptor are parsed from a private copy (a fresh owner-only folder): what is
+        parsed is exactly what was checked, whatever happens to ``path`` meanwhile.
+        """
+        from ctxwise.formats import read_transcript_file
+
+        cap = self.scope.max_file_bytes
+        real, data = read_checked(path, self.scope.roots, client=client, max_bytes=cap)
+        with tempfile.TemporaryDirectory(prefix="ctxwise-mcp-") as folder:
+            copy = os.path.join(folder, os.path.basename(real))
+            with open(copy, "xb") as f:
+                f.write(data)
+            try:
+                file = read_transcript_file(copy, max_bytes=cap)
+            except FormatError as exc:
+                kind = UnknownFormatError if isinstance(exc, UnknownFormatError) else FormatError
+                shown = _renamed(exc.source, copy, path) or path
+                raise kind(shown, exc.detail.replace(copy, path), line=exc.line) from None
+        items = tuple(
+            dataclasses.replace(t, source=_renamed(t.source, copy, path)) for t in file.transcripts
+        )
+        return dataclasses.replace(file, source=path, transcripts=items)
+
     def select_context(
-        self, task: str, budget: int, transcript: str | None, session: str | None
+        self,
+        task: str,
+        budget: int,
+        transcript: str | None,
+        session: str | None,
+        client: Sequence[str] | None,
     ) -> dict[str, Any]:
-        from ctxwise.formats import read_transcript
         from ctxwise.handoff.select import select_context
 
         if (transcript is None) == (session is None):
             raise UsageError("give exactly one of 'transcript' (a file path) and 'session'")
         if session is not None:
-            handoff = self.engine.handoff(session, task, budget)
+            handoff = self.engine.handoff(self.scope.key(session), task, budget)
         else:
             assert transcript is not None
-            t = read_transcript(transcript)
+            t = self.read(transcript, client).transcripts[0]
             handoff = select_context(t, task, budget, counter=self.engine.counter)
         return {"prompt": handoff.render(), "report": handoff.report()}
 
@@ -253,13 +447,9 @@ class _Tools:
         summary_tokens: int,
         facts: str,
         include_transcript: bool,
+        client: Sequence[str] | None,
     ) -> dict[str, Any]:
         from ctxwise.compaction import compact, write_back_compaction
-        from ctxwise.formats import (
-            check_destination,
-            read_transcript_file,
-            save_transcript_file,
-        )
         from ctxwise.memory.facts import FactExtractor
         from ctxwise.summarize import ExtractiveSummarizer
 
@@ -268,12 +458,10 @@ class _Tools:
                 "out is a file path (standard output carries the MCP protocol; "
                 "use include_transcript to get the text back)"
             )
-        if out is not None and os.path.lexists(out):
-            raise UsageError(f"{out} exists: compact writes only a new file (nothing was written)")
+        if out is not None:  # fail before slow work; the exclusive create decides
+            check_new(out, self.scope.roots, client=client)
         extractor = None if facts == "none" else FactExtractor.preset(facts)
-        file = read_transcript_file(transcript)
-        if out is not None:
-            check_destination(file, out)
+        file = self.read(transcript, client)
         items = file.transcripts
         if not 0 <= index < len(items):
             raise UsageError(
@@ -294,7 +482,7 @@ class _Tools:
         )
         data, shape = write_back_compaction(file, result, index)
         if out is not None:
-            save_transcript_file(file, data, out)
+            create_exclusive(out, data, self.scope.roots, client=client)
         report: dict[str, Any] = {
             "source": transcript,
             "format": file.format,
@@ -357,16 +545,23 @@ def _tool(server: MCPServer[Any]) -> Callable[[_F], _F]:
     return register
 
 
-def build_server(engine: Engine, *, name: str = "ctxwise") -> MCPServer[Any]:
+def build_server(
+    engine: Engine, *, name: str = "ctxwise", scope: Scope | None = None
+) -> MCPServer[Any]:
     """An ``MCPServer`` whose tools and resource run on ``engine`` (the module docstring
-    lists them). The caller owns ``engine`` and closes it after the server stops."""
-    return _build(engine, name)[0]
+    lists them), confined to ``scope`` (default ``Scope()``: the namespace
+    ``default``, any of its sessions, no files). ``engine`` should be a tenant's
+    (:class:`ctxwise.server.tenants.TenantEngine`). The caller owns ``engine`` and
+    closes it after the server stops."""
+    return _build(engine, name, scope if scope is not None else Scope())[0]
 
 
-def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
+def _build(engine: Engine, name: str, scope: Scope) -> tuple[MCPServer[Any], _Tools]:
     if not isinstance(engine, Engine):
         raise UsageError(f"build_server takes an Engine, got {type(engine).__name__}")
-    tools = _Tools(engine)
+    if not isinstance(scope, Scope):
+        raise UsageError(f"scope is a Scope (Scope.of(...)), got {type(scope).__name__}")
+    tools = _Tools(engine, scope)
     server: MCPServer[Any] = _Server(
         name,
         version=__version__,
@@ -374,9 +569,13 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
             "ctxwise: long-term memory (remember, recall), a session's case facts and "
             "standing rules (facts, rules), policy gates checked before a tool runs "
             "(check_tool), and transcript handoffs and compaction (select_context, compact). "
-            f"A session's last window report is the resource {TRACE_URI}."
+            f"A session's last window report is the resource {TRACE_URI}. Sessions are "
+            "this server's namespace's only; files are read and written only inside its roots."
         ),
     )
+
+    async def in_thread(fn: Callable[[], _T]) -> _T:
+        return await anyio.to_thread.run_sync(lambda: tools.run(fn))
 
     @_tool(server)
     def remember(
@@ -386,7 +585,8 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
             Field(
                 min_length=1,
                 max_length=200,
-                description="Remember it for this session only (default: shared by all).",
+                description="Remember it for this session only (default: shared by the "
+                "namespace's sessions).",
             ),
         ] = None,
         metadata: Annotated[
@@ -438,7 +638,7 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
         return tools.run(lambda: tools.rules(session, add))
 
     @_tool(server)
-    def select_context(
+    async def select_context(
         task: Annotated[str, Field(min_length=1, description="What the subagent must do.")],
         budget: Budget = 20_000,
         transcript: Annotated[
@@ -448,22 +648,28 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
             str | None,
             Field(min_length=1, max_length=200, description="…or from this session's log."),
         ] = None,
+        *,
+        roots: _ClientRoots,
     ) -> dict[str, Any]:
         """The parts of a transcript (a file, or a session's whole log) a subagent given
         'task' needs, verbatim and in order, under 'budget' tokens: the prompt and a
         report of what was taken and left out."""
-        return tools.run(lambda: tools.select_context(task, budget, transcript, session))
+        client = _root_paths(roots)
+        return await in_thread(
+            lambda: tools.select_context(task, budget, transcript, session, client)
+        )
 
     @_tool(server)
-    def compact(
+    async def compact(
         transcript: TranscriptPath,
         budget: Budget,
         out: Annotated[
             str | None,
             Field(
                 min_length=1,
-                description="Write the compacted transcript to this new file, in the "
-                "input's format (an existing file is refused; default: write nothing).",
+                description="Write the compacted transcript to this new file inside the "
+                "server's roots, in the input's format (an existing file or link is refused; "
+                "default: write nothing).",
             ),
         ] = None,
         index: Annotated[
@@ -482,13 +688,16 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
         include_transcript: Annotated[
             bool, Field(strict=True, description="Return the compacted file's text too.")
         ] = False,
+        *,
+        roots: _ClientRoots,
     ) -> dict[str, Any]:
         """Summarize the older part of a transcript and keep a verbatim tail so the
         whole window fits 'budget' tokens (tool pairs never split; facts and rules
         pinned). Returns the report; writes a file only when 'out' is given."""
-        return tools.run(
+        client = _root_paths(roots)
+        return await in_thread(
             lambda: tools.compact(
-                transcript, budget, out, index, summary_tokens, facts, include_transcript
+                transcript, budget, out, index, summary_tokens, facts, include_transcript, client
             )
         )
 
@@ -523,10 +732,10 @@ def _build(engine: Engine, name: str) -> tuple[MCPServer[Any], _Tools]:
     return server, tools
 
 
-def serve(engine: Engine, *, name: str = "ctxwise") -> None:
-    """Run the server over stdio until the client closes the connection (the caller
-    closes ``engine`` afterwards)."""
-    server, tools = _build(engine, name)
+def serve(engine: Engine, *, name: str = "ctxwise", scope: Scope | None = None) -> None:
+    """Run the server over stdio until the client closes the connection (``scope`` as
+    :func:`build_server` takes it; the caller closes ``engine`` afterwards)."""
+    server, tools = _build(engine, name, scope if scope is not None else Scope())
     try:
         server.run("stdio")
     finally:
