@@ -1,0 +1,117 @@
+"""The Engine's side of a proxied request: sync the incoming history, run the turn,
+record the upstream's answer. API-agnostic: each route decodes its own body.
+
+:func:`prepare` runs in a worker thread on one of the tenant's Engines: it finds
+what of the history the session has not had (:meth:`Engine.sync
+<ctxwise.engine.Engine.sync>` with the proxy's keys), follows a rewound or forked
+history to its fork session (:mod:`ctxwise.server.proxy._naming`), and runs
+:meth:`Engine.turn <ctxwise.engine.Engine.turn>` on what is new, at the version sync
+saw (another writer's commit in between: sync and turn again, up to
+:data:`TURN_TRIES` times). The client's malformed input (a message that does not
+decode, tool calls and results that do not pair) is :class:`ClientInputError`, to
+answer with the provider's 400; any other exception is ctxwise's own failure, which
+the route answers by forwarding the original request unchanged (fail open).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxwise._sync import SyncResult
+from ctxwise.engine import Engine, TurnResult
+from ctxwise.errors import (
+    FormatError,
+    HistoryRewoundError,
+    PairingError,
+    SessionConflictError,
+    UsageError,
+)
+from ctxwise.messages import Message
+from ctxwise.server.proxy._naming import MAX_FORK_DEPTH, PROXY_KEYS, fork_session
+
+__all__ = ["TURN_TRIES", "ClientInputError", "Prepared", "fail_reason", "prepare", "record"]
+
+TURN_TRIES = 3
+"""Tries of sync-then-turn when another writer commits to the session in between."""
+
+
+class ClientInputError(Exception):
+    """The client's request is malformed (the provider's 400; nothing stored)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The session that served the request and the Engine's turn on it."""
+
+    session: str
+    result: TurnResult
+    new: int
+    """How many of the history's messages were new to the session."""
+    forked_from: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def _sync_session(
+    engine: Engine, session: str, history: Sequence[Message]
+) -> tuple[str, SyncResult]:
+    """The session ``history`` continues (a fork when it was rewound) and what sync found."""
+    for _ in range(MAX_FORK_DEPTH + 1):
+        try:
+            return session, engine.sync(session, history, PROXY_KEYS)
+        except HistoryRewoundError as exc:
+            session = fork_session(session, history, exc.at)
+    raise UsageError(f"the history forks more than {MAX_FORK_DEPTH} times from its session")
+
+
+def prepare(
+    engine: Engine,
+    session_id: str,
+    history: Sequence[Message],
+    *,
+    system: str | None,
+    tools: Sequence[Mapping[str, Any]] | None,
+) -> Prepared:
+    """Sync ``history`` into the session (or its fork) and run the turn (module
+    docstring). Raises :class:`ClientInputError` for the client's malformed input."""
+    for attempt in range(1, TURN_TRIES + 1):
+        session, found = _sync_session(engine, session_id, history)
+        try:
+            result = engine.turn(
+                session,
+                list(found.new),
+                expected_version=found.version,
+                system=system,
+                tools=tools,
+                warn_unanswered=False,
+            )
+        except SessionConflictError:
+            if attempt == TURN_TRIES:
+                raise
+            continue
+        except (FormatError, PairingError) as exc:
+            raise ClientInputError(str(exc)) from None
+        forked = None if session == session_id else session_id
+        return Prepared(session, result, len(found.new), forked, dict(result.headers))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def record(engine: Engine, session: str, response: Mapping[str, Any]) -> int:
+    """Append the upstream's response (its usage calibrates the counter)."""
+    return engine.record(session, [dict(response)])
+
+
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")
+
+
+def fail_reason(exc: BaseException) -> str:
+    """A short, one-line, ASCII reason for the ``x-ctxwise-fail-open`` header."""
+    text = _UNPRINTABLE.sub(" ", str(exc)).strip()
+    reason = type(exc).__name__ + (f": {text}" if text else "")
+    return reason[:160]
