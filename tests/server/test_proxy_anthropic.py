@@ -397,3 +397,512 @@ def test_a_stream_passes_through_and_its_message_is_recorded(proxy: Proxy) -> No
     assert forwarded[1]["content"][0]["signature"] == "sig-abc"
     assert forwarded[2]["content"][0]["tool_use_id"] == "toolu_01"
     assert_pairs_valid(proxy.upstream)
+
+
+# ---------------------------------------------------------------------- sessions
+
+
+def test_a_conversation_without_a_session_header_keeps_one_derived_session(proxy: Proxy) -> None:
+    first = [user("Where is order 4417?")]
+    r1 = proxy.post(body(first))
+    assert r1.status_code == 200, r1.text
+    session = r1.headers["x-ctxwise-session"]
+    assert session.startswith("anthropic-")
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "answer 1"}]}
+    r2 = proxy.post(body([*first, answer, user("Thanks. And 4418?")]))
+    assert r2.headers["x-ctxwise-session"] == session
+    assert len(proxy.messages(session)) == 4
+    # another conversation (another first message, or another system text): another session
+    r3 = proxy.post(body([user("Do you ship to Norway?")]))
+    r4 = proxy.post({**body(first), "system": "You are a billing assistant."})
+    names = {session, r3.headers["x-ctxwise-session"], r4.headers["x-ctxwise-session"]}
+    assert len(names) == 3
+    assert sorted(proxy.sessions()) == sorted(names)
+
+
+def test_a_forked_conversation_goes_to_a_fork_session_not_merged(proxy: Proxy) -> None:
+    # every answer is the same short text, as both branches of a fork may hold
+    done = {"role": "assistant", "content": [{"type": "text", "text": "Done."}]}
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, json=message_json(done["content"])
+    )
+    first = [user("Where is order 4417?")]
+    assert proxy.post(body(first), session="main").status_code == 200
+    assert proxy.post(body([*first, done, user("Cancel it.")]), session="main").status_code == 200
+    before = proxy.messages("main")
+    assert len(before) == 4
+    # the user edits their second message: the history no longer holds "Cancel it."
+    edited = [*first, done, user("Change its address instead.")]
+    r = proxy.post(body(edited), session="main")
+    assert r.status_code == 200, r.text
+    fork = r.headers["x-ctxwise-session"]
+    assert fork != "main" and fork.startswith("main~")
+    assert proxy.messages("main") == before  # nothing merged into the session it left
+    texts = [m["content"][0]["text"] for m in proxy.messages(fork)]
+    assert texts == ["Where is order 4417?", "Done.", "Change its address instead.", "Done."]
+    # the fork's next request continues the fork, though its last answer is one that
+    # the session it left holds too
+    r = proxy.post(body([*edited, done, user("Thanks.")]), session="main")
+    assert r.headers["x-ctxwise-session"] == fork
+    assert len(proxy.messages(fork)) == 6
+    assert proxy.messages("main") == before
+    # a conversation derived from its start forks the same way
+    r = proxy.post(body(first))
+    derived = r.headers["x-ctxwise-session"]
+    assert proxy.post(body([*first, done, user("Cancel it.")])).status_code == 200
+    r = proxy.post(body(edited))
+    assert r.headers["x-ctxwise-session"].startswith(derived + "~")
+
+
+def test_a_retry_after_an_upstream_error_sends_the_same_turn_again(sqlite_proxy: Proxy) -> None:
+    proxy = sqlite_proxy
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    proxy.upstream.answer = lambda request, data: httpx.Response(529, json=overloaded)
+    question = body([user("Where is order 4417?")])
+    r = proxy.post(question, session="s")
+    assert r.status_code == 529 and r.json() == overloaded
+    assert [m["role"] for m in proxy.messages("s")] == ["user"]
+    proxy.upstream.answer = None
+    r = proxy.post(question, session="s")
+    assert r.status_code == 200 and r.headers["x-ctxwise-session"] == "s"
+    assert [m["role"] for m in proxy.messages("s")] == ["user", "assistant"]
+    assert proxy.upstream.sent(0)["messages"] == proxy.upstream.sent(1)["messages"]
+
+
+def test_a_bad_session_header_is_400_and_stores_nothing(sqlite_proxy: Proxy) -> None:
+    r = sqlite_proxy.post(body([user("hi")]), session="s" * 201)
+    assert r.status_code == 400
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert sqlite_proxy.upstream.received == [] and sqlite_proxy.sessions() == []
+
+
+# ---------------------------------------------------------------------- usage
+
+
+def test_the_answers_usage_calibrates_the_next_turn(proxy: Proxy) -> None:
+    usage = {
+        "input_tokens": 50,
+        "cache_creation_input_tokens": 400,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 9,
+    }
+    reply = message_json([{"type": "text", "text": "answer 1"}], usage=usage)
+    proxy.upstream.answer = lambda request, data: httpx.Response(200, json=reply)
+    first = [user("Where is order 4417?")]
+    assert proxy.post(body(first), session="c").status_code == 200
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "answer 1"}]}
+    assert proxy.post(body([*first, answer, user("And 4418?")]), session="c").status_code == 200
+    first_trace, second = proxy.traces("c")
+    calibration = second["calibration"]
+    assert calibration["observed"] == 450  # input + cache writes + cache reads
+    assert calibration["estimate"] == first_trace["tokens"]["total"]
+    assert calibration["calls"] == 1
+
+
+def test_a_streamed_answers_usage_calibrates_the_next_turn(sqlite_proxy: Proxy) -> None:
+    proxy = sqlite_proxy
+    stream = sse(*stream_events([{"type": "text", "text": "It shipped."}], usage_in=321))
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=stream, headers={"content-type": "text/event-stream"}
+    )
+    first = [user("Where is order 4417?")]
+    r = proxy.post(body(first, stream=True), session="c")
+    assert r.status_code == 200 and r.content == stream
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "It shipped."}]}
+    proxy.upstream.answer = None
+    assert proxy.post(body([*first, answer, user("Thanks.")]), session="c").status_code == 200
+    assert proxy.traces("c")[1]["calibration"]["observed"] == 321
+    assert len(proxy.messages("c")) == 4
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def test_an_upstream_error_passes_through_byte_for_byte(proxy: Proxy) -> None:
+    error = (
+        b'{"type":"error","error":{"type":"invalid_request_error",'
+        b'"message":"max_tokens: 999999 > 64000, the maximum"},"request_id":"req_x"}'
+    )
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        400, content=error, headers={"content-type": "application/json", "request-id": "req_x"}
+    )
+    r = proxy.post(body([user("hi")], max_tokens=999999), session="e")
+    assert r.status_code == 400
+    assert r.content == error
+    assert r.headers["request-id"] == "req_x"
+    assert r.headers["x-ctxwise-session"] == "e"
+    assert [m["role"] for m in proxy.messages("e")] == ["user"]  # no answer recorded
+
+
+def test_an_upstream_error_on_a_stream_passes_through(sqlite_proxy: Proxy) -> None:
+    error = b'{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}'
+    sqlite_proxy.upstream.answer = lambda request, data: httpx.Response(
+        429, content=error, headers={"content-type": "application/json", "retry-after": "7"}
+    )
+    r = sqlite_proxy.post(body([user("hi")], stream=True), session="e")
+    assert r.status_code == 429 and r.content == error and r.headers["retry-after"] == "7"
+
+
+@pytest.mark.parametrize(
+    ("failure", "status", "kind"),
+    [
+        (httpx.ReadTimeout("timed out"), 504, "timeout_error"),
+        (httpx.ConnectTimeout("timed out"), 504, "timeout_error"),
+        (httpx.ConnectError("refused"), 502, "api_error"),
+    ],
+)
+def test_an_upstream_that_fails_is_the_apis_error_shape(
+    sqlite_proxy: Proxy, failure: Exception, status: int, kind: str
+) -> None:
+    def fail(request: httpx.Request, data: dict[str, Any]) -> httpx.Response:
+        raise failure
+
+    sqlite_proxy.upstream.answer = fail
+    r = sqlite_proxy.post(body([user("hi")]), session="t")
+    assert r.status_code == status
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == kind
+    assert r.headers["x-ctxwise-session"] == "t"
+
+
+def test_a_stream_cut_by_an_upstream_timeout_ends_with_an_error_event(
+    sqlite_proxy: Proxy,
+) -> None:
+    proxy = sqlite_proxy
+    events = stream_events([{"type": "text", "text": "It shipped."}])
+    head = sse(*events[:3])
+
+    async def cut() -> Any:
+        yield head
+        raise httpx.ReadTimeout("no more bytes")
+
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=cut(), headers={"content-type": "text/event-stream"}
+    )
+    r = proxy.post(body([user("hi")], stream=True), session="cut")
+    assert r.status_code == 200
+    assert r.content.startswith(head)
+    tail = r.content[len(head) :].decode()
+    assert tail.startswith("event: error\ndata: ")
+    error = json.loads(tail.split("data: ", 1)[1])
+    assert error == {
+        "type": "error",
+        "error": {"type": "timeout_error", "message": "the upstream stopped streaming (timeout)"},
+    }
+    assert [m["role"] for m in proxy.messages("cut")] == ["user"]  # not recorded
+
+
+def test_an_error_event_in_the_stream_records_nothing(sqlite_proxy: Proxy) -> None:
+    events = stream_events([{"type": "text", "text": "It shipped."}])
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    stream = sse(*events[:3], overloaded)
+    sqlite_proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=stream, headers={"content-type": "text/event-stream"}
+    )
+    r = sqlite_proxy.post(body([user("hi")], stream=True), session="x")
+    assert r.content == stream
+    assert [m["role"] for m in sqlite_proxy.messages("x")] == ["user"]
+
+
+def test_ctxwise_failing_forwards_the_original_request_unchanged(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxwise.engine import Engine
+
+    def broken(self: Engine, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the store went away\nhalfway")
+
+    monkeypatch.setattr(Engine, "turn", broken)
+    first = [user("Where is order 4417?")]
+    raw = json.dumps(body(first, temperature=0.5)).encode()
+    headers = {**proxy.headers("f"), "content-type": "application/json"}
+    r = proxy.client.post("/v1/messages", content=raw, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.content == proxy.upstream.answers[0]
+    assert proxy.upstream.bodies == [raw]  # byte for byte what the client sent
+    assert proxy.upstream.received[0].headers["x-api-key"] == PROVIDER_KEY
+    assert r.headers["x-ctxwise-fail-open"] == "RuntimeError: the store went away halfway"
+    assert r.headers["x-ctxwise-session"] == "f"
+    assert "f" not in proxy.sessions()  # nothing recorded
+    # ctxwise back: the next request brings the session up to date
+    monkeypatch.undo()
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "answer 1"}]}
+    r = proxy.post(body([*first, answer, user("And 4418?")]), session="f")
+    assert "x-ctxwise-fail-open" not in r.headers
+    texts = [m["content"][0]["text"] for m in proxy.messages("f")]
+    assert texts == ["Where is order 4417?", "answer 1", "And 4418?", "answer 2"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"model": MODEL, "max_tokens": 10},  # no messages
+        {"model": MODEL, "max_tokens": 10, "messages": "hi"},
+        {"model": MODEL, "max_tokens": 10, "messages": []},
+        {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+        {"model": MODEL, "max_tokens": 0, "messages": [{"role": "user", "content": "hi"}]},
+        {"model": MODEL, "max_tokens": 10, "messages": [{"role": "system", "content": "hi"}]},
+        {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": 5}]},
+        {
+            "model": MODEL,
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": "hi"}],
+            "system": 3,
+        },
+        {
+            "model": MODEL,
+            "max_tokens": 10,
+            "messages": [{"role": "user", "content": [{"type": "tool_result"}]}],
+        },
+        [1, 2],
+    ],
+)
+def test_a_malformed_request_is_the_apis_400_and_stores_nothing(proxy: Proxy, bad: Any) -> None:
+    r = proxy.post(bad, session="m")
+    assert r.status_code == 400, r.text
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert proxy.upstream.received == []
+    assert proxy.sessions() == []
+
+
+def test_unpaired_tool_calls_are_the_apis_400_and_store_nothing(sqlite_proxy: Proxy) -> None:
+    result = {"type": "tool_result", "tool_use_id": "toolu_nowhere", "content": "done"}
+    r = sqlite_proxy.post(body([user("hi"), {"role": "user", "content": [result]}]), session="p")
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert sqlite_proxy.upstream.received == [] and sqlite_proxy.sessions() == []
+
+
+def test_invalid_json_is_the_apis_400(sqlite_proxy: Proxy) -> None:
+    headers = {**sqlite_proxy.headers("j"), "content-type": "application/json"}
+    r = sqlite_proxy.client.post("/v1/messages", content=b"{not json", headers=headers)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_a_missing_or_revoked_key_is_401_in_the_apis_shape(proxy: Proxy) -> None:
+    question = body([user("hi")])
+    r = proxy.client.post("/v1/messages", json=question, headers={"x-api-key": PROVIDER_KEY})
+    assert r.status_code == 401
+    assert r.json() == {
+        "type": "error",
+        "error": {
+            "type": "authentication_error",
+            "message": "no ctxwise API key: send it as the x-ctxwise-key header",
+        },
+    }
+    (info,) = [k for k in proxy.keys.list(proxy.tenant)]
+    proxy.keys.revoke(info.key_id)
+    r = proxy.post(question)
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
+    r = proxy.client.post(
+        "/v1/messages/count_tokens", json=question, headers={"x-ctxwise-key": proxy.key}
+    )
+    assert r.status_code == 401
+    assert proxy.upstream.received == []
+
+
+def test_a_body_over_the_limit_is_413_in_the_apis_shape(tmp_path: Path) -> None:
+    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path, max_body_bytes=4096)
+    try:
+        r = made.post(body([user("x" * 5000)]), session="big")
+        assert r.status_code == 413
+        assert r.json()["type"] == "error"
+        assert r.json()["error"]["type"] == "request_too_large"
+        assert made.upstream.received == [] and made.sessions() == []
+    finally:
+        close()
+
+
+# ---------------------------------------------------------------------- secrets
+
+
+def test_the_provider_key_is_never_stored(proxy: Proxy) -> None:
+    first = [user("Where is order 4417?")]
+    assert proxy.post(body(first), session="k").status_code == 200
+    stream = sse(*stream_events([{"type": "text", "text": "It shipped."}]))
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=stream, headers={"content-type": "text/event-stream"}
+    )
+    answer = {"role": "assistant", "content": [{"type": "text", "text": "answer 1"}]}
+    bearer = {"authorization": f"Bearer {PROVIDER_KEY}"}
+    r = proxy.post(body([*first, answer, user("And 4418?")], stream=True), session="k", **bearer)
+    assert r.status_code == 200
+    assert proxy.upstream.received[1].headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    secret = PROVIDER_KEY.encode()
+    assert secret not in json.dumps(proxy.traces("k")).encode()
+    assert secret not in json.dumps(proxy.messages("k")).encode()
+    files = [p for p in proxy.root.rglob("*") if p.is_file()]
+    if proxy.keys.url.startswith("sqlite"):
+        assert files, "the SQLite store's files"
+    for path in files:
+        assert secret not in path.read_bytes(), path
+    if not proxy.keys.url.startswith("sqlite"):
+        import psycopg
+
+        with psycopg.connect(os.environ["CTXWISE_PG_DSN"]) as conn:
+            rows = conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (f"ctxwise_t_{proxy.tenant}",),
+            ).fetchall()
+            for (table,) in rows:
+                schema = f"ctxwise_t_{proxy.tenant}"
+                dump = conn.execute(
+                    f"SELECT coalesce(string_agg(t::text, chr(10)), '') FROM {schema}.\"{table}\" t"
+                ).fetchone()
+                assert dump is not None and PROVIDER_KEY not in dump[0], table
+
+
+# ---------------------------------------------------------------------- count_tokens
+
+
+def test_count_tokens_passes_through_unchanged(proxy: Proxy) -> None:
+    counted = b'{"input_tokens":2095}'
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=counted, headers={"content-type": "application/json"}
+    )
+    raw = json.dumps(body([user("How many tokens is this?")])).encode()
+    headers = {**proxy.headers("ct"), "content-type": "application/json"}
+    r = proxy.client.post("/v1/messages/count_tokens", content=raw, headers=headers)
+    assert r.status_code == 200 and r.content == counted
+    (got,) = proxy.upstream.received
+    assert got.url == f"{UPSTREAM}/v1/messages/count_tokens"
+    assert got.content == raw and got.headers["x-api-key"] == PROVIDER_KEY
+    assert "x-ctxwise-key" not in got.headers
+    assert proxy.sessions() == []  # a count is no turn
+
+
+# ---------------------------------------------------------------------- client drops
+
+
+def test_a_client_that_drops_a_stream_halfway_records_nothing(sqlite_proxy: Proxy) -> None:
+    """The client goes after the first event: the upstream's stream is closed and the
+    turn's answer is not recorded (the session ends with the question)."""
+    import anyio
+
+    proxy = sqlite_proxy
+    events = stream_events([{"type": "text", "text": "It shipped on 2 May."}])
+    first_event = sse(events[0])
+    closed: list[bool] = []
+    never = anyio.Event()
+
+    async def slow() -> Any:
+        try:
+            yield first_event
+            await never.wait()  # the rest never comes before the client goes
+            yield sse(*events[1:])
+        finally:
+            closed.append(True)
+
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, content=slow(), headers={"content-type": "text/event-stream"}
+    )
+    raw = json.dumps(body([user("Where is order 4417?")], stream=True)).encode()
+    headers = [
+        (k.encode(), v.encode())
+        for k, v in {**proxy.headers("drop"), "content-type": "application/json"}.items()
+    ]
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/messages",
+        "raw_path": b"/v1/messages",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [*headers, (b"content-length", str(len(raw)).encode())],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+    }
+    sent: list[dict[str, Any]] = []
+    got_body = anyio.Event()
+    requested = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal requested
+        if not requested:
+            requested = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await got_body.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            got_body.set()
+
+    async def run() -> None:
+        await proxy.client.app(scope, receive, send)  # type: ignore[arg-type]
+
+    proxy.client.portal.call(run)  # type: ignore[union-attr]
+    assert sent[0]["status"] == 200
+    bodies = [m["body"] for m in sent if m["type"] == "http.response.body" and m.get("body")]
+    assert bodies == [first_event]
+    assert closed == [True]  # the upstream's stream was closed
+    assert [m["role"] for m in proxy.messages("drop")] == ["user"]
+
+
+# ---------------------------------------------------------------------- a real session
+
+
+DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SUBAGENT = DATA / "transcripts" / "claude_code" / "subagent.jsonl"
+
+
+@pytest.mark.skipif(
+    not SUBAGENT.exists(), reason="needs ../shared/data (the Claude Code transcripts)"
+)
+def test_a_claude_code_session_replayed_through_the_proxy_is_edited_under_budget(
+    tmp_path: Path,
+) -> None:
+    """A real Claude Code session (a subagent's, 27 messages with thinking, tool calls
+    and results), each model call replayed through the proxy as Claude Code sends it
+    (the whole history so far), the upstream answering with the call's recorded reply:
+    one session serves every call, what is forwarded stays under the budget with its
+    tool pairs whole, and the Engine edits the history once it no longer fits."""
+    from ctxwise.formats.claude_code import read_claude_code
+
+    transcript = read_claude_code(SUBAGENT.read_text(encoding="utf-8"))
+    system, encoded = anthropic.encode_messages(transcript)
+    assert system is None
+    toml = tmp_path / "ctxwise.toml"
+    toml.write_text('budget = 6000\ncounter = "char"\n', encoding="utf-8")
+    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path, config=toml)
+    replies = iter([m for m in encoded if m["role"] == "assistant"])
+
+    def recorded(request: httpx.Request, data: dict[str, Any]) -> httpx.Response:
+        reply = next(replies)
+        usage = {"input_tokens": len(request.content) // 4, "output_tokens": 50}
+        return httpx.Response(200, json=message_json(reply["content"], usage=usage))
+
+    made.upstream.answer = recorded
+    try:
+        served = set()
+        sizes: list[tuple[int, int]] = []
+        calls = 0
+        for i, message in enumerate(encoded):
+            if message["role"] != "assistant":
+                continue
+            sent = body(encoded[:i], system="You are a Claude Code subagent.")
+            r = made.post(sent)
+            assert r.status_code == 200, r.text
+            assert "x-ctxwise-fail-open" not in r.headers
+            served.add(r.headers["x-ctxwise-session"])
+            sizes.append((len(json.dumps(sent)), len(made.upstream.bodies[-1])))
+            calls += 1
+        assert calls == 12
+        (session,) = served
+        traces = made.traces(session)
+        assert len(traces) == calls
+        for trace in traces:
+            assert trace["tokens"]["total"] <= trace["tokens"]["available"], trace["tokens"]
+        edited = [t["turn"] for t in traces if t["compacted"] or t["cleared"]]
+        assert edited, "the history never crossed the budget"
+        client_size, forwarded_size = sizes[-1]
+        assert forwarded_size < client_size
+        assert_pairs_valid(made.upstream)
+        assert sum(1 for t in traces if t["calibration"]["observed"] is not None) == calls - 1
+    finally:
+        close()

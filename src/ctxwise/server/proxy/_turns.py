@@ -29,13 +29,32 @@ from ctxwise.errors import (
     SessionConflictError,
     UsageError,
 )
+from ctxwise.formats import neutral
 from ctxwise.messages import Message
-from ctxwise.server.proxy._naming import MAX_FORK_DEPTH, PROXY_KEYS, fork_session
+from ctxwise.server.proxy._naming import (
+    MAX_FORK_DEPTH,
+    PROXY_KEYS,
+    fork_session,
+    message_key,
+)
 
-__all__ = ["TURN_TRIES", "ClientInputError", "Prepared", "fail_reason", "prepare", "record"]
+__all__ = [
+    "TAIL_CHECK",
+    "TURN_TRIES",
+    "ClientInputError",
+    "Prepared",
+    "fail_reason",
+    "prepare",
+    "record",
+]
 
 TURN_TRIES = 3
 """Tries of sync-then-turn when another writer commits to the session in between."""
+
+TAIL_CHECK = 16
+"""Messages before the new ones compared with the session's last ones: sync matches a
+history at the latest message the session holds, and a fork whose branch repeats a
+message of the session (the same short reply in both) must not continue it."""
 
 
 class ClientInputError(Exception):
@@ -58,15 +77,37 @@ class Prepared:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
+def _diverges(
+    engine: Engine, session: str, history: Sequence[Message], found: SyncResult
+) -> int | None:
+    """Where ``history`` leaves the session although sync matched it: the index of
+    the last message both hold before the first of the :data:`TAIL_CHECK` messages
+    before the new ones that differs from the session's last ones, else ``None``."""
+    start, held = found.start, found.held
+    k = min(start, held, TAIL_CHECK)
+    if k == 0:
+        return None
+    tail = neutral.decode_messages(engine.sessions.log(session, held - k, held))
+    for i, (given, had) in enumerate(zip(history[start - k : start], tail, strict=True)):
+        if message_key(given) != message_key(had):
+            return start - k + i - 1
+    return None
+
+
 def _sync_session(
     engine: Engine, session: str, history: Sequence[Message]
 ) -> tuple[str, SyncResult]:
     """The session ``history`` continues (a fork when it was rewound) and what sync found."""
     for _ in range(MAX_FORK_DEPTH + 1):
         try:
-            return session, engine.sync(session, history, PROXY_KEYS)
+            found = engine.sync(session, history, PROXY_KEYS)
         except HistoryRewoundError as exc:
             session = fork_session(session, history, exc.at)
+            continue
+        at = _diverges(engine, session, history, found)
+        if at is None:
+            return session, found
+        session = fork_session(session, history, at)
     raise UsageError(f"the history forks more than {MAX_FORK_DEPTH} times from its session")
 
 
