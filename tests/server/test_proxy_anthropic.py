@@ -323,6 +323,14 @@ def test_a_request_goes_upstream_and_its_answer_comes_back_byte_for_byte(proxy: 
     assert roles == [("user", "Where is order 4417?"), ("assistant", "answer 1")]
 
 
+def test_the_query_string_goes_upstream(sqlite_proxy: Proxy) -> None:
+    r = sqlite_proxy.client.post(
+        "/v1/messages?beta=true", json=body([user("hi")]), headers=sqlite_proxy.headers("q")
+    )
+    assert r.status_code == 200, r.text
+    assert str(sqlite_proxy.upstream.received[0].url) == f"{UPSTREAM}/v1/messages?beta=true"
+
+
 def test_a_second_request_appends_only_what_is_new(proxy: Proxy) -> None:
     first = [user("Where is order 4417?")]
     assert proxy.post(body(first), session="s1").status_code == 200

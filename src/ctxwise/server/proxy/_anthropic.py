@@ -60,7 +60,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.background import BackgroundTask
 
-from ctxwise.errors import CtxwiseError, UsageError
+from ctxwise.errors import UsageError
 from ctxwise.formats import anthropic
 from ctxwise.messages import Message, message_problem
 from ctxwise.server.auth import tenant_of
@@ -224,8 +224,9 @@ def _failed(exc: UpstreamFailed, headers: Mapping[str, str]) -> JSONResponse:
 async def _record(pool: EnginePool, tenant: str, session: str, message: dict[str, Any]) -> None:
     try:
         await pool.run(tenant, lambda e: record(e, session, message))
-    except CtxwiseError as exc:  # the answer is sent: say so, change nothing
-        logger.warning("proxy: the answer of session %r was not recorded: %s", session, exc)
+    except Exception as exc:  # the answer is sent: say so, change nothing
+        reason = fail_reason(exc)
+        logger.warning("proxy: the answer of session %r was not recorded: %s", session, reason)
 
 
 @router.post("/v1/messages", summary="Anthropic Messages API, through the Engine")
