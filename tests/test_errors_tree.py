@@ -176,6 +176,7 @@ SAMPLES: dict[str, BaseException] = {
     "UnknownSessionError": errors.UnknownSessionError("s-42"),
     "HistoryRewoundError": errors.HistoryRewoundError("s-42", at=3, gone=2, first="id:m5"),
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
+    "SessionBusyError": errors.SessionBusyError("s-42", 0.5),
     "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
     "CursorError": errors.CursorError("expired", detail="result r1"),
     "ToolCatalogError": errors.ToolCatalogError(

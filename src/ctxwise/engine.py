@@ -11,12 +11,24 @@ transaction, then runs the turn's effects (remembering the turns a compaction
 took out, on a worker thread that the Engine's next call waits for). What each
 step does is in its module and in docs/engine.md ("One turn").
 
-Sessions carry a version. A commit applies only on the version it was computed
-from; when another writer committed first, the turn is re-applied on the new
-state (up to ``max_attempts``, 5 by default; ``Trace.attempts`` says how many it
-took) or, with ``expected_version``, fails with
-:class:`~ctxwise.errors.SessionConflictError`. Either way no turn is lost or
-applied twice.
+Sessions carry a version, and writers of one session take turns. A turn holds
+the session's write lock (:meth:`ctxwise.sessions.SessionStore.lock`: a lock
+file beside a SQLite database, an advisory lock on PostgreSQL, a thread lock in
+memory) from its load to its commit, so a second writer of the session, in this
+process or another, waits for the first instead of failing; a wait longer than
+``lock_timeout`` (:data:`DEFAULT_LOCK_TIMEOUT`) is a
+:class:`~ctxwise.errors.SessionBusyError`, nothing written. The lock is let go
+when the turn ends, by an error too, and the turn's effects run after it.
+
+Every commit still applies only on the version it was computed from: a writer
+that does not lock (a call with ``expected_version``, a store whose lock other
+processes do not see) can still commit first, and the turn is then re-applied on
+the new state, after a jittered pause that doubles from try to try (up to
+``max_attempts``, :data:`MAX_ATTEMPTS` by default; ``Trace.attempts`` says how
+many it took). A caller that gives ``expected_version`` does not wait for the
+lock: its turn fails with :class:`~ctxwise.errors.SessionConflictError` when the
+session is not at that version, as it fails when another writer commits first.
+Either way no turn is lost or applied twice.
 
 An Engine holds one connection per store and is meant for one thread; use one
 Engine per thread or process (they may share the store: that is what the
@@ -27,6 +39,8 @@ callers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -88,6 +102,7 @@ from ctxwise.sessions import (
     check_session_id,
     open_session_store,
 )
+from ctxwise.sessions.store import DEFAULT_LOCK_TIMEOUT, check_timeout
 from ctxwise.sources import Source
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer
 from ctxwise.tokens import TokenCounter, get_counter
@@ -112,6 +127,13 @@ from ctxwise.turn.effects import pending, remember
 __all__ = ["Engine", "SyncKeys", "SyncResult", "TurnResult"]
 
 MAX_ATTEMPTS = 5
+"""Tries of a turn whose commit found the session moved on (see the module docstring)."""
+
+BACKOFF_FIRST = 0.002
+BACKOFF_MAX = 0.1
+"""The pause before a turn's next try, in seconds, is drawn uniformly below a cap
+that doubles from the first of these to the last (full jitter): writers that
+collided once do not collide again in step."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +208,15 @@ class Engine:
     (what long-term memory embeds with; hashing by default) and ``steps`` (the
     steps of a turn, :func:`ctxwise.turn.default_steps` by default; change them
     later through :attr:`steps`).
+
+    Writers of one session (see the module docstring): ``lock_timeout`` is how
+    long, in seconds, a turn waits for the session's lock before a
+    :class:`~ctxwise.errors.SessionBusyError` (:data:`DEFAULT_LOCK_TIMEOUT`; 0: one
+    try); ``max_attempts`` how many times a turn is tried when another writer
+    committed first; ``rng`` draws the jittered pauses between those tries and
+    ``sleep`` waits them out (a fresh ``random.Random()`` and ``time.sleep`` by
+    default: jitter seeded alike in every process would pause writers in step;
+    pass ``random.Random(seed)`` and your own ``sleep`` for a run that repeats).
     """
 
     def __init__(
@@ -208,12 +239,22 @@ class Engine:
         embedder: Embedder | None = None,
         steps: Iterable[Step] | None = None,
         effects: Literal["background", "inline"] = "background",
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        rng: random.Random | None = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         cfg = config if config is not None else EngineConfig()
         if not isinstance(cfg, EngineConfig):
             raise UsageError(f"config must be an EngineConfig, got {type(cfg).__name__}")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise UsageError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+        self.lock_timeout = check_timeout(lock_timeout)
+        if rng is not None and not isinstance(rng, random.Random):
+            raise UsageError(f"rng must be a random.Random, got {rng!r}")
+        if sleep is not None and not callable(sleep):
+            raise UsageError(f"sleep must be a function of seconds, got {sleep!r}")
+        self._rng = rng if rng is not None else random.Random()
+        self._sleep = sleep if sleep is not None else time.sleep
         self.config = cfg
         if effects not in ("background", "inline"):
             raise UsageError(f"effects is 'background' or 'inline', got {effects!r}")
@@ -612,24 +653,20 @@ class Engine:
         given = read_tools(tools)
         messages = tuple(self._checked_input(new_messages))
         ctx = self._ctx.but(summarizer=OnceSummarizer(self.summarizer))  # once per turn
-        for attempt in range(1, self.max_attempts + 1):
+
+        def build(attempt: int) -> TurnState:
             base = self._load(session_id)
             if expected is not None and base.version != expected:
                 raise SessionConflictError(session_id, expected=expected, found=base.version)
             start = TurnState.start(
                 base, messages, prompt=prompt, attempt=attempt, started=self.clock(), tools=given
             )
-            state = self.steps.run(start, ctx)
-            try:
-                self._commit(state)
-            except SessionConflictError:
-                if expected is not None or attempt == self.max_attempts:
-                    raise
-                continue
-            if warn_unanswered and _unanswered(base.history, messages):  # said once done
-                warnings.warn(UnansweredTurnWarning(session_id), stacklevel=2)
-            return TurnResult.of(state)
-        raise AssertionError("unreachable")  # pragma: no cover
+            return self.steps.run(start, ctx)
+
+        state = self._apply(session_id, build, expected=expected)
+        if warn_unanswered and _unanswered(state.base.history, messages):  # said once done
+            warnings.warn(UnansweredTurnWarning(session_id), stacklevel=2)
+        return TurnResult.of(state)
 
     def sync(
         self, session_id: str, full_history: Sequence[Message], keys: SyncKeys | None = None
@@ -671,10 +708,52 @@ class Engine:
                 raise UsageError(f"new_messages[{i}]: {problem}")
         return messages
 
-    def _commit(self, state: TurnState) -> None:
-        """Commit what ``state`` built on the version it was loaded at, then run its
-        effects; a :class:`SessionConflictError` (nothing written) when another
-        writer committed first."""
+    def _apply(
+        self,
+        session_id: str,
+        build: Callable[[int], TurnState],
+        *,
+        expected: int | None = None,
+    ) -> TurnState:
+        """Build the session's change (``build(attempt)``: load, then steps) and commit
+        it, under the session's lock unless the caller gave ``expected`` (the version
+        it must be at: no waiting); a commit that finds the session moved on is built
+        again on the newer state after a jittered pause, up to ``max_attempts``
+        tries. The committed session's effects run once the lock is let go."""
+        self.wait()  # the last turn's effects, before the lock: other writers need not wait
+        with self._session_lock(session_id, wait=expected is None):
+            for attempt in range(1, self.max_attempts + 1):
+                state = build(attempt)
+                try:
+                    committed = self._commit(state)
+                except SessionConflictError:
+                    if expected is not None or attempt == self.max_attempts:
+                        raise
+                    self._back_off(attempt)
+                    continue
+                break
+        self._effects(committed)
+        return state
+
+    def _session_lock(
+        self, session_id: str, *, wait: bool
+    ) -> contextlib.AbstractContextManager[None]:
+        """The session's write lock (:meth:`SessionStore.lock`), or nothing when the
+        caller must not wait for it."""
+        if not wait:
+            return contextlib.nullcontext()
+        return self.sessions.lock(session_id, timeout=self.lock_timeout)
+
+    def _back_off(self, attempt: int) -> None:
+        """Pause before try ``attempt + 1``: a uniform draw below a cap that doubles
+        with each try (:data:`BACKOFF_FIRST` to :data:`BACKOFF_MAX`)."""
+        cap = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (attempt - 1))
+        self._sleep(self._rng.uniform(0.0, cap))
+
+    def _commit(self, state: TurnState) -> SessionView:
+        """Commit what ``state`` built on the version it was loaded at; the committed
+        session (whose effects the caller runs), or a :class:`SessionConflictError`
+        (nothing written) when another writer committed first."""
         base, work = state.base, state.session
         keep = (
             0
@@ -708,7 +787,7 @@ class Engine:
         work.tool_ids.saved()
         work = work.but(version=version)
         self._cache[work.session_id] = work
-        self._effects(work)
+        return work
 
     def _effects(self, session: SessionView) -> None:
         """Run what a committed session still needs done outside its store (the
@@ -765,18 +844,11 @@ class Engine:
         )
 
     def _update(self, session_id: str, change: Callable[[TurnState], TurnState]) -> int:
-        """Apply ``change`` to the session and commit it without a turn; on a
-        conflict, apply it again on the newer state. Returns the new version."""
-        for attempt in range(1, self.max_attempts + 1):
-            state = change(TurnState.start(self._load(session_id), ()))
-            try:
-                self._commit(state)
-            except SessionConflictError:
-                if attempt == self.max_attempts:
-                    raise
-                continue
-            return self._cache[session_id].version
-        raise AssertionError("unreachable")  # pragma: no cover
+        """Apply ``change`` to the session and commit it without a turn, as a turn
+        commits (under the session's lock, built again on a conflict). Returns the
+        new version."""
+        self._apply(session_id, lambda _: change(TurnState.start(self._load(session_id), ())))
+        return self._cache[session_id].version
 
     def _note(
         self,

@@ -38,6 +38,7 @@ One root, two branches::
         ├── SummarizerError             the summarizer raised or returned no text
         ├── CompactionArchiveError      archiving the transcript before compaction failed
         ├── SessionConflictError        another writer committed to the session first
+        ├── SessionBusyError            another writer held the session's lock past the timeout
         ├── SessionStoreError           the session store failed
         ├── StepError                   a turn's step raised an error that is not ctxwise's own
         ├── RelayStateError             a relay run's manifest or state files are damaged
@@ -93,6 +94,7 @@ __all__ = [
     "ProviderError",
     "RelayError",
     "RelayStateError",
+    "SessionBusyError",
     "SessionConflictError",
     "SessionStoreError",
     "SimulationError",
@@ -685,6 +687,23 @@ class SessionConflictError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.session_id,), {"expected": self.expected, "found": self.found})
+
+
+class SessionBusyError(BackendError):
+    """Another writer held the session's lock for the whole time this one could wait
+    (``waited``, the lock timeout in seconds); nothing of this turn was written."""
+
+    def __init__(self, session_id: str, waited: float) -> None:
+        self.session_id = session_id
+        self.waited = waited
+        super().__init__(
+            f"session {session_id!r} is busy: another writer held its lock for the "
+            f"{waited:g} s this call may wait, and nothing was written; try again later "
+            "or give the Engine a longer lock_timeout"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.session_id, self.waited))
 
 
 class SessionStoreError(BackendError):

@@ -8,15 +8,29 @@ session's row (``SELECT … FOR UPDATE``; a new session is inserted with ``ON
 CONFLICT DO NOTHING`` and re-read), so two writers of one session serialize and
 the version check cannot be raced. Texts are stored as ``text`` (JSON with NUL
 escaped by the encoder, so any message fits).
+
+A session's write lock (:meth:`PostgresSessionStore.lock`), which the Engine holds
+for a whole turn, is a session advisory lock keyed by the schema and the session
+id: it locks no row (readers and the other sessions' writers go on), outlives the
+transactions a turn runs, and the server drops it when the connection ends, so a
+writer killed in a turn never blocks the next one. It is waited for on the server
+(``pg_advisory_lock`` under a ``lock_timeout``): waiters queue there and the next
+one gets the lock the moment it is let go, which polling would sleep through. The
+wait and the hold take a connection of their own (kept for the next lock), not the
+store's, which every session the store serves shares.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import re
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 from ctxwise._migrations import (
@@ -29,11 +43,13 @@ from ctxwise._migrations import (
 )
 from ctxwise.errors import (
     MissingDependencyError,
+    SessionBusyError,
     SessionConflictError,
     SessionStoreError,
     UsageError,
 )
 from ctxwise.sessions.store import (
+    DEFAULT_LOCK_TIMEOUT,
     HistoryRow,
     SessionCommit,
     SessionSnapshot,
@@ -41,9 +57,11 @@ from ctxwise.sessions.store import (
     check_keep,
     check_session_id,
     check_span,
+    check_timeout,
     check_tool_ids,
     dumps,
     loads,
+    local_session_lock,
 )
 
 try:
@@ -91,6 +109,27 @@ MIGRATIONS_TABLE = "session_migrations"
 INT64_MAX = 2**63 - 1
 
 
+_IDLE_LOCK_CONNS = 4
+"""Lock connections a store keeps idle for the next locks; more are closed."""
+
+
+def _advisory_lock(conn: psycopg.Connection[Any], key: int, left: float) -> bool:
+    """Take the session advisory lock ``key`` on ``conn``, waiting up to ``left``
+    seconds on the server (``lock_timeout``; one try when no time is left)."""
+    try:
+        if left < 0.001:  # a lock_timeout of 0 would wait for ever
+            row = conn.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone()
+            return bool(row and row[0])
+        conn.execute("SELECT set_config('lock_timeout', %s, false)", [f"{int(left * 1000)}ms"])
+        try:
+            conn.execute("SELECT pg_advisory_lock(%s)", [key])
+        except psycopg.errors.LockNotAvailable:
+            return False
+        return True
+    except psycopg.Error as e:
+        raise SessionStoreError(f"PostgreSQL: cannot lock a session: {_one_line(e)}") from e
+
+
 def _one_line(e: BaseException) -> str:
     lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(e).__name__
@@ -111,12 +150,19 @@ class PostgresSessionStore(SessionStore):
             raise UsageError(f"bad schema name {schema!r}: lowercase letters, digits and _")
         self.schema = schema
         self._lock = threading.RLock()
+        self._connect = partial(
+            psycopg.connect, conninfo, autocommit=True, connect_timeout=connect_timeout
+        )
+        # idle connections for session locks (see lock), and whether the store closed
+        self._lock_conns: list[psycopg.Connection[Any]] = []
+        self._closed = False
         try:
-            self._conn: psycopg.Connection[Any] = psycopg.connect(
-                conninfo, autocommit=True, connect_timeout=connect_timeout
-            )
+            self._conn: psycopg.Connection[Any] = self._connect()
         except psycopg.Error as e:
             raise SessionStoreError(f"cannot connect to PostgreSQL: {_one_line(e)}") from None
+        info = self._conn.info
+        # the database this store reaches, for the in-process part of a session's lock
+        self._database_id = (info.host, info.port, info.dbname)
         try:
             self._migrate(clock)
         except BaseException:
@@ -152,6 +198,83 @@ class PostgresSessionStore(SessionStore):
         """The migrations applied to the schema, in order, with when."""
         with self._db() as c:
             return list(status(self._database(c), _MIGRATIONS, fail=SessionStoreError).applied)
+
+    def _lock_key(self, session_id: str) -> int:
+        """The advisory lock key of a session: the first 8 bytes (signed) of the
+        SHA-256 of the schema and the session id, so two schemas never share a
+        session's lock, and no id is read as another."""
+        seed = b"\x00".join([b"ctxwise-session", self.schema.encode(), session_id.encode("utf-8")])
+        return int.from_bytes(hashlib.sha256(seed).digest()[:8], "big", signed=True)
+
+    def lock(
+        self, session_id: str, *, timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the session's write lock (see :meth:`SessionStore.lock` and the
+        module docstring): the in-process lock of the database, schema and session,
+        then a session advisory lock that every connection to the database sees,
+        waited for on the server until ``timeout``, on a lock connection of this
+        store's (made when none is idle, kept for the next lock, closed with the
+        store).
+
+        Raises:
+            SessionBusyError: another holder kept the lock for ``timeout`` seconds.
+            SessionStoreError: the database failed (it cannot be reached, say).
+        """
+        check_session_id(session_id)
+        return self._session_lock(session_id, check_timeout(timeout))
+
+    @contextmanager
+    def _session_lock(self, session_id: str, timeout: float) -> Iterator[None]:
+        deadline = time.monotonic() + timeout
+        key = self._lock_key(session_id)
+        held = ("postgres", *self._database_id, self.schema, session_id)
+        with local_session_lock(held, session_id, timeout) as outermost:
+            if not outermost:
+                yield
+                return
+            conn = self._lock_conn()
+            try:
+                got = _advisory_lock(conn, key, deadline - time.monotonic())
+            except BaseException:
+                conn.close()  # in an unknown state: whatever it holds goes with it
+                raise
+            if not got:
+                self._idle(conn)
+                raise SessionBusyError(session_id, timeout)
+            holder = os.getpid()
+            try:
+                yield
+            finally:
+                # only the holder unlocks: a child forked inside the block shares the
+                # connection's socket, and its unlock there would let the lock go
+                # while the holder still runs (and garble the holder's connection)
+                if os.getpid() == holder:
+                    try:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", [key])
+                    except psycopg.Error:
+                        conn.close()  # the server lets the lock go with it
+                    self._idle(conn)
+
+    def _lock_conn(self) -> psycopg.Connection[Any]:
+        """An idle lock connection, or a new one."""
+        with self._lock:
+            if self._closed:
+                raise SessionStoreError(f"PostgreSQL schema {self.schema!r}: the store is closed")
+            if self._lock_conns:
+                return self._lock_conns.pop()
+        try:
+            return self._connect()
+        except psycopg.Error as e:
+            raise SessionStoreError(f"cannot connect to PostgreSQL: {_one_line(e)}") from None
+
+    def _idle(self, conn: psycopg.Connection[Any]) -> None:
+        """Keep a lock connection for the next lock (one that is broken, or any once
+        the store is closed, is closed instead)."""
+        with self._lock:
+            if not self._closed and not conn.closed and len(self._lock_conns) < _IDLE_LOCK_CONNS:
+                self._lock_conns.append(conn)
+                return
+        conn.close()
 
     def version(self, session_id: str) -> int:
         check_session_id(session_id)
@@ -316,4 +439,9 @@ class PostgresSessionStore(SessionStore):
         return [r[0] for r in rows]
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._lock_conns = self._lock_conns, []
+        for conn in idle:
+            conn.close()
         self._conn.close()

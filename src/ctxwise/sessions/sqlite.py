@@ -1,7 +1,19 @@
-"""The SQLite session store: the embedded default (see :mod:`ctxwise.sessions`)."""
+"""The SQLite session store: the embedded default (see :mod:`ctxwise.sessions`).
+
+A session's write lock (:meth:`SQLiteSessionStore.lock`) is an exclusive ``flock``
+on a lock file of its own in a folder beside the database (``DB.session-locks/``),
+held inside the in-process lock every store shares. A lock file, not SQLite
+itself: a write transaction (``BEGIN IMMEDIATE``) would lock the whole file, every
+session of it and the memory store beside them, for as long as a turn runs, where a
+file per session leaves other sessions' turns free; and ``flock`` ends with its
+holder, so a writer killed in a turn never blocks the next one.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import sqlite3
 import threading
 import time
@@ -20,8 +32,14 @@ from ctxwise._migrations import (
     status,
 )
 from ctxwise._sqlite import use_wal
-from ctxwise.errors import SessionConflictError, SessionStoreError, UsageError
+from ctxwise.errors import (
+    SessionBusyError,
+    SessionConflictError,
+    SessionStoreError,
+    UsageError,
+)
 from ctxwise.sessions.store import (
+    DEFAULT_LOCK_TIMEOUT,
     HistoryRow,
     SessionCommit,
     SessionSnapshot,
@@ -29,12 +47,22 @@ from ctxwise.sessions.store import (
     check_keep,
     check_session_id,
     check_span,
+    check_timeout,
     check_tool_ids,
     dumps,
     loads,
+    local_session_lock,
 )
 
+try:
+    import fcntl
+except ImportError:  # Windows: a session's lock holds against this process only
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = ["SQLiteSessionStore"]
+
+LOCKS_SUFFIX = ".session-locks"
+"""The folder beside the database file that holds its sessions' lock files."""
 
 INT64_MAX = 2**63 - 1
 
@@ -71,6 +99,90 @@ _SQLITE_MIGRATIONS: tuple[Migration, ...] = (
 MIGRATIONS_TABLE = "ctxwise_session_migrations"
 
 
+def _open_lock_file(path: str) -> int:
+    """A descriptor of the lock file ``path``, made (with its folder) when missing."""
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+    try:
+        try:
+            return os.open(path, flags, 0o666)
+        except FileNotFoundError:  # no folder yet
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            return os.open(path, flags, 0o666)
+    except OSError as exc:
+        raise SessionStoreError(
+            f"{path}: cannot open the session lock file ({exc.strerror or exc})"
+        ) from None
+
+
+def _flock(fd: int, *, wait: bool) -> bool:
+    """Take the exclusive ``flock`` on ``fd``: at once or not at all, or (``wait``)
+    when its holder lets go."""
+    assert fcntl is not None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    return True
+
+
+@contextmanager
+def _file_lock(path: str, session_id: str, timeout: float, deadline: float) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path``: at once when it is free, else waited for
+    until ``deadline`` (:class:`SessionBusyError` then). The file stays (one empty
+    file per session): a holder that removed it as it let go would leave its waiters
+    a lock on a file no longer there, to be taken again behind any newcomer."""
+    fd = _open_lock_file(path)
+    try:
+        if not _flock(fd, wait=False) and not _wait_flock(fd, deadline - time.monotonic()):
+            raise SessionBusyError(session_id, timeout)
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        yield
+    finally:
+        os.close(fd)  # lets the lock go (a child forked inside the block keeps its own copy)
+
+
+def _wait_flock(fd: int, left: float) -> bool:
+    """Wait up to ``left`` seconds for the ``flock`` on ``fd``. A blocking ``flock``
+    (woken by the system as soon as the holder lets go, where polling would sleep
+    through it) cannot be given a timeout, so it runs on a thread of its own; a
+    wait given up on leaves the thread to let the lock go the moment it gets it,
+    on a descriptor of its own."""
+    if left <= 0:
+        return False
+    mine = os.dup(fd)
+    guard, done = threading.Lock(), threading.Event()
+    state: dict[str, object] = {}
+
+    def wait() -> None:
+        try:
+            _flock(mine, wait=True)
+        except OSError as e:
+            state["error"] = e
+        with guard:
+            if state.get("abandoned"):
+                os.close(mine)  # lets go of what it got
+                return
+            state["done"] = True
+        done.set()
+
+    threading.Thread(target=wait, name="ctxwise-session-lock", daemon=True).start()
+    try:
+        done.wait(left)
+    finally:
+        with guard:
+            got = bool(state.get("done"))
+            if not got:
+                state["abandoned"] = True
+    if got:
+        os.close(mine)  # the lock stays with fd: the same open file
+        if "error" in state:
+            raise SessionStoreError(f"cannot lock a session: {state['error']}")
+    return got
+
+
 class SQLiteSessionStore(SessionStore):
     """Sessions in a SQLite file (WAL mode; every commit is ``BEGIN IMMEDIATE``, so
     two processes on one file serialize their commits and the version check holds)."""
@@ -105,6 +217,7 @@ class SQLiteSessionStore(SessionStore):
                 raise SessionStoreError(f"cannot open session store {self.path!r}: {e}") from e
             raise
         self._lock = threading.Lock()
+        self._file = self._database_file()
 
     def _migrate(self, clock: Clock) -> None:
         db = SQLiteDatabase(self._conn, MIGRATIONS_TABLE, repr(self.path))
@@ -124,6 +237,44 @@ class SQLiteSessionStore(SessionStore):
                 yield self._conn
             except sqlite3.Error as e:
                 raise SessionStoreError(f"session store {self.path!r}: {e}") from e
+
+    def _database_file(self) -> str:
+        """The database file, wherever the path leads (``""``: a private database,
+        ``":memory:"`` or SQLite's temporary one). Read from the path, not from
+        SQLite, which cannot give back a name that is not UTF-8."""
+        return "" if self.path in ("", ":memory:") else os.path.realpath(self.path)
+
+    def lock(
+        self, session_id: str, *, timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the session's write lock (see :meth:`SessionStore.lock`): the
+        in-process lock of the database file and session, then an exclusive
+        ``flock`` on ``DB.session-locks/HASH.lock`` (HASH: the first 32 hex digits
+        of the session id's SHA-256; an empty file, kept for the session's next
+        turns), which every process opening the file sees and the system drops when
+        its holder dies. Another process's hold is waited for until ``timeout``. A
+        database with no file (``":memory:"``), or a system without ``flock``
+        (Windows), is held against this process only.
+
+        Raises:
+            SessionBusyError: another holder kept the lock for ``timeout`` seconds.
+            SessionStoreError: the lock folder or file cannot be made.
+        """
+        check_session_id(session_id)
+        return self._session_lock(session_id, check_timeout(timeout))
+
+    @contextmanager
+    def _session_lock(self, session_id: str, timeout: float) -> Iterator[None]:
+        deadline = time.monotonic() + timeout
+        key = ("sqlite", self._file, session_id) if self._file else ("object", id(self), session_id)
+        with local_session_lock(key, session_id, timeout) as outermost:
+            if not outermost or not self._file or fcntl is None:
+                yield
+                return
+            digest = hashlib.sha256(session_id.encode("utf-8")).hexdigest()[:32]
+            path = os.path.join(self._file + LOCKS_SUFFIX, f"{digest}.lock")
+            with _file_lock(path, session_id, timeout, deadline):
+                yield
 
     def version(self, session_id: str) -> int:
         check_session_id(session_id)

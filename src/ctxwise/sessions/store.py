@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import threading
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxwise.errors import (
+    SessionBusyError,
     SessionConflictError,
     SessionStoreError,
     UnknownSessionError,
@@ -27,6 +33,10 @@ __all__ = [
 ]
 
 MAX_SESSION_ID = 200
+
+DEFAULT_LOCK_TIMEOUT = 30.0
+"""How long, in seconds, :meth:`SessionStore.lock` waits by default (as long as a
+SQLite store waits for a busy file)."""
 
 
 def check_session_id(session_id: object) -> str:
@@ -145,6 +155,96 @@ def check_keep(keep: object, length: int, session_id: str) -> None:
         )
 
 
+def check_timeout(timeout: object) -> float:
+    """A lock timeout: a finite number of seconds, 0 or more (0: try once)."""
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise UsageError(f"a lock timeout is a finite number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+@dataclass(slots=True)
+class _Holder:
+    """Who holds one session's in-process lock (a thread, how many times) and who
+    waits for it, first come first served."""
+
+    cond: threading.Condition
+    owner: int | None = None
+    depth: int = 0
+    queue: deque[object] = field(default_factory=deque)
+
+
+_GUARD = threading.Lock()
+_HOLDERS: dict[Hashable, _Holder] = {}
+
+
+@contextmanager
+def local_session_lock(
+    key: Hashable, session_id: str, timeout: float, *, clock: Callable[[], float] = time.monotonic
+) -> Iterator[bool]:
+    """Hold the in-process lock ``key`` (what names a session's data: a file and the
+    session id, say) against every other thread of this process, waiting for it up to
+    ``timeout`` seconds (:class:`SessionBusyError` then). Waiters get it in the order
+    they came. A thread that holds it already holds it again at once (a step of a
+    turn that records into its own session must not wait for itself); the value is
+    whether this hold is the outermost one, the one that also takes the lock other
+    processes see."""
+    me, ticket = threading.get_ident(), object()
+    with _GUARD:
+        holder = _HOLDERS.get(key)
+        if holder is None:
+            holder = _HOLDERS[key] = _Holder(threading.Condition(_GUARD))
+        if holder.owner == me:
+            holder.depth += 1
+            outermost = False
+        else:
+            _wait_turn(holder, ticket, key, session_id, timeout, clock)
+            holder.owner, holder.depth, outermost = me, 1, True
+    try:
+        yield outermost
+    finally:
+        with _GUARD:
+            holder.depth -= 1
+            if holder.depth == 0:
+                holder.owner = None
+                if holder.queue:
+                    holder.cond.notify_all()
+                else:
+                    del _HOLDERS[key]
+
+
+def _wait_turn(
+    holder: _Holder,
+    ticket: object,
+    key: Hashable,
+    session_id: str,
+    timeout: float,
+    clock: Callable[[], float],
+) -> None:
+    """Wait (``_GUARD`` held) until ``holder`` is free and ``ticket`` is first in
+    line; a waiter that gives up (the timeout, an interrupt) leaves the line."""
+    holder.queue.append(ticket)
+    deadline = clock() + timeout
+    try:
+        while holder.owner is not None or holder.queue[0] is not ticket:
+            left = deadline - clock()
+            if left <= 0:
+                raise SessionBusyError(session_id, timeout)
+            holder.cond.wait(left)
+    except BaseException:
+        holder.queue.remove(ticket)
+        if holder.owner is None and holder.queue:
+            holder.cond.notify_all()  # the next in line may go now
+        elif holder.owner is None:
+            del _HOLDERS[key]
+        raise
+    holder.queue.popleft()
+
+
 class SessionStore(ABC):
     """The contract every session backend implements (see the module docstring)."""
 
@@ -180,6 +280,44 @@ class SessionStore(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional for backends without resources
         """Release the backend's resources."""
+
+    def lock(
+        self, session_id: str, *, timeout: float = DEFAULT_LOCK_TIMEOUT
+    ) -> contextlib.AbstractContextManager[None]:
+        """Hold the session's write lock until the block ends: ``with
+        store.lock("s1"):``. The Engine holds it from a turn's load to its commit, so
+        writers of one session wait for each other instead of committing over each
+        other and failing (the version check of :meth:`commit` still guards every
+        write, for writers that do not lock).
+
+        Another holder of the same session waits, first come first served within a
+        process, for up to ``timeout`` seconds (0: one try), then gets
+        :class:`~ctxwise.errors.SessionBusyError` and the block does not run. The
+        thread that holds the lock may take it again (through any store object over
+        the same data): a step that records into its own session does not wait for
+        itself. Other sessions are independent. The lock ends with its holder: when
+        the block ends (by an error too) and when the process dies, so a crashed
+        writer never blocks the next.
+
+        This base holds the session against the other threads of this process
+        (:func:`local_session_lock`), which is all an in-memory store needs and what
+        a third-party backend gets until it overrides this method (writers in other
+        processes then still never lose a turn: the Engine re-applies a turn whose
+        commit found the session moved on). The backends shipped add a lock other
+        processes see: an exclusive ``flock`` on a lock file beside a SQLite file,
+        a session advisory lock on PostgreSQL.
+
+        Raises:
+            SessionBusyError: another holder kept the lock for ``timeout`` seconds.
+            UsageError: a bad session id or timeout.
+        """
+        check_session_id(session_id)
+        return self._local_lock(("object", id(self), session_id), session_id, timeout)
+
+    @contextmanager
+    def _local_lock(self, key: Hashable, session_id: str, timeout: float) -> Iterator[None]:
+        with local_session_lock(key, session_id, check_timeout(timeout)):
+            yield
 
     def require(self, session_id: str) -> int:
         """The stored version, or :class:`UnknownSessionError` when there is none."""
