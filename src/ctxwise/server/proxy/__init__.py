@@ -5,6 +5,8 @@ provider, and every request goes through the Engine on its way upstream.
   not) and ``POST /v1/messages/count_tokens``;
 - :mod:`~ctxwise.server.proxy._naming`: which session a request belongs to, and
   the sync keys that find what of its history is new;
+- :mod:`~ctxwise.server.proxy._relay`: what every route shares: turn or fail open,
+  forward, relay and record the answer;
 - :mod:`~ctxwise.server.proxy._turns`: sync, fork and turn on the Engine; record
   the answer;
 - :mod:`~ctxwise.server.proxy._upstream`: the upstream call, headers in and out;
@@ -24,9 +26,9 @@ import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 
 from ctxwise.server.proxy import _anthropic
-from ctxwise.server.proxy._anthropic import FAIL_OPEN_HEADER
 from ctxwise.server.proxy._naming import SESSION_HEADER
 from ctxwise.server.proxy._pools import close_pools
+from ctxwise.server.proxy._relay import FAIL_OPEN_HEADER
 
 __all__ = ["FAIL_OPEN_HEADER", "SESSION_HEADER", "include_proxy", "router"]
 

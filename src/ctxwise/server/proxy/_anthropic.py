@@ -49,50 +49,28 @@ what the proxy sends).
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-import anyio
-import httpx
-from fastapi import APIRouter, Depends, HTTPException, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from starlette.background import BackgroundTask
 
 from ctxwise.errors import UsageError
 from ctxwise.formats import anthropic
 from ctxwise.messages import Message, message_problem
 from ctxwise.server.auth import tenant_of
-from ctxwise.server.engines import EnginePool
 from ctxwise.server.proxy._naming import SESSION_HEADER, derived_session
-from ctxwise.server.proxy._pools import pool_for
+from ctxwise.server.proxy._relay import Route, Turn, forward, json_body, refuse, relay
 from ctxwise.server.proxy._sse import MessageStream
-from ctxwise.server.proxy._turns import ClientInputError, Prepared, fail_reason, prepare, record
-from ctxwise.server.proxy._upstream import (
-    UpstreamFailed,
-    open_upstream,
-    request_headers,
-    response_headers,
-)
+from ctxwise.server.proxy._turns import ClientInputError
 from ctxwise.server.shapes import error_body
 from ctxwise.sessions import check_session_id
 
-__all__ = ["FAIL_OPEN_HEADER", "MessagesBody", "router"]
-
-FAIL_OPEN_HEADER = "x-ctxwise-fail-open"
-"""Set on an answer to a request ctxwise forwarded unchanged after failing itself."""
-
-logger = logging.getLogger("ctxwise.server.proxy")
-
+__all__ = ["MessagesBody", "router"]
 
 Tenant = Annotated[str, Depends(tenant_of)]
 router = APIRouter(tags=["proxy"])
-
-
-def _refuse(status: int, message: str) -> HTTPException:
-    """An error the app answers in the Messages API's shape (the path's)."""
-    return HTTPException(status, message)
 
 
 class _MessageParam(BaseModel):
@@ -122,26 +100,16 @@ class MessagesBody(BaseModel):
     stream: bool | None = None
 
 
-async def _json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
-    raw = await request.body()
+def checked(model: type[BaseModel], data: dict[str, Any]) -> Any:
+    """``data`` validated by ``model``, else a 400 naming the first problems."""
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise _refuse(400, f"the body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise _refuse(400, "the body is a JSON object")
-    return raw, data
-
-
-def _checked(data: dict[str, Any]) -> MessagesBody:
-    try:
-        return MessagesBody.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', 'invalid')}"
             for e in exc.errors()[:5]
         ]
-        raise _refuse(400, "; ".join(problems)) from None
+        raise refuse(400, "; ".join(problems)) from None
 
 
 def _clean(block: Any) -> Any:
@@ -153,6 +121,15 @@ def _clean(block: Any) -> Any:
     if out.get("type") == "tool_result" and isinstance(out.get("content"), list):
         out["content"] = [_clean(b) for b in out["content"]]
     return out
+
+
+def checked_messages(history: list[Message]) -> list[Message]:
+    """``history``, or a :class:`ClientInputError` naming a malformed message."""
+    for i, m in enumerate(history):
+        problem = message_problem(m)
+        if problem is not None:
+            raise ClientInputError(f"messages.{i}: {problem}")
+    return history
 
 
 def decode_history(messages: list[Any]) -> list[Message]:
@@ -171,11 +148,7 @@ def decode_history(messages: list[Any]) -> list[Message]:
         history = list(anthropic.decode_messages(cleaned, source="request").messages)
     except UsageError as exc:
         raise ClientInputError(str(exc)) from None
-    for i, m in enumerate(history):
-        problem = message_problem(m)
-        if problem is not None:
-            raise ClientInputError(f"messages.{i}: {problem}")
-    return history
+    return checked_messages(history)
 
 
 def system_text(system: str | list[_TextParam] | None) -> str | None:
@@ -200,112 +173,15 @@ def merged(data: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def _session_of(request: Request, system: str | None, history: list[Message]) -> str:
+def session_of(request: Request, api: str, system: str | None, history: list[Message]) -> str:
+    """The session the header names, else the one derived from the conversation."""
     named = request.headers.get(SESSION_HEADER)
     if named is None:
-        return derived_session("anthropic", system or "", history)
+        return derived_session(api, system or "", history)
     try:
         return check_session_id(named)
     except UsageError as exc:
-        raise _refuse(400, f"{SESSION_HEADER}: {exc}") from None
-
-
-def _upstream_url(request: Request, path: str) -> str:
-    base = str(request.app.state.settings.anthropic_upstream).rstrip("/")
-    query = request.url.query
-    return f"{base}{path}" + (f"?{query}" if query else "")
-
-
-def _failed(exc: UpstreamFailed, headers: Mapping[str, str]) -> JSONResponse:
-    body = error_body("anthropic", exc.status, exc.message)
-    return JSONResponse(body, status_code=exc.status, headers=dict(headers))
-
-
-async def _record(pool: EnginePool, tenant: str, session: str, message: dict[str, Any]) -> None:
-    try:
-        await pool.run(tenant, lambda e: record(e, session, message))
-    except Exception as exc:  # the answer is sent: say so, change nothing
-        reason = fail_reason(exc)
-        logger.warning("proxy: the answer of session %r was not recorded: %s", session, reason)
-
-
-@router.post("/v1/messages", summary="Anthropic Messages API, through the Engine")
-async def messages(request: Request, tenant: Tenant) -> Response:
-    raw, data = await _json_body(request)
-    body = _checked(data)
-    try:
-        history = decode_history(data["messages"])
-    except ClientInputError as exc:
-        raise _refuse(400, exc.message) from None
-    system = system_text(body.system)
-    session = _session_of(request, system, history)
-    pool = pool_for(request.app.state, "anthropic")
-    tools = body.tools
-    prepared: Prepared | None = None
-    reason: str | None = None
-    try:
-        prepared = await pool.run(
-            tenant, lambda e: prepare(e, session, history, system=system, tools=tools)
-        )
-    except ClientInputError as exc:
-        raise _refuse(400, exc.message) from None
-    except Exception as exc:  # ctxwise's own failure: fail open
-        reason = fail_reason(exc)
-        logger.warning("proxy: failing open for session %r: %s", session, reason)
-    ours = {SESSION_HEADER: session}
-    if prepared is None:
-        content, extra = raw, {}
-        ours[FAIL_OPEN_HEADER] = reason or "unknown"
-    else:
-        ours[SESSION_HEADER] = prepared.session
-        content = json.dumps(
-            merged(data, prepared.result.request), ensure_ascii=False, separators=(",", ":")
-        ).encode("utf-8")
-        extra = dict(prepared.headers)
-    headers = request_headers(request.headers.items(), extra)
-    client: httpx.AsyncClient = request.app.state.upstream
-    try:
-        upstream = await open_upstream(
-            client, _upstream_url(request, "/v1/messages"), content, headers
-        )
-    except UpstreamFailed as exc:
-        return _failed(exc, ours)
-    target = None if prepared is None else (pool, tenant, prepared.session)
-    kind = upstream.headers.get("content-type", "")
-    if body.stream and upstream.status_code == 200 and kind.startswith("text/event-stream"):
-        return _streamed(upstream, ours, target)
-    return await _whole(upstream, ours, target)
-
-
-async def _whole(
-    upstream: httpx.Response,
-    ours: Mapping[str, str],
-    target: tuple[EnginePool, str, str] | None,
-) -> Response:
-    try:
-        content = await upstream.aread()
-    except httpx.TimeoutException:
-        return _failed(UpstreamFailed(504, "the upstream's answer stopped coming"), ours)
-    except httpx.HTTPError as exc:
-        return _failed(
-            UpstreamFailed(502, f"the upstream's answer broke ({type(exc).__name__})"), ours
-        )
-    finally:
-        await upstream.aclose()
-    task = None
-    if target is not None and upstream.status_code == 200:
-        try:
-            answer = json.loads(content)
-        except ValueError:
-            answer = None
-        if isinstance(answer, dict) and answer.get("type") == "message":
-            task = BackgroundTask(_record, *target, answer)
-    return Response(
-        content,
-        status_code=upstream.status_code,
-        headers={**response_headers(upstream.headers), **ours},
-        background=task,
-    )
+        raise refuse(400, f"{SESSION_HEADER}: {exc}") from None
 
 
 def _error_event(status: int, message: str) -> bytes:
@@ -313,50 +189,45 @@ def _error_event(status: int, message: str) -> bytes:
     return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
 
 
-def _streamed(
-    upstream: httpx.Response,
-    ours: Mapping[str, str],
-    target: tuple[EnginePool, str, str] | None,
-) -> StreamingResponse:
-    stream = MessageStream()
-    ended = False
+ROUTE = Route(
+    api="anthropic",
+    render="anthropic",
+    path="/v1/messages",
+    upstream=lambda settings: settings.anthropic_upstream,
+    merge=merged,
+    answer=lambda answer: answer.get("type") == "message",
+    reader=MessageStream,
+    error_event=_error_event,
+)
 
-    async def relay() -> AsyncIterator[bytes]:
-        nonlocal ended
-        try:
-            async for chunk in upstream.aiter_bytes():
-                stream.feed(chunk)
-                yield chunk
-            ended = True
-        except httpx.TimeoutException:
-            yield _error_event(504, "the upstream stopped streaming (timeout)")
-        except httpx.HTTPError as exc:
-            yield _error_event(502, f"the upstream's stream broke ({type(exc).__name__})")
-        finally:
-            with anyio.CancelScope(shield=True):
-                await upstream.aclose()
 
-    async def after() -> None:
-        message = stream.message
-        if target is not None and ended and message is not None:
-            await _record(*target, message)
+@router.post("/v1/messages", summary="Anthropic Messages API, through the Engine")
+async def messages(request: Request, tenant: Tenant) -> Response:
+    raw, data = await json_body(request)
+    body: MessagesBody = checked(MessagesBody, data)
+    try:
+        history = decode_history(data["messages"])
+    except ClientInputError as exc:
+        raise refuse(400, exc.message) from None
+    system = system_text(body.system)
+    session = session_of(request, "anthropic", system, history)
+    turn = Turn(session, history, system, body.tools, data, raw, bool(body.stream))
+    return await relay(request, tenant, ROUTE, turn)
 
-    return StreamingResponse(
-        relay(),
-        status_code=upstream.status_code,
-        headers={**response_headers(upstream.headers), **ours},
-        background=BackgroundTask(after),
-    )
+
+COUNT_ROUTE = Route(
+    api="anthropic",
+    render="anthropic",
+    path="/v1/messages/count_tokens",
+    upstream=lambda settings: settings.anthropic_upstream,
+    merge=merged,
+    answer=lambda answer: False,
+    reader=MessageStream,
+    error_event=_error_event,
+)
 
 
 @router.post("/v1/messages/count_tokens", summary="Anthropic token count, passed through")
 async def count_tokens(request: Request, tenant: Tenant) -> Response:
     raw = await request.body()
-    headers = request_headers(request.headers.items())
-    client: httpx.AsyncClient = request.app.state.upstream
-    url = _upstream_url(request, "/v1/messages/count_tokens")
-    try:
-        upstream = await open_upstream(client, url, raw, headers)
-    except UpstreamFailed as exc:
-        return _failed(exc, {})
-    return await _whole(upstream, {}, None)
+    return await forward(request, COUNT_ROUTE, raw, {}, {}, None, stream=False)
