@@ -30,9 +30,10 @@ lock: its turn fails with :class:`~ctxwise.errors.SessionConflictError` when the
 session is not at that version, as it fails when another writer commits first.
 Either way no turn is lost or applied twice.
 
-An Engine holds one connection per store and is meant for one thread; use one
-Engine per thread or process (they may share the store: that is what the
-version is for). :meth:`Engine.aturn` runs a turn in a worker thread for async
+An Engine holds one connection per store (a PostgreSQL session store one more
+for session locks) and is meant for one thread; use one Engine per thread or
+process (they may share the store: that is what the lock and the version are
+for). :meth:`Engine.aturn` runs a turn in a worker thread for async
 callers.
 """
 
