@@ -49,6 +49,7 @@ from ctxwise.errors import (
 from ctxwise.server import rest
 from ctxwise.server.engines import EnginePool
 from ctxwise.server.keys import KeyStore
+from ctxwise.server.proxy import include_proxy
 from ctxwise.server.settings import ServeSettings
 from ctxwise.server.shapes import api_of, error_body
 
@@ -182,6 +183,7 @@ def create_app(
     _health(app)
 
     app.include_router(rest.router)
+    include_proxy(app)
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     return app
 
