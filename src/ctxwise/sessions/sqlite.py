@@ -141,7 +141,9 @@ def _file_lock(path: str, session_id: str, timeout: float, deadline: float) -> I
     try:
         yield
     finally:
-        os.close(fd)  # lets the lock go (a child forked inside the block keeps its own copy)
+        # lets the lock go once no copy is open (a child forked inside the block holds
+        # it until the child closes its copy or ends)
+        os.close(fd)
 
 
 def _wait_flock(fd: int, left: float) -> bool:
