@@ -194,8 +194,10 @@ class Proxy:
             out["x-ctxwise-session"] = session
         return out
 
-    def post(self, body: Any, session: str | None = None, **extra: str) -> httpx.Response:
-        return self.client.post("/v1/messages", json=body, headers=self.headers(session, **extra))
+    def post(
+        self, body: Any, session: str | None = None, path: str = "/v1/messages", **extra: str
+    ) -> httpx.Response:
+        return self.client.post(path, json=body, headers=self.headers(session, **extra))
 
     def messages(self, session: str) -> list[dict[str, Any]]:
         r = self.client.get(f"/v1/sessions/{session}/messages", headers=self.headers())
@@ -234,6 +236,7 @@ def make_proxy(
         store=store,
         config=config,
         anthropic_upstream=UPSTREAM,
+        openai_upstream=UPSTREAM,
         max_body_bytes=settings.pop("max_body_bytes", 4 * 1024 * 1024),
         **settings,
     )

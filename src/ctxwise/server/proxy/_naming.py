@@ -15,7 +15,8 @@ What is new is found by :meth:`Engine.sync <ctxwise.engine.Engine.sync>` with
 :data:`PROXY_KEYS`: a message is keyed by its role and the content a client sends
 back (:func:`message_key`): blocks without their ``extra`` fields (cache breakpoints
 the client moves from request to request, citations, a response's usage and id), a
-string content read as one text block, and a thinking block without its signature.
+string content read as one text block, no empty text (``"content": ""`` and ``null``
+alike), and a thinking block without its signature.
 So the assistant message the proxy recorded from the upstream's response matches the
 same message when the client sends it back in its next request.
 
@@ -38,7 +39,14 @@ from typing import Any
 
 from ctxwise._sync import SyncKeys
 from ctxwise.formats import neutral
-from ctxwise.messages import ContentBlock, Message, OpaqueBlock, ThinkingBlock, ToolResultBlock
+from ctxwise.messages import (
+    ContentBlock,
+    Message,
+    OpaqueBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+)
 
 __all__ = [
     "MAX_FORK_DEPTH",
@@ -85,7 +93,10 @@ def _digest(value: Any) -> str:
 
 def message_key(message: Message) -> str:
     """The sync key of ``message`` (see the module docstring)."""
-    bare = Message(message.role, tuple(_bare(b) for b in message.content), kind=message.kind)
+    blocks = tuple(
+        _bare(b) for b in message.content if not (isinstance(b, TextBlock) and not b.text)
+    )
+    bare = Message(message.role, blocks, kind=message.kind)
     return "p:" + _digest(neutral.encode_message(bare))
 
 
