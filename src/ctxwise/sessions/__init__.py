@@ -25,7 +25,9 @@ read only when asked for (:meth:`SessionStore.log`, which can read a span of it)
 version is still the one the caller read (optimistic concurrency). Otherwise it
 raises :class:`~ctxwise.errors.SessionConflictError` and writes nothing, so two
 writers of one session can never lose each other's turns; the Engine re-reads
-and re-applies (see :meth:`ctxwise.Engine.turn`).
+and re-applies (see :meth:`ctxwise.Engine.turn`). Engine turns first take the
+session's write lock (:meth:`SessionStore.lock`), so writers of one session wait for
+each other instead of failing.
 
 Backends: :class:`InMemorySessionStore` (the reference), :class:`SQLiteSessionStore`
 (the embedded default; its own tables in the same file as the memory store is
