@@ -4,7 +4,7 @@ provider, and every request goes through the Engine on its way upstream.
 - :mod:`~ctxwise.server.proxy._anthropic`: ``POST /v1/messages`` (streaming and
   not) and ``POST /v1/messages/count_tokens``;
 - :mod:`~ctxwise.server.proxy._openai`: ``POST /v1/chat/completions`` (streaming
-  and not);
+  and not); :mod:`~ctxwise.server.proxy._responses`: ``POST /v1/responses``;
 - :mod:`~ctxwise.server.proxy._naming`: which session a request belongs to, and
   the sync keys that find what of its history is new;
 - :mod:`~ctxwise.server.proxy._relay`: what every route shares: turn or fail open,
@@ -13,7 +13,8 @@ provider, and every request goes through the Engine on its way upstream.
   the answer;
 - :mod:`~ctxwise.server.proxy._upstream`: the upstream call, headers in and out;
 - :mod:`~ctxwise.server.proxy._sse` and :mod:`~ctxwise.server.proxy._chunks`: a
-  Messages API event stream and a Chat Completions stream, read as they pass;
+  Messages API event stream and a Chat Completions stream, read as they pass
+  (:mod:`~ctxwise.server.proxy._events`: a Responses API stream's final response);
 - :mod:`~ctxwise.server.proxy._pools`: the Engine pool of each request format.
 
 :func:`include_proxy` adds the routes to the service's app (docs/server.md).
@@ -28,7 +29,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 
-from ctxwise.server.proxy import _anthropic, _openai
+from ctxwise.server.proxy import _anthropic, _openai, _responses
 from ctxwise.server.proxy._naming import SESSION_HEADER
 from ctxwise.server.proxy._pools import close_pools
 from ctxwise.server.proxy._relay import FAIL_OPEN_HEADER
@@ -38,6 +39,7 @@ __all__ = ["FAIL_OPEN_HEADER", "SESSION_HEADER", "include_proxy", "router"]
 router = APIRouter()
 router.include_router(_anthropic.router)
 router.include_router(_openai.router)
+router.include_router(_responses.router)
 
 
 def include_proxy(app: FastAPI) -> None:

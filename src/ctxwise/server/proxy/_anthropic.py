@@ -56,6 +56,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ctxwise.engine import TurnResult
 from ctxwise.errors import UsageError
 from ctxwise.formats import anthropic
 from ctxwise.messages import Message, message_problem
@@ -158,9 +159,10 @@ def system_text(system: str | list[_TextParam] | None) -> str | None:
     return "\n\n".join(b.text for b in system if b.text)
 
 
-def merged(data: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+def merged(data: Mapping[str, Any], result: TurnResult) -> dict[str, Any]:
     """The client's body with the Engine's ``system``, ``messages``, ``tools`` and
     ``context_management`` (module docstring)."""
+    request = result.request
     out = dict(data)
     out["messages"] = request["messages"]
     for key in ("system", "tools"):

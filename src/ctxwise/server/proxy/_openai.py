@@ -35,6 +35,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxwise.engine import TurnResult
 from ctxwise.errors import UsageError
 from ctxwise.formats import openai
 from ctxwise.messages import Message, TextBlock
@@ -92,8 +93,9 @@ def decode_chat(messages: list[Any]) -> tuple[str | None, list[Message]]:
     return system, checked_messages(history)
 
 
-def merged(data: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any]:
+def merged(data: Mapping[str, Any], result: TurnResult) -> dict[str, Any]:
     """The client's body with the Engine's ``messages`` and ``tools``."""
+    request = result.request
     out = dict(data)
     out["messages"] = request["messages"]
     if "tools" in request:

@@ -26,6 +26,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
+from ctxwise.engine import TurnResult
 from ctxwise.messages import Message
 from ctxwise.server.engines import EnginePool
 from ctxwise.server.proxy._naming import SESSION_HEADER
@@ -67,8 +68,8 @@ class Route:
     """The upstream path (``/v1/messages``)."""
     upstream: Callable[[Any], str]
     """The upstream's base URL, from the service's settings."""
-    merge: Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
-    """The client's body and the Engine's request → the body to send."""
+    merge: Callable[[Mapping[str, Any], TurnResult], dict[str, Any]]
+    """The client's body and the Engine's turn → the body to send."""
     answer: Callable[[Any], bool]
     """Is this whole (non-streamed) JSON answer one to record?"""
     reader: Callable[[], Reader]
@@ -158,7 +159,7 @@ async def relay(request: Request, tenant: str, route: Route, turn: Turn) -> Resp
         ours[FAIL_OPEN_HEADER] = reason or "unknown"
     else:
         ours[SESSION_HEADER] = prepared.session
-        body = route.merge(turn.data, prepared.result.request)
+        body = route.merge(turn.data, prepared.result)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         extra = dict(prepared.headers)
         target = _Target(pool, tenant, prepared.session)
