@@ -26,6 +26,7 @@ ctxwise does; it is for tests and benchmarks, never for production traffic.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -294,6 +295,12 @@ class FakeUpstream:
 
             def log_message(self, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # headers and body leave in separate writes: without this, delayed
+                # ACKs hold each answer back by tens of milliseconds on loopback
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_POST(self) -> None:
                 size = int(self.headers.get("content-length") or 0)
