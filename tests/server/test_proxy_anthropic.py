@@ -917,3 +917,34 @@ def test_a_claude_code_session_replayed_through_the_proxy_is_edited_under_budget
         assert sum(1 for t in traces if t["calibration"]["observed"] is not None) == calls - 1
     finally:
         close()
+
+
+# ---------------------------------------------------------------------- recording races
+
+
+def test_an_answer_the_next_request_brought_first_is_not_recorded_twice(tmp_path: Path) -> None:
+    """An agent that runs its tools at once can send its next request before the
+    proxy recorded the answer to the last one: that turn appends the answer as the
+    client sent it back, and the late record adds nothing."""
+    from ctxwise import Engine, EngineConfig
+    from ctxwise.server.proxy._anthropic import decode_history
+    from ctxwise.server.proxy._turns import prepare, record
+
+    engine = Engine(EngineConfig(store=f"sqlite:///{tmp_path}/race.db"))
+    try:
+        first = decode_history([user("Where is order 4417?")])
+        prepare(engine, "r", first, system=None, tools=None)
+        reply = message_json([{"type": "text", "text": "It shipped."}])
+        sent_back = {"role": "assistant", "content": reply["content"]}
+        later = decode_history([user("Where is order 4417?"), sent_back, user("Thanks.")])
+        prepare(engine, "r", later, system=None, tools=None)  # the next request, first
+        assert record(engine, "r", first, reply) is None  # the late record
+        texts = [m.text for m in engine.session_messages("r")]
+        assert texts == ["Where is order 4417?", "It shipped.", "Thanks."]
+        # and in order, the answer is recorded once, with its usage
+        prepare(engine, "r2", first, system=None, tools=None)
+        assert record(engine, "r2", first, reply) is not None
+        assert record(engine, "r2", first, reply) is None  # sent twice: once
+        assert [m.role for m in engine.session_messages("r2")] == ["user", "assistant"]
+    finally:
+        engine.close()

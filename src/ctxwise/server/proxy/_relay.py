@@ -119,10 +119,13 @@ class _Target:
     pool: EnginePool
     tenant: str
     session: str
+    history: Sequence[Message]
 
     async def record(self, message: dict[str, Any]) -> None:
         try:
-            await self.pool.run(self.tenant, lambda e: record(e, self.session, message))
+            await self.pool.run(
+                self.tenant, lambda e: record(e, self.session, self.history, message)
+            )
         except Exception as exc:  # the answer is sent: say so, change nothing
             reason = fail_reason(exc)
             logger.warning(
@@ -162,7 +165,7 @@ async def relay(request: Request, tenant: str, route: Route, turn: Turn) -> Resp
         body = route.merge(turn.data, prepared.result)
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         extra = dict(prepared.headers)
-        target = _Target(pool, tenant, prepared.session)
+        target = _Target(pool, tenant, prepared.session, turn.history)
     return await forward(request, route, content, extra, ours, target, stream=turn.stream)
 
 

@@ -30,6 +30,7 @@ from ctxwise.errors import (
     UsageError,
 )
 from ctxwise.formats import neutral
+from ctxwise.formats.inputs import decode_input
 from ctxwise.messages import Message
 from ctxwise.server.proxy._naming import (
     MAX_FORK_DEPTH,
@@ -143,9 +144,23 @@ def prepare(
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def record(engine: Engine, session: str, response: Mapping[str, Any]) -> int:
-    """Append the upstream's response (its usage calibrates the counter)."""
-    return engine.record(session, [dict(response)])
+def record(
+    engine: Engine, session: str, history: Sequence[Message], response: Mapping[str, Any]
+) -> int | None:
+    """Append the upstream's ``response`` to the request's ``history`` in the session
+    (its usage calibrates the counter); the session's version, or ``None`` when the
+    session holds the answer already or has moved past it: the client's next request
+    can reach the Engine before this answer is recorded (an agent that runs its tools
+    at once), and its turn appends the answer as the client sent it back. The usage
+    of that answer is then not learned, and nothing is recorded twice."""
+    answer = decode_input([dict(response)])
+    try:
+        found = engine.sync(session, [*history, *answer], PROXY_KEYS)
+    except HistoryRewoundError:  # the session went on past the answer
+        return None
+    if not found.new or found.start < len(history):
+        return None
+    return engine.record(session, list(found.new))
 
 
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")
