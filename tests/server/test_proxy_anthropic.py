@@ -948,3 +948,64 @@ def test_an_answer_the_next_request_brought_first_is_not_recorded_twice(tmp_path
         assert [m.role for m in engine.session_messages("r2")] == ["user", "assistant"]
     finally:
         engine.close()
+
+
+def _marks(value: Any) -> int:
+    """How many cache_control breakpoints a request body holds."""
+    if isinstance(value, dict):
+        return ("cache_control" in value) + sum(_marks(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_marks(v) for v in value)
+    return 0
+
+
+def test_breakpoints_a_client_moves_from_request_to_request_change_nothing(
+    sqlite_proxy: Proxy,
+) -> None:
+    """As Claude Code sends them: system blocks and the last tool marked, and the
+    mark on the latest message moving on with each request. The conversation stays
+    one session, and what goes upstream holds the Engine's breakpoints and the
+    tools' (never more than the API's four)."""
+    proxy = sqlite_proxy
+    mark = {"type": "ephemeral"}
+    system = [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": mark},
+        {"type": "text", "text": "Work in /repo.", "cache_control": mark},
+    ]
+    tools = [
+        {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object"}},
+        {
+            "name": "Bash",
+            "description": "Run a command.",
+            "input_schema": {"type": "object"},
+            "cache_control": mark,
+        },
+    ]
+
+    def marked(text: str) -> dict[str, Any]:
+        return {"role": "user", "content": [{"type": "text", "text": text, "cache_control": mark}]}
+
+    def sent(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "model": MODEL,
+            "max_tokens": 512,
+            "system": system,
+            "tools": tools,
+            "messages": messages,
+        }
+
+    r = proxy.post(sent([marked("Fix the failing test.")]), **{"anthropic-beta": "x"})
+    session = r.headers["x-ctxwise-session"]
+    plain = {"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]}
+    answer = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "answer 1", "cache_control": mark}],
+    }
+    r = proxy.post(sent([plain, answer, marked("Run it again.")]))
+    assert r.headers["x-ctxwise-session"] == session
+    assert len(proxy.messages(session)) == 4
+    for i in range(2):
+        forwarded = proxy.upstream.sent(i)
+        assert 1 <= _marks(forwarded) <= 4
+        assert forwarded["tools"] == tools
+        assert forwarded["system"][0]["text"] == "You are Claude Code.\n\nWork in /repo."

@@ -304,3 +304,19 @@ def test_ctxwise_failing_forwards_the_original_request(
     assert sqlite_proxy.upstream.bodies == [raw]
     assert r.headers["x-ctxwise-fail-open"] == "RuntimeError: no store"
     assert sqlite_proxy.sessions() == []
+
+
+def test_the_openai_engines_are_made_once_and_closed_with_the_app(tmp_path: Path) -> None:
+    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path)
+    made.upstream.answer = completion_answer
+    state = made.client.app.state  # type: ignore[attr-defined]
+    try:
+        assert post(made, body([user("hi")]), session="a").status_code == 200
+        assert post(made, body([user("hi")]), session="b").status_code == 200
+        (pool,) = state.proxy_pools.values()
+        assert pool.config.render == "openai" and state.pool.config.render == "anthropic"
+        assert pool._tenants  # the tenant's Engines, made on first use
+    finally:
+        close()
+    assert state.proxy_pools == {}
+    assert pool._closed
