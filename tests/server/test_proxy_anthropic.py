@@ -21,7 +21,6 @@ from ctxwise.formats import anthropic
 from ctxwise.pairing import problems
 from ctxwise.server.app import create_app
 from ctxwise.server.keys import KeyStore
-from ctxwise.server.proxy import include_proxy
 from ctxwise.server.settings import ServeSettings
 from tests._stores import postgres_dsn
 
@@ -241,7 +240,6 @@ def make_proxy(
         **settings,
     )
     app = create_app(cfg, keys=keys, transport=httpx.MockTransport(fake.handler))
-    include_proxy(app)
     client = TestClient(app)
     client.__enter__()
 
