@@ -249,9 +249,27 @@ def _streamed(
         if target is not None and ended and message is not None:
             await target.record(message)
 
-    return StreamingResponse(
+    return _Relayed(
+        upstream,
         chunks(),
         status_code=upstream.status_code,
         headers={**response_headers(upstream.headers), **ours},
         background=BackgroundTask(after),
     )
+
+
+class _Relayed(StreamingResponse):
+    """A streamed answer that closes the upstream's response however it ends: a
+    client that leaves before the first chunk never starts the stream's iterator,
+    whose own ``finally`` would close it."""
+
+    def __init__(self, upstream: httpx.Response, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.upstream = upstream
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.upstream.aclose()
