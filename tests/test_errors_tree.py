@@ -178,6 +178,8 @@ SAMPLES: dict[str, BaseException] = {
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
     "SessionBusyError": errors.SessionBusyError("s-42", 0.5),
     "SessionStoreError": errors.SessionStoreError("ctxwise.db: disk I/O error"),
+    "ProxyInputError": errors.ProxyInputError("messages.3: a tool_result answers no call"),
+    "UpstreamError": errors.UpstreamError(504, "the upstream did not answer in time"),
     "CursorError": errors.CursorError("expired", detail="result r1"),
     "ToolCatalogError": errors.ToolCatalogError(
         "duplicate", tool="search", server="web", detail="twice on one server"

@@ -51,6 +51,7 @@ from ctxwise.errors import (
     OutputError,
     PinnedOverflowError,
     ProviderError,
+    ProxyInputError,
     RelayError,
     RelayStateError,
     SessionBusyError,
@@ -67,6 +68,7 @@ from ctxwise.errors import (
     UnknownFormatError,
     UnknownSessionError,
     UnsupportedInputError,
+    UpstreamError,
     UsageError,
 )
 from ctxwise.formats import (
@@ -356,6 +358,7 @@ __all__ = [
     "PostgresStore",
     "ProblemKind",
     "ProviderError",
+    "ProxyInputError",
     "RecallSettings",
     "Recalled",
     "Relay",
@@ -417,6 +420,7 @@ __all__ = [
     "UnknownFormatError",
     "UnknownSessionError",
     "UnsupportedInputError",
+    "UpstreamError",
     "UsageError",
     "WindowItem",
     "WordCounter",

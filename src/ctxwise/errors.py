@@ -28,6 +28,7 @@ One root, two branches::
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
     │   ├── SubagentReportError         a subagent's report that is not the shape asked for
     │   ├── RelayError                  a relay spec, workload, table or step that cannot run
+    │   ├── ProxyInputError             a request to the proxy the provider would refuse as malformed
     │   └── IntegrationError            a framework out of its supported range; an unmapped message
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
@@ -40,6 +41,7 @@ One root, two branches::
         ├── SessionConflictError        another writer committed to the session first
         ├── SessionBusyError            another writer held the session's lock past the timeout
         ├── SessionStoreError           the session store failed
+        ├── UpstreamError               the proxy's upstream did not answer (502) or in time (504)
         ├── StepError                   a turn's step raised an error that is not ctxwise's own
         ├── RelayStateError             a relay run's manifest or state files are damaged
         └── StepFailed                  a relay step could not produce an update (retried)
@@ -92,6 +94,7 @@ __all__ = [
     "PairingError",
     "PinnedOverflowError",
     "ProviderError",
+    "ProxyInputError",
     "RelayError",
     "RelayStateError",
     "SessionBusyError",
@@ -112,6 +115,7 @@ __all__ = [
     "UnknownFormatError",
     "UnknownSessionError",
     "UnsupportedInputError",
+    "UpstreamError",
     "UsageError",
 ]
 
@@ -704,6 +708,32 @@ class SessionBusyError(BackendError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.session_id, self.waited))
+
+
+class ProxyInputError(UsageError):
+    """A request to the proxy that the provider would refuse as malformed (a message
+    that does not decode, tool calls and results that do not pair, no input): the
+    client gets the provider's 400 shape and nothing is stored."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.detail,))
+
+
+class UpstreamError(BackendError):
+    """The proxy's upstream could not be reached (``status`` 502) or did not answer in
+    time (504); ``detail`` says which, never a header or a body."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(detail)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.status, self.detail))
 
 
 class SessionStoreError(BackendError):

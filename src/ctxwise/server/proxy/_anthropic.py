@@ -57,14 +57,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxwise.engine import TurnResult
-from ctxwise.errors import UsageError
+from ctxwise.errors import ProxyInputError, UsageError
 from ctxwise.formats import anthropic
 from ctxwise.messages import Message, message_problem
 from ctxwise.server.auth import tenant_of
 from ctxwise.server.proxy._naming import SESSION_HEADER, derived_session
 from ctxwise.server.proxy._relay import Route, Turn, forward, json_body, refuse, relay
 from ctxwise.server.proxy._sse import MessageStream
-from ctxwise.server.proxy._turns import ClientInputError
 from ctxwise.server.shapes import error_body
 from ctxwise.sessions import check_session_id
 
@@ -125,11 +124,11 @@ def _clean(block: Any) -> Any:
 
 
 def checked_messages(history: list[Message]) -> list[Message]:
-    """``history``, or a :class:`ClientInputError` naming a malformed message."""
+    """``history``, or a :class:`ProxyInputError` naming a malformed message."""
     for i, m in enumerate(history):
         problem = message_problem(m)
         if problem is not None:
-            raise ClientInputError(f"messages.{i}: {problem}")
+            raise ProxyInputError(f"messages.{i}: {problem}")
     return history
 
 
@@ -137,7 +136,7 @@ def decode_history(messages: list[Any]) -> list[Message]:
     """The request's messages as ctxwise messages (see the module docstring).
 
     Raises:
-        ClientInputError: a message that does not decode.
+        ProxyInputError: a message that does not decode.
     """
     cleaned = [
         {**m, "content": [_clean(b) for b in m["content"]]}
@@ -148,7 +147,7 @@ def decode_history(messages: list[Any]) -> list[Message]:
     try:
         history = list(anthropic.decode_messages(cleaned, source="request").messages)
     except UsageError as exc:
-        raise ClientInputError(str(exc)) from None
+        raise ProxyInputError(str(exc)) from None
     return checked_messages(history)
 
 
@@ -209,8 +208,8 @@ async def messages(request: Request, tenant: Tenant) -> Response:
     body: MessagesBody = checked(MessagesBody, data)
     try:
         history = decode_history(data["messages"])
-    except ClientInputError as exc:
-        raise refuse(400, exc.message) from None
+    except ProxyInputError as exc:
+        raise refuse(400, exc.detail) from None
     system = system_text(body.system)
     session = session_of(request, "anthropic", system, history)
     turn = Turn(session, history, system, body.tools, data, raw, bool(body.stream))

@@ -36,14 +36,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxwise.engine import TurnResult
-from ctxwise.errors import UsageError
+from ctxwise.errors import ProxyInputError, UsageError
 from ctxwise.formats import openai
 from ctxwise.messages import Message, TextBlock
 from ctxwise.server.auth import tenant_of
 from ctxwise.server.proxy._anthropic import checked, checked_messages, session_of
 from ctxwise.server.proxy._chunks import CompletionStream
 from ctxwise.server.proxy._relay import Route, Turn, json_body, refuse, relay
-from ctxwise.server.proxy._turns import ClientInputError
 from ctxwise.server.shapes import error_body
 
 __all__ = ["ChatBody", "router"]
@@ -77,12 +76,12 @@ def decode_chat(messages: list[Any]) -> tuple[str | None, list[Message]]:
     history (every other message) of a Chat Completions ``messages`` list.
 
     Raises:
-        ClientInputError: a message that does not decode.
+        ProxyInputError: a message that does not decode.
     """
     try:
         decoded = openai.decode_messages(messages, source="request").messages
     except UsageError as exc:
-        raise ClientInputError(str(exc)) from None
+        raise ProxyInputError(str(exc)) from None
     texts = [
         "".join(b.text for b in m.content if isinstance(b, TextBlock))
         for m in decoded
@@ -134,8 +133,8 @@ async def chat_completions(request: Request, tenant: Tenant) -> Response:
     body: ChatBody = checked(ChatBody, data)
     try:
         system, history = decode_chat(data["messages"])
-    except ClientInputError as exc:
-        raise refuse(400, exc.message) from None
+    except ProxyInputError as exc:
+        raise refuse(400, exc.detail) from None
     if not history:
         raise refuse(400, "messages: no user or assistant message, only system text")
     session = session_of(request, "openai", system, history)

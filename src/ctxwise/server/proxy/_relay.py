@@ -27,13 +27,13 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 
 from ctxwise.engine import TurnResult
+from ctxwise.errors import ProxyInputError, UpstreamError
 from ctxwise.messages import Message
 from ctxwise.server.engines import EnginePool
 from ctxwise.server.proxy._naming import SESSION_HEADER
 from ctxwise.server.proxy._pools import Render, pool_for
-from ctxwise.server.proxy._turns import ClientInputError, Prepared, fail_reason, prepare, record
+from ctxwise.server.proxy._turns import Prepared, fail_reason, prepare, record
 from ctxwise.server.proxy._upstream import (
-    UpstreamFailed,
     open_upstream,
     request_headers,
     response_headers,
@@ -109,8 +109,8 @@ async def json_body(request: Request) -> tuple[bytes, dict[str, Any]]:
     return raw, data
 
 
-def _failed(api: API, exc: UpstreamFailed, headers: Mapping[str, str]) -> JSONResponse:
-    body = error_body(api, exc.status, exc.message)
+def _failed(api: API, exc: UpstreamError, headers: Mapping[str, str]) -> JSONResponse:
+    body = error_body(api, exc.status, exc.detail)
     return JSONResponse(body, status_code=exc.status, headers=dict(headers))
 
 
@@ -143,8 +143,8 @@ async def _prepare(
             tenant,
             lambda e: prepare(e, turn.session, turn.history, system=turn.system, tools=turn.tools),
         )
-    except ClientInputError as exc:
-        raise refuse(400, exc.message) from None
+    except ProxyInputError as exc:
+        raise refuse(400, exc.detail) from None
     except Exception as exc:  # ctxwise's own failure: fail open
         reason = fail_reason(exc)
         logger.warning("proxy: failing open for session %r: %s", turn.session, reason)
@@ -187,7 +187,7 @@ async def forward(
     client: httpx.AsyncClient = request.app.state.upstream
     try:
         upstream = await open_upstream(client, url, content, headers)
-    except UpstreamFailed as exc:
+    except UpstreamError as exc:
         return _failed(route.api, exc, ours)
     kind = upstream.headers.get("content-type", "")
     if stream and upstream.status_code == 200 and kind.startswith("text/event-stream"):
@@ -201,10 +201,10 @@ async def _whole(
     try:
         content = await upstream.aread()
     except httpx.TimeoutException:
-        return _failed(route.api, UpstreamFailed(504, "the upstream's answer stopped coming"), ours)
+        return _failed(route.api, UpstreamError(504, "the upstream's answer stopped coming"), ours)
     except httpx.HTTPError as exc:
         broke = f"the upstream's answer broke ({type(exc).__name__})"
-        return _failed(route.api, UpstreamFailed(502, broke), ours)
+        return _failed(route.api, UpstreamError(502, broke), ours)
     finally:
         await upstream.aclose()
     task = None

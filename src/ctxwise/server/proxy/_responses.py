@@ -37,14 +37,13 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxwise.engine import TurnResult
-from ctxwise.errors import UsageError
+from ctxwise.errors import ProxyInputError, UsageError
 from ctxwise.formats import responses
 from ctxwise.messages import Message
 from ctxwise.server.auth import tenant_of
 from ctxwise.server.proxy._anthropic import checked, checked_messages, session_of
 from ctxwise.server.proxy._events import ResponseEvents
 from ctxwise.server.proxy._relay import Route, Turn, forward, json_body, refuse, relay
-from ctxwise.server.proxy._turns import ClientInputError
 from ctxwise.server.shapes import error_type
 
 __all__ = ["PASSTHROUGH_HEADER", "ResponsesBody", "router"]
@@ -75,18 +74,18 @@ def decode_input(value: str | list[Any]) -> list[Message]:
     """The request's ``input`` as ctxwise messages.
 
     Raises:
-        ClientInputError: an item that does not decode, or no input at all.
+        ProxyInputError: an item that does not decode, or no input at all.
     """
     if isinstance(value, str):
         if not value:
-            raise ClientInputError("input: an empty text")
+            raise ProxyInputError("input: an empty text")
         return [Message.text_message("user", value)]
     if not value:
-        raise ClientInputError("input: an empty list")
+        raise ProxyInputError("input: an empty list")
     try:
         history = responses.to_messages(value)
     except (UsageError, KeyError, TypeError) as exc:
-        raise ClientInputError(f"input: {exc}") from None
+        raise ProxyInputError(f"input: {exc}") from None
     return checked_messages(history)
 
 
@@ -133,8 +132,8 @@ async def create_response(request: Request, tenant: Tenant) -> Response:
         return await forward(request, ROUTE, raw, {}, ours, None, stream=bool(body.stream))
     try:
         history = decode_input(body.input)
-    except ClientInputError as exc:
-        raise refuse(400, exc.message) from None
+    except ProxyInputError as exc:
+        raise refuse(400, exc.detail) from None
     session = session_of(request, "responses", body.instructions, history)
     turn = Turn(session, history, body.instructions, body.tools, data, raw, bool(body.stream))
     return await relay(request, tenant, ROUTE, turn)

@@ -5,10 +5,10 @@ record the upstream's answer. API-agnostic: each route decodes its own body.
 what of the history the session has not had (:meth:`Engine.sync
 <ctxwise.engine.Engine.sync>` with the proxy's keys), follows a rewound or forked
 history to its fork session (:mod:`ctxwise.server.proxy._naming`), and runs
-:meth:`Engine.turn <ctxwise.engine.Engine.turn>` on what is new, at the version sync
-saw (another writer's commit in between: sync and turn again, up to
-:data:`TURN_TRIES` times). The client's malformed input (a message that does not
-decode, tool calls and results that do not pair) is :class:`ClientInputError`, to
+:meth:`Engine.turn <ctxwise.engine.Engine.turn>` on what is new, holding the
+session's write lock from the sync to the commit. The client's malformed input (a
+message that does not decode, tool calls and results that do not pair) is
+:class:`~ctxwise.errors.ProxyInputError`, to
 answer with the provider's 400; any other exception is ctxwise's own failure, which
 the route answers by forwarding the original request unchanged (fail open).
 """
@@ -26,7 +26,7 @@ from ctxwise.errors import (
     FormatError,
     HistoryRewoundError,
     PairingError,
-    SessionConflictError,
+    ProxyInputError,
     UsageError,
 )
 from ctxwise.formats import neutral
@@ -41,29 +41,16 @@ from ctxwise.server.proxy._naming import (
 
 __all__ = [
     "TAIL_CHECK",
-    "TURN_TRIES",
-    "ClientInputError",
     "Prepared",
     "fail_reason",
     "prepare",
     "record",
 ]
 
-TURN_TRIES = 3
-"""Tries of sync-then-turn when another writer commits to the session in between."""
-
 TAIL_CHECK = 16
 """Messages before the new ones compared with the session's last ones: sync matches a
 history at the latest message the session holds, and a fork whose branch repeats a
 message of the session (the same short reply in both) must not continue it."""
-
-
-class ClientInputError(Exception):
-    """The client's request is malformed (the provider's 400; nothing stored)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,27 +108,25 @@ def prepare(
     tools: Sequence[Mapping[str, Any]] | None,
 ) -> Prepared:
     """Sync ``history`` into the session (or its fork) and run the turn (module
-    docstring). Raises :class:`ClientInputError` for the client's malformed input."""
-    for attempt in range(1, TURN_TRIES + 1):
+    docstring), holding the session's write lock from the sync to the commit, so no
+    other writer (another request of the conversation, the recording of an answer)
+    can come between what sync found new and the turn that appends it. Raises
+    :class:`~ctxwise.errors.ProxyInputError` for the client's malformed input."""
+    with engine.sessions.lock(session_id, timeout=engine.lock_timeout):
         session, found = _sync_session(engine, session_id, history)
         try:
+            # the fork's own lock is taken inside; the named session's is held (re-entry)
             result = engine.turn(
                 session,
                 list(found.new),
-                expected_version=found.version,
                 system=system,
                 tools=tools,
                 warn_unanswered=False,
             )
-        except SessionConflictError:
-            if attempt == TURN_TRIES:
-                raise
-            continue
         except (FormatError, PairingError) as exc:
-            raise ClientInputError(str(exc)) from None
-        forked = None if session == session_id else session_id
-        return Prepared(session, result, len(found.new), forked, dict(result.headers))
-    raise AssertionError("unreachable")  # pragma: no cover
+            raise ProxyInputError(str(exc)) from None
+    forked = None if session == session_id else session_id
+    return Prepared(session, result, len(found.new), forked, dict(result.headers))
 
 
 def record(
@@ -152,15 +137,18 @@ def record(
     session holds the answer already or has moved past it: the client's next request
     can reach the Engine before this answer is recorded (an agent that runs its tools
     at once), and its turn appends the answer as the client sent it back. The usage
-    of that answer is then not learned, and nothing is recorded twice."""
+    of that answer is then not learned, and nothing is recorded twice: the sync and
+    the record run under the session's write lock, so that next request's turn comes
+    wholly before or wholly after them."""
     answer = decode_input([dict(response)])
-    try:
-        found = engine.sync(session, [*history, *answer], PROXY_KEYS)
-    except HistoryRewoundError:  # the session went on past the answer
-        return None
-    if not found.new or found.start < len(history):
-        return None
-    return engine.record(session, list(found.new))
+    with engine.sessions.lock(session, timeout=engine.lock_timeout):
+        try:
+            found = engine.sync(session, [*history, *answer], PROXY_KEYS)
+        except HistoryRewoundError:  # the session went on past the answer
+            return None
+        if not found.new or found.start < len(history):
+            return None
+        return engine.record(session, list(found.new))
 
 
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]+")

@@ -10,7 +10,7 @@ proxy never stores or logs a header. The response comes back with the upstream's
 status, body bytes and headers, minus the hop-by-hop ones and the framing the
 server writes again (``content-length``, ``content-encoding``).
 
-An upstream that cannot be reached is :class:`UpstreamFailed` (502, or 504 for a
+An upstream that cannot be reached is :class:`UpstreamError` (502, or 504 for a
 timeout), which the route answers in the provider's error shape.
 """
 
@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 
 import httpx
 
-__all__ = ["UpstreamFailed", "open_upstream", "request_headers", "response_headers"]
+from ctxwise.errors import UpstreamError
+
+__all__ = ["open_upstream", "request_headers", "response_headers"]
 
 _HOP = frozenset(
     {
@@ -38,16 +40,6 @@ _HOP = frozenset(
 )
 _NOT_FORWARDED = _HOP | {"host", "content-length", "accept-encoding", "cookie"}
 _NOT_RETURNED = _HOP | {"content-length", "content-encoding", "set-cookie"}
-
-
-class UpstreamFailed(Exception):
-    """The upstream could not be reached or did not answer in time: ``status`` is 504
-    for a timeout, 502 otherwise; ``message`` says which (no header, no body)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
 
 
 def request_headers(
@@ -90,15 +82,15 @@ async def open_upstream(
     body is read by the caller, then closed: ``aclose``).
 
     Raises:
-        UpstreamFailed: a timeout (504) or a connection failure (502).
+        UpstreamError: a timeout (504) or a connection failure (502).
     """
     request = client.build_request("POST", url, content=body, headers=dict(headers))
     try:
         return await client.send(request, stream=True)
     except httpx.TimeoutException as exc:
-        raise UpstreamFailed(504, f"the upstream did not answer in time ({_name(exc)})") from None
+        raise UpstreamError(504, f"the upstream did not answer in time ({_name(exc)})") from None
     except httpx.HTTPError as exc:
-        raise UpstreamFailed(502, f"the upstream could not be reached ({_name(exc)})") from None
+        raise UpstreamError(502, f"the upstream could not be reached ({_name(exc)})") from None
 
 
 def _name(exc: BaseException) -> str:
