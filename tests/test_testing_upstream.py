@@ -17,7 +17,9 @@ openai = pytest.importorskip("openai", reason="needs the openai extra")
 
 
 def tool_then_text(body: Mapping[str, Any]) -> Reply:
-    if len(body["messages"]) == 1:
+    if len(body.get("messages", body.get("input", [None]))) == 1 or isinstance(
+        body.get("input"), str
+    ):
         return [
             {"type": "text", "text": "Let me look."},
             {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"order": "4411"}},
@@ -59,6 +61,9 @@ def test_the_openai_sdk_reads_its_completions_and_chunks() -> None:
         chunks = list(stream)
         assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
         assert fake.headers[1]["authorization"] == "Bearer sk-test"
+        answered = client.responses.create(model="gpt-x", input="Where is order 4411?")
+        assert answered.output[0].type == "function_call" or answered.output_text
+        assert answered.usage is not None and answered.usage.output_tokens == 5
 
 
 def test_errors_checks_and_holds() -> None:

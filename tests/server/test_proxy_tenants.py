@@ -52,7 +52,9 @@ def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Two]:
     _, key_b = keys.create(tenants[1])
     try:
         with FakeUpstream() as fake:
-            settings = ServeSettings(store=store, anthropic_upstream=fake.url)
+            settings = ServeSettings(
+                store=store, anthropic_upstream=fake.url, openai_upstream=fake.url
+            )
             with TestClient(create_app(settings, keys=keys)) as client:
                 yield Two(client, fake, keys, key_a, key_b)
     finally:
@@ -114,3 +116,46 @@ def test_a_key_of_no_tenant_reaches_nothing_upstream(two: Two) -> None:
     assert two.post(two.key_a, _body(SECRET), session="support").status_code == 401
     assert len(two.fake.requests) == sent  # nothing was forwarded for them
     assert two.post(two.key_b, _body("hi"), session="support").status_code == 200
+
+
+ROUTES: list[tuple[str, Any]] = [
+    ("/v1/messages", lambda text: {"model": "claude-sonnet-4-5", "max_tokens": 64,
+                                   "messages": [{"role": "user", "content": text}]}),
+    ("/v1/chat/completions", lambda text: {"model": "gpt-4.1",
+                                           "messages": [{"role": "user", "content": text}]}),
+    ("/v1/responses", lambda text: {"model": "gpt-4.1", "input": text}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "body"), ROUTES, ids=[p for p, _ in ROUTES])
+def test_every_proxy_route_keeps_each_tenant_to_its_own_sessions(
+    two: Two, path: str, body: Any
+) -> None:
+    def send(key: str, text: str) -> Any:
+        headers = {
+            "x-ctxwise-key": key,
+            "x-ctxwise-session": "support",
+            "authorization": "Bearer sk-test",
+            "x-api-key": "sk-test",
+        }
+        return two.client.post(path, json=body(text), headers=headers)
+
+    assert send(two.key_a, SECRET).status_code == 200
+    assert send(two.key_b, "Hello, what can you tell me?").status_code == 200
+    assert SECRET not in str(two.fake.requests[-1])
+    a = two.rest(two.key_a, "/v1/sessions/support/messages").json()["messages"]
+    b = two.rest(two.key_b, "/v1/sessions/support/messages").json()["messages"]
+    assert SECRET in str(a) and SECRET not in str(b) and "what can you tell me" not in str(a)
+    # without a key, or with another's revoked one: the provider's 401, nothing upstream
+    sent = len(two.fake.requests)
+    assert send("", SECRET).status_code == 401
+    two.keys.revoke(two.key_a)
+    assert send(two.key_a, SECRET).status_code == 401
+    assert len(two.fake.requests) == sent
+    count = two.client.post(
+        "/v1/messages/count_tokens",
+        json={"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"x-ctxwise-key": two.key_b, "x-api-key": "sk-test"},
+    )
+    assert count.status_code == 200 and SECRET not in str(two.fake.requests[-1])
+    assert two.client.post("/v1/messages/count_tokens", json={}).status_code == 401

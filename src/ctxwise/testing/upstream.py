@@ -7,7 +7,8 @@ shapes of
   the SSE events ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
   ``message_delta``, ``message_stop``) and ``POST /v1/messages/count_tokens``;
 - OpenAI's ``POST /v1/chat/completions`` (a ``chat.completion``, or ``data:`` chunks
-  ending in ``data: [DONE]``, with a usage chunk when ``stream_options.include_usage``).
+  ending in ``data: [DONE]``, with a usage chunk when ``stream_options.include_usage``)
+  and ``POST /v1/responses`` (a completed ``response``; not streamed).
 
 What the assistant says is ``respond(body)``: Anthropic content blocks (``text`` and
 ``tool_use``; a Chat Completions answer carries them as ``content`` and
@@ -33,7 +34,14 @@ from contextlib import contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeUpstream", "Reply", "anthropic_sse", "chat_chunks", "text_reply"]
+__all__ = [
+    "FakeUpstream",
+    "Reply",
+    "anthropic_sse",
+    "chat_chunks",
+    "responses_body",
+    "text_reply",
+]
 
 Reply = list[dict[str, Any]]
 """The assistant's content blocks (Anthropic shape: ``text``, ``tool_use``)."""
@@ -145,6 +153,51 @@ def chat_completion(
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+def responses_body(
+    content: Reply, *, input_tokens: int, output_tokens: int, model: str, n: int
+) -> dict[str, Any]:
+    """A Responses API response body (a completed response)."""
+    output: list[dict[str, Any]] = []
+    text = "".join(b["text"] for b in content if b.get("type") == "text")
+    if text:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_fake_{n:06d}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        )
+    output.extend(
+        {
+            "type": "function_call",
+            "id": f"fc_fake_{n:06d}_{i}",
+            "call_id": b["id"],
+            "name": b["name"],
+            "arguments": json.dumps(b["input"]),
+            "status": "completed",
+        }
+        for i, b in enumerate(content)
+        if b.get("type") == "tool_use"
+    )
+    return {
+        "id": f"resp_fake_{n:06d}",
+        "object": "response",
+        "created_at": 1_700_000_000 + n,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "usage": {
+            "input_tokens": input_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input_tokens + output_tokens,
         },
     }
 
@@ -285,6 +338,11 @@ class FakeUpstream:
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 return 200, "text/event-stream", chat_chunks(completion, include_usage=usage)
             return 200, "application/json", json.dumps(completion).encode()
+        if path == "/v1/responses" and not body.get("stream"):
+            done = responses_body(
+                content, input_tokens=tokens, output_tokens=self.output_tokens, model=model, n=n
+            )
+            return 200, "application/json", json.dumps(done).encode()
         return 404, "application/json", json.dumps({"error": {"message": "no such route"}}).encode()
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
@@ -310,7 +368,11 @@ class FakeUpstream:
                 except ValueError:
                     body = {"_unparsed": raw.decode("utf-8", "replace")}
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                status, kind, data = fake._answer(self.path.split("?")[0], body, headers)
+                try:
+                    status, kind, data = fake._answer(self.path.split("?")[0], body, headers)
+                except Exception as exc:  # a test's respond() that raised: say so, keep serving
+                    status, kind = 500, "application/json"
+                    data = json.dumps({"error": {"message": f"fake upstream: {exc!r}"}}).encode()
                 self.send_response(status)
                 self.send_header("content-type", kind)
                 self.send_header("content-length", str(len(data)))
