@@ -56,6 +56,7 @@ bench: $(BIN)/.installed-dev
 	$(BIN)/python benchmarks/bench_route_cli.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_replay.py
+	$(BIN)/python benchmarks/bench_proxy_replay.py
 	$(BIN)/python benchmarks/bench_sync.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_fusion.py
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python benchmarks/bench_tools.py

@@ -887,6 +887,131 @@ def costs(d: dict[str, Any]) -> str:
     )
 
 
+def proxy_replay(d: dict[str, Any]) -> str:
+    """The Claude Code sessions through the proxy (bench_proxy_replay, issue 31)."""
+
+    def usd(x: Any) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
+    def rows(results: list[dict[str, Any]]) -> list[list[Any]]:
+        out: list[list[Any]] = []
+        for r in results:
+            name = r["file"].rsplit("/", 1)[-1][:16] if "/" in r["file"] else r["file"][:8]
+            p = r["passthrough"]
+            out.append(
+                [name, "pass-through", "", f"{p['input']:,}", f"{p['total']['cache_read']:,}",
+                 f"{p['written']:,}", f"{p['total']['uncached']:,}", usd(p["usd"]), "", "",
+                 usd(r["recorded_usd"]), "", "", f"max {r['passthrough_max_tokens']:,} tokens"]
+            )  # fmt: skip
+            for x in r["runs"]:
+                c = x["ctxwise"]
+                out.append(
+                    [name, f"ctxwise {x['budget']:,}", "on" if x["gate"] else "off",
+                     f"{c['input']:,}", f"{c['total']['cache_read']:,}", f"{c['written']:,}",
+                     f"{c['total']['uncached']:,}", usd(c["usd"]), f3(x["usd_ratio"]),
+                     f3(x["usd_ratio_client_marks"]), "",
+                     f"{x['invalid']} / {x['over_budget']} / {x['fail_open'] + x['errors']}",
+                     f"{x['max_budget_ratio']:.2f}",
+                     f"{x['passthrough_over_budget']} of {x['requests']}"]
+                )  # fmt: skip
+        return out
+
+    head = [
+        "session", "policy", "gate", "input", "read", "written", "uncached", "$",
+        "$ / pass-through", "same marks", "recorded $", "invalid / over / failed",
+        "max / budget", "pass-through over budget",
+    ]  # fmt: skip
+    t = d["totals"]
+    sampled = "" if d["every"] == 1 else f" Every {d['every']}th call was sent (subsampled)."
+    text = (
+        "Each long Claude Code session replayed through `ctxwise serve`'s proxy in process: "
+        "for every recorded call the client sends the segment's whole history (as Claude "
+        "Code does), and a mock upstream answers with the recorded reply, its output "
+        "tokens, and a prompt count scaled from the recorded one to what was forwarded. "
+        "Every forwarded request is checked (tool pairs whole, tokens within the budget "
+        "by `counter_for_model`), then both request sequences are priced with one prompt "
+        "cache simulator at the model's list price. `pass-through`: the client's requests "
+        "unchanged, one 5-minute mark on the latest message (Claude Code's moving "
+        "breakpoint). `ctxwise`: what the proxy forwarded, with the Engine's marks; `same "
+        "marks`: the forwarded requests with the pass-through rule instead. `recorded $` "
+        "is what the recording was billed (it includes Claude Code's system prompt and "
+        "tool definitions, which the transcript does not hold), for reference."
+        + sampled
+        + f"\n\nAcross {t['runs']} runs, {t['requests']:,} forwarded requests: "
+        f"**{t['invalid']}** invalid, **{t['over_budget']}** over budget, "
+        f"**{t['fail_open'] + t['errors']}** failed open or errored; "
+        f"**{t['costlier_than_passthrough']}** runs cost more than passing through. "
+        "`pass-through over budget`: the client's requests over the budget, which the "
+        "proxy must edit whatever the gate says; the gate decides only the edits beyond "
+        "those. `max / budget`: the largest forwarded request over the budget.\n\n"
+        + table(head, rows(d["long"]))
+    )
+    named = [(r["file"][:8], r["named_session"]) for r in d["long"] if "named_session" in r]
+    if named:
+        text += (
+            "\n\nThe same sessions with one `x-ctxwise-session` header for the whole file "
+            "(budget " + f"{named[0][1]['budget']:,}" + ", gate on), requests the proxy "
+            "refused: "
+            + ", ".join(f"{n} **{x['refused']}** of {x['requests']}" for n, x in named)
+            + ". A refusal here is every request after Claude Code's own compaction: its "
+            "history restarts at the summary, shares no message with the named session, "
+            "and is appended to it as new input after the session's unanswered tool call."
+        )
+    if d.get("small"):
+        text += (
+            f"\n\nThe other Claude Code files (subagents, fixtures) at "
+            f"{d['small_budget']:,} tokens, gate on:\n\n" + table(head, rows(d["small"]))
+        )
+    return text
+
+
+def proxy_load(d: dict[str, Any]) -> str:
+    """The proxy under load (bench_proxy, issue 31)."""
+    a = d.get("args", {})
+    rows = [
+        [
+            c["name"],
+            c["workers"],
+            c["turns"],
+            c["errors"],
+            c["lost"],
+            c["duplicated"],
+            c.get("retried_transport_errors", 0),
+            "yes" if c.get("killed_a_worker") else "no",
+            f"{c['seconds']:.1f}",
+            f"{c['proxied_ms']['p50']:.1f} / {c['proxied_ms']['p99']:.1f}",
+            f"{c['direct_ms']['p50']:.1f} / {c['direct_ms']['p99']:.1f}",
+            f"{c['overhead_ms']['p50']:.1f} / {c['overhead_ms']['p99']:.1f}",
+        ]
+        for c in d["configurations"]
+    ]
+    return (
+        f"`ctxwise serve` between {a.get('clients', '?')} concurrent clients and a loopback "
+        f"fake upstream, {a.get('turns', '?')} turns per client over "
+        f"{a.get('sessions', '?')} conversations (each request the whole history). `direct`: "
+        "the same clients and schedule straight to the fake, the baseline; `lost` and "
+        "`duplicated`: acknowledged user turns missing from, or twice in, the session logs "
+        "afterwards. A killed worker's clients retry once the service answers again.\n\n"
+        + table(
+            [
+                "configuration",
+                "workers",
+                "turns",
+                "errors",
+                "lost",
+                "duplicated",
+                "retried",
+                "killed a worker",
+                "seconds",
+                "proxied p50 / p99 ms",
+                "direct p50 / p99 ms",
+                "overhead p50 / p99 ms",
+            ],
+            rows,
+        )
+    )
+
+
 def pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1%}"
 
@@ -1010,6 +1135,8 @@ SECTIONS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("Replay over every recording", "bench_replay", replay),
     ("Token counts against Anthropic's usage", "tokens", tokens),
     ("Costs with the prompt cache, and the edit gate", "bench_costs", costs),
+    ("Claude Code sessions through the proxy", "bench_proxy_replay", proxy_replay),
+    ("The proxy under load", "bench_proxy", proxy_load),
     ("Compaction over every transcript", "bench_compact_all", compact_all),
     ("Compaction time", "bench_compaction", compaction),
     ("Summary retention and future references", "bench_retention", retention),
@@ -1041,6 +1168,9 @@ SCRIPTS = {
 }
 """Results files not named after their script."""
 
+OPTIONAL = {"bench_proxy"}
+"""Sections left off the page while their results file is missing."""
+
 
 def main() -> int:
     parts = [
@@ -1053,6 +1183,8 @@ def main() -> int:
     ]
     for title, name, render in SECTIONS:
         path = RESULTS / f"{name}.json"
+        if name in OPTIONAL and not path.is_file():
+            continue
         parts += ["", f"## {title}", ""]
         if not path.is_file():
             script = SCRIPTS.get(name, name.split("_holdout")[0] + ".py")
