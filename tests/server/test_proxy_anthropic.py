@@ -463,6 +463,28 @@ def test_a_forked_conversation_goes_to_a_fork_session_not_merged(proxy: Proxy) -
     assert r.headers["x-ctxwise-session"].startswith(derived + "~")
 
 
+def test_a_history_that_starts_again_under_the_same_name_is_a_fork(proxy: Proxy) -> None:
+    """Claude Code's own compaction: the next request holds its summary alone, under
+    the same x-ctxwise-session; it must neither be refused nor appended after the
+    session's unanswered tool call."""
+    call = {"type": "tool_use", "id": "toolu_r1", "name": "Read", "input": {"file_path": "a"}}
+    proxy.upstream.answer = lambda request, data: httpx.Response(
+        200, json=message_json([call], stop="tool_use")
+    )
+    assert proxy.post(body([user("Read a.")]), session="cc").status_code == 200
+    before = proxy.messages("cc")
+    summary = [user("This session is being continued from a previous conversation: …")]
+    r = proxy.post(body(summary), session="cc")
+    assert r.status_code == 200, r.text
+    fork = r.headers["x-ctxwise-session"]
+    assert fork.startswith("cc~") and proxy.messages("cc") == before
+    assert [m["role"] for m in proxy.messages(fork)] == ["user", "assistant"]
+    answered = [*summary, {"role": "assistant", "content": [call]}]
+    result = {"type": "tool_result", "tool_use_id": "toolu_r1", "content": "a's text"}
+    r = proxy.post(body([*answered, {"role": "user", "content": [result]}]), session="cc")
+    assert r.status_code == 200 and r.headers["x-ctxwise-session"] == fork  # found again
+
+
 def test_a_retry_after_an_upstream_error_sends_the_same_turn_again(sqlite_proxy: Proxy) -> None:
     proxy = sqlite_proxy
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}

@@ -85,12 +85,22 @@ def _diverges(
 def _sync_session(
     engine: Engine, session: str, history: Sequence[Message]
 ) -> tuple[str, SyncResult]:
-    """The session ``history`` continues (a fork when it was rewound) and what sync found."""
+    """The session ``history`` continues (a fork when it was rewound) and what sync found.
+
+    A history that holds nothing of a session that is not empty does not continue it:
+    a client sends its whole conversation every time, so that is another conversation
+    under the same name (Claude Code's own compaction starts again from its summary).
+    It goes to a fork named from its first message, which its next requests find again,
+    never appended after the session's last turn (where it would answer nothing the
+    session asked, or bury the summary under the history it replaced)."""
     for _ in range(MAX_FORK_DEPTH + 1):
         try:
             found = engine.sync(session, history, PROXY_KEYS)
         except HistoryRewoundError as exc:
             session = fork_session(session, history, exc.at)
+            continue
+        if found.held and found.start == 0 and found.new:
+            session = fork_session(session, history, -1)
             continue
         at = _diverges(engine, session, history, found)
         if at is None:
