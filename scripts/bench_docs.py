@@ -953,9 +953,11 @@ def proxy_replay(d: dict[str, Any]) -> str:
             "(budget " + f"{named[0][1]['budget']:,}" + ", gate on), requests the proxy "
             "refused: "
             + ", ".join(f"{n} **{x['refused']}** of {x['requests']}" for n, x in named)
-            + ". A refusal here is every request after Claude Code's own compaction: its "
-            "history restarts at the summary, shares no message with the named session, "
-            "and is appended to it as new input after the session's unanswered tool call."
+            + ". After Claude Code's own compaction its history restarts at the summary and "
+            "shares no message with the named session: the proxy takes it for another "
+            "conversation under that name and serves it from a fork session (before that "
+            "rule every such request was refused, appended after the session's unanswered "
+            "tool call: 50, 78 and 72 requests on these three sessions)."
         )
     if d.get("small"):
         text += (
