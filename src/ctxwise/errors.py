@@ -28,7 +28,7 @@ One root, two branches::
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
     │   ├── SubagentReportError         a subagent's report that is not the shape asked for
     │   ├── RelayError                  a relay spec, workload, table or step that cannot run
-    │   ├── ProxyInputError             a request to the proxy the provider would refuse as malformed
+    │   ├── ProxyInputError             a proxied request the provider would refuse as malformed
     │   └── IntegrationError            a framework out of its supported range; an unmapped message
     └── BackendError                the environment failed: fix it, not the input
         ├── TokenizerUnavailableError   an exact tokenizer cannot load offline
