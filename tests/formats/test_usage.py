@@ -189,3 +189,36 @@ def test_any_transcript_with_usage_on_its_responses_plugs_in() -> None:
     steps, _ = usage_steps(transcript, [calls[1], calls[0]])
     assert [s.delta for s in steps] == [15]
     assert usage_steps(transcript, [CallUsage(1, 10)])[0] == []
+
+
+def test_billed_split_reads_each_apis_usage() -> None:
+    from ctxwise.formats.usage import billed_split
+    from ctxwise.pricing import TokenSplit
+
+    anthropic = {
+        "input_tokens": 12,
+        "cache_read_input_tokens": 900,
+        "cache_creation_input_tokens": 300,
+        "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+        "output_tokens": 40,
+    }
+    assert billed_split(anthropic) == TokenSplit(12, 900, 100, 200, 40)
+    assert billed_split({"input_tokens": 7, "output_tokens": 3}) == TokenSplit(7, 0, 0, 0, 3)
+    chat = {
+        "prompt_tokens": 1000,
+        "prompt_tokens_details": {"cached_tokens": 768},
+        "completion_tokens": 20,
+    }
+    assert billed_split(chat) == TokenSplit(232, 768, 0, 0, 20)
+    responses = {
+        "input_tokens": 500,
+        "input_tokens_details": {"cached_tokens": 256},
+        "output_tokens": 9,
+    }
+    assert billed_split(responses) == TokenSplit(244, 256, 0, 0, 9)
+    # cached tokens cannot exceed the input they are part of
+    assert billed_split({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 50}}) == (
+        TokenSplit(0, 5, 0, 0, 0)
+    )
+    for missing in (None, {}, {"output_tokens": 3}, {"input_tokens": "many"}, [1]):
+        assert billed_split(missing) is None

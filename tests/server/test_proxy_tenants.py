@@ -159,3 +159,21 @@ def test_every_proxy_route_keeps_each_tenant_to_its_own_sessions(
     )
     assert count.status_code == 200 and SECRET not in str(two.fake.requests[-1])
     assert two.client.post("/v1/messages/count_tokens", json={}).status_code == 401
+
+
+def test_the_usage_ledger_is_what_the_upstream_billed(two: Two) -> None:
+    """Every answer's usage, as the upstream sent it, is in the session's ledger,
+    priced at its model; another tenant's key reads none of it."""
+    first = two.post(two.key_a, _body(SECRET), session="support")
+    reply = first.json()["content"][0]["text"]
+    second = two.post(two.key_a, _body(SECRET, reply, "And the refund?"), session="support")
+    assert second.status_code == 200
+    billed = [r.json()["usage"] for r in (first, second)]
+    ledger = two.rest(two.key_a, "/v1/sessions/support/usage").json()
+    assert [a["uncached"] for a in ledger["answers"]] == [u["input_tokens"] for u in billed]
+    assert ledger["input"] == sum(u["input_tokens"] for u in billed)
+    assert ledger["output"] == sum(u["output_tokens"] for u in billed) == 10
+    assert ledger["unpriced"] == 0 and ledger["without_usage"] == 0
+    expected = sum(a["cost_usd"] for a in ledger["answers"])
+    assert ledger["cost_usd"] == pytest.approx(expected) and expected > 0
+    assert two.rest(two.key_b, "/v1/sessions/support/usage").status_code == 404

@@ -14,6 +14,7 @@ SESSION_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/sessions/s1/messages", None),
     ("GET", "/v1/sessions/s1/traces", None),
     ("GET", "/v1/sessions/s1/traces/1", None),
+    ("GET", "/v1/sessions/s1/usage", None),
     ("GET", "/v1/sessions/s1/facts", None),
     ("GET", "/v1/sessions/s1/rules", None),
     ("POST", "/v1/sessions/s1/rules", {"text": "Never issue refunds to anyone"}),

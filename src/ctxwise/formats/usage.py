@@ -66,6 +66,7 @@ __all__ = [
     "CallUsage",
     "UsageReport",
     "UsageStep",
+    "billed_split",
     "claude_code_billed",
     "claude_code_usage_steps",
     "most_used_model",
@@ -294,6 +295,44 @@ class BilledCall:
 def _int_field(usage: Mapping[str, Any], key: str) -> int:
     value = _count(usage.get(key))
     return 0 if value is None else value
+
+
+def billed_split(usage: Any) -> TokenSplit | None:
+    """How one response's ``usage`` was billed, whichever API wrote it; ``None``
+    when it holds no input count.
+
+    - Anthropic Messages (``input_tokens`` beside ``cache_read_input_tokens`` /
+      ``cache_creation_input_tokens``): ``input_tokens`` is the uncached part; a cache
+      write is split by lifetime when ``cache_creation`` says, else a 5-minute write;
+    - OpenAI Responses (``input_tokens`` with ``input_tokens_details``) and Chat
+      Completions (``prompt_tokens``): the input counts its cached tokens
+      (``cached_tokens`` in the details), which are read from the cache; OpenAI
+      writes its cache for free, so there is no write."""
+    if not isinstance(usage, Mapping):
+        return None
+    if "prompt_tokens" in usage or "input_tokens_details" in usage:
+        chat = "prompt_tokens" in usage
+        total = _count(usage.get("prompt_tokens" if chat else "input_tokens"))
+        if total is None:
+            return None
+        details = usage.get("prompt_tokens_details" if chat else "input_tokens_details")
+        cached = _int_field(details, "cached_tokens") if isinstance(details, Mapping) else 0
+        cached = min(cached, total)
+        output = _int_field(usage, "completion_tokens" if chat else "output_tokens")
+        return TokenSplit(uncached=total - cached, cache_read=cached, output=output)
+    uncached = _count(usage.get("input_tokens"))
+    if uncached is None:
+        return None
+    created = _int_field(usage, "cache_creation_input_tokens")
+    by = usage.get("cache_creation")
+    w1h = _int_field(by, "ephemeral_1h_input_tokens") if isinstance(by, Mapping) else 0
+    return TokenSplit(
+        uncached=uncached,
+        cache_read=_int_field(usage, "cache_read_input_tokens"),
+        cache_write_5m=max(created - w1h, 0),
+        cache_write_1h=min(w1h, created) if created else w1h,
+        output=_int_field(usage, "output_tokens"),
+    )
 
 
 def claude_code_billed(text: str) -> tuple[list[BilledCall], Counter[str]]:

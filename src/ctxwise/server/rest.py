@@ -12,6 +12,9 @@ key is another tenant's session, or none. Routes:
 - ``POST /v1/sessions/{id}/records``: append without building a request
   (:meth:`ctxwise.Engine.record`: the model's final answer);
 - ``GET /v1/sessions/{id}/traces`` and ``…/traces/{turn}``: the turns' traces;
+- ``GET /v1/sessions/{id}/usage``: what the provider billed for each answer the
+  session recorded (the usage the proxy's upstream sent back), priced at the
+  answer's model, and the session's total;
 - ``GET /v1/sessions/{id}/facts``, ``GET|POST /v1/sessions/{id}/rules``;
 - ``POST /v1/sessions/{id}/handoff``: the verbatim context a subagent needs for a task;
 - ``POST /v1/sessions/{id}/tools/check``: may this tool call run (the policy gates);
@@ -32,10 +35,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxwise.engine import Engine
 from ctxwise.errors import UsageError
 from ctxwise.formats import neutral
+from ctxwise.formats.usage import billed_split
 from ctxwise.memory.facts import Rules
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, namespace_part
 from ctxwise.messages import Message
+from ctxwise.pricing import TokenSplit, cost_usd, price_for
 from ctxwise.server.auth import tenant_of
 from ctxwise.server.engines import EnginePool
 from ctxwise.sessions import check_session_id
@@ -103,6 +108,30 @@ class MessagesOut(BaseModel):
 
 class TracesOut(BaseModel):
     traces: list[dict[str, Any]]
+
+
+class BilledAnswer(BaseModel):
+    position: int = Field(description="The answer's position in the session's log.")
+    model: str | None
+    uncached: int
+    cache_read: int
+    cache_write_5m: int
+    cache_write_1h: int
+    output: int
+    cost_usd: float | None = Field(description="None: no price known for the model.")
+
+
+class UsageOut(BaseModel):
+    """The provider's own usage, answer by answer: the ledger of what was billed."""
+
+    answers: list[BilledAnswer]
+    input: int = Field(description="Every input token billed, cached or not.")
+    cache_read: int
+    cache_write: int
+    output: int
+    cost_usd: float | None = Field(description="None when some answer's model has no price.")
+    unpriced: int = Field(description="Answers whose model has no price.")
+    without_usage: int = Field(description="Assistant messages that carried no usage.")
 
 
 class FactsOut(BaseModel):
@@ -247,6 +276,55 @@ async def get_trace(
         if t.turn == turn:
             return t.to_dict()
     raise HTTPException(404, f"session {session_id!r} has no turn {turn}")
+
+
+def _usage(engine: Engine, session_id: str) -> UsageOut:
+    engine.sessions.require(check_session_id(session_id))
+    prices = engine.config.costs.prices
+    answers: list[BilledAnswer] = []
+    without = 0
+    total = TokenSplit()
+    money: float | None = 0.0
+    for i, message in enumerate(neutral.decode_messages(engine.sessions.log(session_id))):
+        if message.role != "assistant":
+            continue
+        usage = next((v for k, v in message.extra.items() if k.endswith(".usage")), None)
+        split = billed_split(usage)
+        if split is None:
+            without += 1
+            continue
+        model = next((v for k, v in message.extra.items() if k.endswith(".model")), None)
+        name = model if isinstance(model, str) else None
+        usd = cost_usd(split, price_for(name, prices))
+        money = None if usd is None or money is None else money + usd
+        total = total + split
+        answers.append(
+            BilledAnswer(
+                position=i,
+                model=name,
+                uncached=split.uncached,
+                cache_read=split.cache_read,
+                cache_write_5m=split.cache_write_5m,
+                cache_write_1h=split.cache_write_1h,
+                output=split.output,
+                cost_usd=usd,
+            )
+        )
+    return UsageOut(
+        answers=answers,
+        input=total.input,
+        cache_read=total.cache_read,
+        cache_write=total.cache_write_5m + total.cache_write_1h,
+        output=total.output,
+        cost_usd=money,
+        unpriced=sum(a.cost_usd is None for a in answers),
+        without_usage=without,
+    )
+
+
+@router.get("/sessions/{session_id}/usage", response_model=UsageOut, summary="What was billed")
+async def get_usage(request: Request, tenant: Tenant, session_id: SessionId) -> UsageOut:
+    return await _pool(request).run(tenant, lambda e: _usage(e, session_id))
 
 
 @router.get("/sessions/{session_id}/facts", response_model=FactsOut, summary="Case facts")
