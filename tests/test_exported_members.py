@@ -296,6 +296,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.trace.CacheTrace",
         "ctxwise.trace.CalibrationTrace",
         "ctxwise.trace.EditGateTrace",
+        "ctxwise.trace.FailOpenTrace",
         "ctxwise.trace.ToolsTrace",
         "ctxwise.trace.TRACE_FORMAT",
         "ctxwise.trace.ClearTrace",

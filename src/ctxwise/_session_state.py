@@ -10,6 +10,7 @@ store's state row::
      "gate_rules": [PolicyRule.to_dict(), ...],
      "loaded_tools": [[server, name], ...],
      "tool_events": [ToolEventTrace as JSON, ...],
+     "fail_open": [FailOpenTrace as JSON, ...],
      "prompt_cache": null | {"written": [digest, ...]},
      "calibration": null | {CalibrationMemo as JSON}}
 
@@ -121,6 +122,8 @@ class SessionState(PersistedModel):
     """Catalog tools the session loaded (searched for or called), as (server, name)."""
     tool_events: list[dict[str, Any]] = Field(default_factory=list)
     """Tool events since the last turn, for its trace (``ToolEventTrace`` as JSON)."""
+    fail_open: list[dict[str, Any]] = Field(default_factory=list)
+    """Requests the proxy forwarded unchanged since the last turn (``FailOpenTrace``)."""
     counted_by: str | None = None
     """The token counter and render that counted the history's stored per-message
     tokens (``NAME/RENDER``); None in sessions written before it was recorded."""

@@ -110,7 +110,7 @@ from ctxwise.tokens import TokenCounter, get_counter
 from ctxwise.tools.catalog import ToolCatalog
 from ctxwise.tools.cursors import ResultStore
 from ctxwise.tools.given import read_tools
-from ctxwise.trace import ToolEventTrace, Trace
+from ctxwise.trace import FailOpenTrace, ToolEventTrace, Trace
 from ctxwise.turn import (
     Classifier,
     Remember,
@@ -850,6 +850,20 @@ class Engine:
         new version."""
         self._apply(session_id, lambda _: change(TurnState.start(self._load(session_id), ())))
         return self._cache[session_id].version
+
+    def note_fail_open(self, session_id: str, *, route: str, reason: str) -> None:
+        """Record that a request for the session went to the provider unchanged
+        because ctxwise failed while building it (the proxy's fail-open): the next
+        turn's trace lists it in ``fail_open``. ``route``: the API path; ``reason``:
+        the error, one line. A session that does not exist yet is created by it."""
+        check_session_id(session_id)
+        event = FailOpenTrace(route=str(route)[:200], reason=str(reason)[:500])
+
+        def change(state: TurnState) -> TurnState:
+            work = state.session
+            return state.but(session=work.but(fail_open=(*work.fail_open, event)))
+
+        self._update(session_id, change)
 
     def _note(
         self,

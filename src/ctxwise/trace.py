@@ -25,6 +25,7 @@ __all__ = [
     "ClearTrace",
     "CompactionTrace",
     "EditGateTrace",
+    "FailOpenTrace",
     "RouteTrace",
     "SectionTrace",
     "TokensTrace",
@@ -167,6 +168,16 @@ class CalibrationTrace(_Model):
     clamped: bool = False
 
 
+class FailOpenTrace(_Model):
+    """A request for the session that the proxy forwarded unchanged because ctxwise
+    failed while building it (``reason``: the error, one line), on ``route`` (the
+    API path); the provider got the client's request as sent, and the session
+    caught up with its history on the next request."""
+
+    route: str
+    reason: str
+
+
 class ToolEventTrace(_Model):
     """What ctxwise did with one tool call or result since the turn before:
     ``search`` (a tool_search call: ``found`` the tools it loaded), ``fetch_more`` (a
@@ -230,6 +241,8 @@ class Trace(_Model):
     edit_gate: EditGateTrace | None = None
     tool_events: list[ToolEventTrace] = Field(default_factory=list)
     """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
+    fail_open: list[FailOpenTrace] = Field(default_factory=list)
+    """Requests forwarded unchanged since the turn before (the proxy's fail-open)."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     attempts: int = 1
     """How many times the turn was applied: more than 1 when another writer

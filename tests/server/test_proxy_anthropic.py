@@ -655,7 +655,7 @@ def test_ctxwise_failing_forwards_the_original_request_unchanged(
     assert proxy.upstream.received[0].headers["x-api-key"] == PROVIDER_KEY
     assert r.headers["x-ctxwise-fail-open"] == "RuntimeError: the store went away halfway"
     assert r.headers["x-ctxwise-session"] == "f"
-    assert "f" not in proxy.sessions()  # nothing recorded
+    assert proxy.messages("f") == []  # no message recorded: only the note of the failure
     # ctxwise back: the next request brings the session up to date
     monkeypatch.undo()
     answer = {"role": "assistant", "content": [{"type": "text", "text": "answer 1"}]}
@@ -663,6 +663,12 @@ def test_ctxwise_failing_forwards_the_original_request_unchanged(
     assert "x-ctxwise-fail-open" not in r.headers
     texts = [m["content"][0]["text"] for m in proxy.messages("f")]
     assert texts == ["Where is order 4417?", "answer 1", "And 4418?", "answer 2"]
+    # and its turn's trace says the request before it failed open, and why
+    traces = proxy.client.get("/v1/sessions/f/traces", headers=proxy.headers("f")).json()
+    noted = [t["fail_open"] for t in traces["traces"]]
+    assert noted == [
+        [{"route": "/v1/messages", "reason": "RuntimeError: the store went away halfway"}]
+    ]
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,7 @@ from ctxwise.trace import (
     ClearTrace,
     CompactionTrace,
     EditGateTrace,
+    FailOpenTrace,
     RouteTrace,
     ToolEventTrace,
     ToolsTrace,
@@ -69,6 +70,8 @@ class SessionView:
     loaded_tools: tuple[tuple[str, str], ...] = ()
     tool_events: tuple[ToolEventTrace, ...] = ()
     """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
+    fail_open: tuple[FailOpenTrace, ...] = ()
+    """Requests the proxy forwarded unchanged since the last turn."""
     encoded: tuple[Any, ...] | None = None
     """Each history message encoded for the render target (kept in memory only)."""
     counted_by: str | None = None
@@ -110,6 +113,7 @@ class SessionView:
             tuple(state.gate_rules),
             tuple((str(a), str(b)) for a, b in state.loaded_tools),
             tuple(ToolEventTrace.model_validate(e) for e in state.tool_events),
+            fail_open=tuple(FailOpenTrace.model_validate(e) for e in state.fail_open),
             counted_by=state.counted_by,
             prompt_cache=state.prompt_cache,
             calibration=state.calibration,
@@ -140,6 +144,7 @@ class SessionView:
             "gate_rules": [dict(r) for r in self.gate_rules],
             "loaded_tools": [list(k) for k in self.loaded_tools],
             "tool_events": [e.model_dump(mode="json") for e in self.tool_events],
+            "fail_open": [e.model_dump(mode="json") for e in self.fail_open],
             "counted_by": self.counted_by,
             "prompt_cache": None
             if self.prompt_cache is None

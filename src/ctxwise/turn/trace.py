@@ -70,7 +70,8 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
         tools=state.tools.trace,
         cache=state.cache,
         tool_events=list(session.tool_events),
+        fail_open=list(session.fail_open),
         timings_ms={k: round(v, 3) for k, v in timings.items()},
         attempts=state.attempt,
     )
-    return state.but(session=session.but(turns=turn, tool_events=()), trace=result)
+    return state.but(session=session.but(turns=turn, tool_events=(), fail_open=()), trace=result)

@@ -148,8 +148,24 @@ async def _prepare(
     except Exception as exc:  # ctxwise's own failure: fail open
         reason = fail_reason(exc)
         logger.warning("proxy: failing open for session %r: %s", turn.session, reason)
+        await _note_fail_open(request, tenant, route, turn, reason)
         return None, None, reason
     return prepared, pool, None
+
+
+async def _note_fail_open(
+    request: Request, tenant: str, route: Route, turn: Turn, reason: str
+) -> None:
+    """Put the fail-open in the session, for its next turn's trace (best effort: the
+    failure may be the store's, and then this fails too, which the log says)."""
+    path = request.url.path
+    try:
+        pool = pool_for(request.app.state, route.render)
+        await pool.run(tenant, lambda e: e.note_fail_open(turn.session, route=path, reason=reason))
+    except Exception as exc:
+        logger.warning(
+            "proxy: the fail-open of session %r was not noted: %s", turn.session, fail_reason(exc)
+        )
 
 
 async def relay(request: Request, tenant: str, route: Route, turn: Turn) -> Response:
