@@ -15,7 +15,8 @@ provider, and every request goes through the Engine on its way upstream.
 - :mod:`~ctxwise.server.proxy._sse` and :mod:`~ctxwise.server.proxy._chunks`: a
   Messages API event stream and a Chat Completions stream, read as they pass
   (:mod:`~ctxwise.server.proxy._events`: a Responses API stream's final response);
-- :mod:`~ctxwise.server.proxy._pools`: the Engine pool of each request format.
+- :mod:`~ctxwise.server.proxy._pools`: the Engine pool of each request format and
+  model.
 
 :func:`include_proxy` adds the routes to the service's app (docs/server.md).
 """

@@ -212,7 +212,7 @@ async def messages(request: Request, tenant: Tenant) -> Response:
         raise refuse(400, exc.detail) from None
     system = system_text(body.system)
     session = session_of(request, "anthropic", system, history)
-    turn = Turn(session, history, system, body.tools, data, raw, bool(body.stream))
+    turn = Turn(session, body.model, history, system, body.tools, data, raw, bool(body.stream))
     return await relay(request, tenant, ROUTE, turn)
 
 

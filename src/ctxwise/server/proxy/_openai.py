@@ -138,5 +138,5 @@ async def chat_completions(request: Request, tenant: Tenant) -> Response:
     if not history:
         raise refuse(400, "messages: no user or assistant message, only system text")
     session = session_of(request, "openai", system, history)
-    turn = Turn(session, history, system, body.tools, data, raw, bool(body.stream))
+    turn = Turn(session, body.model, history, system, body.tools, data, raw, bool(body.stream))
     return await relay(request, tenant, ROUTE, turn)

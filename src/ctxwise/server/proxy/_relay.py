@@ -80,10 +80,13 @@ class Route:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """A decoded request: its session, history, system text and tools, its body as
-    JSON and as the client sent it, and whether it asked for a stream."""
+    """A decoded request: its session, the model it names (its Engines count, budget
+    and price at it: :mod:`~ctxwise.server.proxy._pools`), history, system text and
+    tools, its body as JSON and as the client sent it, and whether it asked for a
+    stream."""
 
     session: str
+    model: str
     history: Sequence[Message]
     system: str | None
     tools: Sequence[Mapping[str, Any]] | None
@@ -138,7 +141,7 @@ async def _prepare(
 ) -> tuple[Prepared | None, EnginePool | None, str | None]:
     """The Engine's turn, or why ctxwise failed (the request then fails open)."""
     try:
-        pool = pool_for(request.app.state, route.render)
+        pool = pool_for(request.app.state, route.render, turn.model)
         prepared = await pool.run(
             tenant,
             lambda e: prepare(e, turn.session, turn.history, system=turn.system, tools=turn.tools),
@@ -160,7 +163,7 @@ async def _note_fail_open(
     failure may be the store's, and then this fails too, which the log says)."""
     path = request.url.path
     try:
-        pool = pool_for(request.app.state, route.render)
+        pool = pool_for(request.app.state, route.render, turn.model)
         await pool.run(tenant, lambda e: e.note_fail_open(turn.session, route=path, reason=reason))
     except Exception as exc:
         logger.warning(

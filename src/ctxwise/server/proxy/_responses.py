@@ -135,5 +135,7 @@ async def create_response(request: Request, tenant: Tenant) -> Response:
     except ProxyInputError as exc:
         raise refuse(400, exc.detail) from None
     session = session_of(request, "responses", body.instructions, history)
-    turn = Turn(session, history, body.instructions, body.tools, data, raw, bool(body.stream))
+    turn = Turn(
+        session, body.model, history, body.instructions, body.tools, data, raw, bool(body.stream)
+    )
     return await relay(request, tenant, ROUTE, turn)
