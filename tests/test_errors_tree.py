@@ -174,6 +174,8 @@ SAMPLES: dict[str, BaseException] = {
     "CompactionArchiveError": errors.CompactionArchiveError(("acme", "archive"), "disk full"),
     "ConfigError": errors.ConfigError("ctxwise.toml", "clearing.keep_lats: unknown key"),
     "UnknownSessionError": errors.UnknownSessionError("s-42"),
+    "UnknownTurnError": errors.UnknownTurnError("s-42", 9, turns=3),
+    "PointerError": errors.PointerError("log:x", "a log position is a whole number"),
     "HistoryRewoundError": errors.HistoryRewoundError("s-42", at=3, gone=2, first="id:m5"),
     "SessionConflictError": errors.SessionConflictError("s-42", expected=3, found=4),
     "SessionBusyError": errors.SessionBusyError("s-42", 0.5),

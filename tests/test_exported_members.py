@@ -117,6 +117,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.memory.store.namespace_part",
         "ctxwise.memory.store.rank_key",
         "ctxwise.memory.tiered.turn_items",
+        "ctxwise.memory.tiered.turn_spans",
         "ctxwise.memory.urls.store_kind",
     },
     "token counting against providers (counters, usage steps, their calibration; issue 30):"
@@ -315,6 +316,13 @@ ALLOWLIST: dict[str, set[str]] = {
     },
     "the replay harness behind ctxwise replay: reached as ctxwise.replay.X": {
         "ctxwise.replay.*",
+    },
+    "the ledger read back (issue 32): reached as ctxwise.ledger.X": {
+        "ctxwise.ledger.*",
+        "ctxwise.trace.LedgerTrace",
+        "ctxwise.trace.SummaryTrace",
+        "ctxwise.turn.ledger.ledger",
+        "ctxwise.turn.ledger.ranges",
     },
     "ctxwise's own JSON form and the request renderer: ctxwise.formats.<module>.X": {
         "ctxwise.formats.neutral.*",

@@ -99,7 +99,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "the engine",
         ("ctxwise.engine", "ctxwise._engine_parts", "ctxwise._engine_tools", "ctxwise._sync"),
     ),
-    ("the public API", ("ctxwise", "ctxwise.replay", "ctxwise.testing")),
+    ("the public API", ("ctxwise", "ctxwise.replay", "ctxwise.ledger", "ctxwise.testing")),
     (
         "front ends",
         (

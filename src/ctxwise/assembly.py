@@ -80,7 +80,8 @@ class Section:
 
     ``priority``: higher wins. ``pinned``: always kept, whole. ``truncatable``: may
     be cut to fit. ``stable``: identical across turns, so it belongs to the cached
-    prefix.
+    prefix. ``refs``: where the content came from, as ledger pointers
+    (:mod:`ctxwise.ledger`; the memory source names the items a recall holds).
     """
 
     name: str
@@ -89,6 +90,7 @@ class Section:
     pinned: bool = False
     truncatable: bool = False
     stable: bool = False
+    refs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

@@ -23,6 +23,8 @@ One root, two branches::
     │   ├── StoreURLError               a store URL with an unknown scheme or no path
     │   ├── ConfigError                 an Engine config with a bad key or value
     │   ├── UnknownSessionError         a session id no turn was stored under
+    │   ├── UnknownTurnError            a turn number a stored session never had
+    │   ├── PointerError                a ledger pointer that does not parse
     │   ├── HistoryRewoundError         a framework's history that stops before its session does
     │   ├── CursorError                 a result cursor that is forged, expired or another session's
     │   ├── ToolCatalogError            a tool definition the catalog refuses, or an unknown tool
@@ -93,6 +95,7 @@ __all__ = [
     "OutputError",
     "PairingError",
     "PinnedOverflowError",
+    "PointerError",
     "ProviderError",
     "ProxyInputError",
     "RelayError",
@@ -114,6 +117,7 @@ __all__ = [
     "UnansweredTurnWarning",
     "UnknownFormatError",
     "UnknownSessionError",
+    "UnknownTurnError",
     "UnsupportedInputError",
     "UpstreamError",
     "UsageError",
@@ -649,6 +653,33 @@ class UnknownSessionError(UsageError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return self._reduced((self.session_id,))
+
+
+class UnknownTurnError(UsageError):
+    """A turn number the session ``session_id`` never had (it has ``turns``)."""
+
+    def __init__(self, session_id: str, turn: int, *, turns: int) -> None:
+        self.session_id = session_id
+        self.turn = turn
+        self.turns = turns
+        has = f"turns 1 to {turns}" if turns else "no turns yet"
+        super().__init__(f"session {session_id!r} has no turn {turn} (it has {has})")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.session_id, self.turn), {"turns": self.turns})
+
+
+class PointerError(UsageError):
+    """A ledger pointer (``log:12``, ``summary:7``, ``memory:p12``, ``result:ID``) that
+    does not parse: ``pointer`` as given, ``detail`` what is wrong with it."""
+
+    def __init__(self, pointer: str, detail: str) -> None:
+        self.pointer = pointer
+        self.detail = detail
+        super().__init__(f"pointer {pointer[:80]!r}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._reduced((self.pointer, self.detail))
 
 
 class HistoryRewoundError(UsageError):

@@ -26,8 +26,10 @@ __all__ = [
     "CompactionTrace",
     "EditGateTrace",
     "FailOpenTrace",
+    "LedgerTrace",
     "RouteTrace",
     "SectionTrace",
+    "SummaryTrace",
     "TokensTrace",
     "ToolEventTrace",
     "ToolsTrace",
@@ -68,6 +70,9 @@ class SectionTrace(_Model):
     reason: str
     pinned: bool
     stable: bool
+    refs: list[str] = Field(default_factory=list)
+    """Where the section's content came from, as ledger pointers (the memory items a
+    recall holds: ``memory:p12``); empty when its source names none."""
 
 
 class ClearTrace(_Model):
@@ -82,6 +87,39 @@ class CompactionTrace(_Model):
     tokens_after: int
     target_tokens: int
     remembered_items: int
+    summary: str | None = None
+    """The summary this compaction wrote (a ledger's ``summary:TURN`` pointer resolves
+    to it); ``None`` in traces written before it was kept."""
+
+
+class SummaryTrace(_Model):
+    """A summary in the history sent: where it sits and which log messages it stands
+    for (positions ``first`` up to ``stop``, ``stop`` excluded)."""
+
+    index: int
+    first: int
+    stop: int
+    tokens: int
+
+
+class LedgerTrace(_Model):
+    """Where each message of the session's log is on this turn's request, kept compact
+    enough to record on every turn: the log ranges the history sent holds (each
+    ``[start, stop)``, in order), the summaries standing for the rest, the messages
+    whose tool results this turn cleared (earlier turns' clears are in their traces),
+    and where this request's history first differs from the previous request's.
+
+    :mod:`ctxwise.ledger` turns the traces of a session and its log into the ledger
+    itself: one entry per message, section and tool definition, with its fate, its
+    reason, its tokens and a pointer to the original."""
+
+    log_length: int
+    window: list[tuple[int, int]]
+    summaries: list[SummaryTrace] = Field(default_factory=list)
+    cleared: list[tuple[int, int]] = Field(default_factory=list)
+    first_change: int | None = None
+    """The first history position (in the history sent) that differs from the previous
+    request's; ``None`` when this request only appended to it."""
 
 
 class ToolsTrace(_Model):
@@ -243,6 +281,9 @@ class Trace(_Model):
     """Tool calls ctxwise ran and results it trimmed or stored since the last turn."""
     fail_open: list[FailOpenTrace] = Field(default_factory=list)
     """Requests forwarded unchanged since the turn before (the proxy's fail-open)."""
+    ledger: LedgerTrace | None = None
+    """Where each log message is on this request (the ``ledger`` step; ``None`` when
+    the step was removed)."""
     timings_ms: dict[str, float] = Field(default_factory=dict)
     attempts: int = 1
     """How many times the turn was applied: more than 1 when another writer

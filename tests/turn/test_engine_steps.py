@@ -48,6 +48,7 @@ def test_the_default_steps_in_order() -> None:
         "assemble",
         "render",
         "cost",
+        "ledger",
         "trace",
         "estimate",
     ]

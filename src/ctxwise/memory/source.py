@@ -68,13 +68,27 @@ class SessionMemory:
     def recall(self, session_id: str, query: str, k: int, *, before: int) -> list[str]:
         """The texts of the ``k`` turns that best match ``query`` among those before
         log position ``before``."""
+        return [text for _, text in self.recall_items(session_id, query, k, before=before)]
+
+    def recall_items(
+        self, session_id: str, query: str, k: int, *, before: int
+    ) -> list[tuple[str, str]]:
+        """:meth:`recall` with each turn's item id (``p`` and its log position)."""
         try:
             hits = self._memory(session_id).recall(query, k=k * 2)
         except NamespaceNotFoundError:
             return []
-        return [h.item.text for h in hits if int(h.item.metadata.get("position", before)) < before][
-            :k
-        ]
+        return [
+            (h.item.id, h.item.text)
+            for h in hits
+            if int(h.item.metadata.get("position", before)) < before
+        ][:k]
+
+    def item_text(self, session_id: str, item_id: str) -> str | None:
+        """The text of the item ``item_id`` of the session's memory; ``None`` when it
+        is not there (never remembered, or deleted)."""
+        found = self.store.get_many(self.namespace(session_id), [item_id])
+        return found[0].text if found else None
 
 
 class MemorySource:
@@ -99,11 +113,12 @@ class MemorySource:
         kept = self._kept.get(session_id)
         if kept is not None and kept[0] == key:
             return kept[1]
-        texts = self.memory.recall(session_id, query, self.k, before=before)
+        items = self.memory.recall_items(session_id, query, self.k, before=before)
         found: tuple[Section, ...] = ()
-        if texts:
-            body = "Recalled from earlier in this session:\n" + "\n\n".join(texts)
-            found = (Section("recalled", body, 60, truncatable=True),)
+        if items:
+            body = "Recalled from earlier in this session:\n" + "\n\n".join(t for _, t in items)
+            refs = tuple(f"memory:{item_id}" for item_id, _ in items)
+            found = (Section("recalled", body, 60, truncatable=True, refs=refs),)
         if len(self._kept) >= _RECALLS_KEPT and session_id not in self._kept:
             self._kept.pop(next(iter(self._kept)))
         self._kept[session_id] = (key, found)

@@ -33,7 +33,7 @@ from ctxwise.messages import Message, message_problem
 from ctxwise.summarize import ExtractiveSummarizer, Summarizer, render_turns, summarize_range
 from ctxwise.tokens import DEFAULT_MARKER, CharCounter, TokenCounter, truncate_to_tokens
 
-__all__ = ["Pinned", "TieredMemory", "turn_items"]
+__all__ = ["Pinned", "TieredMemory", "turn_items", "turn_spans"]
 
 
 @runtime_checkable
@@ -76,6 +76,19 @@ def _storable_str(value: Any) -> Any:
     return _storable(value) if isinstance(value, str) else value
 
 
+def turn_spans(messages: Sequence[Message]) -> list[tuple[int, int]]:
+    """Where each turn of ``messages`` starts and stops (``[start, stop)``), as
+    :func:`turn_items` groups them: a message, or a message that calls tools with the
+    messages that hold their results."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(messages):
+        end = _results_end(messages, i) if messages[i].tool_uses else i + 1
+        spans.append((i, end))
+        i = end
+    return spans
+
+
 def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
     """What long-term memory keeps of ``messages``: one item per turn.
 
@@ -96,10 +109,8 @@ def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
     by its start (the archive keeps every turn verbatim).
     """
     items: list[NewItem] = []
-    i = 0
-    while i < len(messages):
+    for i, end in turn_spans(messages):
         message = messages[i]
-        end = _results_end(messages, i) if message.tool_uses else i + 1
         name = message.extra.get("name")
         speaker = name if isinstance(name, str) and name.strip() else message.role
         lines = render_turns(messages[i:end]).splitlines()
@@ -121,7 +132,6 @@ def turn_items(messages: Sequence[Message], first: int = 0) -> list[NewItem]:
             if isinstance(ident, str) and _SURROGATE.search(ident):
                 ident = ident.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
             items.append(NewItem(text, metadata, ident))
-        i = end
     return items
 
 

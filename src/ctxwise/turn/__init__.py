@@ -2,9 +2,9 @@
 
 :meth:`Engine.turn <ctxwise.engine.Engine.turn>` loads the session, runs
 :func:`default_steps` (each one module here: append, observe, calibrate, route,
-tools, budget, edit, gather, assemble, render, cost, trace, and calibrate's estimate),
-commits what they built in one
-transaction, then runs the turn's effects (:mod:`ctxwise.turn.effects`). Each
+tools, budget, edit, gather, assemble, render, cost, ledger, trace, and calibrate's
+estimate), commits what they built in one transaction, then runs the turn's effects
+(:mod:`ctxwise.turn.effects`). Each
 step is a plain function of ``(state, ctx)`` that returns the next state, so it
 can be tested alone on a hand-built state and a :class:`TurnContext` made from a
 config, with no store.
@@ -33,6 +33,7 @@ from ctxwise.turn.context import Classifier, TurnContext
 from ctxwise.turn.cost import cost
 from ctxwise.turn.edit import edit
 from ctxwise.turn.gather import gather
+from ctxwise.turn.ledger import ledger
 from ctxwise.turn.observe import observe
 from ctxwise.turn.pipeline import FunctionStep, Step, Steps, step
 from ctxwise.turn.render import render
@@ -88,6 +89,7 @@ def default_steps() -> list[Step]:
         FunctionStep("assemble", assemble_window),
         FunctionStep("render", render),
         FunctionStep("cost", cost),
+        FunctionStep("ledger", ledger),
         FunctionStep("trace", trace),
         FunctionStep("estimate", estimate),
     ]

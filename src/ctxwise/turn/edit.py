@@ -151,11 +151,13 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
         tokens_freed=total - ctx.joined(tokens),
         trigger_tokens=trigger,
     )
+    positions = tuple(sorted(p for i in changed if (p := session.origins[i]) is not None))
     return state.but(
         session=session.but(history=new, tokens=tokens, encoded=encoded, clears=session.clears + 1),
         cleared=cleared,
         edit_gate=gate,
         changed_from=first if state.changed_from is None else min(first, state.changed_from),
+        cleared_positions=(*state.cleared_positions, *positions),
     )
 
 
@@ -217,12 +219,14 @@ def compact_history(state: TurnState, ctx: TurnContext) -> TurnState:
     ]
     new = done.transcript.messages
     tokens = tuple(ctx.count(m) for m in new)
+    written = new[: len(new) - len(kept_origins)]
     compacted = CompactionTrace(
         summarized_messages=done.summarized_messages,
         tokens_before=total,
         tokens_after=ctx.joined(tokens),
         target_tokens=target,
         remembered_items=count_turns(summarized) if ctx.memory is not None else 0,
+        summary="\n\n".join(m.text for m in written),
     )
     return state.but(
         session=session.but(

@@ -34,6 +34,7 @@ from ctxwise.trace import (
     CompactionTrace,
     EditGateTrace,
     FailOpenTrace,
+    LedgerTrace,
     RouteTrace,
     ToolEventTrace,
     ToolsTrace,
@@ -248,6 +249,10 @@ class TurnState:
     compacted: CompactionTrace | None = None
     changed_from: int | None = None
     """The first history position this turn changed (None: only appended)."""
+    cleared_positions: tuple[int, ...] = ()
+    """The log positions of the messages whose tool results this turn cleared."""
+    ledger: LedgerTrace | None = None
+    """Where each log message is on this turn's request (the ledger step)."""
     gathered: tuple[tuple[Section, str], ...] = ()
     skipped: tuple[str, ...] = ()
     assembled: Assembled | None = None

@@ -42,6 +42,7 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
                 reason=r.reason,
                 pinned=r.section.pinned,
                 stable=r.section.stable,
+                refs=list(r.section.refs),
             )
             for r in reports
         ],
@@ -71,6 +72,7 @@ def trace(state: TurnState, ctx: TurnContext) -> TurnState:
         cache=state.cache,
         tool_events=list(session.tool_events),
         fail_open=list(session.fail_open),
+        ledger=state.ledger,
         timings_ms={k: round(v, 3) for k, v in timings.items()},
         attempts=state.attempt,
     )
