@@ -656,17 +656,25 @@ class UnknownSessionError(UsageError):
 
 
 class UnknownTurnError(UsageError):
-    """A turn number the session ``session_id`` never had (it has ``turns``)."""
+    """A turn number the session ``session_id`` never had (it has ``turns``), or,
+    with ``detail``, one that lacks what was asked of it (a ledger)."""
 
-    def __init__(self, session_id: str, turn: int, *, turns: int) -> None:
+    def __init__(self, session_id: str, turn: int, *, turns: int, detail: str = "") -> None:
         self.session_id = session_id
         self.turn = turn
         self.turns = turns
+        self.detail = detail
         has = f"turns 1 to {turns}" if turns else "no turns yet"
-        super().__init__(f"session {session_id!r} has no turn {turn} (it has {has})")
+        super().__init__(
+            f"turn {turn} of session {session_id!r} {detail}"
+            if detail
+            else f"session {session_id!r} has no turn {turn} (it has {has})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return self._reduced((self.session_id, self.turn), {"turns": self.turns})
+        return self._reduced(
+            (self.session_id, self.turn), {"turns": self.turns, "detail": self.detail}
+        )
 
 
 class PointerError(UsageError):

@@ -282,7 +282,13 @@ class LedgerReader:
     def _record(self, turn: int) -> LedgerTrace:
         record = self.trace(turn).ledger
         if record is None:
-            raise UnknownTurnError(self.session_id, turn, turns=self.turns)
+            raise UnknownTurnError(
+                self.session_id,
+                turn,
+                turns=self.turns,
+                detail="has no ledger: its trace was written without the ledger step "
+                "(removed from engine.steps, or by a ctxwise before it)",
+            )
         return record
 
     def _tokens_of(self, position: int) -> int:
@@ -330,7 +336,11 @@ class LedgerReader:
                     fate="sent",
                     reason=f"stands for {s.stop - s.first} message(s) compacted"
                     + (f" on turn {wrote}" if wrote is not None else ""),
-                    tokens_before=sum(self._tokens_of(p) for p in range(s.first, s.stop)),
+                    tokens_before=sum(
+                        self._tokens_of(p)
+                        for p in range(s.first, s.stop)
+                        if self.log[p].role != "system"
+                    ),
                     tokens_after=s.tokens,
                     pointer=pointer,
                     name=name,
@@ -381,6 +391,14 @@ class LedgerReader:
             return LedgerEntry(kind="message", position=p, role=m.role, tools=tools, **fields)
 
         pointer = f"log:{p}"
+        if m.role == "system":
+            return made(
+                fate="sent",
+                reason="a system message: its text is in the system prompt of every request",
+                tokens_before=before,
+                tokens_after=before,
+                pointer=pointer,
+            )
         if p in window:
             if p in cleared:
                 after = self.counter.count_messages([_cleared(m)])

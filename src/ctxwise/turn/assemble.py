@@ -132,7 +132,9 @@ def assemble_window(state: TurnState, ctx: TurnContext) -> TurnState:
     # compaction is off, or when it could not shrink it further)
     must = [s.name for s, _ in plan.pinned] + (["history"] if history_tokens else [])
     if context_budget < plan.pinned_tokens + 1:
-        raise PinnedOverflowError(plan.window, plan.pinned_tokens + history_tokens, must)
+        # what they need is reported with the request's framing, as the check counts it
+        need = plan.framing + plan.pinned_tokens + history_tokens + 1
+        raise PinnedOverflowError(plan.window, need, must)
     # the context block's tags cost a few tokens: keep room for them
     tags = ctx.counter.count("<context>\n\n</context>") + 1
     assembly, window, placements, total = fit_window(
