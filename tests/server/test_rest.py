@@ -15,6 +15,10 @@ SESSION_ROUTES: list[tuple[str, str, dict[str, Any] | None]] = [
     ("GET", "/v1/sessions/s1/traces", None),
     ("GET", "/v1/sessions/s1/traces/1", None),
     ("GET", "/v1/sessions/s1/usage", None),
+    ("GET", "/v1/sessions/s1/ledger", None),
+    ("GET", "/v1/sessions/s1/ledger?turn=1", None),
+    ("GET", "/v1/sessions/s1/original?pointer=log:0", None),
+    ("GET", "/v1/sessions/s1/find?text=4411", None),
     ("GET", "/v1/sessions/s1/facts", None),
     ("GET", "/v1/sessions/s1/rules", None),
     ("POST", "/v1/sessions/s1/rules", {"text": "Never issue refunds to anyone"}),
@@ -165,3 +169,26 @@ def test_health_readiness_and_openapi_need_no_key(service: Service) -> None:
     paths = set(spec["paths"])
     assert {"/v1/sessions", "/v1/sessions/{session_id}/turns", "/v1/memory/recall"} <= paths
     assert all(p.startswith(("/v1/", "/healthz", "/readyz")) for p in paths)
+
+
+def test_the_ledger_routes_read_a_turn_open_its_originals_and_find_text(
+    service: Service,
+) -> None:
+    _seed_a(service)
+    r = _call(service, "GET", "/v1/sessions/s1/ledger", None, service.a())
+    assert r.status_code == 200, r.text
+    ledger = r.json()
+    assert ledger["turn"] == ledger["turns"] == 1
+    (message,) = [e for e in ledger["entries"] if e["kind"] == "message"]
+    assert message["fate"] == "sent" and message["pointer"] == "log:0"
+    r = _call(service, "GET", "/v1/sessions/s1/original?pointer=log:0", None, service.a())
+    assert SECRET in r.json()["text"] and r.json()["gone"] is None
+    r = _call(service, "GET", "/v1/sessions/s1/original?pointer=log:9", None, service.a())
+    assert r.status_code == 200 and r.json()["text"] is None and r.json()["gone"]
+    r = _call(service, "GET", "/v1/sessions/s1/find?text=ada%20LOVELACE", None, service.a())
+    hits = r.json()["hits"]
+    assert [h["position"] for h in hits] == [0] and "Lovelace" in hits[0]["snippet"]
+    r = _call(service, "GET", "/v1/sessions/s1/ledger?turn=7", None, service.a())
+    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found"
+    r = _call(service, "GET", "/v1/sessions/s1/original?pointer=disk:/etc", None, service.a())
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request"

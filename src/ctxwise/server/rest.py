@@ -12,6 +12,10 @@ key is another tenant's session, or none. Routes:
 - ``POST /v1/sessions/{id}/records``: append without building a request
   (:meth:`ctxwise.Engine.record`: the model's final answer);
 - ``GET /v1/sessions/{id}/traces`` and ``…/traces/{turn}``: the turns' traces;
+- ``GET /v1/sessions/{id}/ledger[?turn=N]``: a turn's ledger (:mod:`ctxwise.ledger`:
+  every message's fate, reason, tokens and pointer, and the diff from the turn
+  before); ``GET …/original?pointer=P``: what a pointer points at, or why it is gone;
+  ``GET …/find?text=T[&turn=N]``: where a text is now;
 - ``GET /v1/sessions/{id}/usage``: what the provider billed for each answer the
   session recorded (the usage the proxy's upstream sent back), priced at the
   answer's model, and the session's total;
@@ -33,9 +37,10 @@ from fastapi import APIRouter, Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxwise.engine import Engine
-from ctxwise.errors import UsageError
+from ctxwise.errors import UnknownTurnError, UsageError
 from ctxwise.formats import neutral
 from ctxwise.formats.usage import billed_split
+from ctxwise.ledger import LedgerReader
 from ctxwise.memory.facts import Rules
 from ctxwise.memory.longterm import LongTermMemory
 from ctxwise.memory.store import NamespaceNotFoundError, namespace_part
@@ -276,6 +281,70 @@ async def get_trace(
         if t.turn == turn:
             return t.to_dict()
     raise HTTPException(404, f"session {session_id!r} has no turn {turn}")
+
+
+class OriginalOut(BaseModel):
+    pointer: str
+    text: str | None
+    gone: str | None
+
+
+class FindOut(BaseModel):
+    turn: int
+    hits: list[dict[str, Any]]
+
+
+def _reader(engine: Engine, session_id: str) -> LedgerReader:
+    return LedgerReader.for_engine(engine, check_session_id(session_id))
+
+
+def _turn_of(reader: LedgerReader, turn: int | None) -> int:
+    """``turn``, or the latest; a turn the session does not have is a 404."""
+    try:
+        return reader.trace(reader.turns if turn is None else turn).turn
+    except UnknownTurnError as e:
+        raise HTTPException(404, str(e)) from None
+
+
+@router.get("/sessions/{session_id}/ledger", summary="One turn's ledger")
+async def get_ledger(
+    request: Request, tenant: Tenant, session_id: SessionId, turn: int | None = None
+) -> dict[str, Any]:
+    def read(engine: Engine) -> dict[str, Any]:
+        reader = _reader(engine, session_id)
+        try:
+            return {"turns": reader.turns, **reader.ledger(_turn_of(reader, turn)).to_dict()}
+        except UnknownTurnError as e:  # a turn whose trace holds no ledger
+            raise HTTPException(404, str(e)) from None
+
+    return await _pool(request).run(tenant, read)
+
+
+@router.get("/sessions/{session_id}/original", response_model=OriginalOut, summary="Open a pointer")
+async def get_original(
+    request: Request, tenant: Tenant, session_id: SessionId, pointer: str
+) -> OriginalOut:
+    def read(engine: Engine) -> OriginalOut:
+        found = _reader(engine, session_id).original(pointer)
+        return OriginalOut(pointer=found.pointer, text=found.text, gone=found.gone)
+
+    return await _pool(request).run(tenant, read)
+
+
+@router.get("/sessions/{session_id}/find", response_model=FindOut, summary="Where is this now")
+async def get_find(
+    request: Request, tenant: Tenant, session_id: SessionId, text: str, turn: int | None = None
+) -> FindOut:
+    def read(engine: Engine) -> FindOut:
+        reader = _reader(engine, session_id)
+        at = _turn_of(reader, turn)
+        try:
+            hits = reader.find(text, at)
+        except UnknownTurnError as e:
+            raise HTTPException(404, str(e)) from None
+        return FindOut(turn=at, hits=[h.to_dict() for h in hits])
+
+    return await _pool(request).run(tenant, read)
 
 
 def _usage(engine: Engine, session_id: str) -> UsageOut:
