@@ -11,7 +11,10 @@ gather, assemble, render and the commit to the store.
 Rows:
 
 - ``no edit``: budget 4 × the transcript and everything the turns add, so nothing
-  is cleared or compacted (the turns the target is about);
+  is cleared or compacted (the turns the target is about); ``ledger off``: the same
+  turns on an Engine whose ``ledger`` step was removed (issue 32: the ledger's cost
+  per turn), the two Engines turn by turn in alternation, and ``ledger step`` the
+  step's own time from the trace;
 - ``compacting``: budget a third of the transcript, so the first turn after recording
   clears and compacts (the extractive summarizer; reported apart, ``COMPACT_RUNS``
   fresh sessions, one turn each); ``its effect``: remembering the compacted turns
@@ -134,17 +137,30 @@ def engine_for(store: str, budget: int) -> Engine:
 
 
 def time_turns(
-    store: str, prefix: Transcript, budget: int, pairs: list[tuple[Message, Message]]
-) -> list[int]:
-    with engine_for(store, budget) as engine:
-        engine.record("bench", prefix.messages)
-        samples = []
+    stores: tuple[str, str], prefix: Transcript, budget: int, pairs: list[tuple[Message, Message]]
+) -> tuple[list[int], list[int], list[float]]:
+    """The no-edit turns with the ledger step (the default) and without it (removed
+    from ``engine.steps``), each on its own session and store, the two turn by turn
+    in alternation so both see the same machine; and the ledger step's own time."""
+    with engine_for(stores[0], budget) as on, engine_for(stores[1], budget) as off:
+        off.steps.remove("ledger")
+        on.record("bench", prefix.messages)
+        off.record("bench", prefix.messages)
+        with_ledger: list[int] = []
+        without: list[int] = []
+        step_ms: list[float] = []
         for reply, ask in pairs:
-            start = time.perf_counter_ns()
-            result = engine.turn("bench", [reply, ask])
-            samples.append(time.perf_counter_ns() - start)
-            assert result.trace.compacted is None and result.trace.cleared is None
-    return samples
+            for engine, samples in ((on, with_ledger), (off, without)):
+                start = time.perf_counter_ns()
+                result = engine.turn("bench", [reply, ask])
+                samples.append(time.perf_counter_ns() - start)
+                assert result.trace.compacted is None and result.trace.cleared is None
+                if engine is on:
+                    assert result.trace.ledger is not None
+                    step_ms.append(result.trace.timings_ms["ledger"])
+                else:
+                    assert result.trace.ledger is None
+    return with_ledger, without, step_ms
 
 
 def time_compacting(
@@ -391,7 +407,8 @@ def main() -> None:
                     return f"sqlite:///{path}" if kind == "sqlite" else "memory"
 
                 roomy = 4 * (tokens + added)
-                plain = summarize_ns(time_turns(url(99), prefix, roomy, pairs))
+                on_ns, off_ns, step_ms = time_turns((url(98), url(99)), prefix, roomy, pairs)
+                plain, no_ledger = summarize_ns(on_ns), summarize_ns(off_ns)
                 turn_ns, effect_ns = time_compacting(url, prefix, tokens // 3, COMPACT_RUNS)
                 comp, effect = summarize_ns(turn_ns), summarize_ns(effect_ns)
                 rows.append(
@@ -401,6 +418,8 @@ def main() -> None:
                         "messages": len(prefix.messages),
                         "store": kind,
                         "no_edit": plain,
+                        "no_edit_without_ledger": no_ledger,
+                        "ledger_step_p50_ms": statistics.median(step_ms),
                         "compacting": comp,
                         "compacting_effect": effect,
                         "baseline": base,
@@ -426,6 +445,8 @@ def main() -> None:
             "store",
             "no edit p50",
             "p99",
+            "ledger off p50",
+            "ledger step p50",
             "compacting p50",
             "its effect p50",
             "baseline p50",
@@ -438,6 +459,8 @@ def main() -> None:
                 r["store"],
                 f"{r['no_edit']['p50_ms']:.2f}",
                 f"{r['no_edit']['p99_ms']:.2f}",
+                f"{r['no_edit_without_ledger']['p50_ms']:.2f}",
+                f"{r['ledger_step_p50_ms']:.3f}",
                 f"{r['compacting']['p50_ms']:.0f}",
                 f"{r['compacting_effect']['p50_ms']:.0f}",
                 f"{r['baseline']['p50_ms']:.2f}",

@@ -40,6 +40,10 @@ def engine(d: dict[str, Any]) -> str:
             r["store"],
             f"{r['no_edit']['p50_ms']:.2f}",
             f"{r['no_edit']['p99_ms']:.2f}",
+            "-"
+            if "no_edit_without_ledger" not in r
+            else f"{r['no_edit_without_ledger']['p50_ms']:.2f}",
+            "-" if "ledger_step_p50_ms" not in r else f"{r['ledger_step_p50_ms']:.3f}",
             f"{r['compacting']['p50_ms']:.0f}",
             "-" if "compacting_effect" not in r else f"{r['compacting_effect']['p50_ms']:.0f}",
             f"{r['baseline']['p50_ms']:.2f}",
@@ -60,7 +64,9 @@ def engine(d: dict[str, Any]) -> str:
     )
     return (
         f"Per-turn overhead of `Engine.turn` without LLM calls ({d['turns']} turns per "
-        f"size; target p50 ≤ {d['target_ms']} ms at 100k tokens: **{met}**). `baseline`: "
+        f"size; target p50 ≤ {d['target_ms']} ms at 100k tokens, with the ledger on: "
+        f"**{met}**). `ledger off`: the same turns with the `ledger` step removed, in "
+        "alternation with them; `ledger step`: the step's own time. `baseline`: "
         "encoding and counting the whole history once, uncached, in the same run."
         + compacting
         + "\n\n"
@@ -70,6 +76,8 @@ def engine(d: dict[str, Any]) -> str:
                 "store",
                 "p50 ms",
                 "p99 ms",
+                "ledger off p50 ms",
+                "ledger step p50 ms",
                 "compacting p50 ms",
                 "effect p50 ms",
                 "baseline p50 ms",
