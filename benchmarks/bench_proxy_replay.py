@@ -52,7 +52,10 @@ recorded output tokens of each call on both sides, each policy a
 prompt and tool definitions, so it is reference, not the same requests.
 
 Configurations: the long sessions at budgets 50,000 and 100,000 with the edit
-gate on (the default) and off (``[costs] gate = false``); the other Claude Code
+gate on (the default) and off (``[costs] gate = false``), and at 200,000 (the
+Claude models' context window: no recorded request passes it, so passing through
+unchanged is always possible there; the Engine still compacts when the history
+passes its own room, the budget less the context's share); the other Claude Code
 files (subagents and fixtures) at 50,000 with the gate on, reported apart.
 ``named_session``: the first configuration again with one ``x-ctxwise-session``
 header for the whole file (as the SDK example of docs/server.md names a
@@ -97,7 +100,7 @@ from ctxwise.server.keys import KeyStore
 from ctxwise.server.settings import ServeSettings
 from ctxwise.tokens import TokenCounter, counter_for_model
 
-BUDGETS = (50_000, 100_000)
+BUDGETS = (50_000, 100_000, 200_000)
 SMALL_BUDGET = 50_000
 MAX_TOKENS = 32_000
 MARK = {"type": "ephemeral"}
