@@ -438,6 +438,11 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.tenancy.open_partition",
         "ctxwise.tenancy.partition",
     },
+    "the web inspector (issue 32): ctxwise.server.inspect.X, its command ctxwise.cli.inspect_ui": {
+        "ctxwise.cli.inspect_ui.*",
+        "ctxwise.server.inspect.*",
+        "ctxwise.server.inspect.app.*",
+    },
     "the memory tool: reached as ctxwise.memory_tool.X": {
         "ctxwise.memory_tool.*",
     },

@@ -40,6 +40,7 @@ from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.evals import eval_app
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
+from ctxwise.cli.inspect_ui import inspect_ui_cmd
 from ctxwise.cli.mcp import mcp_cmd
 from ctxwise.cli.relay import data_relay_cmd, eval_relay_cmd, relay_app
 from ctxwise.cli.routing import data_app, eval_routing_cmd, route_cmd, router_app
@@ -115,6 +116,7 @@ app.command("replay")(replay_cmd)
 app.command("trace")(trace_cmd)
 app.command("mcp")(mcp_cmd)
 app.command("serve")(serve_cmd)
+app.command("inspect-ui")(inspect_ui_cmd)
 app.add_typer(router_app, name="router")
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")

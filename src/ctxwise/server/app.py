@@ -7,7 +7,9 @@ and the OpenAPI document at ``/openapi.json``: one source for both, which plain
 Starlette would have us write twice. The proxy routes read and write raw bytes
 through the same app (Starlette's ``Request`` and ``StreamingResponse``).
 
-Every route but ``/healthz``, ``/readyz`` and ``/openapi.json`` needs an API key
+The web inspector is mounted at ``/inspect`` (:mod:`ctxwise.server.inspect`; its
+login form takes the same keys). Every route but ``/healthz``, ``/readyz`` and
+``/openapi.json`` needs an API key
 (:mod:`ctxwise.server.keys`), sent as ``x-ctxwise-key: cwk_…`` (or, on the REST
 API, ``Authorization: Bearer cwk_…``); the key's tenant decides the only
 partition the request can reach (:mod:`ctxwise.tenancy`). A body over
@@ -48,6 +50,7 @@ from ctxwise.errors import (
 )
 from ctxwise.server import rest
 from ctxwise.server.engines import EnginePool
+from ctxwise.server.inspect import ServiceSource, create_inspector
 from ctxwise.server.keys import KeyStore
 from ctxwise.server.proxy import include_proxy
 from ctxwise.server.settings import ServeSettings
@@ -184,6 +187,7 @@ def create_app(
 
     app.include_router(rest.router)
     include_proxy(app)
+    app.mount("/inspect", create_inspector(ServiceSource(key_store, engines)))
     app.add_middleware(BodyLimit, limit=cfg.max_body_bytes)
     return app
 
