@@ -156,6 +156,13 @@ def test_replay_and_trace(files: dict[str, Path]) -> None:
     assert_fits_80_columns("trace", SESSION_ID, "--store", files["db"])
 
 
+def test_explain(files: dict[str, Path]) -> None:
+    ledger = assert_fits_80_columns("explain", SESSION_ID, "--store", files["db"])
+    assert "summarized" in ledger  # the session compacted: a run of messages on one line
+    found = assert_fits_80_columns("explain", SESSION_ID, "--store", files["db"], "--find", "4417")
+    assert "place(s) hold" in found
+
+
 def test_routing(files: dict[str, Path]) -> None:
     assert_fits_80_columns("route", files["router"], "-q", "refund the invoice", "--explain")
     assert_fits_80_columns(
@@ -199,7 +206,7 @@ def test_simulate_and_relay() -> None:
 
 COMMANDS = [
     [], ["assemble"], ["inspect"], ["demo"], ["clear"], ["compact"], ["route"], ["replay"],
-    ["trace"], ["mcp"], ["router", "build"], ["eval", "routing"], ["eval", "memory"],
+    ["trace"], ["explain"], ["mcp"], ["router", "build"], ["eval", "routing"], ["eval", "memory"],
     ["eval", "tools"], ["eval", "handoff"], ["eval", "relay"], ["data", "clinc150"],
     ["data", "relay"], ["simulate", "compaction"], ["simulate", "clearing"],
     ["tools", "search"], ["tools", "budget"], ["handoff", "select"], ["relay", "run"],

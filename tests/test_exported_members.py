@@ -339,6 +339,7 @@ ALLOWLIST: dict[str, set[str]] = {
         "ctxwise.cli.demo.*",
         "ctxwise.cli.engine.*",
         "ctxwise.cli.evals.*",
+        "ctxwise.cli.explain.*",
         "ctxwise.cli.handoff.*",
         "ctxwise.cli.mcp.*",
         "ctxwise.cli.relay.*",

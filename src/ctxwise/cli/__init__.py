@@ -11,7 +11,8 @@ resume``, ``eval relay``, ``data relay``: long jobs over fresh calls),
 :mod:`~ctxwise.cli.hook` (``hook subagent-context``, ``hook subagent-start``,
 ``hook pre-compact``, ``hook session-start``, ``hook install``: Claude Code
 hooks), :mod:`~ctxwise.cli.mcp` (``mcp``: the MCP server over stdio) and
-:mod:`~ctxwise.cli.engine` (``replay``, ``trace``); ``demo`` is registered from
+:mod:`~ctxwise.cli.engine` (``replay``, ``trace``),
+:mod:`~ctxwise.cli.explain` (``explain``); ``demo`` is registered from
 ``ctxwise.cli.demo``.
 
 Every error ctxwise raises on purpose (bad spec, unknown format, truncated
@@ -38,6 +39,7 @@ from ctxwise.cli.compact import compact_cmd
 from ctxwise.cli.demo import demo_cmd
 from ctxwise.cli.engine import replay_cmd, trace_cmd
 from ctxwise.cli.evals import eval_app
+from ctxwise.cli.explain import explain_cmd
 from ctxwise.cli.handoff import eval_handoff_cmd, handoff_app
 from ctxwise.cli.hook import hook_app, is_hook_run, log_bad_command_line
 from ctxwise.cli.inspect_ui import inspect_ui_cmd
@@ -114,6 +116,7 @@ app.command("compact")(compact_cmd)
 app.command("route")(route_cmd)
 app.command("replay")(replay_cmd)
 app.command("trace")(trace_cmd)
+app.command("explain")(explain_cmd)
 app.command("mcp")(mcp_cmd)
 app.command("serve")(serve_cmd)
 app.command("inspect-ui")(inspect_ui_cmd)
