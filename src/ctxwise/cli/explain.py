@@ -269,18 +269,19 @@ def explain_cmd(
         Path | None,
         typer.Option(
             "--config",
-            help="The ctxwise.toml the Engine ran with: its store, and the [memory] "
-            "namespace its memory and stored results are under.",
+            help="The ctxwise.toml the Engine ran with: its store, and the memory "
+            "namespace (memory.namespace) its memory and stored results are under.",
         ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Show what one turn did with every message, summary, section and tool definition.
 
-    Each message's fate (sent, truncated, cleared, summarized, recalled, dropped), why,
-    its tokens before and after, and a pointer to its original; the diff from the turn
-    before. With --find, where a text is now; the exit code is then 0 when it is found,
-    1 when it is not, 2 on an error (as grep's).
+    Each message's fate (sent, truncated, cleared, summarized, recalled,
+    dropped), why, its tokens before and after, and a pointer to its
+    original; the diff from the turn before. With --find, where a text is
+    now; the exit code is then 0 when it is found, 1 when it is not, 2 on
+    an error (as grep's).
     """
     if find is not None:
         _guard(lambda: _find(session, turn, given_store(store, None), config, find, json_out))
