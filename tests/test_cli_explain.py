@@ -24,6 +24,7 @@ from ctxwise.memory.store import namespace_part
 from ctxwise.memory.urls import open_store
 from ctxwise.sessions import open_session_store
 from tests._cli import assert_usage_error, ok_json, run, runner
+from tests._stores import fresh_schema, postgres_dsn
 
 pytestmark = pytest.mark.data
 
@@ -241,19 +242,44 @@ def test_a_deleted_memory_item_is_gone(replayed: Path, tmp_path: Path) -> None:
     assert f"{gone} (gone: deleted from the memory store)" in shown.stdout
 
 
-def test_a_file_without_memory_tables(replayed: Path, tmp_path: Path) -> None:
-    db = tmp_path / "sessions-only.db"
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ("ALTER TABLE migrations RENAME TO not_memory", "no memory store in this file"),
+        (
+            "DELETE FROM migrations WHERE position = (SELECT MAX(position) FROM migrations)",
+            "the memory store needs migrating by a writing command first",
+        ),
+        (
+            "INSERT INTO migrations (name, position) VALUES ('999_future', 999)",
+            "the memory store was written by a newer ctxwise",
+        ),
+        (
+            "UPDATE meta SET value = 'another-analyzer' WHERE key = 'analyzer'",
+            "the memory store was indexed by another analyzer (another-analyzer)",
+        ),
+    ],
+    ids=["no tables", "older", "newer", "another analyzer"],
+)
+def test_a_memory_store_that_cannot_be_read_as_it_is(
+    replayed: Path, tmp_path: Path, change: str, reason: str
+) -> None:
+    """Opening it would create, migrate or re-index it: it is left alone, and its
+    pointers say why they cannot be read."""
+    db = tmp_path / "memory.db"
     shutil.copy(replayed, db)
     refs = recalled_refs(db)
-    with sqlite3.connect(db) as conn:  # the memory store's tables left out
-        conn.execute("ALTER TABLE migrations RENAME TO not_memory")
-    before = digest(db)
-    out = ok_json("explain", SESSION, "--store", db)
-    assert out["gone"] == dict.fromkeys(refs, "no memory store in this file")
-    assert digest(db) == before  # no memory table was created
     with sqlite3.connect(db) as conn:
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert "migrations" not in names
+        conn.execute(change)
+    before = digest(db)
+    with sqlite3.connect(db) as conn:
+        tables_before = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    out = ok_json("explain", SESSION, "--store", db)
+    assert set(out["gone"]) == set(refs)
+    assert all(why.startswith(reason) for why in out["gone"].values()), out["gone"]
+    assert digest(db) == before  # nothing created, migrated or re-indexed
+    with sqlite3.connect(db) as conn:
+        assert {r[0] for r in conn.execute("SELECT name FROM sqlite_master")} == tables_before
 
 
 def test_config_names_the_store_and_namespace(replayed: Path, tmp_path: Path) -> None:
@@ -266,3 +292,27 @@ def test_config_names_the_store_and_namespace(replayed: Path, tmp_path: Path) ->
     refs = recalled_refs(replayed)
     out = ok_json("explain", SESSION, "--config", config)
     assert out["gone"] == dict.fromkeys(refs, "deleted from the memory store")
+
+
+def test_a_postgresql_store(data_dir: Path, tmp_path: Path) -> None:
+    """Sessions and memory in one PostgreSQL database: the memory pointers resolve
+    from it as from a SQLite file (the store is opened without creating anything)."""
+    dsn = postgres_dsn()
+    session = f"explain-{fresh_schema()}"  # the Engine's schema is shared: a new id
+    config = tmp_path / "ctxwise.toml"
+    config.write_text("[costs]\ngate = false\n")
+    ok_json(
+        "replay", data_dir / "transcripts" / "claude_code" / RECORDING,
+        "--budget", "30000", "--config", config, "--store", dsn, "--session", session,
+    )  # fmt: skip
+    out = ok_json("explain", session, "--store", dsn)
+    sessions = open_session_store(dsn)
+    try:
+        want = LedgerReader(sessions, session).ledger().to_dict()
+    finally:
+        sessions.close()
+    assert {k: out[k] for k in want} == want
+    refs = [r for e in out["entries"] if e["kind"] == "section" for r in e["refs"]]
+    assert refs and out["gone"] == {}
+    found = run("explain", session, "--store", dsn, "--find", "defmodule")
+    assert found.exit_code == 0, found.stderr

@@ -39,6 +39,7 @@ from ctxwise.memory.sqlite import SCHEMA_VERSION
 from ctxwise.memory.store import Store, namespace_part
 from ctxwise.memory.urls import open_store, store_kind
 from ctxwise.sessions import open_session_store
+from ctxwise.text import DEFAULT_ANALYZER
 
 __all__ = ["explain_cmd"]
 
@@ -63,6 +64,7 @@ def _sqlite_memory(path: Path) -> str | None:
             if not {"migrations", "items", "meta"} <= tables:
                 return "no memory store in this file"
             applied = int(conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0])
+            found = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
             journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
         finally:
             conn.close()
@@ -77,6 +79,8 @@ def _sqlite_memory(path: Path) -> str | None:
         return "the memory store needs migrating by a writing command first"
     if journal != "wal":  # opening would switch the file to WAL: a write
         return "the memory store was not written by an Engine (not in WAL mode)"
+    if found is not None and found[0] != DEFAULT_ANALYZER.name:  # opening would re-index
+        return f"the memory store was indexed by another analyzer ({found[0]})"
     return None
 
 
