@@ -19,6 +19,7 @@ from ctxwise import Engine, EngineConfig, PointerError, UnknownTurnError
 from ctxwise.errors import FormatError, UnknownSessionError
 from ctxwise.formats import read_transcripts
 from ctxwise.ledger import LedgerReader, message_text
+from ctxwise.messages import Message, ToolUseBlock
 from ctxwise.replay import replay
 from ctxwise.sessions import open_session_store
 from ctxwise.turn import SessionView
@@ -239,3 +240,38 @@ def test_a_session_written_before_the_ledger_reads_with_no_ledger(tmp_path: Path
         with pytest.raises(UnknownTurnError) as err:
             reader.ledger(1)
         assert "no ledger" in str(err.value)
+
+
+def test_a_stored_result_is_truncated_and_its_pointer_opens_the_whole_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tool result stored behind a cursor (``tool_results.store_over``) is
+    ``truncated`` in the ledger, its pointer opening the whole result while the store
+    holds it; a session id that needs escaping in a namespace still resolves."""
+    monkeypatch.setenv("CTXWISE_CURSOR_KEY", "a-key-of-at-least-16-bytes")
+    cfg = EngineConfig.model_validate(
+        {
+            "store": f"sqlite:///{tmp_path / 'results.db'}",
+            "tool_results": {"store_over": 50, "page_size": 5},
+        }
+    )
+    sid = "shop/ada%1"
+    orders = [{"order": 4400 + i, "status": "shipped"} for i in range(40)]
+    with Engine(cfg) as engine:
+        engine.turn(sid, [user("list my orders")])
+        call = ToolUseBlock("t1", "list_orders", {})
+        block = engine.tool_result(sid, call, orders)
+        engine.turn(sid, [Message("assistant", (call,)), Message("user", (block,))])
+        reader = LedgerReader.for_engine(engine, sid)
+        (entry,) = [
+            e for e in reader.ledger().messages if e.tools == ("list_orders",) and e.role == "user"
+        ]
+        assert entry.fate == "truncated" and entry.pointer is not None
+        assert entry.pointer.startswith("result:")
+        assert entry.tokens_before > entry.tokens_after
+        whole = reader.original(entry.pointer).text
+        assert whole is not None and '"order": 4439' in whole
+        assert engine.results is not None
+        assert engine.results.discard(entry.pointer.split(":", 1)[1], session_id=sid)
+        gone = LedgerReader.for_engine(engine, sid).original(entry.pointer)
+        assert gone.text is None and gone.gone == "deleted from the memory store"

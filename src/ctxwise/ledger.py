@@ -42,7 +42,7 @@ from typing import Any, Literal
 from ctxwise.editing import DEFAULT_PLACEHOLDER
 from ctxwise.errors import PointerError, UnknownTurnError
 from ctxwise.formats import neutral
-from ctxwise.memory.store import Store
+from ctxwise.memory.store import Store, namespace_part
 from ctxwise.memory.tiered import turn_spans
 from ctxwise.messages import Message, ToolResultBlock, ToolUseBlock, block_text
 from ctxwise.sessions import SessionStore
@@ -261,7 +261,7 @@ class LedgerReader:
             session_id,
             memory=engine.memory,
             memory_namespace=engine._namespace,
-            results_namespace=lambda s: (cfg.memory.namespace, "tool_results", s),
+            results_namespace=lambda s: (cfg.memory.namespace, "tool_results", namespace_part(s)),
             counter=engine.counter,
         )
 
