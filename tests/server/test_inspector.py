@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 from starlette.testclient import TestClient as StarletteClient
 
 from ctxwise import EngineConfig
@@ -22,13 +21,11 @@ from ctxwise.cli.inspect_ui import _memory_of
 from ctxwise.formats import read_transcript
 from ctxwise.ledger import LedgerReader
 from ctxwise.replay import replay
-from ctxwise.server.app import create_app
 from ctxwise.server.inspect import COOKIE, StoreSource, local_app
 from ctxwise.server.inspect._views import PARTS, parts
-from ctxwise.server.keys import KeyStore
-from ctxwise.server.settings import ServeSettings
 from ctxwise.sessions import open_session_store
 from tests._cli import run
+from tests.server.conftest import Service
 
 SECRET_A = "Order 4411 for Ada Lovelace ships to 12 Elm Street."
 SECRET_B = "Invoice 8812 for Grace Hopper is overdue."
@@ -38,41 +35,38 @@ SECRET_B = "Invoice 8812 for Grace Hopper is overdue."
 
 
 class Svc:
-    def __init__(self, client: TestClient, keys: KeyStore, key_a: str, key_b: str) -> None:
-        self.client = client
-        self.keys = keys
-        self.key_a = key_a
-        self.key_b = key_b
+    """The shared service (SQLite and PostgreSQL) with one session of the same name
+    under each tenant, and one more under B."""
+
+    def __init__(self, service: Service) -> None:
+        self.client = service.client
+        self.keys = service.keys
+        self.tenant_a = service.tenants[0]
+        self.key_a = service.key_a
+        self.key_b = service.key_b
 
     def login(self, key: str) -> Any:
         return self.client.post("/inspect/login", data={"key": key}, follow_redirects=False)
 
 
 @pytest.fixture
-def svc(tmp_path: Path) -> Iterator[Svc]:
-    store = f"sqlite:///{tmp_path}/svc.db"
-    keys = KeyStore(store)
-    _, key_a = keys.create("tenanta", "a")
-    _, key_b = keys.create("tenantb", "b")
-    try:
-        with TestClient(create_app(ServeSettings(store=store), keys=keys)) as client:
-            for key, secret in ((key_a, SECRET_A), (key_b, SECRET_B)):
-                for words in (secret, "and one more thing"):
-                    r = client.post(
-                        "/v1/sessions/shared-name/turns",
-                        json={"messages": [words]},
-                        headers={"x-ctxwise-key": key},
-                    )
-                    assert r.status_code == 200, r.text
+def svc(service: Service) -> Svc:
+    client = service.client
+    for key, secret in ((service.key_a, SECRET_A), (service.key_b, SECRET_B)):
+        for words in (secret, "and one more thing"):
             r = client.post(
-                "/v1/sessions/only-b/turns",
-                json={"messages": ["b alone"]},
-                headers={"x-ctxwise-key": key_b},
+                "/v1/sessions/shared-name/turns",
+                json={"messages": [words]},
+                headers={"x-ctxwise-key": key},
             )
             assert r.status_code == 200, r.text
-            yield Svc(client, keys, key_a, key_b)
-    finally:
-        keys.close()
+    r = client.post(
+        "/v1/sessions/only-b/turns",
+        json={"messages": ["b alone"]},
+        headers={"x-ctxwise-key": service.key_b},
+    )
+    assert r.status_code == 200, r.text
+    return Svc(service)
 
 
 def test_pages_need_a_login(svc: Svc) -> None:
@@ -102,10 +96,11 @@ def test_login_sets_a_strict_httponly_cookie_scoped_to_the_inspector(svc: Svc) -
 
 
 def test_the_cookie_is_secure_on_https(svc: Svc) -> None:
-    with TestClient(svc.client.app, base_url="https://testserver") as client:
-        r = client.post("/inspect/login", data={"key": svc.key_a}, follow_redirects=False)
-        assert r.status_code == 303
-        assert "Secure" in r.headers["set-cookie"]
+    # the same app (not entered again: its lifespan belongs to the service's client)
+    client = StarletteClient(svc.client.app, base_url="https://testserver")
+    r = client.post("/inspect/login", data={"key": svc.key_a}, follow_redirects=False)
+    assert r.status_code == 303
+    assert "Secure" in r.headers["set-cookie"]
 
 
 def test_a_wrong_or_revoked_key_is_refused_as_the_rest_api_refuses_it(
@@ -122,7 +117,7 @@ def test_a_wrong_or_revoked_key_is_refused_as_the_rest_api_refuses_it(
     # a key revoked after login stops working on the next page
     assert svc.login(svc.key_a).status_code == 303
     assert svc.client.get("/inspect/").status_code == 200
-    kid = next(k.key_id for k in svc.keys.list("tenanta"))
+    kid = next(k.key_id for k in svc.keys.list(svc.tenant_a))
     svc.keys.revoke(kid)
     r = svc.client.get("/inspect/", follow_redirects=False)
     assert r.status_code == 401
@@ -171,6 +166,20 @@ def test_a_tenant_sees_only_its_own_sessions_and_turns(svc: Svc) -> None:
     assert svc.login(svc.key_b).status_code == 303
     theirs = svc.client.get("/inspect/original?session=shared-name&pointer=log:0")
     assert "Invoice 8812" in theirs.text and "Order 4411" not in theirs.text
+
+
+def test_a_session_without_turns_has_no_turn_page(svc: Svc) -> None:
+    r = svc.client.post(
+        "/v1/sessions/records-only/records",
+        json={"messages": ["kept, never turned"]},
+        headers={"x-ctxwise-key": svc.key_a},
+    )
+    assert r.status_code == 200, r.text
+    assert svc.login(svc.key_a).status_code == 303
+    assert svc.client.get("/inspect/session?id=records-only").status_code == 200
+    for path in ("/inspect/turn?session=records-only", "/inspect/diff?session=records-only"):
+        r = svc.client.get(path)
+        assert r.status_code == 404 and "no turns yet" in r.text
 
 
 def test_the_rest_of_the_service_is_unchanged(svc: Svc) -> None:

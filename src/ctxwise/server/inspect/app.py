@@ -342,8 +342,12 @@ def _turn(request: Request, name: str, reader: LedgerReader, default: int | None
     return turn
 
 
-def _reader(request: Request, access: Access, name: str) -> LedgerReader:
-    return access.reader(_param(request, name))
+def _reader(request: Request, access: Access, name: str, *, turns: bool = False) -> LedgerReader:
+    """The session the query names (``turns``: it must have had a turn)."""
+    reader = access.reader(_param(request, name))
+    if turns and not reader.turns:
+        raise _NotFound(f"session {reader.session_id!r} has no turns yet")
+    return reader
 
 
 def _sessions_page(request: Request, access: Access) -> dict[str, Any]:
@@ -367,8 +371,8 @@ def _session_page(request: Request, access: Access) -> dict[str, Any]:
 
 
 def _turn_page(request: Request, access: Access) -> dict[str, Any]:
-    reader = _reader(request, access, "session")
-    turn = _turn(request, "turn", reader, reader.turns or None)
+    reader = _reader(request, access, "session", turns=True)
+    turn = _turn(request, "turn", reader, reader.turns)
     ledger = reader.ledger(turn)
     trace = ledger.trace
     parts, detail = _views.parts(ledger, reader)
@@ -399,8 +403,8 @@ def _turn_page(request: Request, access: Access) -> dict[str, Any]:
 
 
 def _diff_page(request: Request, access: Access) -> dict[str, Any]:
-    reader = _reader(request, access, "session")
-    after = _turn(request, "turn", reader, reader.turns or None)
+    reader = _reader(request, access, "session", turns=True)
+    after = _turn(request, "turn", reader, reader.turns)
     raw = request.query_params.get("before")
     before: int | None
     if raw in (None, ""):
