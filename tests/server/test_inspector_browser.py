@@ -6,7 +6,8 @@ that clears and compacts, served by uvicorn on a loopback port.
 It checks what a person sees: the pages render, the bars add up to the trace's
 totals (read back from the page and from the store), the ledger's filters hide and
 show rows, "open the original" shows the log's text, the diff names what changed,
-and no page scrolls sideways at 1280 or 400 pixels. It saves two screenshots (a
+and no page scrolls sideways at 1280 or 400 pixels; behind ``ctxwise serve``, the
+login form takes a key into a cookie no script can read, and logging out drops it. It saves two screenshots (a
 turn, the timeline) in the test's tmp folder, and in ``$CTXWISE_ARTIFACTS`` when
 that names a folder. Without chromium, chromedriver or selenium it skips, which
 fails under ``CI=true`` (tests/_ci_skips.py): CI installs them (.ci/run).
@@ -20,6 +21,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -73,12 +75,11 @@ def reader(store: Path) -> Iterator[LedgerReader]:
         sessions.close()
 
 
-@pytest.fixture(scope="module")
-def base_url(store: Path) -> Iterator[str]:
+@contextmanager
+def _serve(app: Any) -> Iterator[str]:
+    """``app`` on uvicorn on a free loopback port, in a thread; its base URL."""
     import uvicorn
 
-    url = f"sqlite:///{store}"
-    app = local_app(StoreSource(open_session_store(url), _memory_of(url)))
     port = _free_port()
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
@@ -95,6 +96,13 @@ def base_url(store: Path) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def base_url(store: Path) -> Iterator[str]:
+    url = f"sqlite:///{store}"
+    with _serve(local_app(StoreSource(open_session_store(url), _memory_of(url)))) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +307,41 @@ def test_bad_input_in_the_browser(browser: Any, base_url: str) -> None:
     )
     browser.get(f"{base_url}/inspect/original?session=cc&pointer=log:100000")
     assert browser.find_element(By.ID, "gone").text.startswith("Gone:")
+
+
+def test_logging_in_behind_the_service(browser: Any, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    from ctxwise.server.app import create_app
+    from ctxwise.server.keys import KeyStore
+    from ctxwise.server.settings import ServeSettings
+
+    store = f"sqlite:///{tmp_path}/svc.db"
+    with KeyStore(store) as keys:
+        _, key = keys.create("browsing", "a")
+        with _serve(create_app(ServeSettings(store=store), keys=keys)) as base:
+            import httpx
+
+            r = httpx.post(
+                f"{base}/v1/sessions/seen/turns",
+                json={"messages": ["hello from the browser test"]},
+                headers={"x-ctxwise-key": key},
+            )
+            assert r.status_code == 200, r.text
+            browser.delete_all_cookies()
+            browser.get(f"{base}/inspect/")
+            assert browser.current_url == f"{base}/inspect/login"
+            browser.find_element(By.ID, "key").send_keys("cwk_not_a_key")
+            browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+            assert "not valid" in browser.find_element(By.ID, "error-message").text
+            browser.find_element(By.ID, "key").send_keys(key)
+            browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+            assert browser.find_element(By.ID, "sessions").text.strip() == "seen"
+            # the key is in a cookie no script can read
+            assert browser.execute_script("return document.cookie") == ""
+            (cookie,) = browser.get_cookies()
+            assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+            assert cookie["path"] == "/inspect"
+            browser.find_element(By.LINK_TEXT, "log out").click()
+            assert browser.current_url == f"{base}/inspect/login"
+            assert browser.get_cookies() == []
