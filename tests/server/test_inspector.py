@@ -179,7 +179,7 @@ def test_a_session_without_turns_has_no_turn_page(svc: Svc) -> None:
     assert svc.client.get("/inspect/session?id=records-only").status_code == 200
     for path in ("/inspect/turn?session=records-only", "/inspect/diff?session=records-only"):
         r = svc.client.get(path)
-        assert r.status_code == 404 and "no turns yet" in r.text
+        assert r.status_code == 404 and "it has no turns yet" in r.text
 
 
 def test_the_rest_of_the_service_is_unchanged(svc: Svc) -> None:

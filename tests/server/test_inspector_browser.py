@@ -7,10 +7,11 @@ It checks what a person sees: the pages render, the bars add up to the trace's
 totals (read back from the page and from the store), the ledger's filters hide and
 show rows, "open the original" shows the log's text, the diff names what changed,
 and no page scrolls sideways at 1280 or 400 pixels; behind ``ctxwise serve``, the
-login form takes a key into a cookie no script can read, and logging out drops it. It saves two screenshots (a
-turn, the timeline) in the test's tmp folder, and in ``$CTXWISE_ARTIFACTS`` when
-that names a folder. Without chromium, chromedriver or selenium it skips, which
-fails under ``CI=true`` (tests/_ci_skips.py): CI installs them (.ci/run).
+login form takes a key into a cookie no script can read, and logging out drops it.
+It saves two screenshots (a turn, the timeline) in the test's tmp folder, and in
+``$CTXWISE_ARTIFACTS`` when that names a folder. Without chromium, chromedriver or
+selenium it skips, which fails under ``CI=true`` (tests/_ci_skips.py): CI installs
+them (.ci/run).
 """
 
 from __future__ import annotations
@@ -157,6 +158,21 @@ def _save(driver: Any, tmp_path: Path, name: str) -> Path:
     return path
 
 
+def _go(driver: Any, element: Any) -> None:
+    """Click ``element`` and wait for the page it leads to (a click returns before
+    the next page has loaded, and the old page's elements would still be found)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
+
+
 def _visible(driver: Any) -> list[Any]:
     rows = driver.find_elements("css selector", "#ledger-table tbody tr")
     return [r for r in rows if r.is_displayed()]
@@ -168,7 +184,7 @@ def test_the_timeline(browser: Any, base_url: str, reader: LedgerReader, tmp_pat
     _width(browser, 1280)
     browser.get(f"{base_url}/")  # redirects to /inspect/
     assert browser.find_element(By.ID, "sessions").text.strip() == "cc"
-    browser.find_element(By.LINK_TEXT, "cc").click()
+    _go(browser, browser.find_element(By.LINK_TEXT, "cc"))
     assert "Session cc" in browser.find_element(By.TAG_NAME, "h1").text
     svg = browser.find_element(By.CSS_SELECTOR, "#timeline svg")
     assert int(svg.get_attribute("data-turns")) == reader.turns
@@ -257,7 +273,7 @@ def test_a_turn(browser: Any, base_url: str, reader: LedgerReader, tmp_path: Pat
     fate.select_by_value("summarized")
     link = _visible(browser)[0].find_element(By.CSS_SELECTOR, "a.open")
     pointer = link.text
-    link.click()
+    _go(browser, link)
     shown_text = browser.find_element(By.ID, "original").text
     original = reader.original(pointer)
     assert original.gone is None and original.text
@@ -273,7 +289,7 @@ def test_the_diff(browser: Any, base_url: str, reader: LedgerReader) -> None:
     diff = reader.diff(compacted - 1, compacted)
     _width(browser, 1280)
     browser.get(f"{base_url}/inspect/turn?session=cc&turn={compacted}")
-    browser.find_element(By.PARTIAL_LINK_TEXT, "diff from").click()
+    _go(browser, browser.find_element(By.PARTIAL_LINK_TEXT, "diff from"))
     assert browser.find_element(By.TAG_NAME, "h1").text == (
         f"Diff: turn {compacted - 1} → turn {compacted}"
     )
@@ -290,7 +306,7 @@ def test_the_diff(browser: Any, base_url: str, reader: LedgerReader) -> None:
     )
     # any two turns, from the form
     Select(browser.find_element(By.ID, "diff-before")).select_by_value("1")
-    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    _go(browser, browser.find_element(By.CSS_SELECTOR, "form.filters button"))
     assert browser.find_element(By.TAG_NAME, "h1").text == f"Diff: turn 1 → turn {compacted}"
     other = reader.diff(1, compacted)
     assert browser.find_element(By.ID, "left-count").text == f"{len(other.left)} message(s) left it"
@@ -332,16 +348,16 @@ def test_logging_in_behind_the_service(browser: Any, tmp_path: Path) -> None:
             browser.get(f"{base}/inspect/")
             assert browser.current_url == f"{base}/inspect/login"
             browser.find_element(By.ID, "key").send_keys("cwk_not_a_key")
-            browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+            _go(browser, browser.find_element(By.CSS_SELECTOR, "form.login button"))
             assert "not valid" in browser.find_element(By.ID, "error-message").text
             browser.find_element(By.ID, "key").send_keys(key)
-            browser.find_element(By.CSS_SELECTOR, "form.login button").click()
+            _go(browser, browser.find_element(By.CSS_SELECTOR, "form.login button"))
             assert browser.find_element(By.ID, "sessions").text.strip() == "seen"
             # the key is in a cookie no script can read
             assert browser.execute_script("return document.cookie") == ""
             (cookie,) = browser.get_cookies()
             assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
             assert cookie["path"] == "/inspect"
-            browser.find_element(By.LINK_TEXT, "log out").click()
+            _go(browser, browser.find_element(By.LINK_TEXT, "log out"))
             assert browser.current_url == f"{base}/inspect/login"
             assert browser.get_cookies() == []

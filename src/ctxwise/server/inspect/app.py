@@ -250,9 +250,7 @@ def create_inspector(source: Source) -> Starlette:
                 return _error(request, login, 404, str(e))
             except PointerError as e:
                 return _error(request, login, 400, str(e))
-            except _NotFound as e:
-                return _error(request, login, 404, str(e))
-            except (_BadRequest, UsageError) as e:
+            except UsageError as e:
                 return _error(request, login, 400, str(e))
             if isinstance(got, Response):
                 return got
@@ -314,18 +312,10 @@ def create_inspector(source: Source) -> Starlette:
     return Starlette(routes=routes)
 
 
-class _NotFound(Exception):
-    pass
-
-
-class _BadRequest(Exception):
-    pass
-
-
 def _param(request: Request, name: str) -> str:
     value = request.query_params.get(name)
     if value is None or not value.strip():
-        raise _BadRequest(f"the query parameter {name!r} is missing")
+        raise UsageError(f"the query parameter {name!r} is missing")
     return value
 
 
@@ -333,10 +323,10 @@ def _turn(request: Request, name: str, reader: LedgerReader, default: int | None
     raw = request.query_params.get(name)
     if raw is None or raw == "":
         if default is None:
-            raise _BadRequest(f"the query parameter {name!r} is missing")
+            raise UsageError(f"the query parameter {name!r} is missing")
         return default
     if not raw.strip().isdigit():
-        raise _BadRequest(f"{name}={raw[:40]!r}: a turn is a whole number")
+        raise UsageError(f"{name}={raw[:40]!r}: a turn is a whole number")
     turn = int(raw)
     reader.trace(turn)  # UnknownTurnError: 404
     return turn
@@ -346,7 +336,7 @@ def _reader(request: Request, access: Access, name: str, *, turns: bool = False)
     """The session the query names (``turns``: it must have had a turn)."""
     reader = access.reader(_param(request, name))
     if turns and not reader.turns:
-        raise _NotFound(f"session {reader.session_id!r} has no turns yet")
+        raise UnknownTurnError(reader.session_id, 1, turns=0)
     return reader
 
 
