@@ -137,7 +137,7 @@ class StoreSource:
             session_id,
             memory=self.memory,
             memory_namespace=lambda s: (ns, "session", namespace_part(s)),
-            results_namespace=lambda s: (ns, "tool_results", s),
+            results_namespace=lambda s: (ns, "tool_results", namespace_part(s)),
         )
 
     async def tenant(self, key: str) -> str | None:
