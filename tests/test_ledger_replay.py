@@ -113,6 +113,9 @@ def _check(reader: LedgerReader, seen: list[Seen]) -> dict[str, int]:
                 assert e.fate in ("sent", "cleared", "truncated"), (turn, e)
                 if e.fate == "cleared":
                     assert sent != original and sent.tool_results, (turn, e.position)
+                    # its size as sent: rebuilt from the results the turns cleared,
+                    # some of a message's results or all of them
+                    assert e.tokens_after == reader.counter.count_messages([sent]), (turn, e)
                 else:
                     assert sent == original, (turn, e.position)
                 assert e.tokens_after <= e.tokens_before

@@ -297,12 +297,16 @@ class LedgerReader:
             got = self._tokens[position] = self.counter.count_messages([self.log[position]])
         return got
 
-    def _cleared_by(self, turn: int) -> set[int]:
-        out: set[int] = set()
+    def _cleared_by(self, turn: int) -> tuple[set[int], set[str]]:
+        """The log positions whose tool results the turns up to ``turn`` cleared, and
+        the tool call ids of those results."""
+        positions: set[int] = set()
+        ids: set[str] = set()
         for t in self.traces[:turn]:
             if t.ledger is not None:
-                out |= _positions(t.ledger.cleared)
-        return out
+                positions |= _positions(t.ledger.cleared)
+                ids.update(t.ledger.cleared_ids)
+        return positions, ids
 
     def _summary_turns(self, turn: int, record: LedgerTrace) -> list[int | None]:
         """The turn whose compaction wrote each summary of ``record`` (the latest
@@ -320,7 +324,8 @@ class LedgerReader:
         record = self._record(turn)
         trace = self.trace(turn)
         window = _positions(record.window)
-        cleared = self._cleared_by(turn) & window
+        cleared, cleared_ids = self._cleared_by(turn)
+        cleared &= window
         recalled = self._recalled(trace)
         summary_turns = self._summary_turns(turn, record)
         owner: dict[int, str] = {}
@@ -347,7 +352,8 @@ class LedgerReader:
                 )
             )
         entries = [
-            self._message(p, window, cleared, recalled, owner) for p in range(record.log_length)
+            self._message(p, window, (cleared, cleared_ids), recalled, owner)
+            for p in range(record.log_length)
         ]
         return Ledger(
             session_id=self.session_id,
@@ -377,7 +383,7 @@ class LedgerReader:
         self,
         p: int,
         window: set[int],
-        cleared: set[int],
+        cleared_by: tuple[set[int], set[str]],
         recalled: dict[int, str],
         owner: dict[int, str],
     ) -> LedgerEntry:
@@ -400,12 +406,21 @@ class LedgerReader:
                 pointer=pointer,
             )
         if p in window:
+            cleared, cleared_ids = cleared_by
             if p in cleared:
-                after = self.counter.count_messages([_cleared(m)])
+                results = [b.tool_use_id for b in m.tool_results]
+                # every result when the trace names no ids (one written before it did)
+                ids = {i for i in results if i in cleared_ids} or set(results)
+                some = (
+                    f"{len(ids)} of its {len(results)} tool results were"
+                    if len(ids) < len(results)
+                    else "its tool results were"
+                )
+                after = self.counter.count_messages([_cleared(m, ids)])
                 return made(
                     fate="cleared",
-                    reason="its tool results were cleared: an older tool use than the "
-                    "ones kept, with the history over the clearing trigger",
+                    reason=f"{some} cleared: older tool uses than the ones kept, with "
+                    "the history over the clearing trigger",
                     tokens_before=before,
                     tokens_after=min(before, after),
                     pointer=pointer,
@@ -643,13 +658,14 @@ def _snippet(body: str, at: int, n: int, width: int = 60) -> str:
     return ("…" if start else "") + text + ("…" if at + n + width // 2 < len(body) else "")
 
 
-def _cleared(m: Message) -> Message:
-    """``m`` with every tool result's content replaced by a placeholder."""
+def _cleared(m: Message, ids: set[str]) -> Message:
+    """``m`` with the content of the results of the calls ``ids`` replaced by the
+    placeholder the Engine's clearing writes."""
     return Message(
         role=m.role,
         content=tuple(
             ToolResultBlock(b.tool_use_id, DEFAULT_PLACEHOLDER, is_error=b.is_error)
-            if isinstance(b, ToolResultBlock)
+            if isinstance(b, ToolResultBlock) and b.tool_use_id in ids
             else b
             for b in m.content
         ),

@@ -117,6 +117,9 @@ class LedgerTrace(_Model):
     window: list[tuple[int, int]]
     summaries: list[SummaryTrace] = Field(default_factory=list)
     cleared: list[tuple[int, int]] = Field(default_factory=list)
+    cleared_ids: list[str] = Field(default_factory=list)
+    """The tool calls whose results this turn cleared (a message holding several
+    results may have some cleared and not others)."""
     first_change: int | None = None
     """The first history position (in the history sent) that differs from the previous
     request's; ``None`` when this request only appended to it."""

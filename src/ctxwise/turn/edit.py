@@ -152,12 +152,19 @@ def clear(state: TurnState, ctx: TurnContext) -> TurnState:
         trigger_tokens=trigger,
     )
     positions = tuple(sorted(p for i in changed if (p := session.origins[i]) is not None))
+    ids = tuple(
+        b.tool_use_id
+        for i in sorted(changed)
+        for a, b in zip(session.history[i].content, new[i].content, strict=False)
+        if isinstance(b, ToolResultBlock) and a != b
+    )
     return state.but(
         session=session.but(history=new, tokens=tokens, encoded=encoded, clears=session.clears + 1),
         cleared=cleared,
         edit_gate=gate,
         changed_from=first if state.changed_from is None else min(first, state.changed_from),
         cleared_positions=(*state.cleared_positions, *positions),
+        cleared_ids=(*state.cleared_ids, *ids),
     )
 
 

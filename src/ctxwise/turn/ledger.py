@@ -59,6 +59,7 @@ def ledger(state: TurnState, ctx: TurnContext) -> TurnState:
         window=window,
         summaries=summaries,
         cleared=ranges(sorted(set(state.cleared_positions))),
+        cleared_ids=list(dict.fromkeys(state.cleared_ids)),
         first_change=state.changed_from,
     )
     return state.but(ledger=record)

@@ -251,6 +251,8 @@ class TurnState:
     """The first history position this turn changed (None: only appended)."""
     cleared_positions: tuple[int, ...] = ()
     """The log positions of the messages whose tool results this turn cleared."""
+    cleared_ids: tuple[str, ...] = ()
+    """The tool call ids whose results this turn cleared."""
     ledger: LedgerTrace | None = None
     """Where each log message is on this turn's request (the ledger step)."""
     gathered: tuple[tuple[Section, str], ...] = ()
