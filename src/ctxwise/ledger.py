@@ -251,17 +251,37 @@ class LedgerReader:
         }
 
     @classmethod
+    def of_store(
+        cls,
+        sessions: SessionStore,
+        session_id: str,
+        *,
+        memory: Store | None = None,
+        namespace: str = "ctxwise",
+        counter: TokenCounter | None = None,
+    ) -> LedgerReader:
+        """The reader of ``session_id`` in stores an Engine wrote, its memory items
+        and stored results under the namespaces the Engine gives them (``namespace``
+        is its ``[memory] namespace``)."""
+        return cls(
+            sessions,
+            session_id,
+            memory=memory,
+            memory_namespace=lambda s: (namespace, "session", namespace_part(s)),
+            results_namespace=lambda s: (namespace, "tool_results", namespace_part(s)),
+            counter=counter,
+        )
+
+    @classmethod
     def for_engine(cls, engine: Any, session_id: str) -> LedgerReader:
         """The reader of ``session_id`` in ``engine`` (an :class:`~ctxwise.Engine`):
         its stores, namespaces and counter."""
         engine.wait()
-        cfg = engine.config
-        return cls(
+        return cls.of_store(
             engine.sessions,
             session_id,
             memory=engine.memory,
-            memory_namespace=engine._namespace,
-            results_namespace=lambda s: (cfg.memory.namespace, "tool_results", namespace_part(s)),
+            namespace=engine.config.memory.namespace,
             counter=engine.counter,
         )
 

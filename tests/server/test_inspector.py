@@ -17,7 +17,7 @@ import pytest
 from starlette.testclient import TestClient as StarletteClient
 
 from ctxwise import EngineConfig
-from ctxwise.cli.inspect_ui import _memory_of
+from ctxwise.cli._store import read_only_memory
 from ctxwise.formats import read_transcript
 from ctxwise.ledger import LedgerReader
 from ctxwise.replay import replay
@@ -205,7 +205,9 @@ def replayed(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def local(replayed: Path) -> Iterator[StarletteClient]:
     url = f"sqlite:///{replayed}"
-    with StarletteClient(local_app(StoreSource(open_session_store(url), _memory_of(url)))) as c:
+    with StarletteClient(
+        local_app(StoreSource(open_session_store(url), read_only_memory(url, EngineConfig())[0]))
+    ) as c:
         yield c
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from ctxwise import EngineConfig
-from ctxwise.cli.inspect_ui import _memory_of
+from ctxwise.cli._store import read_only_memory
 from ctxwise.formats import read_transcript
 from ctxwise.ledger import LedgerReader
 from ctxwise.replay import replay
@@ -71,7 +71,9 @@ def store(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def reader(store: Path) -> Iterator[LedgerReader]:
     sessions = open_session_store(f"sqlite:///{store}")
     try:
-        yield LedgerReader(sessions, "cc", memory=_memory_of(f"sqlite:///{store}"))
+        yield LedgerReader.of_store(
+            sessions, "cc", memory=read_only_memory(f"sqlite:///{store}", EngineConfig())[0]
+        )
     finally:
         sessions.close()
 
@@ -102,7 +104,9 @@ def _serve(app: Any) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def base_url(store: Path) -> Iterator[str]:
     url = f"sqlite:///{store}"
-    with _serve(local_app(StoreSource(open_session_store(url), _memory_of(url)))) as base:
+    with _serve(
+        local_app(StoreSource(open_session_store(url), read_only_memory(url, EngineConfig())[0]))
+    ) as base:
         yield base
 
 

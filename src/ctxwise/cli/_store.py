@@ -9,25 +9,32 @@ kept hidden where it existed (``demo``, ``replay``, ``trace``, ``mcp``).
 Commands that write (``demo``, ``replay``, ``mcp``, ``eval memory``) create a
 SQLite file that does not exist yet, in a folder that must; a read-only command
 (``trace``) refuses a file that does not exist or holds no ctxwise sessions, and
-never creates or migrates one.
+never creates or migrates one. A read-only command that resolves memory pointers
+(``explain``, ``inspect-ui``) opens the memory store in the same file or database
+only when it can be read without writing to it (:func:`read_only_memory`).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ctxwise.errors import OutputError, UsageError
+from ctxwise.errors import CtxwiseError, OutputError, UsageError
 from ctxwise.memory.urls import store_kind
+
+if TYPE_CHECKING:
+    from ctxwise.config import EngineConfig
+    from ctxwise.memory.store import Store
 
 __all__ = [
     "STORE_HELP",
     "DbAlias",
     "existing_session_store",
     "given_store",
+    "read_only_memory",
     "sqlite_path",
     "store_url",
     "writable_store",
@@ -125,3 +132,69 @@ def existing_session_store(value: str) -> str:
     if found is None:
         raise UsageError(f"{value!r} is not a ctxwise store: it holds no sessions")
     return url
+
+
+def _sqlite_memory(path: Path) -> str | None:
+    """Why the SQLite file at ``path`` cannot be read as an up-to-date memory store
+    without writing to it, or ``None`` when it can. Looked at read-only."""
+    from ctxwise.memory.sqlite import SCHEMA_VERSION
+    from ctxwise.text import DEFAULT_ANALYZER
+
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            tables = {
+                str(r[0])
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if not {"migrations", "items", "meta"} <= tables:
+                return "no memory store in this file"
+            applied = int(conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0])
+            found = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
+            journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        return f"the memory store cannot be read ({e})"
+    if applied > SCHEMA_VERSION:
+        return (
+            f"the memory store was written by a newer ctxwise (schema version {applied}, "
+            f"this ctxwise knows {SCHEMA_VERSION})"
+        )
+    if applied < SCHEMA_VERSION:
+        return "the memory store needs migrating by a writing command first"
+    if journal != "wal":  # opening would switch the file to WAL: a write
+        return "the memory store was not written by an Engine (not in WAL mode)"
+    if found is not None and found[0] != DEFAULT_ANALYZER.name:  # opening would re-index
+        return f"the memory store was indexed by another analyzer ({found[0]})"
+    return None
+
+
+def read_only_memory(url: str, cfg: EngineConfig) -> tuple[Store | None, str]:
+    """The Engine's memory store in ``url`` (its embedder's dimension from ``cfg``),
+    opened for a command that only reads: never created, migrated or re-indexed (a
+    SQLite file is looked at read-only first). ``None`` and why not, otherwise."""
+    from ctxwise.memory.urls import open_store
+
+    kind = store_kind(url)
+    try:
+        if kind == "sqlite":
+            path = sqlite_path(url)
+            if path is None:
+                return None, "no memory store in an in-memory database"
+            why = _sqlite_memory(path)
+            if why is not None:
+                return None, why
+            # up to date, in WAL mode, and the Engine's analyzer (the default one):
+            # opening it writes nothing
+            store = open_store(url)
+            return store, ""
+        if kind == "postgresql":
+            from ctxwise.embeddings import build_embedder
+            from ctxwise.memory.postgres import PostgresStore
+
+            dim = build_embedder(cfg.embedder).dim
+            return PostgresStore(url, dim=dim, create=False), ""
+    except CtxwiseError as e:
+        return None, f"the memory store cannot be opened ({e})"
+    return None, "no memory store"

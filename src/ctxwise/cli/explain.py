@@ -12,7 +12,6 @@ shown all the same.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,12 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ctxwise.cli._store import STORE_HELP, existing_session_store, given_store, sqlite_path
+from ctxwise.cli._store import (
+    STORE_HELP,
+    existing_session_store,
+    given_store,
+    read_only_memory,
+)
 from ctxwise.cli._util import (
     _buffered_console,
     _guard,
@@ -33,13 +37,9 @@ from ctxwise.cli._util import (
     _write,
 )
 from ctxwise.config import EngineConfig, load_config
-from ctxwise.errors import CtxwiseError
 from ctxwise.ledger import Found, Ledger, LedgerEntry, LedgerReader, Original
-from ctxwise.memory.sqlite import SCHEMA_VERSION
-from ctxwise.memory.store import Store, namespace_part
-from ctxwise.memory.urls import open_store, store_kind
+from ctxwise.memory.store import Store
 from ctxwise.sessions import open_session_store
-from ctxwise.text import DEFAULT_ANALYZER
 
 __all__ = ["explain_cmd"]
 
@@ -49,66 +49,6 @@ by why this command has none."""
 
 
 # ------------------------------------------------------------------- memory store
-
-
-def _sqlite_memory(path: Path) -> str | None:
-    """Why the SQLite file at ``path`` cannot be read as an up-to-date memory store
-    without writing to it, or ``None`` when it can. Looked at read-only."""
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            tables = {
-                str(r[0])
-                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            }
-            if not {"migrations", "items", "meta"} <= tables:
-                return "no memory store in this file"
-            applied = int(conn.execute("SELECT COUNT(*) FROM migrations").fetchone()[0])
-            found = conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone()
-            journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
-        finally:
-            conn.close()
-    except sqlite3.Error as e:
-        return f"the memory store cannot be read ({e})"
-    if applied > SCHEMA_VERSION:
-        return (
-            f"the memory store was written by a newer ctxwise (schema version {applied}, "
-            f"this ctxwise knows {SCHEMA_VERSION})"
-        )
-    if applied < SCHEMA_VERSION:
-        return "the memory store needs migrating by a writing command first"
-    if journal != "wal":  # opening would switch the file to WAL: a write
-        return "the memory store was not written by an Engine (not in WAL mode)"
-    if found is not None and found[0] != DEFAULT_ANALYZER.name:  # opening would re-index
-        return f"the memory store was indexed by another analyzer ({found[0]})"
-    return None
-
-
-def _open_memory(url: str, cfg: EngineConfig) -> tuple[Store | None, str]:
-    """The Engine's memory store in ``url``, opened without creating or migrating it,
-    or ``None`` and why not."""
-    kind = store_kind(url)
-    try:
-        if kind == "sqlite":
-            path = sqlite_path(url)
-            if path is None:
-                return None, "no memory store in an in-memory database"
-            why = _sqlite_memory(path)
-            if why is not None:
-                return None, why
-            # up to date, in WAL mode, and the Engine's analyzer (the default one):
-            # opening it writes nothing
-            store = open_store(url)
-            return store, ""
-        if kind == "postgresql":
-            from ctxwise.embeddings import build_embedder
-            from ctxwise.memory.postgres import PostgresStore
-
-            dim = build_embedder(cfg.embedder).dim
-            return PostgresStore(url, dim=dim, create=False), ""
-    except CtxwiseError as e:
-        return None, f"the memory store cannot be opened ({e})"
-    return None, "no memory store"
 
 
 # ------------------------------------------------------------------------- runs
@@ -232,14 +172,9 @@ def _reader(
     sessions = open_session_store(url)
     memory: Store | None = None
     try:
-        memory, no_memory = _open_memory(url, cfg)
-        ns = cfg.memory.namespace
-        reader = LedgerReader(
-            sessions,
-            session,
-            memory=memory,
-            memory_namespace=lambda s: (ns, "session", namespace_part(s)),
-            results_namespace=lambda s: (ns, "tool_results", namespace_part(s)),
+        memory, no_memory = read_only_memory(url, cfg)
+        reader = LedgerReader.of_store(
+            sessions, session, memory=memory, namespace=cfg.memory.namespace
         )
         yield reader, no_memory
     finally:

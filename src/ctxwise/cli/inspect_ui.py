@@ -4,47 +4,28 @@ It serves :mod:`ctxwise.server.inspect` at ``/inspect`` on uvicorn (extra
 ``server``), reading ``--store`` the way ``ctxwise trace`` does: the store must
 exist and hold ctxwise sessions, nothing is created, and a store a newer ctxwise
 wrote is refused with its version. It asks for no key, so it listens on the
-loopback address unless ``--host`` says otherwise. A bad option or store fails
+loopback address unless ``--host`` says otherwise. The memory store in the same
+file (or database) is opened too when it can be read without writing to it, so
+``memory:`` and ``result:`` pointers open (``--config``: the namespace and embedder
+they were written with). A bad option or store fails
 before anything listens: one line on standard error, exit code 2.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
-from ctxwise.cli._store import STORE_HELP, existing_session_store, sqlite_path
+from ctxwise.cli._store import STORE_HELP, existing_session_store, read_only_memory
 from ctxwise.cli._util import _guard
-
-if TYPE_CHECKING:
-    from ctxwise.memory.store import Store
+from ctxwise.config import EngineConfig, load_config
 
 __all__ = ["inspect_ui_cmd"]
 
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
-
-
-def _memory_of(url: str) -> Store | None:
-    """The memory store in the SQLite file ``url`` names, when the file holds one
-    (looked at read-only first, so no table is added); ``None`` otherwise."""
-    path = sqlite_path(url)
-    if path is None:
-        return None
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        found = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
-        ).fetchone()
-    finally:
-        conn.close()
-    if found is None:
-        return None
-    from ctxwise.memory.urls import open_store
-
-    return open_store(url)
 
 
 def inspect_ui_cmd(
@@ -56,6 +37,14 @@ def inspect_ui_cmd(
         str, typer.Option("--host", help="The address to listen on (no keys: keep it local).")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="The port to listen on.")] = 8788,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="The ctxwise.toml the sessions were written with: its memory namespace "
+            "and embedder, to open memory and stored-result pointers.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the web inspector over a local store, read-only (extra server)."""
 
@@ -66,14 +55,15 @@ def inspect_ui_cmd(
 
         if not 0 < port < 65536:
             raise UsageError(f"--port {port}: give a port from 1 to 65535")
+        cfg = load_config(config) if config is not None else EngineConfig()
         url = existing_session_store(store)
         sessions = open_session_store(url)
         try:
-            memory = _memory_of(url)
+            memory, _ = read_only_memory(url, cfg)
         except BaseException:
             sessions.close()
             raise
-        return url, local_app(StoreSource(sessions, memory))
+        return url, local_app(StoreSource(sessions, memory, namespace=cfg.memory.namespace))
 
     url, app = _guard(build)
     import uvicorn

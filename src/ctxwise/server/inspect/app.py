@@ -42,7 +42,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed in the tes
 from ctxwise.engine import Engine
 from ctxwise.errors import PointerError, UnknownSessionError, UnknownTurnError, UsageError
 from ctxwise.ledger import FATES, LedgerReader
-from ctxwise.memory.store import Store, namespace_part
+from ctxwise.memory.store import Store
 from ctxwise.server.engines import EnginePool
 from ctxwise.server.inspect import _svg, _views
 from ctxwise.server.keys import KeyStore
@@ -131,13 +131,8 @@ class StoreSource:
         return self.store.sessions()
 
     def reader(self, session_id: str) -> LedgerReader:
-        ns = self.namespace
-        return LedgerReader(
-            self.store,
-            session_id,
-            memory=self.memory,
-            memory_namespace=lambda s: (ns, "session", namespace_part(s)),
-            results_namespace=lambda s: (ns, "tool_results", namespace_part(s)),
+        return LedgerReader.of_store(
+            self.store, session_id, memory=self.memory, namespace=self.namespace
         )
 
     async def tenant(self, key: str) -> str | None:
