@@ -158,18 +158,24 @@ def test_at_80_columns_the_demo_shows_what_the_user_said_and_what_to_try_next(
     assert "…" not in out and all(" of 2,400 tokens" in cell for cell in sent)
     # it ends with the commands to try next, one a line
     lines = out.rstrip("\n").splitlines()
-    assert lines[-2:] == [
+    assert lines[-3:] == [
         "  ctxwise demo --store demo.db",
         f"  ctxwise trace {SESSION_ID} --store demo.db",
+        f"  ctxwise explain {SESSION_ID} --store demo.db",
     ]
-    assert lines[-3].startswith("next: ")
+    assert lines[-4].startswith("next: ")
     # with --store, the next command reads the sessions it kept
     db = tmp_path / "kept.db"
     kept = runner.invoke(app, ["demo", "--store", str(db)], env={"COLUMNS": "80"})
     assert kept.exit_code == 0, kept.stderr
-    assert kept.stdout.rstrip("\n").splitlines()[-1] == f"  ctxwise trace {SESSION_ID} --store {db}"
+    assert kept.stdout.rstrip("\n").splitlines()[-2:] == [
+        f"  ctxwise trace {SESSION_ID} --store {db}",
+        f"  ctxwise explain {SESSION_ID} --store {db}",
+    ]
     follow = runner.invoke(app, ["trace", SESSION_ID, "--store", str(db), "--json"])
     assert follow.exit_code == 0 and len(json.loads(follow.stdout)) == len(SCRIPT)
+    explained = runner.invoke(app, ["explain", SESSION_ID, "--store", str(db), "--json"])
+    assert explained.exit_code == 0 and json.loads(explained.stdout)["turn"] == len(SCRIPT)
 
 
 def test_the_json_report_holds_what_the_user_said(report: tuple[Path, dict[str, Any]]) -> None:

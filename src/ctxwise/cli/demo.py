@@ -186,6 +186,7 @@ def _print_next(console: Any, store: str | None) -> None:
         console.print("next: keep the sessions, then read what any turn did:")
         console.print(Text("  ctxwise demo --store demo.db"))
         console.print(Text(f"  ctxwise trace {SESSION_ID} --store demo.db"))
+        console.print(Text(f"  ctxwise explain {SESSION_ID} --store demo.db"))
         return
     # a password in a database URL is not echoed: the URL is shown as a placeholder
     shown = store if "://" not in store or sqlite_path(store) is not None else "URL"
@@ -197,3 +198,4 @@ def _print_next(console: Any, store: str | None) -> None:
     )
     # one line whatever its length, so it can be copied as it is
     console.print(Text(f"  ctxwise trace {SESSION_ID} --store {shown}"), soft_wrap=True)
+    console.print(Text(f"  ctxwise explain {SESSION_ID} --store {shown}"), soft_wrap=True)
