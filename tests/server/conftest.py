@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -57,3 +58,31 @@ def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Service]
         keys.close()
         if request.param == "postgres":
             _drop_schemas(os.environ["CTXWISE_PG_DSN"], tenants)
+
+
+# the proxy on an Anthropic upstream (tests/server/test_proxy_anthropic.py), for
+# every module that tests it; a module whose upstream answers another API
+# overrides ``proxy`` with its own
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def proxy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    from tests.server.test_proxy_anthropic import make_proxy
+
+    store = f"sqlite:///{tmp_path}/svc.db" if request.param == "sqlite" else postgres_dsn()
+    made, close = make_proxy(store, tmp_path)
+    try:
+        yield made
+    finally:
+        close()
+
+
+@pytest.fixture
+def sqlite_proxy(tmp_path: Path) -> Iterator[Any]:
+    from tests.server.test_proxy_anthropic import make_proxy
+
+    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path)
+    try:
+        yield made
+    finally:
+        close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,6 @@ from ctxwise.pairing import problems
 from ctxwise.server.app import create_app
 from ctxwise.server.keys import KeyStore
 from ctxwise.server.settings import ServeSettings
-from tests._stores import postgres_dsn
 
 PROVIDER_KEY = "sk-ant-api03-" + "Zq7" * 20
 VERSION = "2023-06-01"
@@ -250,25 +249,6 @@ def make_proxy(
             _drop_schema(tenant)
 
     return Proxy(client, fake, keys, tenant, key, root), close
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def proxy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Proxy]:
-    store = f"sqlite:///{tmp_path}/svc.db" if request.param == "sqlite" else postgres_dsn()
-    made, close = make_proxy(store, tmp_path)
-    try:
-        yield made
-    finally:
-        close()
-
-
-@pytest.fixture
-def sqlite_proxy(tmp_path: Path) -> Iterator[Proxy]:
-    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path)
-    try:
-        yield made
-    finally:
-        close()
 
 
 def body(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

@@ -5,7 +5,6 @@ serving its own, a bound on how many models a worker makes pools for."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,32 +14,12 @@ from ctxwise.config import EngineConfig
 from ctxwise.pricing import TokenSplit, cost_usd, price_for
 from ctxwise.server.proxy import _pools
 from ctxwise.tokens import counter_for_model
-from tests._stores import postgres_dsn
 from tests.server.test_proxy_anthropic import Proxy, body, make_proxy, user
 from tests.server.test_proxy_openai import PATH as CHAT
 from tests.server.test_proxy_openai import completion_answer, post
 
 CONFIG_MODEL = EngineConfig().model
 HAIKU = "claude-haiku-4-5"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def proxy(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Proxy]:
-    store = f"sqlite:///{tmp_path}/svc.db" if request.param == "sqlite" else postgres_dsn()
-    made, close = make_proxy(store, tmp_path)
-    try:
-        yield made
-    finally:
-        close()
-
-
-@pytest.fixture
-def sqlite_proxy(tmp_path: Path) -> Iterator[Proxy]:
-    made, close = make_proxy(f"sqlite:///{tmp_path}/svc.db", tmp_path)
-    try:
-        yield made
-    finally:
-        close()
 
 
 def pools(proxy: Proxy) -> dict[tuple[str, str], Any]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ctxwise.server.proxy._frames import EventStream
+
 __all__ = ["CompletionStream"]
 
 
@@ -70,16 +72,15 @@ class _Choice:
         return out
 
 
-class CompletionStream:
+class CompletionStream(EventStream):
     """Rebuilds a ``chat.completion`` from its chunks (module docstring)."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        super().__init__()
         self._head: dict[str, Any] = {}
         self._choices: dict[int, _Choice] = {}
         self._usage: dict[str, Any] | None = None
         self.complete = False
-        self.failed: str | None = None
 
     @property
     def message(self) -> dict[str, Any] | None:
@@ -102,20 +103,7 @@ class CompletionStream:
             out["usage"] = self._usage
         return out
 
-    def feed(self, chunk: bytes) -> None:
-        """Read ``chunk``, the stream's next bytes (any split of them)."""
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            if self.failed is None:
-                self._event(raw)
-
-    def _event(self, raw: bytes) -> None:
-        data = b"\n".join(
-            line[5:].removeprefix(b" ") for line in raw.split(b"\n") if line.startswith(b"data:")
-        )
-        if not data:
-            return
+    def on_data(self, data: bytes) -> None:
         if data.strip() == b"[DONE]":
             self.complete = True
             return

@@ -13,38 +13,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ctxwise.server.proxy._frames import EventStream
+
 __all__ = ["ResponseEvents"]
 
 _FAILED = frozenset({"error", "response.failed", "response.incomplete"})
 
 
-class ResponseEvents:
+class ResponseEvents(EventStream):
     """Keeps the response of a Responses API stream's ``response.completed`` event."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        super().__init__()
         self._response: dict[str, Any] | None = None
-        self.failed: str | None = None
 
     @property
     def message(self) -> dict[str, Any] | None:
         """The completed response, ``None`` before it (or after a failure)."""
         return self._response if self.failed is None else None
 
-    def feed(self, chunk: bytes) -> None:
-        """Read ``chunk``, the stream's next bytes (any split of them)."""
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            if self.failed is None:
-                self._event(raw)
-
-    def _event(self, raw: bytes) -> None:
-        data = b"\n".join(
-            line[5:].removeprefix(b" ") for line in raw.split(b"\n") if line.startswith(b"data:")
-        )
-        if not data:
-            return
+    def on_data(self, data: bytes) -> None:
         try:
             event = json.loads(data)
         except ValueError:

@@ -24,21 +24,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ctxwise.server.proxy._frames import EventStream
+
 __all__ = ["MessageStream"]
 
 
-class MessageStream:
+class MessageStream(EventStream):
     """Rebuilds a Messages API response from its event stream (module docstring)."""
 
     def __init__(self) -> None:
-        self._buffer = b""
+        super().__init__()
         self._message: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, str] = {}
         self.complete = False
-        self.failed: str | None = None
-        """Why the stream cannot give a message (an ``error`` event, an unreadable
-        event, an event out of order); ``None`` while it can."""
 
     @property
     def message(self) -> dict[str, Any] | None:
@@ -47,22 +46,9 @@ class MessageStream:
             return None
         return {**self._message, "content": [self._blocks[i] for i in sorted(self._blocks)]}
 
-    def feed(self, chunk: bytes) -> None:
-        """Read ``chunk``, the stream's next bytes (any split of them)."""
-        self._buffer += chunk.replace(b"\r\n", b"\n")
-        while b"\n\n" in self._buffer:
-            raw, self._buffer = self._buffer.split(b"\n\n", 1)
-            if self.failed is None:
-                self._event(raw)
-
-    def _event(self, raw: bytes) -> None:
-        data = [
-            line[5:].removeprefix(b" ") for line in raw.split(b"\n") if line.startswith(b"data:")
-        ]
-        if not data:
-            return  # a comment or an event without data
+    def on_data(self, data: bytes) -> None:
         try:
-            event = json.loads(b"\n".join(data))
+            event = json.loads(data)
         except ValueError:
             self.failed = "an event's data is not JSON"
             return
