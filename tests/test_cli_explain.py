@@ -48,9 +48,9 @@ def replayed(data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
-def reader_of(db: Path) -> tuple[LedgerReader, Any]:
+def reader_of(db: Path, session: str = SESSION) -> tuple[LedgerReader, Any]:
     sessions = open_session_store(f"sqlite:///{db}")
-    return LedgerReader(sessions, SESSION), sessions
+    return LedgerReader(sessions, session), sessions
 
 
 def digest(path: Path) -> str:
@@ -59,16 +59,21 @@ def digest(path: Path) -> str:
 
 def needle(text: str) -> str:
     """A line of an original to look for: its longest line of at most 70 characters,
-    past the role and block markers."""
+    past the role and block markers (or the start of a longer one)."""
     lines = [ln.strip() for ln in text.splitlines()[1:]]
     lines = [ln.split("] ", 1)[-1] if ln.startswith("[tool") else ln for ln in lines]
     fit = [ln for ln in lines if 20 <= len(ln) <= 70]
+    if not fit:  # only longer lines: the start of the longest, as a person recalls it
+        longest = max(lines, key=len, default="")
+        fit = [longest[:60].strip()] if len(longest) > 70 else []
     assert fit, text[:200]
     return max(fit, key=len)
 
 
-def entries(db: Path, turn: int | None = None) -> tuple[LedgerReader, tuple[LedgerEntry, ...]]:
-    reader, sessions = reader_of(db)
+def entries(
+    db: Path, turn: int | None = None, session: str = SESSION
+) -> tuple[LedgerReader, tuple[LedgerEntry, ...]]:
+    reader, sessions = reader_of(db, session)
     try:
         return reader, reader.ledger(turn).messages
     finally:
@@ -76,7 +81,11 @@ def entries(db: Path, turn: int | None = None) -> tuple[LedgerReader, tuple[Ledg
 
 
 def test_find_a_cleared_tool_result(replayed: Path) -> None:
-    reader, messages = entries(replayed)
+    find_a_cleared_tool_result(replayed, SESSION)
+
+
+def find_a_cleared_tool_result(replayed: Path, session: str) -> None:
+    reader, messages = entries(replayed, session=session)
     cleared = [e for e in messages if e.fate == "cleared"]
     assert cleared, "the replay cleared no tool result"
     # the largest cleared result: the one a user would remember
@@ -84,7 +93,7 @@ def test_find_a_cleared_tool_result(replayed: Path) -> None:
     original = reader.original(f"log:{e.position}").text
     assert original is not None
     text = needle(original)
-    out = ok_json("explain", SESSION, "--store", replayed, "--find", text)
+    out = ok_json("explain", session, "--store", replayed, "--find", text)
     hits = [f for f in out["found"] if f["position"] == e.position]
     assert hits, (text, out["found"])
     assert hits[0]["fate"] == "cleared"
@@ -93,13 +102,17 @@ def test_find_a_cleared_tool_result(replayed: Path) -> None:
     # the pointer resolves to the text found
     resolved = reader.original(hits[0]["pointer"]).text
     assert resolved is not None and text in resolved
-    shown = run("explain", SESSION, "--store", replayed, "--find", text)
+    shown = run("explain", session, "--store", replayed, "--find", text)
     assert shown.exit_code == 0, shown.stderr
     assert f"log {e.position} user" in shown.stdout and "cleared" in shown.stdout
 
 
 def test_find_a_summarized_turn(replayed: Path) -> None:
-    reader, messages = entries(replayed)
+    find_a_summarized_turn(replayed, SESSION)
+
+
+def find_a_summarized_turn(replayed: Path, session: str) -> None:
+    reader, messages = entries(replayed, session=session)
     gone = [e for e in messages if e.fate in ("summarized", "recalled") and e.role == "user"]
     assert gone, "the replay summarized no turn"
     # a person's words, not a tool result: the user's own text
@@ -108,14 +121,39 @@ def test_find_a_summarized_turn(replayed: Path) -> None:
     ]
     e = typed[0] if typed else gone[0]
     text = needle(reader.original(f"log:{e.position}").text or "")
-    out = ok_json("explain", SESSION, "--store", replayed, "--find", text)
+    out = ok_json("explain", session, "--store", replayed, "--find", text)
     hit = next(f for f in out["found"] if f["position"] == e.position)
     assert hit["fate"] in ("summarized", "recalled")
     assert hit["into"] is not None and hit["into"].startswith("summary:")
     summary = reader.original(hit["into"])
     assert summary.gone is None and summary.text
-    shown = run("explain", SESSION, "--store", replayed, "--find", text).stdout
+    shown = run("explain", session, "--store", replayed, "--find", text).stdout
     assert f"into {hit['into']}" in shown
+
+
+@pytest.mark.parametrize(
+    "recording",
+    [
+        "4d5611e5-241a-462a-8d15-5122611a9569.jsonl",
+        "8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",
+    ],
+    ids=["4d5611e5", "8463c716"],
+)
+def test_find_works_on_the_other_long_sessions(
+    data_dir: Path, tmp_path: Path, recording: str
+) -> None:
+    """The must-show on every long shared session, not only the module's: a cleared
+    tool result and a summarized turn, each found where it is now."""
+    config = tmp_path / "ctxwise.toml"
+    config.write_text("[costs]\ngate = false\n")
+    db = tmp_path / "store.db"
+    report = ok_json(
+        "replay", data_dir / "transcripts" / "claude_code" / recording,
+        "--budget", "30000", "--config", config, "--store", db, "--session", "long",
+    )  # fmt: skip
+    assert report["clears"] > 0 and report["compactions"] > 0, report
+    find_a_cleared_tool_result(db, "long")
+    find_a_summarized_turn(db, "long")
 
 
 def test_nothing_found_exits_1(replayed: Path) -> None:
